@@ -1,0 +1,5 @@
+#ifndef STENO_SHIMS_H
+#define STENO_SHIMS_H
+#include "steno_opus.h"
+#include "steno_lws.h"
+#endif

@@ -1,0 +1,43 @@
+/// A span of the session's audio timeline, in seconds (0 = first sample of the first audio message).
+public struct TimeRange: Sendable, Hashable, CustomStringConvertible {
+    public var start: Double
+    public var end: Double
+
+    public init(start: Double, end: Double) {
+        self.start = start
+        self.end = end
+    }
+
+    public var duration: Double { end - start }
+
+    public func contains(_ other: TimeRange) -> Bool { other.start >= start && other.end <= end }
+
+    public var description: String { "[\(start) → \(end)]" }
+}
+
+/// One recognized word with its time range and a confidence in 0...1.
+public struct Word: Sendable, Hashable {
+    public var text: String
+    public var range: TimeRange
+    public var confidence: Double
+
+    public init(_ text: String, range: TimeRange, confidence: Double) {
+        self.text = text
+        self.range = range
+        self.confidence = confidence
+    }
+}
+
+/// A recognition result over a time range: the text and, when asked for, its words.
+/// The same shape serves volatile and final results.
+public struct RecognitionResult: Sendable, Hashable {
+    public var range: TimeRange
+    public var text: String
+    public var words: [Word]
+
+    public init(range: TimeRange, text: String, words: [Word] = []) {
+        self.range = range
+        self.text = text
+        self.words = words
+    }
+}

@@ -1,0 +1,4 @@
+import Testing
+@testable import StenoAudio
+
+@Test func placeholder() {}

@@ -1,0 +1,4 @@
+import Testing
+@testable import StenoCore
+
+@Test func placeholder() {}

@@ -1,0 +1,4 @@
+import Testing
+@testable import StenoServer
+
+@Test func placeholder() {}

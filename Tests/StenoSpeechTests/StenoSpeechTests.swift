@@ -1,0 +1,4 @@
+import Testing
+@testable import StenoSpeech
+
+@Test func placeholder() {}
