@@ -51,6 +51,12 @@ let package = Package(
             name: "steno",
             dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoServer"]),
 
+        // Benchmarks: `make bench` prints their tables.
+        .executableTarget(
+            name: "steno-bench",
+            dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoServer", "COpus", "CSoxr", "CPocketSphinx", "CStenoShims"],
+            path: "bench/Sources/steno-bench"),
+
         .testTarget(name: "StenoCoreTests", dependencies: ["StenoCore"]),
         .testTarget(
             name: "StenoAudioTests",

@@ -41,3 +41,16 @@ public struct RecognitionResult: Sendable, Hashable {
         self.words = words
     }
 }
+
+/// What a transcriber reports as it listens, in seconds on its own input timeline.
+/// Produced by StenoSpeech recognizers, turned into wire events by StenoCore.
+public enum TranscriberEvent: Sendable, Hashable {
+    /// Voice activity began at this time.
+    case speechStarted(at: Double)
+    /// Voice activity ended at this time.
+    case speechEnded(at: Double)
+    /// The current guess for the utterance in progress; replaces the previous partial.
+    case partial(RecognitionResult)
+    /// A finished utterance; never revised.
+    case final(RecognitionResult)
+}

@@ -1,0 +1,3 @@
+func runAudioBench(_ arguments: [String]) {
+    print("audio benchmark: not written yet")
+}

@@ -1,0 +1,3 @@
+func runServerBench(_ arguments: [String]) {
+    print("server benchmark: not written yet")
+}

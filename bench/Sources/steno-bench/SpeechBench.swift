@@ -1,0 +1,3 @@
+func runSpeechBench(_ arguments: [String]) {
+    print("speech benchmark: not written yet")
+}
