@@ -1,0 +1,32 @@
+# Steno: the two commands of the README, plus benchmarks.
+#   make run    install what is missing, build, start the server with the English model and the web client
+#   make test   install what is missing, build, run every test (Swift suites, then the browser test)
+#   make bench  build in release mode and print the benchmark tables
+
+HOST ?= 127.0.0.1
+PORT ?= 8080
+SWIFT ?= swift
+
+.PHONY: run test bench build clean
+
+run:
+	scripts/bootstrap.sh run
+	$(SWIFT) build -c release --product steno
+	.build/release/steno serve --host $(HOST) --port $(PORT) --web-root web-client
+
+test:
+	scripts/bootstrap.sh test
+	$(SWIFT) build --build-tests
+	$(SWIFT) test
+	scripts/browser-test.sh
+
+bench:
+	scripts/bootstrap.sh test
+	$(SWIFT) build -c release --product steno-bench
+	.build/release/steno-bench all
+
+build:
+	$(SWIFT) build
+
+clean:
+	rm -rf .build

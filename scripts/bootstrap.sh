@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Steno needs, idempotently.
+#   scripts/bootstrap.sh run    what building and running the server needs
+#   scripts/bootstrap.sh test   that, plus what the tests and benchmarks need
+# Works as root or through sudo; runs `apt-get update` only when something is missing.
+set -euo pipefail
+
+mode="${1:-test}"
+
+run_packages=(
+    pkg-config
+    libwebsockets-dev   # the WebSocket/HTTP server
+    libopus-dev         # Opus decoding
+    libsoxr-dev         # resampling
+    libpocketsphinx-dev libsphinxbase-dev  # the recognizer
+    pocketsphinx-en-us  # the embedded English model
+)
+test_packages=(
+    pocketsphinx          # pocketsphinx_continuous: the reference the tests compare with
+    pocketsphinx-testdata # read speech with reference transcripts
+    openssl               # self-signed certificates for the TLS tests
+    chromium chromium-driver  # the browser test of the web client
+    python3-venv
+)
+
+packages=("${run_packages[@]}")
+case "$mode" in
+    run) ;;
+    test) packages+=("${test_packages[@]}") ;;
+    *) echo "usage: $0 [run|test]" >&2; exit 2 ;;
+esac
+
+missing=()
+for p in "${packages[@]}"; do
+    if [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]; then
+        missing+=("$p")
+    fi
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" -eq 0 ]; then sudo=(); else sudo=(sudo); fi
+    echo "bootstrap: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 update -qq
+    "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${missing[@]}" >/dev/null
+fi
+echo "bootstrap: Debian packages for '$mode' are installed" >&2
