@@ -110,7 +110,7 @@ public enum Captions {
     /// non-finite times are written as 0.
     public static func timestamp(_ seconds: Double, separator: Character) -> String {
         let clamped = seconds.isFinite ? min(max(seconds, 0), 3.6e9) : 0
-        let ms = Int64((clamped * 1000).rounded(.toNearestOrAwayFromZero))
+        let ms = CoreMath.nearest(clamped * 1000) ?? 0
         let hours = ms / 3_600_000
         let minutes = (ms / 60_000) % 60
         let secs = (ms / 1000) % 60

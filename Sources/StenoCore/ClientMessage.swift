@@ -171,8 +171,8 @@ private struct Fields {
     func requiredInteger(_ key: String) throws(StenoError) -> Int? {
         guard let value = object[key] else { throw missing(key) }
         guard case .number(let n) = value else { throw wrongType(key, "a number") }
-        guard n == n.rounded() else { throw wrongType(key, "an integer") }
-        return Int(exactly: n)
+        guard CoreMath.isIntegral(n) else { throw wrongType(key, "an integer") }
+        return CoreMath.exactInteger(n).flatMap { Int(exactly: $0) }
     }
 
     func requiredObject(_ key: String) throws(StenoError) -> Fields {

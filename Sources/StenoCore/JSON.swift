@@ -195,7 +195,8 @@ private struct JSONReader {
         let literal = UnsafeBufferPointer(start: word.utf8Start, count: count)
         for i in 0..<count {
             guard position < bytes.count, bytes[position] == literal[i] else {
-                throw JSONError("invalid literal, expected \(word)", at: start)
+                position = start
+                throw unexpected("a value")
             }
             position += 1
         }
@@ -572,7 +573,7 @@ public struct JSONWriter: Sendable {
             bytes.append(UInt8(ascii: "0"))
             return
         }
-        if value == value.rounded(), abs(value) < 9_007_199_254_740_992, let integer = Int64(exactly: value) {
+        if value.magnitude < 9_007_199_254_740_992, let integer = CoreMath.exactInteger(value) {
             appendInteger(integer)
         } else {
             bytes.append(contentsOf: value.description.utf8)
@@ -598,13 +599,12 @@ public struct JSONWriter: Sendable {
         let places = min(max(rawPlaces, 0), 9)
         var scale: UInt64 = 1
         for _ in 0..<places { scale *= 10 }
-        let scaled = (value.isFinite ? value * Double(scale) : 0).rounded(.toNearestOrAwayFromZero)
-        // Out of the exactly representable range: fall back to integer-valued output.
-        guard abs(scaled) < 9.0e15 else {
-            appendNumber(value.rounded())
+        let scaled = value.isFinite ? value * Double(scale) : 0
+        // Beyond the range where every integer is exact, print the number as it is.
+        guard scaled.magnitude < 9.0e15, let integer = CoreMath.nearest(scaled) else {
+            appendNumber(value)
             return
         }
-        let integer = Int64(scaled)
         if integer < 0 { bytes.append(UInt8(ascii: "-")) }
         let magnitude = integer.magnitude
         appendMagnitude(magnitude / scale)

@@ -133,7 +133,7 @@ public struct TranscriptAssembler: Sendable {
     static func quantize(_ time: Double, otherwise fallback: Double) -> Double {
         guard time.isFinite else { return fallback }
         let clamped = min(max(time, 0), 1e12)
-        return (clamped * 1000).rounded(.toNearestOrAwayFromZero) / 1000
+        return Double(CoreMath.nearest(clamped * 1000) ?? 0) / 1000
     }
 
     static func trimmed(_ text: String) -> String {

@@ -11,9 +11,8 @@ public struct UTCTime: Sendable, Hashable, Comparable, CustomStringConvertible {
     /// From seconds since the Unix epoch (as `clock_gettime(CLOCK_REALTIME)` gives them);
     /// non-finite or absurd values are clamped to the years 0000...9999.
     public init(secondsSince1970 seconds: Double) {
-        let ms = seconds.isFinite ? (seconds * 1000).rounded(.down) : 0
-        let clamped = min(max(ms, Double(Self.minMillis)), Double(Self.maxMillis))
-        self.millisecondsSince1970 = Int64(clamped)
+        let ms = seconds.isFinite ? min(max(seconds * 1000, Double(Self.minMillis)), Double(Self.maxMillis)) : 0
+        self.millisecondsSince1970 = CoreMath.floor(ms) ?? 0
     }
 
     /// 0000-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z.
