@@ -223,7 +223,7 @@ private struct JSONReader {
             let keyOffset = position
             let key = try readString()
             if object[key] != nil {
-                throw JSONError("duplicate key \"\(key)\"", at: keyOffset)
+                throw JSONError("duplicate key \"\(clippedForError(key))\"", at: keyOffset)
             }
             skipWhitespace()
             guard peek() == UInt8(ascii: ":") else { throw unexpected("':' after a key") }

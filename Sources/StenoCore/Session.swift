@@ -264,14 +264,15 @@ public struct SessionMachine: Sendable {
     public mutating func handle(_ input: SessionInput) -> [SessionAction] {
         if isClosed { return [] }
         var out: [SessionAction] = []
+        let parser = messageParser
         switch input {
         case .text(let text, let now, let wallClock):
             receiveText(byteCount: text.utf8.count, now: now, wallClock: wallClock, into: &out) { () throws(StenoError) in
-                try ClientMessage.parse(text)
+                try ClientMessage.parse(text, parser: parser)
             }
         case .textBytes(let bytes, let now, let wallClock):
             receiveText(byteCount: bytes.count, now: now, wallClock: wallClock, into: &out) { () throws(StenoError) in
-                try ClientMessage.parse(utf8: bytes)
+                try ClientMessage.parse(utf8: bytes, parser: parser)
             }
         case .audio(let bytes, let now):
             receiveAudio(bytes, now: now, into: &out)
@@ -318,6 +319,11 @@ public struct SessionMachine: Sendable {
     // MARK: -
 
     private static let shutdownMessage = "the server is shutting down"
+
+    /// Client messages are shallow; their size is bounded by the frame limit (checked first).
+    private var messageParser: JSONParser {
+        JSONParser(maxDepth: 16, maxBytes: max(configuration.limits.maxFrameBytes, 1))
+    }
 
     private var isStarted: Bool {
         switch stage {

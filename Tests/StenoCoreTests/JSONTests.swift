@@ -96,6 +96,16 @@ import Testing
         #expect((try? small.parse("\"0123456\"")) == .string("0123456"))
     }
 
+    @Test func quotedInputIsClippedInErrors() {
+        let key = String(repeating: "k", count: 10_000)
+        #expect {
+            _ = try parser.parse("{\"\(key)\":1,\"\(key)\":2}")
+        } throws: { error in
+            guard let message = (error as? JSONError)?.message else { return false }
+            return message.count < 100 && message.hasPrefix("duplicate key \"kkk")
+        }
+    }
+
     @Test func errorsSayWhere() {
         #expect {
             _ = try parser.parse("[1, 2, x]")

@@ -201,6 +201,12 @@ let everyInput: [SessionInput] = [
             errorEvent(1, .tooLarge, "a frame of 70000 bytes is over the limit of 65536 bytes"), "close 1009 too_large"])
     }
 
+    @Test func textFramesUpToTheConfiguredLimitAreParsed() {
+        var h = Harness(limits: SessionLimits(maxFrameBytes: 200_000))
+        h.start(extra: #","pad":""# + String(repeating: "x", count: 100_000) + #"""#)
+        #expect(h.machine.phase == .streaming)
+    }
+
     @Test func unknownTypeAfterStartIsNotFatal() {
         var h = Harness()
         h.start()
