@@ -42,3 +42,5 @@ public struct StenoError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { "\(code.rawValue): \(message)" }
 }
+
+extension StenoError: Hashable {}

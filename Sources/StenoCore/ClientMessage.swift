@@ -1,0 +1,252 @@
+// The client → server text messages of PROTOCOL.md.
+
+/// A validated `start` request.
+public struct StartRequest: Sendable, Hashable {
+    /// The declared input, already validated (`unsupported_audio` otherwise).
+    public var audio: AudioFormat
+    /// The language asked for, as sent (syntax checked), or nil when the client did not say.
+    /// Whether the server can serve it is decided by `LanguageTag.serves(_:requested:)`.
+    public var language: String?
+    /// Whether to send `volatile` events (default true).
+    public var volatile: Bool
+    /// Whether results carry `words` (default true).
+    public var words: Bool
+    /// The broadcast channel to publish to (a valid `ChannelName`), or nil.
+    public var channel: String?
+
+    public init(audio: AudioFormat, language: String? = nil, volatile: Bool = true,
+                words: Bool = true, channel: String? = nil) {
+        self.audio = audio
+        self.language = language
+        self.volatile = volatile
+        self.words = words
+        self.channel = channel
+    }
+}
+
+/// A client text message.
+public enum ClientMessage: Sendable, Hashable {
+    case start(StartRequest)
+    /// `{"type":"finalize"}`, optionally `"through":T` (seconds, ≥ 0).
+    case finalize(through: Double?)
+    case end
+    case cancel
+
+    /// The wire name of the message's `type`.
+    public var typeName: String {
+        switch self {
+        case .start: return "start"
+        case .finalize: return "finalize"
+        case .end: return "end"
+        case .cancel: return "cancel"
+        }
+    }
+
+    /// Parses a text frame.
+    ///
+    /// Throws `bad_message` when the text is not JSON, not an object, has an unknown or missing
+    /// `type`, or a known field of the wrong type or shape (the message names the field, e.g.
+    /// `field "audio.sampleRate" must be an integer`); throws `unsupported_audio` when the
+    /// audio format is well-formed but not one the server takes (AudioFormat's rules).
+    /// Unknown fields are ignored, so clients may send fields of later protocol versions.
+    public static func parse(_ text: String, parser: JSONParser = .messages) throws(StenoError) -> ClientMessage {
+        let value: JSONValue
+        do {
+            value = try parser.parse(text)
+        } catch {
+            throw StenoError(.badMessage, "not valid JSON: \(error)")
+        }
+        return try parse(value)
+    }
+
+    /// Parses a text frame given as UTF-8 bytes (invalid UTF-8 is `bad_message`).
+    public static func parse(utf8 bytes: [UInt8], parser: JSONParser = .messages) throws(StenoError) -> ClientMessage {
+        let value: JSONValue
+        do {
+            value = try parser.parse(bytes)
+        } catch {
+            throw StenoError(.badMessage, "not valid JSON: \(error)")
+        }
+        return try parse(value)
+    }
+
+    /// Interprets an already parsed JSON value as a client message.
+    public static func parse(_ value: JSONValue) throws(StenoError) -> ClientMessage {
+        guard case .object(let object) = value else {
+            throw StenoError(.badMessage, "expected a JSON object, not \(value.kindDescription)")
+        }
+        let fields = Fields(object: object, path: "")
+        let type = try fields.requiredString("type")
+        switch type {
+        case "start":
+            return .start(try parseStart(fields))
+        case "finalize":
+            var through: Double? = nil
+            if let t = try fields.optionalNumber("through") {
+                guard t >= 0 else {
+                    throw StenoError(.badMessage, "field \"through\" must be a time in seconds, 0 or more")
+                }
+                through = t
+            }
+            return .finalize(through: through)
+        case "end":
+            return .end
+        case "cancel":
+            return .cancel
+        default:
+            throw StenoError(.badMessage,
+                "unknown message type \"\(clippedForError(type))\"; expected start, finalize, end or cancel")
+        }
+    }
+
+    private static func parseStart(_ fields: Fields) throws(StenoError) -> StartRequest {
+        let audio = try fields.requiredObject("audio")
+        let encoding = try audio.requiredString("encoding")
+        let sampleRate = try audio.requiredInteger("sampleRate")
+        let channels = try audio.requiredInteger("channels")
+        let language = try fields.optionalString("language")
+        if let language, !LanguageTag.isWellFormed(language) {
+            throw StenoError(.badMessage,
+                "field \"language\" must be a language tag such as \"en-US\", not \"\(clippedForError(language))\"")
+        }
+        let volatile = try fields.optionalBool("volatile") ?? true
+        let words = try fields.optionalBool("words") ?? true
+        let channel = try fields.optionalString("channel")
+        if let channel, !ChannelName.isValid(channel) {
+            throw StenoError(.badMessage, "field \"channel\" " + ChannelName.rule + ", not \"\(clippedForError(channel))\"")
+        }
+        // Shape first (bad_message, non-fatal), then whether the server takes the format (fatal).
+        guard let rate = sampleRate else {
+            throw StenoError(.unsupportedAudio, "the sample rate is out of range")
+        }
+        guard let channelCount = channels else {
+            throw StenoError(.unsupportedAudio, "channels must be 1 or 2")
+        }
+        let format = try AudioFormat(encodingName: encoding, sampleRate: rate, channels: channelCount)
+        return StartRequest(audio: format, language: language, volatile: volatile, words: words, channel: channel)
+    }
+}
+
+/// Typed access to an object's members, with error messages naming the field's path.
+private struct Fields {
+    let object: JSONObject
+    let path: String
+
+    func name(_ key: String) -> String { path.isEmpty ? key : path + "." + key }
+
+    func missing(_ key: String) -> StenoError {
+        StenoError(.badMessage, "field \"\(name(key))\" is missing")
+    }
+
+    func wrongType(_ key: String, _ expected: String) -> StenoError {
+        StenoError(.badMessage, "field \"\(name(key))\" must be \(expected)")
+    }
+
+    func requiredString(_ key: String) throws(StenoError) -> String {
+        guard let value = object[key] else { throw missing(key) }
+        guard case .string(let s) = value else { throw wrongType(key, "a string") }
+        return s
+    }
+
+    func optionalString(_ key: String) throws(StenoError) -> String? {
+        guard let value = object[key], value != .null else { return nil }
+        guard case .string(let s) = value else { throw wrongType(key, "a string") }
+        return s
+    }
+
+    func optionalBool(_ key: String) throws(StenoError) -> Bool? {
+        guard let value = object[key], value != .null else { return nil }
+        guard case .bool(let b) = value else { throw wrongType(key, "true or false") }
+        return b
+    }
+
+    func optionalNumber(_ key: String) throws(StenoError) -> Double? {
+        guard let value = object[key], value != .null else { return nil }
+        guard case .number(let n) = value else { throw wrongType(key, "a number") }
+        return n
+    }
+
+    /// An integral number. Returns nil (not an error) for integers too large for `Int`,
+    /// so the caller can report them as unsupported values rather than malformed ones.
+    func requiredInteger(_ key: String) throws(StenoError) -> Int? {
+        guard let value = object[key] else { throw missing(key) }
+        guard case .number(let n) = value else { throw wrongType(key, "a number") }
+        guard CoreMath.isIntegral(n) else { throw wrongType(key, "an integer") }
+        return CoreMath.exactInteger(n).flatMap { Int(exactly: $0) }
+    }
+
+    func requiredObject(_ key: String) throws(StenoError) -> Fields {
+        guard let value = object[key] else { throw missing(key) }
+        guard case .object(let o) = value else { throw wrongType(key, "an object") }
+        return Fields(object: o, path: name(key))
+    }
+}
+
+/// Shortens client-supplied text quoted back in an error message.
+func clippedForError(_ text: String, _ limit: Int = 64) -> String {
+    text.count <= limit ? text : String(text.prefix(limit)) + "…"
+}
+
+/// Broadcast channel names: 1–64 ASCII letters, digits, `-`, `_` or `.`, and not `.` or `..`
+/// (names appear in URL paths such as `/v1/channels/NAME/captions.vtt`).
+public enum ChannelName {
+    public static let maxLength = 64
+    static let rule = "must be 1-64 letters, digits, '-', '_' or '.'"
+
+    public static func isValid(_ name: String) -> Bool {
+        let utf8 = name.utf8
+        guard (1...maxLength).contains(utf8.count), name != ".", name != ".." else { return false }
+        return utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."):
+                return true
+            default:
+                return false
+            }
+        }
+    }
+
+    /// Throws `bad_message` naming the rule when `name` is not valid.
+    public static func validate(_ name: String) throws(StenoError) {
+        guard isValid(name) else {
+            throw StenoError(.badMessage, "channel name " + rule + ", not \"\(clippedForError(name))\"")
+        }
+    }
+}
+
+/// Language tags (BCP 47, as far as the server cares).
+public enum LanguageTag {
+    /// 1–35 ASCII characters: a primary subtag of 2–8 letters, then subtags of 1–8 letters or
+    /// digits separated by `-` (or `_`, as POSIX locales write it).
+    public static func isWellFormed(_ tag: String) -> Bool {
+        guard (1...35).contains(tag.utf8.count) else { return false }
+        let subtags = subtags(of: tag)
+        guard let primary = subtags.first, (2...8).contains(primary.count),
+              primary.allSatisfy({ $0.isASCII && $0.isLetter }) else { return false }
+        return subtags.dropFirst().allSatisfy { sub in
+            (1...8).contains(sub.count) && sub.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) }
+        }
+    }
+
+    /// The primary language subtag, lowercased: "en" for "en-US".
+    public static func primary(_ tag: String) -> String {
+        (subtags(of: tag).first ?? "").lowercased()
+    }
+
+    /// Whether an engine recognizing `served` (e.g. "en-US") can serve a request for `requested`.
+    ///
+    /// Decision: the primary languages must match, case-insensitively ("en", "en-US", "EN_gb"
+    /// are all served by an "en-US" model; "fr-FR" is not). A regional variant is served by the
+    /// model's variant, and `ready.engine.language` tells the client which one it got.
+    public static func serves(_ served: String, requested: String) -> Bool {
+        let wanted = primary(requested)
+        return !wanted.isEmpty && wanted == primary(served)
+    }
+
+    private static func subtags(of tag: String) -> [Substring] {
+        tag.split(separator: "-", omittingEmptySubsequences: false)
+            .flatMap { $0.split(separator: "_", omittingEmptySubsequences: false) }
+    }
+}

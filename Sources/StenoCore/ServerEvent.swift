@@ -1,0 +1,237 @@
+// The server → client events of PROTOCOL.md and their JSON encoding.
+
+/// What `ready` says about the recognizer serving the session.
+public struct EngineInfo: Sendable, Hashable {
+    /// Recognizer name, e.g. "pocketsphinx".
+    public var name: String
+    /// Model name, e.g. "en-us".
+    public var model: String
+    /// The language the model recognizes, as a BCP 47 tag, e.g. "en-US".
+    public var language: String
+    /// The rate the recognizer analyzes at, in Hz (input is resampled to it).
+    public var sampleRate: Int
+
+    public init(name: String, model: String, language: String, sampleRate: Int) {
+        self.name = name
+        self.model = model
+        self.language = language
+        self.sampleRate = sampleRate
+    }
+}
+
+/// The limits a session runs under; announced in `ready` and enforced by the server.
+///
+/// Wire shape: `{"maxFrameBytes":65536,"bufferSeconds":10,"maxSessionSeconds":14400,
+/// "idleTimeoutSeconds":30,"outboundBytes":1048576}`. A value of 0 for `maxSessionSeconds`
+/// or `idleTimeoutSeconds` means "no limit".
+public struct SessionLimits: Sendable, Hashable {
+    /// Largest text or binary frame accepted; bigger → `too_large` (close 1009).
+    public var maxFrameBytes: Int
+    /// Seconds of audio received but not yet analyzed the server holds before it stops reading.
+    public var bufferSeconds: Double
+    /// Longest session, in wall-clock seconds from `start`; then it is finalized and
+    /// closed with `session_limit` (4009). 0 = unlimited.
+    public var maxSessionSeconds: Double
+    /// Seconds without any client frame (and without analysis progress) before `idle` (4010).
+    /// 0 = never.
+    public var idleTimeoutSeconds: Double
+    /// Bytes of unsent events a connection may hold before `slow_consumer` (4008).
+    public var outboundBytes: Int
+
+    public init(maxFrameBytes: Int = 64 * 1024, bufferSeconds: Double = 10,
+                maxSessionSeconds: Double = 4 * 3600, idleTimeoutSeconds: Double = 30,
+                outboundBytes: Int = 1 << 20) {
+        self.maxFrameBytes = maxFrameBytes
+        self.bufferSeconds = bufferSeconds
+        self.maxSessionSeconds = maxSessionSeconds
+        self.idleTimeoutSeconds = idleTimeoutSeconds
+        self.outboundBytes = outboundBytes
+    }
+}
+
+/// The payload of `ready`.
+public struct ReadyInfo: Sendable, Hashable {
+    /// The session id (opaque to clients).
+    public var session: String
+    /// Wall-clock time of the session's start, mapping the audio timeline to real time.
+    public var startedAt: UTCTime
+    public var engine: EngineInfo
+    public var limits: SessionLimits
+
+    public init(session: String, startedAt: UTCTime, engine: EngineInfo, limits: SessionLimits) {
+        self.session = session
+        self.startedAt = startedAt
+        self.engine = engine
+        self.limits = limits
+    }
+}
+
+/// Voice activity state of a `speech` event.
+public enum SpeechState: String, Sendable, Hashable {
+    case started
+    case ended
+}
+
+/// The `type` of a server event, and how it may be delivered.
+public enum ServerEventKind: String, Sendable, Hashable, CaseIterable {
+    case ready, volatile, final, speech, progress, finalized, ended, cancelled, error, joined
+
+    /// A newer event of the same kind replaces an older one still unsent (volatile, progress).
+    /// Every other kind must be delivered, in order.
+    public var isReplaceable: Bool { self == .volatile || self == .progress }
+
+    /// Kinds a broadcast channel relays to its viewers (volatile, final, speech).
+    public var isBroadcast: Bool { self == .volatile || self == .final || self == .speech }
+}
+
+/// One event of the server → client protocol.
+public enum ServerEvent: Sendable, Hashable {
+    /// `{"type":"ready","seq":1,"session":…,"startedAt":…,"engine":{…},"limits":{…}}`
+    case ready(ReadyInfo)
+    /// The current guess; `includeWords` says whether to write the `words` array.
+    /// An empty text clears the volatile result.
+    case volatile(RecognitionResult, includeWords: Bool)
+    /// A final result; never revised.
+    case final(RecognitionResult, includeWords: Bool)
+    /// `{"type":"speech","state":"started"|"ended","at":T}`
+    case speech(SpeechState, at: Double)
+    /// `{"type":"progress","received":T1,"analyzed":T2}`
+    case progress(received: Double, analyzed: Double)
+    /// `{"type":"finalized","through":T}`
+    case finalized(through: Double)
+    /// `{"type":"ended","duration":T}`
+    case ended(duration: Double)
+    /// `{"type":"cancelled","through":T}`
+    case cancelled(through: Double)
+    /// `{"type":"error","code":…,"message":…,"fatal":…}`; `fatal` is `error.code.isFatal`.
+    case error(StenoError)
+    /// For broadcast viewers: `{"type":"joined","channel":…,"startedAt":…}`
+    case joined(channel: String, startedAt: UTCTime)
+
+    public var kind: ServerEventKind {
+        switch self {
+        case .ready: return .ready
+        case .volatile: return .volatile
+        case .final: return .final
+        case .speech: return .speech
+        case .progress: return .progress
+        case .finalized: return .finalized
+        case .ended: return .ended
+        case .cancelled: return .cancelled
+        case .error: return .error
+        case .joined: return .joined
+        }
+    }
+
+    /// The event as a JSON text carrying `seq`: `{"type":…,"seq":N,…}`.
+    /// Times are written with millisecond precision, confidences with at most 3 decimals.
+    public func encoded(seq: UInt64) -> EncodedEvent {
+        var w = JSONWriter(capacity: 160)
+        w.beginObject()
+        w.field("type", kind.rawValue)
+        w.key("seq")
+        let seqStart = w.bytes.count
+        w.integer(seq)
+        let seqEnd = w.bytes.count
+        switch self {
+        case .ready(let info):
+            w.field("session", info.session)
+            w.field("startedAt", info.startedAt.iso8601)
+            w.key("engine")
+            w.beginObject()
+            w.field("name", info.engine.name)
+            w.field("model", info.engine.model)
+            w.field("language", info.engine.language)
+            w.field("sampleRate", integer: info.engine.sampleRate)
+            w.endObject()
+            w.key("limits")
+            w.beginObject()
+            w.field("maxFrameBytes", integer: info.limits.maxFrameBytes)
+            w.field("bufferSeconds", seconds: info.limits.bufferSeconds)
+            w.field("maxSessionSeconds", seconds: info.limits.maxSessionSeconds)
+            w.field("idleTimeoutSeconds", seconds: info.limits.idleTimeoutSeconds)
+            w.field("outboundBytes", integer: info.limits.outboundBytes)
+            w.endObject()
+        case .volatile(let result, let includeWords), .final(let result, let includeWords):
+            Self.writeResult(result, includeWords: includeWords, into: &w)
+        case .speech(let state, let at):
+            w.field("state", state.rawValue)
+            w.field("at", seconds: at)
+        case .progress(let received, let analyzed):
+            w.field("received", seconds: received)
+            w.field("analyzed", seconds: analyzed)
+        case .finalized(let through):
+            w.field("through", seconds: through)
+        case .ended(let duration):
+            w.field("duration", seconds: duration)
+        case .cancelled(let through):
+            w.field("through", seconds: through)
+        case .error(let error):
+            w.field("code", error.code.rawValue)
+            w.field("message", error.message)
+            w.field("fatal", error.code.isFatal)
+        case .joined(let channel, let startedAt):
+            w.field("channel", channel)
+            w.field("startedAt", startedAt.iso8601)
+        }
+        w.endObject()
+        return EncodedEvent(kind: kind, seq: seq, bytes: w.bytes, seqDigits: seqStart..<seqEnd)
+    }
+
+    private static func writeResult(_ result: RecognitionResult, includeWords: Bool, into w: inout JSONWriter) {
+        w.field("start", seconds: result.range.start)
+        w.field("end", seconds: result.range.end)
+        w.field("text", result.text)
+        guard includeWords else { return }
+        w.key("words")
+        w.beginArray()
+        for word in result.words {
+            w.beginObject()
+            w.field("word", word.text)
+            w.field("start", seconds: word.range.start)
+            w.field("end", seconds: word.range.end)
+            w.key("confidence")
+            w.decimal(min(max(word.confidence.isFinite ? word.confidence : 0, 0), 1), places: 3)
+            w.endObject()
+        }
+        w.endArray()
+    }
+}
+
+/// An event encoded for the wire: the JSON bytes plus what the outbound queue needs to know.
+///
+/// Guarantees: `bytes` is one JSON object, UTF-8, beginning `{"type":"<kind>","seq":<seq>`.
+public struct EncodedEvent: Sendable, Hashable {
+    public let kind: ServerEventKind
+    public let seq: UInt64
+    /// The UTF-8 JSON text, ready for a WebSocket text frame.
+    public let bytes: [UInt8]
+    /// Where the digits of `seq` sit in `bytes` (for `resequenced`).
+    private let seqDigits: Range<Int>
+
+    init(kind: ServerEventKind, seq: UInt64, bytes: [UInt8], seqDigits: Range<Int>) {
+        self.kind = kind
+        self.seq = seq
+        self.bytes = bytes
+        self.seqDigits = seqDigits
+    }
+
+    /// The JSON text as a String.
+    public var text: String { String(decoding: bytes, as: UTF8.self) }
+
+    /// Whether a newer unsent event of the same `kind` may replace this one (volatile, progress).
+    /// Every other event must be delivered.
+    public var isReplaceable: Bool { kind.isReplaceable }
+
+    /// The same event with another `seq`, without re-encoding the rest. An outbound queue that
+    /// drops replaced events can renumber on send to keep `seq` gapless (1, 2, 3 …), and a
+    /// broadcast viewer's feed numbers the relayed events in its own sequence.
+    public func resequenced(_ newSeq: UInt64) -> EncodedEvent {
+        var w = JSONWriter(capacity: 20)
+        w.integer(newSeq)
+        var newBytes = bytes
+        newBytes.replaceSubrange(seqDigits, with: w.bytes)
+        let newRange = seqDigits.lowerBound..<(seqDigits.lowerBound + w.bytes.count)
+        return EncodedEvent(kind: kind, seq: newSeq, bytes: newBytes, seqDigits: newRange)
+    }
+}

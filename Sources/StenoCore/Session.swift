@@ -1,0 +1,577 @@
+// The session state machine: one per `/v1/stream` connection.
+//
+// It is a value type with no I/O, no clock and no threads. The server feeds it inputs
+// (`SessionInput`) under its own lock and carries out the returned `SessionAction`s in order.
+//
+//   awaitingStart ──start──▶ streaming ⇄ finalizing ──end / limit / idle / shutdown──▶ ending
+//        │                       │                                                   │
+//        └── fatal error ──▶ failed(code)      cancel ──▶ cancelled        pipeline done ──▶ ended
+//                                                                                     (or failed(code))
+//
+// Decisions where PROTOCOL.md is silent (also in the report):
+// - A `start` whose language the engine cannot serve (see `LanguageTag.serves`) gets a
+//   non-fatal `bad_message` naming the served language; no session starts and the client may
+//   send another `start`. A `start` without `language` gets the engine's language.
+// - Audio after `end`: dropped; the first such frame gets a non-fatal `bad_message`, later ones
+//   nothing. `finalize` or a second `end` while ending: non-fatal `bad_message`. `cancel` while
+//   ending is honoured. A second `start` is always `not_started` (4400), as the table says.
+// - `cancelled.through`: how far analysis had got, as far as this machine knows (the last
+//   `analyzedThrough` reported, or the last final's end if later), clamped to what was received.
+//   Audio after it was discarded unanalyzed. Cancel takes effect at once: no round trip to
+//   the pipeline (`cancelPipeline` is fire-and-forget; late pipeline reports are ignored).
+// - `finalized.through` and `ended.duration` are computed here from the audio received
+//   (the timeline of PROTOCOL.md), not taken from the pipeline.
+// - Idle timeout: runs while awaiting `start` and while streaming with no finalize pending;
+//   it restarts on every client frame and whenever analysis advances (a client blocked by our
+//   own backpressure is not idle). In a session it ends like the session limit: finalize
+//   first (finals delivered), then `idle` and close 4010. Before `start`: `idle` at once.
+// - Maximum session duration: wall (monotonic) seconds since `start` was accepted.
+// - Shutdown: sessions awaiting `start` close at once with `shutting_down`; streaming ones
+//   finalize, deliver their finals, then `shutting_down` / 1001; sessions already ending on the
+//   client's `end` finish normally (`ended`, 1000). `shutdownDeadline` closes at once.
+// - Fatal errors cancel the pipeline, send `error` (fatal: true), then close with its code.
+
+/// What the server configures a session with.
+public struct SessionConfiguration: Sendable, Hashable {
+    public var engine: EngineInfo
+    public var limits: SessionLimits
+    /// Seconds between `progress` events while audio flows (PROTOCOL.md: at least once a second).
+    /// The server should tick several times per interval.
+    public var progressInterval: Double
+    /// Duration counted for an Opus packet whose header is unreadable before any good packet
+    /// arrived, in 48 kHz samples (960 = 20 ms).
+    public var defaultOpusPacketSamples: Int
+
+    public init(engine: EngineInfo, limits: SessionLimits = SessionLimits(),
+                progressInterval: Double = 1.0, defaultOpusPacketSamples: Int = 960) {
+        self.engine = engine
+        self.limits = limits
+        self.progressInterval = progressInterval
+        self.defaultOpusPacketSamples = defaultOpusPacketSamples
+    }
+}
+
+/// A binary frame of audio accepted for the pipeline.
+public struct AudioChunk: Sendable, Hashable {
+    /// The frame as received: whole PCM sample frames, or one Opus packet.
+    public var bytes: [UInt8]
+    /// Where the chunk begins on the session timeline, in seconds.
+    public var start: Double
+    /// Its duration in seconds (PCM: frames / rate; Opus: from the TOC, see `headerIsMalformed`).
+    public var duration: Double
+    /// Opus only: the packet's header is unreadable. Pass it to the decoder anyway (it conceals
+    /// it); its `duration` is that of the last good packet. The client was already sent a
+    /// `bad_audio` for it, so the decoder should not report it again.
+    public var headerIsMalformed: Bool
+
+    public init(bytes: [UInt8], start: Double, duration: Double, headerIsMalformed: Bool = false) {
+        self.bytes = bytes
+        self.start = start
+        self.duration = duration
+        self.headerIsMalformed = headerIsMalformed
+    }
+}
+
+/// What the server must do, in the order given.
+public enum SessionAction: Sendable, Hashable {
+    /// Queue this event on the connection (it carries its `seq` and whether it is replaceable).
+    case send(EncodedEvent)
+    /// Create the decode/recognize pipeline for this request. `ready` is sent right after;
+    /// if the pipeline cannot be made, feed `.pipelineFailed`.
+    case startPipeline(StartRequest)
+    /// Hand this audio to the pipeline (after decoding/resampling as its format says).
+    case submitAudio(AudioChunk)
+    /// Finalize everything through `through` (seconds); then feed `.finalizeCompleted`
+    /// after delivering the finals it produced.
+    case submitFinalize(through: Double)
+    /// End of input: finalize everything; then feed `.endCompleted` after delivering its finals.
+    case submitEnd
+    /// Stop the pipeline and discard audio not yet analyzed. Nothing is fed back.
+    case cancelPipeline
+    /// Close the WebSocket with this code after the queued events are sent.
+    /// `reason` is short ASCII (≤ 123 bytes). Nothing follows a close.
+    case close(code: UInt16, reason: String)
+}
+
+/// Everything that can happen to a session.
+public enum SessionInput: Sendable, Hashable {
+    /// A complete text frame. `now` is monotonic seconds; `wallClock` is used for `startedAt`.
+    case text(String, now: Double, wallClock: UTCTime)
+    /// A complete text frame as raw bytes (validated as UTF-8 here).
+    case textBytes([UInt8], now: Double, wallClock: UTCTime)
+    /// A complete binary frame.
+    case audio([UInt8], now: Double)
+    /// The transport refused a frame over `limits.maxFrameBytes` without assembling it.
+    case frameTooLarge(bytes: Int)
+    /// The pipeline's recognizer events, in order, and how far analysis has got (seconds).
+    case results([TranscriberEvent], analyzedThrough: Double?, now: Double)
+    /// The pipeline finished the oldest outstanding `submitFinalize` (its finals were fed before).
+    case finalizeCompleted
+    /// The pipeline finished `submitEnd` (its finals were fed before).
+    case endCompleted
+    /// A non-fatal problem the pipeline wants the client told about (e.g. `bad_audio` for an
+    /// undecodable Opus packet). A fatal code is treated as a failure with that code.
+    case pipelineWarning(StenoError)
+    /// The pipeline broke (a bug or resource failure) → `internal`, close 1011.
+    case pipelineFailed(String)
+    /// Periodic clock tick (monotonic seconds): progress, idle timeout, session limit.
+    case tick(now: Double)
+    /// The server is draining: finalize, deliver finals, then `shutting_down` / 1001.
+    case shutdown
+    /// The drain took too long: `shutting_down` / 1001 now.
+    case shutdownDeadline
+    /// The connection's unsent events went over `limits.outboundBytes` → `slow_consumer` / 4008.
+    case outboundOverflow
+    /// The peer closed or the socket broke: stop everything, send nothing.
+    case peerClosed
+}
+
+/// Why a session is ending.
+public enum EndReason: Sendable, Hashable {
+    /// The client sent `end`.
+    case requested
+    /// `limits.maxSessionSeconds` was reached.
+    case sessionLimit
+    /// `limits.idleTimeoutSeconds` passed without client frames or analysis progress.
+    case idle
+    /// The server is shutting down.
+    case shuttingDown
+
+    /// The error sent after the finals, or nil for a client's `end` (which gets `ended`).
+    public var errorCode: ErrorCode? {
+        switch self {
+        case .requested: return nil
+        case .sessionLimit: return .sessionLimit
+        case .idle: return .idle
+        case .shuttingDown: return .shuttingDown
+        }
+    }
+}
+
+/// Where a session is in its life.
+public enum SessionPhase: Sendable, Hashable {
+    case awaitingStart
+    /// Started; no finalize outstanding.
+    case streaming
+    /// Started; at least one `finalize` is outstanding.
+    case finalizing
+    /// End of input submitted; waiting for the pipeline's last finals.
+    case ending(EndReason)
+    /// Closed after `ended` (1000).
+    case ended
+    /// Closed after `cancelled` (1000).
+    case cancelled
+    /// Closed after a fatal error with this code.
+    case failed(ErrorCode)
+    /// The peer went away.
+    case disconnected
+
+    /// True once the session has closed or asked to close: no input produces anything more.
+    public var isClosed: Bool {
+        switch self {
+        case .ended, .cancelled, .failed, .disconnected: return true
+        default: return false
+        }
+    }
+}
+
+/// The protocol logic of one session. See the top of Session.swift for the decisions it embodies.
+///
+/// Guarantees: every event it sends carries `seq` 1, 2, 3 … in the order of the returned
+/// actions; a fatal error is always followed by its close; nothing is returned after a close;
+/// it never traps on any input.
+public struct SessionMachine: Sendable {
+    public let id: String
+    public let configuration: SessionConfiguration
+    /// The accepted `start`, once there is one.
+    public private(set) var request: StartRequest?
+    /// Wall-clock time the session started (the `ready` event's `startedAt`).
+    public private(set) var startedAt: UTCTime?
+
+    private enum Stage: Sendable {
+        case awaitingStart
+        case open
+        case ending(EndReason)
+        case closed(SessionPhase)
+    }
+
+    private var stage: Stage = .awaitingStart
+    private var assembler = TranscriptAssembler()
+    private var nextSeq: UInt64 = 1
+    /// `through` of each outstanding finalize, oldest first.
+    private var pendingFinalizes: [Double] = []
+    /// Audio received, in samples at `unitRate` (the PCM rate, or 48 kHz for Opus).
+    private var receivedUnits: Int64 = 0
+    private var unitRate: Double = 1
+    private var analyzed: Double = 0
+    private var lastOpusSamples: Int
+    private var lastActivity: Double
+    private var startedMonotonic: Double = 0
+    private var lastProgressAt: Double = -Double.infinity
+    private var lastProgressReceived: Double = 0
+    private var lastProgressAnalyzed: Double = 0
+    private var warnedAudioAfterEnd = false
+
+    /// A session for a new connection; `now` is monotonic seconds (starts the idle timer).
+    public init(id: String, configuration: SessionConfiguration, now: Double) {
+        self.id = id
+        self.configuration = configuration
+        self.lastActivity = now
+        self.lastOpusSamples = configuration.defaultOpusPacketSamples
+    }
+
+    // MARK: State the server may read
+
+    public var phase: SessionPhase {
+        switch stage {
+        case .awaitingStart: return .awaitingStart
+        case .open: return pendingFinalizes.isEmpty ? .streaming : .finalizing
+        case .ending(let reason): return .ending(reason)
+        case .closed(let phase): return phase
+        }
+    }
+
+    public var isClosed: Bool { phase.isClosed }
+
+    /// Seconds of audio received (on the millisecond grid).
+    public var receivedSeconds: Double {
+        TranscriptAssembler.quantize(Double(receivedUnits) / unitRate, otherwise: 0)
+    }
+
+    /// Seconds of audio analyzed, never more than received.
+    public var analyzedSeconds: Double {
+        min(receivedSeconds, max(analyzed, assembler.lastFinalEnd))
+    }
+
+    /// Audio received but not analyzed yet, in seconds.
+    public var backlogSeconds: Double { max(0, receivedSeconds - analyzedSeconds) }
+
+    /// The finals sent so far (with words), for broadcast backfill and captions.
+    public var finals: [RecognitionResult] { assembler.finals }
+
+    /// The volatile result the client is showing, if any (for a viewer joining mid-utterance).
+    public var showingVolatile: RecognitionResult? { assembler.showingVolatile }
+
+    /// Whether results carry words (the start request's `words`).
+    public var includesWords: Bool { request?.words ?? true }
+
+    /// The seq the next event will carry.
+    public var upcomingSeq: UInt64 { nextSeq }
+
+    // MARK: Inputs
+
+    /// Applies one input; returns what the server must do, in order.
+    public mutating func handle(_ input: SessionInput) -> [SessionAction] {
+        if isClosed { return [] }
+        var out: [SessionAction] = []
+        let parser = messageParser
+        switch input {
+        case .text(let text, let now, let wallClock):
+            receiveText(byteCount: text.utf8.count, now: now, wallClock: wallClock, into: &out) { () throws(StenoError) in
+                try ClientMessage.parse(text, parser: parser)
+            }
+        case .textBytes(let bytes, let now, let wallClock):
+            receiveText(byteCount: bytes.count, now: now, wallClock: wallClock, into: &out) { () throws(StenoError) in
+                try ClientMessage.parse(utf8: bytes, parser: parser)
+            }
+        case .audio(let bytes, let now):
+            receiveAudio(bytes, now: now, into: &out)
+        case .frameTooLarge(let bytes):
+            fail(.tooLarge, "a frame of \(bytes) bytes is over the limit of \(configuration.limits.maxFrameBytes) bytes",
+                 into: &out)
+        case .results(let events, let analyzedThrough, let now):
+            receiveResults(events, analyzedThrough: analyzedThrough, now: now, into: &out)
+        case .finalizeCompleted:
+            completeFinalize(into: &out)
+        case .endCompleted:
+            completeEnd(into: &out)
+        case .pipelineWarning(let error):
+            guard isStarted else { break }
+            if error.code.isFatal {
+                fail(error.code, error.message, into: &out)
+            } else {
+                emit(.error(error), into: &out)
+            }
+        case .pipelineFailed(let message):
+            fail(.internal, message.isEmpty ? "internal error" : message, into: &out)
+        case .tick(let now):
+            tick(now: now, into: &out)
+        case .shutdown:
+            switch stage {
+            case .awaitingStart: fail(.shuttingDown, Self.shutdownMessage, into: &out)
+            case .open: windDown(.shuttingDown, into: &out)
+            case .ending, .closed: break
+            }
+        case .shutdownDeadline:
+            fail(.shuttingDown, Self.shutdownMessage, into: &out)
+        case .outboundOverflow:
+            fail(.slowConsumer,
+                 "the client is not reading: over \(configuration.limits.outboundBytes) bytes of events unsent",
+                 into: &out)
+        case .peerClosed:
+            if isStarted { out.append(.cancelPipeline) }
+            assembler.discardVolatile()
+            stage = .closed(.disconnected)
+        }
+        return out
+    }
+
+    // MARK: -
+
+    private static let shutdownMessage = "the server is shutting down"
+
+    /// Client messages are shallow; their size is bounded by the frame limit (checked first).
+    private var messageParser: JSONParser {
+        JSONParser(maxDepth: 16, maxBytes: max(configuration.limits.maxFrameBytes, 1))
+    }
+
+    private var isStarted: Bool {
+        switch stage {
+        case .open, .ending: return true
+        case .awaitingStart, .closed: return false
+        }
+    }
+
+    private mutating func emit(_ event: ServerEvent, into out: inout [SessionAction]) {
+        out.append(.send(event.encoded(seq: nextSeq)))
+        nextSeq += 1
+    }
+
+    /// Fatal error: cancel the pipeline, send the error, close with its code.
+    private mutating func fail(_ code: ErrorCode, _ message: String, into out: inout [SessionAction]) {
+        if isStarted { out.append(.cancelPipeline) }
+        pendingFinalizes.removeAll()
+        stage = .closed(.failed(code))
+        emit(.error(StenoError(code, message)), into: &out)
+        out.append(.close(code: code.closeCode ?? 1011, reason: code.rawValue))
+    }
+
+    private mutating func receiveText(byteCount: Int, now: Double, wallClock: UTCTime,
+                                      into out: inout [SessionAction],
+                                      parse: () throws(StenoError) -> ClientMessage) {
+        lastActivity = max(lastActivity, now)
+        guard byteCount <= configuration.limits.maxFrameBytes else {
+            fail(.tooLarge, "a text frame of \(byteCount) bytes is over the limit of \(configuration.limits.maxFrameBytes) bytes",
+                 into: &out)
+            return
+        }
+        let message: ClientMessage
+        do {
+            message = try parse()
+        } catch {
+            switch error.code {
+            case .unsupportedAudio where isStarted:
+                // A second start, however malformed its audio.
+                fail(.notStarted, "the session has already started; \"start\" may be sent only once", into: &out)
+            case let code where code.isFatal:
+                fail(code, error.message, into: &out)
+            default:
+                emit(.error(error), into: &out)
+            }
+            return
+        }
+
+        switch (stage, message) {
+        case (.closed, _):
+            return
+        case (.awaitingStart, .start(let request)):
+            accept(request, now: now, wallClock: wallClock, into: &out)
+        case (.awaitingStart, _):
+            fail(.notStarted, "\"\(message.typeName)\" before \"start\"; start must be the first message", into: &out)
+        case (_, .start):
+            fail(.notStarted, "the session has already started; \"start\" may be sent only once", into: &out)
+        case (_, .cancel):
+            cancel(into: &out)
+        case (.open, .finalize(let through)):
+            let received = receivedSeconds
+            let t = TranscriptAssembler.quantize(min(through ?? received, received), otherwise: received)
+            pendingFinalizes.append(t)
+            out.append(.submitFinalize(through: t))
+        case (.open, .end):
+            stage = .ending(.requested)
+            out.append(.submitEnd)
+        case (.ending, .finalize):
+            emit(.error(StenoError(.badMessage, "the session is ending; \"finalize\" is ignored")), into: &out)
+        case (.ending, .end):
+            emit(.error(StenoError(.badMessage, "the session is already ending; \"end\" is ignored")), into: &out)
+        }
+    }
+
+    private mutating func accept(_ request: StartRequest, now: Double, wallClock: UTCTime,
+                                 into out: inout [SessionAction]) {
+        let served = configuration.engine.language
+        if let language = request.language, !LanguageTag.serves(served, requested: language) {
+            emit(.error(StenoError(.badMessage,
+                "language \"\(clippedForError(language))\" is not available; this server recognizes \(served)")),
+                 into: &out)
+            return
+        }
+        self.request = request
+        assembler = TranscriptAssembler(options: .init(volatile: request.volatile, words: request.words))
+        unitRate = request.audio.encoding == .opus ? Double(OpusPacket.sampleRate) : Double(request.audio.sampleRate)
+        startedAt = wallClock
+        startedMonotonic = now
+        stage = .open
+        out.append(.startPipeline(request))
+        emit(.ready(ReadyInfo(session: id, startedAt: wallClock, engine: configuration.engine,
+                              limits: configuration.limits)), into: &out)
+    }
+
+    private mutating func cancel(into out: inout [SessionAction]) {
+        let through = analyzedSeconds
+        assembler.discardVolatile()
+        pendingFinalizes.removeAll()
+        stage = .closed(.cancelled)
+        out.append(.cancelPipeline)
+        emit(.cancelled(through: through), into: &out)
+        out.append(.close(code: 1000, reason: "cancelled"))
+    }
+
+    private mutating func receiveAudio(_ bytes: [UInt8], now: Double, into out: inout [SessionAction]) {
+        lastActivity = max(lastActivity, now)
+        let limit = configuration.limits.maxFrameBytes
+        guard bytes.count <= limit else {
+            fail(.tooLarge, "an audio frame of \(bytes.count) bytes is over the limit of \(limit) bytes", into: &out)
+            return
+        }
+        guard let format = request?.audio else {
+            fail(.notStarted, "audio before \"start\"; start must be the first message", into: &out)
+            return
+        }
+        switch stage {
+        case .open:
+            break
+        case .ending(.requested):
+            if !warnedAudioAfterEnd {
+                warnedAudioAfterEnd = true
+                emit(.error(StenoError(.badMessage, "audio after \"end\" is ignored")), into: &out)
+            }
+            return
+        case .awaitingStart, .ending, .closed:
+            return
+        }
+        let start = Double(receivedUnits) / unitRate
+        if let bytesPerFrame = format.bytesPerFrame {
+            guard bytes.count % bytesPerFrame == 0 else {
+                emit(.error(StenoError(.badAudio,
+                    "a \(format.encoding.rawValue) frame must hold whole sample frames of \(bytesPerFrame) bytes; "
+                    + "\(bytes.count) bytes dropped")), into: &out)
+                return
+            }
+            let frames = bytes.count / bytesPerFrame
+            guard frames > 0 else { return }
+            receivedUnits += Int64(frames)
+            out.append(.submitAudio(AudioChunk(bytes: bytes, start: start,
+                                               duration: Double(frames) / unitRate)))
+        } else {
+            let samples: Int
+            let malformed: Bool
+            if let good = OpusPacket.samples(bytes) {
+                samples = good
+                malformed = false
+                lastOpusSamples = good
+            } else {
+                samples = lastOpusSamples
+                malformed = true
+            }
+            receivedUnits += Int64(samples)
+            out.append(.submitAudio(AudioChunk(bytes: bytes, start: start, duration: Double(samples) / unitRate,
+                                               headerIsMalformed: malformed)))
+            if malformed {
+                emit(.error(StenoError(.badAudio,
+                    "an Opus packet of \(bytes.count) bytes has an unreadable header; concealed")), into: &out)
+            }
+        }
+    }
+
+    private mutating func receiveResults(_ events: [TranscriberEvent], analyzedThrough: Double?, now: Double,
+                                         into out: inout [SessionAction]) {
+        guard isStarted else { return }
+        for event in events {
+            for produced in assembler.consume(event) { emit(produced, into: &out) }
+        }
+        if let through = analyzedThrough, through.isFinite {
+            let clamped = min(through, Double(receivedUnits) / unitRate)
+            if clamped > analyzed {
+                analyzed = clamped
+                lastActivity = max(lastActivity, now)
+            }
+        }
+    }
+
+    private mutating func completeFinalize(into out: inout [SessionAction]) {
+        guard isStarted, !pendingFinalizes.isEmpty else { return }
+        let through = pendingFinalizes.removeFirst()
+        for event in assembler.clearVolatile(before: through) { emit(event, into: &out) }
+        emit(.finalized(through: through), into: &out)
+    }
+
+    private mutating func completeEnd(into out: inout [SessionAction]) {
+        guard case .ending(let reason) = stage else { return }
+        // End implies every earlier finalize is done too.
+        while !pendingFinalizes.isEmpty { completeFinalize(into: &out) }
+        for event in assembler.clearVolatile() { emit(event, into: &out) }
+        if let code = reason.errorCode {
+            stage = .closed(.failed(code))
+            emit(.error(StenoError(code, endMessage(reason))), into: &out)
+            out.append(.close(code: code.closeCode ?? 1011, reason: code.rawValue))
+        } else {
+            stage = .closed(.ended)
+            emit(.ended(duration: receivedSeconds), into: &out)
+            out.append(.close(code: 1000, reason: "ended"))
+        }
+    }
+
+    private func endMessage(_ reason: EndReason) -> String {
+        let limits = configuration.limits
+        switch reason {
+        case .requested: return "ended"
+        case .sessionLimit: return "the session reached its maximum duration of \(seconds(limits.maxSessionSeconds)) s"
+        case .idle: return "no audio and no message for \(seconds(limits.idleTimeoutSeconds)) s"
+        case .shuttingDown: return Self.shutdownMessage
+        }
+    }
+
+    private func seconds(_ value: Double) -> String {
+        var w = JSONWriter(capacity: 16)
+        w.seconds(value)
+        return w.text
+    }
+
+    /// Ends input on the server's initiative: finalize, then close with the reason's error.
+    private mutating func windDown(_ reason: EndReason, into out: inout [SessionAction]) {
+        stage = .ending(reason)
+        out.append(.submitEnd)
+    }
+
+    private mutating func tick(now: Double, into out: inout [SessionAction]) {
+        let limits = configuration.limits
+        let idleExpired = limits.idleTimeoutSeconds > 0 && now - lastActivity >= limits.idleTimeoutSeconds
+        switch stage {
+        case .awaitingStart:
+            if idleExpired {
+                fail(.idle, "no \"start\" message for \(seconds(limits.idleTimeoutSeconds)) s", into: &out)
+            }
+            return
+        case .open:
+            if limits.maxSessionSeconds > 0 && now - startedMonotonic >= limits.maxSessionSeconds {
+                windDown(.sessionLimit, into: &out)
+            } else if idleExpired && pendingFinalizes.isEmpty {
+                windDown(.idle, into: &out)
+            }
+        case .ending:
+            break
+        case .closed:
+            return
+        }
+        // Progress while audio flows or analysis catches up.
+        guard now - lastProgressAt >= configuration.progressInterval else { return }
+        let received = receivedSeconds
+        let analyzedNow = analyzedSeconds
+        guard received != lastProgressReceived || analyzedNow != lastProgressAnalyzed else { return }
+        lastProgressAt = now
+        lastProgressReceived = received
+        lastProgressAnalyzed = analyzedNow
+        emit(.progress(received: received, analyzed: analyzedNow), into: &out)
+    }
+}

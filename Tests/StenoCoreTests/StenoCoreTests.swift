@@ -1,4 +1,0 @@
-import Testing
-@testable import StenoCore
-
-@Test func placeholder() {}
