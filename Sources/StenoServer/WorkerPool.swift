@@ -206,10 +206,11 @@ public final class WorkerPool: Sendable {
         }
     }
 
-    /// Whether the calling thread is one of this pool's threads.
-    public var isPoolThread: Bool {
+    /// Which kind of job the calling thread runs: nil when it is not one of this pool's
+    /// threads. Meant for assertions such as "never on the lws thread".
+    public var currentThreadKind: JobKind? {
         let me = currentThreadID()
-        return state.withLock { $0.threadIDs.contains(me) }
+        return state.withLock { $0.threads[me] }
     }
 
     /// Stops the pool. From then on nothing new is accepted: `submit`, `prepare` and the
@@ -241,7 +242,7 @@ public final class WorkerPool: Sendable {
                 // Lanes that are not scheduled have nothing left to run and never will.
                 s.lanes = s.lanes.filter { $0.value.scheduled }
             }
-            return (dropped, s.takeExitSignalIfIdle(), s.threadIDs.contains(me))
+            return (dropped, s.takeExitSignalIfIdle(), s.threads[me] != nil)
         }
         // `dropped` is released here, after the lock: the closures' captures may run
         // deinitializers that call back into the pool.
@@ -335,7 +336,7 @@ public final class WorkerPool: Sendable {
         threadsExited.enter()
         let thread = Thread { [self] in
             // Set from inside: on Linux a name given before `start()` does not reach the
-            // system thread, which would keep the name of the thread that created it.
+            // system thread (best effort: Foundation does not always report it back).
             Thread.current.name = name
             self.threadMain(kind: kind)
         }
@@ -344,7 +345,7 @@ public final class WorkerPool: Sendable {
 
     private func threadMain(kind: JobKind) {
         let me = currentThreadID()
-        state.withLock { _ = $0.threadIDs.insert(me) }
+        state.withLock { $0.threads[me] = kind }
         let ready = semaphore(kind)
         while true {
             ready.wait()
@@ -359,7 +360,7 @@ public final class WorkerPool: Sendable {
             runSlice(lane: id, kind: kind, thread: me)
         }
         state.withLock { s in
-            s.threadIDs.remove(me)
+            s.threads[me] = nil
             s.liveThreads -= 1
         }
         threadsExited.leave()
@@ -569,7 +570,8 @@ private struct PoolState: ~Copyable {
     var stopping = false
     var exitSignalled = false
     var liveThreads = 0
-    var threadIDs: Set<UInt> = []
+    /// The pool's threads by system thread id.
+    var threads: [UInt: WorkerPool.JobKind] = [:]
 
     subscript(ready kind: WorkerPool.JobKind) -> FIFO<Int> {
         get {

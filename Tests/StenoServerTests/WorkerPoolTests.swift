@@ -249,18 +249,22 @@ private final class AtomicCounter: Sendable {
         let pool = WorkerPool(workers: 1)
         let result = Mutex<Bool?>(nil)
         let lane = pool.makeLane()
+        let gate = DispatchSemaphore(value: 0)
+        // Queue both jobs before the first can start, so the second is in before the shutdown.
+        lane.submit { _ = waited(gate) }
         lane.submit {
             let joined = pool.shutdown(.drain)
             result.withLock { $0 = joined }
         }
         lane.submit { result.withLock { $0 = $0.map { !$0 } } }
+        gate.signal()
         // Wait from outside: the second job, queued before the shutdown, still runs.
         #expect(pool.shutdown(.drain, timeout: .seconds(60)))
         #expect(result.withLock { $0 } == true)
     }
 
     @Test func preparationRunsOffTheWorkersAndKeepsLaneOrder() {
-        let pool = WorkerPool(workers: 1, preparers: 1, name: "t")
+        let pool = WorkerPool(workers: 1, preparers: 1)
         let gate = DispatchSemaphore(value: 0)
         let computeRan = DispatchSemaphore(value: 0)
         let log = Log<String>()
@@ -271,9 +275,9 @@ private final class AtomicCounter: Sendable {
         starting.submit(kind: .preparation) {
             preparing.signal()
             _ = waited(gate)
-            log.append("prepared on \(Thread.current.name ?? "?")")
+            log.append("prepared on \(pool.currentThreadKind.map { "\($0)" } ?? "?")")
         }
-        starting.submit { log.append("first chunk on \(Thread.current.name ?? "?")") }
+        starting.submit { log.append("first chunk on \(pool.currentThreadKind.map { "\($0)" } ?? "?")") }
         #expect(waited(preparing))
         // … while another session's compute job still gets the worker.
         pool.makeLane(label: "streaming").submit {
@@ -284,7 +288,7 @@ private final class AtomicCounter: Sendable {
         #expect(pool.stats.busyPreparers == 1)
         gate.signal()
         #expect(pool.shutdown(.drain, timeout: .seconds(60)))
-        #expect(log.all == ["other session", "prepared on t-prepare-0", "first chunk on t-worker-0"])
+        #expect(log.all == ["other session", "prepared on preparation", "first chunk on compute"])
     }
 
     @Test func prepareReturnsAValueToAnAsyncCaller() async throws {
@@ -331,6 +335,7 @@ private final class AtomicCounter: Sendable {
         let state = LaneLocal([Int](), lane: lane)
         let sawCurrent = Atomic<Int>(0)
         #expect(!lane.isCurrent)
+        #expect(pool.currentThreadKind == nil)
         for index in 0..<100 {
             lane.submit {
                 if lane.isCurrent { sawCurrent.add(1, ordering: .relaxed) }
