@@ -48,8 +48,12 @@ import Darwin
 /// must turn bad input into errors themselves. A job that never returns holds its thread
 /// (and its lane) forever.
 ///
-/// ## Lifetime
-/// The threads keep the pool alive until ``shutdown(_:timeout:)``; call it once, at the end.
+/// ## Lifetime and shutdown
+/// The threads keep the pool alive until ``shutdown(_:timeout:)``. Once a shutdown has
+/// begun nothing new is accepted, final jobs of lanes closed later included, so a server
+/// stops in this order: close every session's lane with its final job (finalize, send
+/// `ended`), then `shutdown(.drain, timeout: drainTimeout)` to let that work finish, and
+/// if it returns false, `shutdown(.immediate)` to drop what is left and join the threads.
 public final class WorkerPool: Sendable {
     /// Which threads run a job.
     public enum JobKind: Sendable, Hashable, CaseIterable {
