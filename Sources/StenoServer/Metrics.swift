@@ -26,7 +26,7 @@ public final class MetricsRegistry: Sendable {
     /// The `Content-Type` of ``exposition()``.
     public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
-    private let families = Mutex<[any ExposedFamily]>([])
+    private let families = Locked<[any ExposedFamily]>([])
     /// Most series (label combinations) one family exports.
     public let maxSeries: Int
 
@@ -192,11 +192,11 @@ public final class Gauge: Sendable {
 public final class Histogram: Sendable {
     /// Finite upper bounds, ascending; `+Inf` is implied.
     public let upperBounds: [Double]
-    private let state: Mutex<(counts: [Int], sum: Double)>
+    private let state: Locked<(counts: [Int], sum: Double)>
 
     init(upperBounds: [Double]) {
         self.upperBounds = upperBounds
-        state = Mutex((counts: Array(repeating: 0, count: upperBounds.count + 1), sum: 0))
+        state = Locked((counts: Array(repeating: 0, count: upperBounds.count + 1), sum: 0))
     }
 
     /// Records one observation. NaN is ignored.
@@ -246,7 +246,7 @@ public final class MetricFamily<Child: Sendable & AnyObject>: Sendable {
     public let kind: MetricKind
     private let maxSeries: Int
     private let make: @Sendable () -> Child
-    private let children = Mutex<[[String]: Child]>([:])
+    private let children = Locked<[[String]: Child]>([:])
     /// Takes the updates of label combinations beyond `maxSeries`; never exported.
     private let overflow: Child
 

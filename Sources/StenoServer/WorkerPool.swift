@@ -115,7 +115,7 @@ public final class WorkerPool: Sendable {
     /// … or once a job ends this long after its slice began.
     public let sliceDuration: Duration
 
-    private let state = Mutex(PoolState())
+    private let state = Locked(PoolState())
     private let computeReady = DispatchSemaphore(value: 0)
     private let preparationReady = DispatchSemaphore(value: 0)
     private let threadsExited = DispatchGroup()
@@ -559,7 +559,7 @@ private final class LaneState {
     }
 }
 
-private struct PoolState: ~Copyable {
+private struct PoolState {
     var lanes: [Int: LaneState] = [:]
     var nextLaneID = 1
     var readyCompute = FIFO<Int>()
@@ -676,6 +676,28 @@ private struct FIFO<Element> {
         storage.removeAll()
         headIndex = 0
         return elements
+    }
+}
+
+/// A value behind a lock, like `Synchronization.Mutex`, but built on a pthread mutex
+/// (`NSLock`) so that ThreadSanitizer sees the synchronization: on Linux `Mutex` waits
+/// with raw futex calls, which ThreadSanitizer cannot see, so every `Mutex` shows up in
+/// its reports as a data race and hides real ones.
+///
+/// Safety: `state` is only reached inside `withLock`, under the lock. Like `Mutex`, it is
+/// the caller's job not to let non-Sendable parts of the state escape from the closure.
+final class Locked<State>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var state: State
+
+    init(_ state: State) {
+        self.state = state
+    }
+
+    func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&state)
     }
 }
 

@@ -11,7 +11,7 @@ private func waited(_ semaphore: DispatchSemaphore, seconds: Int = 60) -> Bool {
 
 /// A list that jobs on any thread append to.
 private final class Log<Element: Sendable>: Sendable {
-    private let items = Mutex<[Element]>([])
+    private let items = Locked<[Element]>([])
     func append(_ item: Element) { items.withLock { $0.append(item) } }
     var all: [Element] { items.withLock { $0 } }
 }
@@ -247,7 +247,7 @@ private final class AtomicCounter: Sendable {
 
     @Test func shutdownFromInsideAJobDoesNotWaitForItself() {
         let pool = WorkerPool(workers: 1)
-        let result = Mutex<Bool?>(nil)
+        let result = Locked<Bool?>(nil)
         let lane = pool.makeLane()
         let gate = DispatchSemaphore(value: 0)
         // Queue both jobs before the first can start, so the second is in before the shutdown.
@@ -342,7 +342,7 @@ private final class AtomicCounter: Sendable {
                 state.withValue { $0.append(index) }
             }
         }
-        let result = Mutex<[Int]>([])
+        let result = Locked<[Int]>([])
         lane.close { state.withValue { values in result.withLock { $0 = values } } }
         #expect(pool.shutdown(.drain, timeout: .seconds(60)))
         #expect(sawCurrent.load(ordering: .relaxed) == 100)
