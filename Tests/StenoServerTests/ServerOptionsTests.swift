@@ -1,0 +1,303 @@
+import Testing
+@testable import StenoServer
+
+private let machine = ServerOptions.Defaults(
+    cores: 2, physicalMemory: 8 << 30, modelPath: "/models/en-us", webRoot: "/srv/web-client")
+
+private func parse(_ arguments: [String], _ environment: [String: String] = [:]) throws -> ServerOptions {
+    try ServerOptions(arguments: arguments, environment: environment, defaults: machine)
+}
+
+/// The error parsing throws, or nil if it succeeds.
+private func failure(_ arguments: [String], _ environment: [String: String] = [:]) -> ServerOptionsError? {
+    do {
+        _ = try ServerOptions(arguments: arguments, environment: environment, defaults: machine)
+        return nil
+    } catch {
+        return error
+    }
+}
+
+@Suite struct ServerOptionsTests {
+    @Test func defaults() throws {
+        let options = try parse([])
+        #expect(options.host == "127.0.0.1")
+        #expect(options.port == 8080)
+        #expect(options.modelPath == "/models/en-us")
+        #expect(options.webRoot == "/srv/web-client")
+        #expect(options.maxSessions == 4)
+        #expect(options.maxFrameBytes == 65536)
+        #expect(options.bufferSeconds == 10)
+        #expect(options.outboundBytes == 1_048_576)
+        #expect(options.idleTimeout == .seconds(30))
+        #expect(options.maxSessionDuration == .seconds(4 * 3600))
+        #expect(options.tokens == [])
+        #expect(options.allowedOrigins == [])
+        #expect(options.tls == nil)
+        #expect(options.drainTimeout == .seconds(10))
+        #expect(options.workers == 2)
+        #expect(options.logLevel == .info)
+        #expect(!options.helpRequested)
+        #expect(options == ServerOptions(defaults: machine))
+    }
+
+    @Test func everyFlag() throws {
+        let options = try parse([
+            "--host", "0.0.0.0", "--port", "0", "--model", "/m", "--web-root", "/w",
+            "--max-sessions", "12", "--max-frame-bytes", "131072", "--buffer-seconds", "2.5",
+            "--outbound-bytes", "65536", "--idle-timeout", "45", "--max-session-seconds", "60",
+            "--token", "alpha", "--token", "beta", "--allowed-origin", "https://Example.com",
+            "--allowed-origin", "http://localhost:8080", "--cert", "/c.pem", "--key", "/k.pem",
+            "--drain-timeout", "0.5", "--workers", "3", "--log-level", "DEBUG",
+        ])
+        #expect(options.host == "0.0.0.0")
+        #expect(options.port == 0)
+        #expect(options.modelPath == "/m")
+        #expect(options.webRoot == "/w")
+        #expect(options.maxSessions == 12)
+        #expect(options.maxFrameBytes == 131072)
+        #expect(options.bufferSeconds == 2.5)
+        #expect(options.outboundBytes == 65536)
+        #expect(options.idleTimeout == .seconds(45))
+        #expect(options.maxSessionDuration == .seconds(60))
+        #expect(options.tokens == ["alpha", "beta"])
+        #expect(options.allowedOrigins == ["https://example.com", "http://localhost:8080"])
+        #expect(options.tls == ServerOptions.TLS(certificatePath: "/c.pem", privateKeyPath: "/k.pem"))
+        #expect(options.drainTimeout == .milliseconds(500))
+        #expect(options.workers == 3)
+        #expect(options.logLevel == .debug)
+    }
+
+    @Test func equalsSignForm() throws {
+        let options = try parse(["--port=9000", "--token=a=b", "--host=::1", "--log-level=warn"])
+        #expect(options.port == 9000)
+        #expect(options.tokens == ["a=b"])
+        #expect(options.host == "::1")
+        #expect(options.logLevel == .warning)
+    }
+
+    @Test func everyEnvironmentVariable() throws {
+        let options = try parse([], [
+            "STENO_HOST": "0.0.0.0", "STENO_PORT": "9001", "STENO_MODEL": "/m", "STENO_WEB_ROOT": "/w",
+            "STENO_MAX_SESSIONS": "7", "STENO_MAX_FRAME_BYTES": "2048", "STENO_BUFFER_SECONDS": "4",
+            "STENO_OUTBOUND_BYTES": "8192", "STENO_IDLE_TIMEOUT": "0", "STENO_MAX_SESSION_SECONDS": "0",
+            "STENO_TOKENS": " one, two ,,three ", "STENO_ALLOWED_ORIGINS": "https://a.example,https://b.example",
+            "STENO_CERT": "/c", "STENO_KEY": "/k", "STENO_DRAIN_TIMEOUT": "3", "STENO_WORKERS": "5",
+            "STENO_LOG_LEVEL": "trace", "UNRELATED": "--port",
+        ])
+        #expect(options.host == "0.0.0.0")
+        #expect(options.port == 9001)
+        #expect(options.modelPath == "/m")
+        #expect(options.webRoot == "/w")
+        #expect(options.maxSessions == 7)
+        #expect(options.maxFrameBytes == 2048)
+        #expect(options.bufferSeconds == 4)
+        #expect(options.outboundBytes == 8192)
+        #expect(options.idleTimeout == nil)
+        #expect(options.maxSessionDuration == nil)
+        #expect(options.tokens == ["one", "two", "three"])
+        #expect(options.allowedOrigins == ["https://a.example", "https://b.example"])
+        #expect(options.tls == ServerOptions.TLS(certificatePath: "/c", privateKeyPath: "/k"))
+        #expect(options.drainTimeout == .seconds(3))
+        #expect(options.workers == 5)
+        #expect(options.logLevel == .trace)
+    }
+
+    @Test func emptyOrBlankVariablesCountAsUnset() throws {
+        let options = try parse([], ["STENO_PORT": "", "STENO_HOST": "  ", "STENO_TOKENS": ""])
+        #expect(options.port == 8080)
+        #expect(options.host == "127.0.0.1")
+        #expect(options.tokens == [])
+        // Surrounding white space of a variable is not part of the value.
+        #expect(try parse([], ["STENO_PORT": " 81\n"]).port == 81)
+    }
+
+    /// Two valid values of each option: the first for the environment, the second for the flag.
+    private static let pairs: [(ServerOptions.Option, String, String)] = [
+        (.host, "10.0.0.1", "10.0.0.2"), (.port, "1000", "2000"), (.model, "/env", "/flag"),
+        (.webRoot, "/env", "/flag"), (.maxSessions, "5", "6"), (.maxFrameBytes, "2048", "4096"),
+        (.bufferSeconds, "5", "6"), (.outboundBytes, "8192", "16384"), (.idleTimeout, "5", "6"),
+        (.maxSessionSeconds, "5", "6"), (.token, "env", "flag"),
+        (.allowedOrigin, "https://env.example", "https://flag.example"), (.drainTimeout, "5", "6"),
+        (.workers, "5", "6"), (.logLevel, "error", "debug"),
+    ]
+
+    @Test(arguments: 0..<pairs.count)
+    func theFlagWinsOverTheEnvironment(index: Int) throws {
+        let (option, environmentValue, flagValue) = Self.pairs[index]
+        let both = try parse([option.flag, flagValue], [option.environmentName: environmentValue])
+        let flagOnly = try parse([option.flag, flagValue])
+        let environmentOnly = try parse([], [option.environmentName: environmentValue])
+        #expect(both == flagOnly)
+        #expect(both != environmentOnly)
+    }
+
+    @Test func theTLSFlagsWinOverTheEnvironment() throws {
+        let options = try parse(["--cert", "/fc", "--key", "/fk"], ["STENO_CERT": "/ec", "STENO_KEY": "/ek"])
+        #expect(options.tls == ServerOptions.TLS(certificatePath: "/fc", privateKeyPath: "/fk"))
+        // One from each side is allowed: each option is resolved on its own.
+        let mixed = try parse(["--cert", "/fc"], ["STENO_KEY": "/ek"])
+        #expect(mixed.tls == ServerOptions.TLS(certificatePath: "/fc", privateKeyPath: "/ek"))
+    }
+
+    @Test func aRepeatedFlagTakesTheLastValueAndListsAccumulate() throws {
+        let options = try parse(["--port", "1", "--port", "2", "--token", "a", "--token", "b"],
+                                ["STENO_TOKENS": "c,d"])
+        #expect(options.port == 2)
+        #expect(options.tokens == ["a", "b"])
+    }
+
+    @Test func environmentNamesFollowTheFlags() {
+        #expect(ServerOptions.Option.maxSessionSeconds.environmentName == "STENO_MAX_SESSION_SECONDS")
+        #expect(ServerOptions.Option.webRoot.environmentName == "STENO_WEB_ROOT")
+        #expect(ServerOptions.Option.token.environmentName == "STENO_TOKENS")
+        #expect(ServerOptions.Option.allowedOrigin.environmentName == "STENO_ALLOWED_ORIGINS")
+    }
+
+    @Test func zeroDisablesTheTimeLimits() throws {
+        let options = try parse(["--idle-timeout", "0", "--max-session-seconds", "0", "--drain-timeout", "0"])
+        #expect(options.idleTimeout == nil)
+        #expect(options.maxSessionDuration == nil)
+        #expect(options.drainTimeout == .zero)
+    }
+
+    @Test func helpIsRecognisedBeforeAnythingElse() throws {
+        #expect(try parse(["--help"]).helpRequested)
+        #expect(try parse(["--port", "abc", "-h"]).helpRequested)
+        let text = ServerOptions.helpText(defaults: machine)
+        #expect(text.hasPrefix("Usage: steno serve [options]\n"))
+        for option in ServerOptions.Option.allCases {
+            #expect(text.contains(option.flag + " "), "help lacks \(option.flag)")
+            #expect(text.contains(option.environmentName), "help lacks \(option.environmentName)")
+        }
+        #expect(text.contains("default: /models/en-us; env STENO_MODEL"))
+        #expect(text.contains("default: 14400; env STENO_MAX_SESSION_SECONDS"))
+    }
+
+    // MARK: Errors
+
+    @Test func badNumbers() {
+        #expect(failure(["--port", "abc"]) == .invalidValue(
+            source: "--port", value: "abc", expected: "a whole number from 0 to 65535"))
+        #expect(failure(["--port", "-1"]) == .invalidValue(
+            source: "--port", value: "-1", expected: "a whole number from 0 to 65535 (not negative)"))
+        #expect(failure(["--port", "65536"]) != nil)
+        #expect(failure(["--port", "99999999999999999999999"]) != nil)
+        #expect(failure(["--port", "8080x"]) != nil)
+        #expect(failure(["--port", "+80"]) != nil)
+        #expect(failure(["--port", " 80"]) != nil)
+        #expect(failure(["--max-sessions", "0"]) != nil)
+        #expect(failure(["--workers", "0"]) != nil)
+        #expect(failure(["--workers", "1000"]) != nil)
+        #expect(failure(["--max-frame-bytes", "10"]) != nil)
+        #expect(failure(["--outbound-bytes", "-5"]) != nil)
+    }
+
+    @Test func badSeconds() {
+        #expect(failure(["--buffer-seconds", "-2"]) == .invalidValue(
+            source: "--buffer-seconds", value: "-2",
+            expected: "seconds from 0.1 to 3600, such as 30 or 2.5 (not negative)"))
+        for bad in ["0", "abc", "1e3", "nan", "inf", "0x10", "1.2.3", ".", "", "5s", "--"] {
+            #expect(failure(["--buffer-seconds=\(bad)"]) != nil, "accepted \(bad)")
+        }
+        #expect(failure(["--idle-timeout", "-1"]) != nil)
+        #expect(failure(["--max-session-seconds", "-0.5"]) != nil)
+        #expect(failure(["--drain-timeout", "99999"]) != nil)
+        #expect((try? parse(["--buffer-seconds", ".5"]))?.bufferSeconds == 0.5)
+        #expect((try? parse(["--buffer-seconds", "3."]))?.bufferSeconds == 3)
+    }
+
+    @Test func environmentErrorsNameTheVariable() {
+        let error = failure([], ["STENO_PORT": "abc"])
+        #expect(error == .invalidValue(
+            source: "STENO_PORT (environment)", value: "abc", expected: "a whole number from 0 to 65535"))
+        #expect(error?.description
+            == "invalid value 'abc' for STENO_PORT (environment): expected a whole number from 0 to 65535")
+        #expect(failure([], ["STENO_TOKENS": "good,b@d token"]) != nil)
+        // A bad variable is ignored when the flag overrides it.
+        #expect(failure(["--port", "1"], ["STENO_PORT": "abc"]) == nil)
+    }
+
+    @Test func missingValues() {
+        #expect(failure(["--port"]) == .missingValue(option: "--port"))
+        #expect(failure(["--port", "--host", "x"]) == .missingValue(option: "--port"))
+        #expect(failure(["--token"]) == .missingValue(option: "--token"))
+        #expect(failure(["--port"])?.description == "--port needs a value")
+        // An explicitly empty value is a value, and a bad one.
+        #expect(failure(["--model="]) == .invalidValue(source: "--model", value: "", expected: "a path"))
+        #expect(failure(["--host", ""]) != nil)
+    }
+
+    @Test func unknownFlagsAndStrayArguments() {
+        #expect(failure(["--prot", "1"]) == .unknownOption("--prot", suggestion: "--port"))
+        #expect(failure(["--prot", "1"])?.description
+            == "unknown option --prot (did you mean --port?); see steno serve --help")
+        #expect(failure(["--max-session", "1"]) == .unknownOption("--max-session", suggestion: "--max-sessions"))
+        #expect(failure(["--frobnicate"]) == .unknownOption("--frobnicate", suggestion: nil))
+        #expect(failure(["-p", "80"]) == .unknownOption("-p", suggestion: nil))
+        #expect(failure(["--"]) == .unknownOption("--", suggestion: nil))
+        #expect(failure(["--hel"]) == .unknownOption("--hel", suggestion: "--help"))
+        #expect(failure(["serve"]) == .unexpectedArgument("serve"))
+        #expect(failure(["-"]) == .unexpectedArgument("-"))
+        #expect(failure(["--port", "80", "extra"]) == .unexpectedArgument("extra"))
+    }
+
+    @Test func tlsNeedsBothFiles() {
+        #expect(failure(["--cert", "/c.pem"]) == .certificateWithoutKey)
+        #expect(failure(["--key", "/k.pem"]) == .keyWithoutCertificate)
+        #expect(failure([], ["STENO_CERT": "/c.pem"]) == .certificateWithoutKey)
+        #expect(failure(["--cert", "/c.pem"])?.description
+            == "--cert needs --key as well: TLS needs the certificate and its private key")
+    }
+
+    @Test func badTokensOriginsAndLevels() {
+        #expect(failure(["--token", "has space"]) != nil)
+        #expect(failure(["--token", "a,b"]) != nil)
+        #expect(failure(["--token", "tëst"]) != nil)
+        #expect(failure(["--token="]) != nil)
+        #expect(failure(["--allowed-origin", "example.com"]) != nil)
+        #expect(failure(["--allowed-origin", "https://example.com/"]) != nil)
+        #expect(failure(["--allowed-origin", "https://"]) != nil)
+        #expect(failure(["--allowed-origin", "https://a.example/path"]) != nil)
+        #expect(failure(["--log-level", "loud"]) == .invalidValue(
+            source: "--log-level", value: "loud", expected: "one of error, warning, info, debug, trace"))
+        #expect(failure(["--host", "a b"]) != nil)
+    }
+
+    // MARK: Defaults
+
+    @Test func theSessionLimitFollowsCoresAndMemory() {
+        func limit(cores: Int, gigabytes: UInt64) -> Int {
+            ServerOptions.Defaults(cores: cores, physicalMemory: gigabytes << 30, modelPath: "", webRoot: "").maxSessions
+        }
+        #expect(limit(cores: 2, gigabytes: 24) == 4)  // the CPU is the limit
+        #expect(limit(cores: 64, gigabytes: 8) == 40)  // memory is the limit: 4 GiB / 100 MiB
+        #expect(limit(cores: 1, gigabytes: 0) == 1)  // never below one
+        #expect(ServerOptions.Defaults(cores: 0, physicalMemory: 0, modelPath: "", webRoot: "").cores == 1)
+    }
+
+    @Test func theWebRootIsLookedForNearTheProgram() {
+        let exe = "/home/u/steno/.build/x86_64-unknown-linux-gnu/debug/steno"
+        let source = "/build/steno/Sources/StenoServer/ServerOptions.swift"
+        func find(_ existing: Set<String>, executable: String? = exe) -> String {
+            ServerOptions.Defaults.findWebRoot(
+                currentDirectory: "/work", executablePath: executable, sourceFile: source,
+                isDirectory: { existing.contains($0) })
+        }
+        #expect(find(["/work/web-client", "/home/u/steno/web-client"]) == "/work/web-client")
+        #expect(find(["/home/u/steno/web-client"]) == "/home/u/steno/web-client")
+        #expect(find(["/opt/share/steno/web-client"], executable: "/opt/bin/steno") == "/opt/share/steno/web-client")
+        #expect(find(["/build/steno/web-client"]) == "/build/steno/web-client")
+        #expect(find(["/build/steno/web-client"], executable: nil) == "/build/steno/web-client")
+        #expect(find([]) == "/work/web-client")
+        #expect(find([], executable: "steno") == "/work/web-client")
+    }
+
+    @Test func detectingTheMachineGivesUsableDefaults() {
+        let detected = ServerOptions.Defaults.detect()
+        #expect(detected.cores >= 1)
+        #expect(detected.maxSessions >= 1)
+        #expect(detected.webRoot.hasSuffix("web-client"))
+        #expect(detected.modelPath == "/usr/share/pocketsphinx/model/en-us")
+    }
+}

@@ -1,0 +1,402 @@
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+@testable import StenoServer
+
+/// Waits long enough that only a hang (a bug) can fail it; never a timing assertion.
+private func waited(_ semaphore: DispatchSemaphore, seconds: Int = 60) -> Bool {
+    semaphore.wait(timeout: .now() + .seconds(seconds)) == .success
+}
+
+/// A list that jobs on any thread append to.
+private final class Log<Element: Sendable>: Sendable {
+    private let items = Locked<[Element]>([])
+    func append(_ item: Element) { items.withLock { $0.append(item) } }
+    var all: [Element] { items.withLock { $0 } }
+}
+
+private final class AtomicCounter: Sendable {
+    let value = Atomic<Int>(0)
+}
+
+/// The pools of these tests block worker threads on purpose; running the tests one at a
+/// time keeps a 2-core machine responsive for the rest of the test process.
+@Suite(.serialized) struct WorkerPoolTests {
+    @Test func jobsOfOneLaneRunInSubmissionOrder() {
+        let pool = WorkerPool(workers: 2)
+        let lane = pool.makeLane(label: "order")
+        let log = Log<Int>()
+        for index in 0..<500 {
+            #expect(lane.submit { log.append(index) })
+        }
+        #expect(pool.shutdown(.drain, timeout: .seconds(120)))
+        #expect(log.all == Array(0..<500))
+    }
+
+    @Test func jobsOfOneLaneNeverOverlap() {
+        let pool = WorkerPool(workers: 4, sliceJobs: 1)
+        let overlaps = Atomic<Int>(0)
+        let ran = Atomic<Int>(0)
+        let lanes = (0..<3).map { pool.makeLane(label: "lane\($0)") }
+        let inFlight = lanes.map { _ in AtomicCounter() }
+        // Submit from several threads at once, round-robin over the lanes.
+        DispatchQueue.concurrentPerform(iterations: 3) { lane in
+            for _ in 0..<300 {
+                lanes[lane].submit {
+                    if inFlight[lane].value.add(1, ordering: .sequentiallyConsistent).newValue != 1 {
+                        overlaps.add(1, ordering: .relaxed)
+                    }
+                    // Give another thread every chance to enter the lane too.
+                    for _ in 0..<50 { sched_yield() }
+                    inFlight[lane].value.subtract(1, ordering: .sequentiallyConsistent)
+                    ran.add(1, ordering: .relaxed)
+                }
+            }
+        }
+        #expect(pool.shutdown(.drain, timeout: .seconds(120)))
+        #expect(ran.load(ordering: .relaxed) == 900)
+        #expect(overlaps.load(ordering: .relaxed) == 0)
+    }
+
+    @Test func twoLanesRunAtTheSameTimeOnTwoWorkers() {
+        let pool = WorkerPool(workers: 2)
+        let aArrived = DispatchSemaphore(value: 0)
+        let bArrived = DispatchSemaphore(value: 0)
+        let met = Atomic<Int>(0)
+        // Each job waits for the other to arrive: this only succeeds if both run at once.
+        pool.makeLane(label: "a").submit {
+            aArrived.signal()
+            if waited(bArrived, seconds: 30) { met.add(1, ordering: .relaxed) }
+        }
+        pool.makeLane(label: "b").submit {
+            bArrived.signal()
+            if waited(aArrived, seconds: 30) { met.add(1, ordering: .relaxed) }
+        }
+        #expect(pool.shutdown(.drain, timeout: .seconds(120)))
+        #expect(met.load(ordering: .relaxed) == 2)
+    }
+
+    /// One worker, held by a gate while lane A queues 1000 jobs and lane B queues one.
+    /// Returns the order in which they completed.
+    private func raceOneJobAgainstABacklog(sliceJobs: Int, sliceDuration: Duration) -> [String] {
+        let pool = WorkerPool(workers: 1, sliceJobs: sliceJobs, sliceDuration: sliceDuration)
+        let gate = DispatchSemaphore(value: 0)
+        let log = Log<String>()
+        let gateLane = pool.makeLane(label: "gate")
+        gateLane.submit { _ = waited(gate) }
+        let busy = pool.makeLane(label: "busy")
+        for _ in 0..<1000 { busy.submit { log.append("a") } }
+        let quiet = pool.makeLane(label: "quiet")
+        quiet.submit { log.append("b") }
+        gate.signal()
+        #expect(pool.shutdown(.drain, timeout: .seconds(120)))
+        return log.all
+    }
+
+    @Test func aLaneWithABacklogYieldsAfterOneSlice() {
+        let order = raceOneJobAgainstABacklog(sliceJobs: 4, sliceDuration: .seconds(3600))
+        #expect(order.count == 1001)
+        // Round robin: A runs one slice of 4 jobs, then B's single job, then A again.
+        #expect(order.firstIndex(of: "b") == 4)
+    }
+
+    @Test func theSliceAlsoEndsWhenItsTimeIsUp() {
+        // A zero duration ends every slice after its first job.
+        let order = raceOneJobAgainstABacklog(sliceJobs: 1000, sliceDuration: .zero)
+        #expect(order.count == 1001)
+        #expect(order.firstIndex(of: "b") == 1)
+    }
+
+    @Test func aSingleJobOvertakesABacklogWithDefaultSettings() {
+        let pool = WorkerPool(workers: 2)
+        let log = Log<String>()
+        let busy = pool.makeLane(label: "busy")
+        for _ in 0..<1000 {
+            busy.submit {
+                log.append("a")
+                for _ in 0..<20 { sched_yield() }
+            }
+        }
+        pool.makeLane(label: "quiet").submit { log.append("b") }
+        #expect(pool.shutdown(.drain, timeout: .seconds(120)))
+        let order = log.all
+        #expect(order.count == 1001)
+        #expect(order.last == "a")
+    }
+
+    @Test func cancelDropsPendingJobsAndRunsTheFinalJob() {
+        let pool = WorkerPool(workers: 2)
+        let lane = pool.makeLane(label: "cancel")
+        let started = DispatchSemaphore(value: 0)
+        let gate = DispatchSemaphore(value: 0)
+        let finished = DispatchSemaphore(value: 0)
+        let log = Log<String>()
+        lane.submit {
+            started.signal()
+            _ = waited(gate)
+            log.append("running")
+        }
+        for index in 0..<10 { lane.submit { log.append("pending \(index)") } }
+        #expect(waited(started))
+        #expect(lane.depth == 10)
+        #expect(lane.close(.cancel) { log.append("final"); finished.signal() })
+        #expect(lane.isCancelled)
+        #expect(!lane.submit { log.append("too late") })
+        gate.signal()
+        #expect(waited(finished))
+        #expect(log.all == ["running", "final"])
+        #expect(pool.stats.droppedJobs == 10)
+        #expect(pool.shutdown(.drain, timeout: .seconds(60)))
+    }
+
+    @Test func drainRunsPendingJobsThenTheFinalJob() {
+        let pool = WorkerPool(workers: 2)
+        let lane = pool.makeLane(label: "drain")
+        let gate = DispatchSemaphore(value: 0)
+        let finished = DispatchSemaphore(value: 0)
+        let log = Log<String>()
+        lane.submit { _ = waited(gate); log.append("first") }
+        for index in 0..<10 { lane.submit { log.append("\(index)") } }
+        #expect(lane.close(.drain) { log.append("final"); finished.signal() })
+        #expect(!lane.isCancelled)
+        #expect(!lane.submit { log.append("too late") })
+        gate.signal()
+        #expect(waited(finished))
+        #expect(log.all == ["first"] + (0..<10).map { "\($0)" } + ["final"])
+        #expect(pool.stats.droppedJobs == 0)
+        #expect(pool.shutdown(.drain, timeout: .seconds(60)))
+    }
+
+    @Test func cancelAfterDrainDropsWhatIsLeftButKeepsBothFinalJobs() {
+        let pool = WorkerPool(workers: 1)
+        let lane = pool.makeLane(label: "twice")
+        let gate = DispatchSemaphore(value: 0)
+        let started = DispatchSemaphore(value: 0)
+        let log = Log<String>()
+        lane.submit { started.signal(); _ = waited(gate); log.append("first") }
+        for index in 0..<5 { lane.submit { log.append("\(index)") } }
+        #expect(waited(started))
+        lane.close(.drain) { log.append("end") }
+        lane.close(.cancel) { log.append("cancelled") }
+        gate.signal()
+        #expect(pool.shutdown(.drain, timeout: .seconds(60)))
+        #expect(log.all == ["first", "end", "cancelled"])
+    }
+
+    @Test func closingAnIdleOrFinishedLaneStillRunsTheFinalJob() {
+        let pool = WorkerPool(workers: 1)
+        let log = Log<String>()
+        let idle = pool.makeLane(label: "idle")
+        let done = DispatchSemaphore(value: 0)
+        idle.submit { log.append("job"); done.signal() }
+        #expect(waited(done))
+        idle.close { log.append("final 1"); done.signal() }
+        #expect(waited(done))
+        // Closing again after the lane finished: the final job runs all the same.
+        #expect(idle.close(.cancel) { log.append("final 2") })
+        #expect(pool.shutdown(.drain, timeout: .seconds(60)))
+        #expect(log.all == ["job", "final 1", "final 2"])
+    }
+
+    @Test func shutdownDrainRunsEverythingAndJoinsTheThreads() {
+        let pool = WorkerPool(workers: 2, preparers: 1)
+        let ran = Atomic<Int>(0)
+        let lanes = (0..<10).map { pool.makeLane(label: "l\($0)") }
+        for lane in lanes {
+            for _ in 0..<20 { lane.submit { ran.add(1, ordering: .relaxed) } }
+            lane.close { ran.add(1, ordering: .relaxed) }
+        }
+        pool.prepare { ran.add(1, ordering: .relaxed) }
+        #expect(pool.stats.liveThreads == 3)
+        #expect(pool.shutdown(.drain, timeout: .seconds(120)))
+        #expect(ran.load(ordering: .relaxed) == 10 * 21 + 1)
+        let stats = pool.stats
+        #expect(stats.liveThreads == 0)
+        #expect(stats.queuedJobs == 0)
+        #expect(stats.completedJobs == 10 * 21 + 1)
+        #expect(stats.lanes == 0)
+        // Nothing is accepted any more.
+        #expect(!pool.makeLane().submit {})
+        #expect(!pool.prepare {})
+        #expect(!pool.makeLane().close(.drain) {})
+        // A second shutdown returns at once.
+        #expect(pool.shutdown())
+    }
+
+    @Test func immediateShutdownDropsQueuedJobsAndWaitsForTheRunningOne() {
+        let pool = WorkerPool(workers: 1)
+        let lane = pool.makeLane(label: "stuck")
+        let started = DispatchSemaphore(value: 0)
+        let gate = DispatchSemaphore(value: 0)
+        let log = Log<String>()
+        lane.submit { started.signal(); _ = waited(gate); log.append("running") }
+        for index in 0..<50 { lane.submit { log.append("\(index)") } }
+        lane.close { log.append("final") }
+        pool.makeLane(label: "other").submit { log.append("other") }
+        #expect(waited(started))
+        // The running job holds the only worker, so the threads cannot have exited yet.
+        #expect(!pool.shutdown(.immediate, timeout: .milliseconds(1)))
+        #expect(pool.stats.queuedJobs == 0)
+        #expect(pool.stats.droppedJobs == 52)
+        gate.signal()
+        #expect(pool.shutdown(.immediate, timeout: .seconds(60)))
+        #expect(log.all == ["running"])
+        #expect(pool.stats.liveThreads == 0)
+    }
+
+    @Test func shutdownFromInsideAJobDoesNotWaitForItself() {
+        let pool = WorkerPool(workers: 1)
+        let result = Locked<Bool?>(nil)
+        let lane = pool.makeLane()
+        let gate = DispatchSemaphore(value: 0)
+        // Queue both jobs before the first can start, so the second is in before the shutdown.
+        lane.submit { _ = waited(gate) }
+        lane.submit {
+            let joined = pool.shutdown(.drain)
+            result.withLock { $0 = joined }
+        }
+        lane.submit { result.withLock { $0 = $0.map { !$0 } } }
+        gate.signal()
+        // Wait from outside: the second job, queued before the shutdown, still runs.
+        #expect(pool.shutdown(.drain, timeout: .seconds(60)))
+        #expect(result.withLock { $0 } == true)
+    }
+
+    @Test func preparationRunsOffTheWorkersAndKeepsLaneOrder() {
+        let pool = WorkerPool(workers: 1, preparers: 1)
+        let gate = DispatchSemaphore(value: 0)
+        let computeRan = DispatchSemaphore(value: 0)
+        let log = Log<String>()
+
+        // A slow preparation holds the only preparer …
+        let starting = pool.makeLane(label: "starting")
+        let preparing = DispatchSemaphore(value: 0)
+        starting.submit(kind: .preparation) {
+            preparing.signal()
+            _ = waited(gate)
+            log.append("prepared on \(pool.currentThreadKind.map { "\($0)" } ?? "?")")
+        }
+        starting.submit { log.append("first chunk on \(pool.currentThreadKind.map { "\($0)" } ?? "?")") }
+        #expect(waited(preparing))
+        // … while another session's compute job still gets the worker.
+        pool.makeLane(label: "streaming").submit {
+            log.append("other session")
+            computeRan.signal()
+        }
+        #expect(waited(computeRan))
+        #expect(pool.stats.busyPreparers == 1)
+        gate.signal()
+        #expect(pool.shutdown(.drain, timeout: .seconds(60)))
+        #expect(log.all == ["other session", "prepared on preparation", "first chunk on compute"])
+    }
+
+    @Test func prepareReturnsAValueToAnAsyncCaller() async throws {
+        let pool = WorkerPool(workers: 1, preparers: 2)
+        let value = try await pool.prepare { 6 * 7 }
+        #expect(value == 42)
+        struct Failure: Error {}
+        await #expect(throws: Failure.self) {
+            _ = try await pool.prepare { () throws -> Int in throw Failure() }
+        }
+        #expect(pool.shutdown(.drain, timeout: .seconds(60)))
+        await #expect(throws: WorkerPoolError.shutDown) {
+            _ = try await pool.prepare { 1 }
+        }
+    }
+
+    @Test func statsCountQueuedBusyAndCompletedJobs() {
+        let pool = WorkerPool(workers: 2, preparers: 1)
+        let lane = pool.makeLane()
+        let started = DispatchSemaphore(value: 0)
+        let gate = DispatchSemaphore(value: 0)
+        lane.submit { started.signal(); _ = waited(gate) }
+        for _ in 0..<7 { lane.submit {} }
+        #expect(waited(started))
+        var stats = pool.stats
+        #expect(stats.workers == 2)
+        #expect(stats.preparers == 1)
+        #expect(stats.busyWorkers == 1)
+        #expect(stats.queuedJobs == 7)
+        #expect(lane.depth == 7)
+        #expect(stats.lanes == 1)
+        gate.signal()
+        #expect(pool.shutdown(.drain, timeout: .seconds(60)))
+        stats = pool.stats
+        #expect(stats.busyWorkers == 0)
+        #expect(stats.queuedJobs == 0)
+        #expect(stats.completedJobs == 8)
+        #expect(lane.depth == 0)
+    }
+
+    @Test func laneLocalIsOnlyReachableFromTheLanesJobs() {
+        let pool = WorkerPool(workers: 2)
+        let lane = pool.makeLane()
+        let state = LaneLocal([Int](), lane: lane)
+        let sawCurrent = Atomic<Int>(0)
+        #expect(!lane.isCurrent)
+        #expect(pool.currentThreadKind == nil)
+        for index in 0..<100 {
+            lane.submit {
+                if lane.isCurrent { sawCurrent.add(1, ordering: .relaxed) }
+                state.withValue { $0.append(index) }
+            }
+        }
+        let result = Locked<[Int]>([])
+        lane.close { state.withValue { values in result.withLock { $0 = values } } }
+        #expect(pool.shutdown(.drain, timeout: .seconds(60)))
+        #expect(sawCurrent.load(ordering: .relaxed) == 100)
+        #expect(result.withLock { $0 } == Array(0..<100))
+    }
+
+    @Test func aLaneReleasedWithoutCloseStillRunsItsJobs() {
+        let pool = WorkerPool(workers: 1)
+        let ran = Atomic<Int>(0)
+        do {
+            let lane = pool.makeLane()
+            for _ in 0..<10 { lane.submit { ran.add(1, ordering: .relaxed) } }
+        }
+        #expect(pool.shutdown(.drain, timeout: .seconds(60)))
+        #expect(ran.load(ordering: .relaxed) == 10)
+        #expect(pool.stats.lanes == 0)
+    }
+
+    @Test func stressManyLanesFromManyThreads() {
+        let pool = WorkerPool(workers: 3, preparers: 1, sliceJobs: 3)
+        let laneCount = 200
+        let jobsPerLane = 50
+        let correct = Atomic<Int>(0)
+        let finals = Atomic<Int>(0)
+        let allDone = DispatchSemaphore(value: 0)
+        DispatchQueue.concurrentPerform(iterations: laneCount) { index in
+            let lane = pool.makeLane(label: "s\(index)")
+            let seen = LaneLocal([Int](), lane: lane)
+            // Every tenth session starts with a preparation job, as a real one would.
+            if index % 10 == 0 {
+                lane.submit(kind: .preparation) { seen.withValue { $0.append(-1) } }
+            }
+            for job in 0..<jobsPerLane {
+                lane.submit { seen.withValue { $0.append(job) } }
+            }
+            // Some sessions are cancelled; they must still run their final job.
+            let cancel = index % 7 == 0
+            lane.close(cancel ? .cancel : .drain) {
+                seen.withValue { values in
+                    let jobs = values.filter { $0 >= 0 }
+                    let inOrder = jobs == Array(0..<jobs.count)
+                    let complete = cancel || jobs.count == jobsPerLane
+                    let prepared = index % 10 != 0 || cancel || values.first == -1
+                    if inOrder && complete && prepared { correct.add(1, ordering: .relaxed) }
+                }
+                if finals.add(1, ordering: .relaxed).newValue == laneCount { allDone.signal() }
+            }
+        }
+        #expect(waited(allDone, seconds: 300))
+        #expect(correct.load(ordering: .relaxed) == laneCount)
+        #expect(pool.shutdown(.drain, timeout: .seconds(60)))
+        let stats = pool.stats
+        #expect(stats.lanes == 0)
+        #expect(stats.queuedJobs == 0)
+        #expect(stats.busyWorkers == 0)
+    }
+}
