@@ -1,0 +1,178 @@
+import StenoCore
+
+/// One session's audio ingest: the bytes of each binary message in, mono `Float` samples at
+/// the recognizer's rate (16 kHz) out, with the clock and counters the session reports.
+///
+/// - PCM (`pcm_s16le`, `pcm_f32le`, 8–48 kHz, mono or stereo): `PCMConverter` then
+///   `Resampler` (a plain copy when the rate already matches). A message that is not a whole
+///   number of sample frames throws `bad_audio` and changes nothing.
+/// - Opus: one packet per message, decoded by `OpusDecoder`. By default (`.direct`) libopus
+///   decodes straight at the output rate, whatever rate the stream was encoded at; `.resampled`
+///   decodes at the declared rate and resamples with soxr. Direct is the default because it
+///   costs less CPU and gave the same recognized words (figures in the doc comment of
+///   `OpusPath`). An undecodable packet never throws: it is concealed with the right length,
+///   counted in `concealedPackets`, and reported in `Report.concealment` as a non-fatal
+///   `bad_audio` the session may pass on to the client.
+///
+/// Not `Sendable`: one session owns it and calls it from one thread at a time.
+public final class AudioIngest {
+    /// How Opus is brought to the output rate.
+    ///
+    /// Measured on this project's machine (speech encoded with libopus, VOIP, 32 kbit/s,
+    /// 20 ms packets, at each Opus rate): decoding straight at 16 kHz costs less CPU than
+    /// decoding at the declared rate and resampling with soxr HQ, and pocketsphinx gave
+    /// the same words both ways. See the StenoAudio report and `steno-bench audio`.
+    public enum OpusPath: String, Sendable, Hashable, CaseIterable {
+        /// libopus decodes at the output rate (which must be 8/12/16/24/48 kHz).
+        case direct
+        /// libopus decodes at the declared rate; soxr resamples to the output rate.
+        case resampled
+    }
+
+    /// What one message produced.
+    public struct Report: Sendable, Equatable {
+        /// Samples the message held, at the declared rate (how far the timeline advanced).
+        public var inputSamples: Int
+        /// Samples appended to the output, at the output rate.
+        public var outputSamples: Int
+        /// For an Opus packet that could not be decoded: a non-fatal `bad_audio` error saying
+        /// so (the packet was concealed). `nil` otherwise.
+        public var concealment: StenoError?
+    }
+
+    /// The declared input format.
+    public let format: AudioFormat
+    /// The output rate (Hz).
+    public let outputRate: Int
+    /// For Opus, how it reaches the output rate; `nil` for PCM.
+    public let opusPath: OpusPath?
+    /// Input and output sample counts and their times on the session timeline.
+    public private(set) var clock: AudioClock
+
+    private let pcm: PCMConverter?
+    private let opus: OpusDecoder?
+    private let resampler: Resampler?
+    private var scratch: [Float] = []
+
+    /// An ingest for a validated format, producing mono samples at `outputRate` (default
+    /// 16 kHz). Throws `unsupported_audio` if `outputRate` is outside 8–48 kHz, or (for the
+    /// direct Opus path) not an Opus rate.
+    public init(format: AudioFormat, outputRate: Int = 16_000, opusPath: OpusPath = .direct) throws(StenoError) {
+        self.format = format
+        self.outputRate = outputRate
+        clock = AudioClock(inputRate: format.sampleRate, outputRate: outputRate)
+        switch format.encoding {
+        case .pcmS16LE, .pcmF32LE:
+            pcm = try PCMConverter(format: format)
+            opus = nil
+            resampler = try Resampler(inputRate: format.sampleRate, outputRate: outputRate)
+            self.opusPath = nil
+        case .opus:
+            pcm = nil
+            self.opusPath = opusPath
+            switch opusPath {
+            case .direct:
+                opus = try OpusDecoder(outputRate: outputRate)
+                resampler = nil
+            case .resampled:
+                opus = try OpusDecoder(outputRate: format.sampleRate)
+                resampler = try Resampler(inputRate: format.sampleRate, outputRate: outputRate)
+            }
+        }
+    }
+
+    /// Seconds of audio received (the end of the session timeline so far).
+    public var inputSeconds: Double { clock.receivedSeconds }
+    /// Samples produced at the output rate so far.
+    public var outputSamples: Int { clock.outputSamples }
+    /// Opus packets that could not be decoded and were concealed (0 for PCM).
+    public var concealedPackets: Int { opus?.concealedPackets ?? 0 }
+    /// Opus packets decoded (0 for PCM).
+    public var decodedPackets: Int { opus?.decodedPackets ?? 0 }
+
+    /// Takes one binary message and appends its samples (at the output rate) to `output`.
+    /// Throws `bad_audio` for a PCM message that is not frame-aligned (nothing is appended and
+    /// the clock does not move). Opus never throws.
+    @discardableResult
+    public func ingest(_ message: UnsafeRawBufferPointer, appendingTo output: inout [Float]) throws(StenoError) -> Report {
+        if let pcm {
+            return try ingestPCM(message, pcm, &output)
+        }
+        guard let opus else { return Report(inputSamples: 0, outputSamples: 0, concealment: nil) }
+        return ingestOpus(message, opus, &output)
+    }
+
+    /// Takes one binary message held in a byte array; returns its samples and report.
+    public func ingest(_ message: [UInt8]) throws(StenoError) -> (samples: [Float], report: Report) {
+        var samples: [Float] = []
+        // withUnsafeBytes rethrows untyped errors; carry the typed one out in a Result.
+        let report = try message.withUnsafeBytes { raw in
+            Result { () throws(StenoError) -> Report in try ingest(raw, appendingTo: &samples) }
+        }.get()
+        return (samples, report)
+    }
+
+    /// Ends the input (or a stretch of it, e.g. on `finalize`): appends what the resampler
+    /// still holds, so the output covers everything received. Afterwards `outputSamples ==
+    /// clock.expectedOutputSamples`. More audio may follow; it starts a new clock segment.
+    @discardableResult
+    public func flush(appendingTo output: inout [Float]) -> Int {
+        let appended = resampler?.flush(appendingTo: &output) ?? 0
+        clock.recordOutput(appended)
+        clock.endSegment()
+        return appended
+    }
+
+    /// `flush(appendingTo:)` into a new array.
+    public func flush() -> [Float] {
+        var output: [Float] = []
+        flush(appendingTo: &output)
+        return output
+    }
+
+    private func ingestPCM(_ message: UnsafeRawBufferPointer, _ pcm: PCMConverter,
+                           _ output: inout [Float]) throws(StenoError) -> Report {
+        let frames = try pcm.frameCount(byteCount: message.count)
+        let produced: Int
+        if let resampler, !resampler.isPassthrough {
+            // Convert into reused scratch storage, then resample from it.
+            if scratch.count < frames {
+                scratch = [Float](repeating: 0, count: max(frames, scratch.count * 2))
+            }
+            let converted = try scratch.withUnsafeMutableBufferPointer { buffer in
+                Result { () throws(StenoError) -> Int in try pcm.convert(message, into: buffer) }
+            }.get()
+            produced = scratch.withUnsafeBufferPointer { buffer in
+                resampler.process(UnsafeBufferPointer(rebasing: buffer[..<converted]), appendingTo: &output)
+            }
+        } else {
+            produced = try pcm.append(message, to: &output)
+        }
+        clock.recordInput(frames)
+        clock.recordOutput(produced)
+        return Report(inputSamples: frames, outputSamples: produced, concealment: nil)
+    }
+
+    private func ingestOpus(_ message: UnsafeRawBufferPointer, _ opus: OpusDecoder,
+                            _ output: inout [Float]) -> Report {
+        let outcome: OpusDecoder.Outcome
+        let produced: Int
+        if let resampler {
+            scratch.removeAll(keepingCapacity: true)
+            outcome = opus.decode(message, appendingTo: &scratch)
+            produced = scratch.withUnsafeBufferPointer { resampler.process($0, appendingTo: &output) }
+        } else {
+            outcome = opus.decode(message, appendingTo: &output)
+            produced = outcome.sampleCount
+        }
+        // Exact: Opus durations are multiples of 2.5 ms, whole samples at every Opus rate.
+        let inputSamples = outcome.sampleCount * format.sampleRate / opus.outputRate
+        clock.recordInput(inputSamples)
+        clock.recordOutput(produced)
+        let concealment = outcome.concealed
+            ? StenoError(.badAudio, "undecodable Opus packet of \(message.count) bytes "
+                + "(\(outcome.reason ?? "unknown")); replaced by \(Double(inputSamples) * 1000 / Double(format.sampleRate)) ms of concealment")
+            : nil
+        return Report(inputSamples: inputSamples, outputSamples: produced, concealment: concealment)
+    }
+}
