@@ -52,7 +52,12 @@ public final class AudioIngest {
     private let pcm: PCMConverter?
     private let opus: OpusDecoder?
     private let resampler: Resampler?
-    private var scratch: [Float] = []
+    /// The output of the message being ingested, written in place (no per-message copy).
+    private var output: UnsafeMutablePointer<Float>
+    private var outputCapacity: Int
+    /// Samples at the input rate, before resampling (PCM at another rate, resampled Opus).
+    private var input: UnsafeMutablePointer<Float>
+    private var inputCapacity: Int
 
     /// An ingest for a validated format, producing mono samples at `outputRate` (default
     /// 16 kHz). Throws `unsupported_audio` if `outputRate` is outside 8–48 kHz, or (for the
@@ -79,6 +84,16 @@ public final class AudioIngest {
                 resampler = try Resampler(inputRate: format.sampleRate, outputRate: outputRate)
             }
         }
+        // Room for 120 ms (the longest Opus packet) either side; PCM grows it as needed.
+        inputCapacity = max(5_760, format.sampleRate * 12 / 100)
+        outputCapacity = max(5_760, outputRate * 12 / 100 + 64)
+        input = .allocate(capacity: inputCapacity)
+        output = .allocate(capacity: outputCapacity)
+    }
+
+    deinit {
+        input.deallocate()
+        output.deallocate()
     }
 
     /// Seconds of audio received (the end of the session timeline so far).
@@ -90,16 +105,32 @@ public final class AudioIngest {
     /// Opus packets decoded (0 for PCM).
     public var decodedPackets: Int { opus?.decodedPackets ?? 0 }
 
+    /// Takes one binary message and passes its samples (at the output rate) to `body`, without
+    /// copying them: the buffer is the ingest's own and is valid only inside `body`.
+    /// Throws `bad_audio` for a PCM message that is not frame-aligned (`body` is not called and
+    /// the clock does not move). Opus never throws.
+    public func ingest<R>(_ message: UnsafeRawBufferPointer,
+                               _ body: (UnsafeBufferPointer<Float>, Report) -> R) throws(StenoError) -> R {
+        let report: Report
+        if let pcm {
+            report = try ingestPCM(message, pcm)
+        } else if let opus {
+            report = ingestOpus(message, opus)
+        } else {
+            report = Report(inputSamples: 0, outputSamples: 0, concealment: nil)
+        }
+        return body(UnsafeBufferPointer(start: output, count: report.outputSamples), report)
+    }
+
     /// Takes one binary message and appends its samples (at the output rate) to `output`.
     /// Throws `bad_audio` for a PCM message that is not frame-aligned (nothing is appended and
     /// the clock does not move). Opus never throws.
     @discardableResult
     public func ingest(_ message: UnsafeRawBufferPointer, appendingTo output: inout [Float]) throws(StenoError) -> Report {
-        if let pcm {
-            return try ingestPCM(message, pcm, &output)
+        try ingest(message) { samples, report in
+            output.append(contentsOf: samples)
+            return report
         }
-        guard let opus else { return Report(inputSamples: 0, outputSamples: 0, concealment: nil) }
-        return ingestOpus(message, opus, &output)
     }
 
     /// Takes one binary message held in a byte array; returns its samples and report.
@@ -117,7 +148,17 @@ public final class AudioIngest {
     /// clock.expectedOutputSamples`. More audio may follow; it starts a new clock segment.
     @discardableResult
     public func flush(appendingTo output: inout [Float]) -> Int {
-        let appended = resampler?.flush(appendingTo: &output) ?? 0
+        var appended = 0
+        if let resampler {
+            while true {
+                reserveOutput(resampler.pendingOutputCount + 2)
+                let produced = resampler.drain(into: self.output, capacity: outputCapacity)
+                if produced == 0 { break }
+                output.append(contentsOf: UnsafeBufferPointer(start: self.output, count: produced))
+                appended += produced
+            }
+            resampler.restart()
+        }
         clock.recordOutput(appended)
         clock.endSegment()
         return appended
@@ -130,39 +171,30 @@ public final class AudioIngest {
         return output
     }
 
-    private func ingestPCM(_ message: UnsafeRawBufferPointer, _ pcm: PCMConverter,
-                           _ output: inout [Float]) throws(StenoError) -> Report {
+    private func ingestPCM(_ message: UnsafeRawBufferPointer, _ pcm: PCMConverter) throws(StenoError) -> Report {
         let frames = try pcm.frameCount(byteCount: message.count)
         let produced: Int
         if let resampler, !resampler.isPassthrough {
-            // Convert into reused scratch storage, then resample from it.
-            if scratch.count < frames {
-                scratch = [Float](repeating: 0, count: max(frames, scratch.count * 2))
-            }
-            let converted = try scratch.withUnsafeMutableBufferPointer { buffer in
-                Result { () throws(StenoError) -> Int in try pcm.convert(message, into: buffer) }
-            }.get()
-            produced = scratch.withUnsafeBufferPointer { buffer in
-                resampler.process(UnsafeBufferPointer(rebasing: buffer[..<converted]), appendingTo: &output)
-            }
+            reserveInput(frames)
+            _ = try pcm.convert(message, into: UnsafeMutableBufferPointer(start: input, count: frames))
+            produced = resample(UnsafeBufferPointer(start: input, count: frames), resampler)
         } else {
-            produced = try pcm.append(message, to: &output)
+            reserveOutput(frames)
+            produced = try pcm.convert(message, into: UnsafeMutableBufferPointer(start: output, count: frames))
         }
         clock.recordInput(frames)
         clock.recordOutput(produced)
         return Report(inputSamples: frames, outputSamples: produced, concealment: nil)
     }
 
-    private func ingestOpus(_ message: UnsafeRawBufferPointer, _ opus: OpusDecoder,
-                            _ output: inout [Float]) -> Report {
+    private func ingestOpus(_ message: UnsafeRawBufferPointer, _ opus: OpusDecoder) -> Report {
         let outcome: OpusDecoder.Outcome
         let produced: Int
         if let resampler {
-            scratch.removeAll(keepingCapacity: true)
-            outcome = opus.decode(message, appendingTo: &scratch)
-            produced = scratch.withUnsafeBufferPointer { resampler.process($0, appendingTo: &output) }
+            outcome = opus.decode(message, into: input)  // room for 120 ms at the declared rate
+            produced = resample(UnsafeBufferPointer(start: input, count: outcome.sampleCount), resampler)
         } else {
-            outcome = opus.decode(message, appendingTo: &output)
+            outcome = opus.decode(message, into: output)  // room for 120 ms at the output rate
             produced = outcome.sampleCount
         }
         // Exact: Opus durations are multiples of 2.5 ms, whole samples at every Opus rate.
@@ -171,8 +203,41 @@ public final class AudioIngest {
         clock.recordOutput(produced)
         let concealment = outcome.concealed
             ? StenoError(.badAudio, "undecodable Opus packet of \(message.count) bytes "
-                + "(\(outcome.reason ?? "unknown")); replaced by \(Double(inputSamples) * 1000 / Double(format.sampleRate)) ms of concealment")
+                + "(\(outcome.reason ?? "unknown")); replaced by \(inputSamples * 1000 / format.sampleRate) ms of concealment")
             : nil
         return Report(inputSamples: inputSamples, outputSamples: produced, concealment: concealment)
+    }
+
+    /// Resamples `samples` into `output` (from its start); returns the count written.
+    private func resample(_ samples: UnsafeBufferPointer<Float>, _ resampler: Resampler) -> Int {
+        var offset = 0, produced = 0
+        while offset < samples.count {
+            let rest = UnsafeBufferPointer(rebasing: samples[offset...])
+            reserveOutput(produced + resampler.maxOutputCount(forInput: rest.count), keeping: produced)
+            let step = resampler.process(rest, into: output + produced, capacity: outputCapacity - produced)
+            offset += step.consumed
+            produced += step.produced
+            if step.consumed == 0 && step.produced == 0 { break }  // no progress: never spin
+        }
+        return produced
+    }
+
+    /// Makes room for `count` output samples, keeping the first `keeping` already written
+    /// for the current message (the buffer holds one message's output at a time).
+    private func reserveOutput(_ count: Int, keeping: Int = 0) {
+        guard count > outputCapacity else { return }
+        let capacity = max(count, outputCapacity * 2)
+        let grown = UnsafeMutablePointer<Float>.allocate(capacity: capacity)
+        grown.update(from: output, count: min(keeping, outputCapacity))
+        output.deallocate()
+        output = grown
+        outputCapacity = capacity
+    }
+
+    private func reserveInput(_ count: Int) {
+        guard count > inputCapacity else { return }
+        input.deallocate()
+        inputCapacity = max(count, inputCapacity * 2)
+        input = .allocate(capacity: inputCapacity)
     }
 }

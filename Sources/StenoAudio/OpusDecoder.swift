@@ -111,18 +111,28 @@ public final class OpusDecoder {
         scratch.deallocate()
     }
 
+    /// The most samples one packet can produce: 120 ms at the output rate.
+    public var maxPacketSamples: Int { scratchCapacity }
+
     /// Decodes one packet and appends its mono samples to `output`. Never fails: an
     /// undecodable packet is concealed (see the type's documentation).
     @discardableResult
     public func decode(_ packet: UnsafeRawBufferPointer, appendingTo output: inout [Float]) -> Outcome {
+        let outcome = decode(packet, into: scratch)
+        output.append(contentsOf: UnsafeBufferPointer(start: scratch, count: outcome.sampleCount))
+        return outcome
+    }
+
+    /// Decodes one packet into `destination`, which must have room for `maxPacketSamples`.
+    /// (Used by `AudioIngest` to decode straight into its output without a copy.)
+    func decode(_ packet: UnsafeRawBufferPointer, into destination: UnsafeMutablePointer<Float>) -> Outcome {
         var failure = "empty packet"
         if let base = packet.baseAddress, packet.count > 0, packet.count <= Int(Int32.max) {
             let decoded = opus_decode_float(
                 decoder, base.assumingMemoryBound(to: UInt8.self), Int32(packet.count),
-                scratch, Int32(scratchCapacity), 0)
+                destination, Int32(scratchCapacity), 0)
             if decoded > 0 {
                 let count = Int(decoded)
-                output.append(contentsOf: UnsafeBufferPointer(start: scratch, count: count))
                 decodedPackets += 1
                 lastGoodSamples48k = count * 48_000 / outputRate
                 return Outcome(sampleCount: count, concealed: false, reason: nil)
@@ -130,7 +140,7 @@ public final class OpusDecoder {
             failure = Self.errorText(decoded)
         }
         let samples48k = OpusPacket.sampleCount48k(packet) ?? lastGoodSamples48k ?? Self.defaultConcealSamples48k
-        let count = conceal(samples: OpusPacket.samples(samples48k, atRate: outputRate), appendingTo: &output)
+        let count = conceal(samples: OpusPacket.samples(samples48k, atRate: outputRate), into: destination)
         concealedPackets += 1
         return Outcome(sampleCount: count, concealed: true, reason: failure)
     }
@@ -148,21 +158,16 @@ public final class OpusDecoder {
         lastGoodSamples48k = nil
     }
 
-    /// Appends exactly `samples` samples of packet-loss concealment (a multiple of 2.5 ms).
-    private func conceal(samples: Int, appendingTo output: inout [Float]) -> Int {
-        var remaining = samples
-        while remaining > 0 {
-            let chunk = min(remaining, scratchCapacity)
-            let made = opus_decode_float(decoder, nil, 0, scratch, Int32(chunk), 0)
-            if made == Int32(chunk) {
-                output.append(contentsOf: UnsafeBufferPointer(start: scratch, count: chunk))
-            } else {
-                // libopus refused (it should not for a multiple of 2.5 ms): keep the length.
-                output.append(contentsOf: repeatElement(0, count: chunk))
-            }
-            remaining -= chunk
+    /// Writes exactly `samples` samples of packet-loss concealment (a multiple of 2.5 ms, at
+    /// most `maxPacketSamples`, as every packet duration is) to `destination`.
+    private func conceal(samples: Int, into destination: UnsafeMutablePointer<Float>) -> Int {
+        let count = min(samples, scratchCapacity)
+        guard count > 0 else { return 0 }
+        if opus_decode_float(decoder, nil, 0, destination, Int32(count), 0) != Int32(count) {
+            // libopus refused (it should not for a multiple of 2.5 ms): keep the length.
+            destination.update(repeating: 0, count: count)
         }
-        return samples
+        return count
     }
 
     static func errorText(_ code: Int32) -> String {

@@ -93,39 +93,55 @@ public final class Resampler {
         Self.expectedOutputCount(forInput: n, inputRate: inputRate, outputRate: outputRate)
     }
 
+    /// The most output one `process` call with `n` more input samples can produce: soxr
+    /// never runs ahead of `expectedOutputCount` for the input it has had (checked in tests),
+    /// plus a little slack.
+    public func maxOutputCount(forInput n: Int) -> Int {
+        expectedOutputCount(forInput: inputCount + n) - outputCount + 2
+    }
+
+    /// Output samples still held back (the filter delay); `flush()` produces exactly these.
+    public var pendingOutputCount: Int { expectedOutputCount(forInput: inputCount) - outputCount }
+
     /// Resamples `input` and appends whatever output is ready to `output`; returns how many
     /// samples were appended. Output lags input by the filter delay until `flush()`.
     @discardableResult
     public func process(_ input: UnsafeBufferPointer<Float>, appendingTo output: inout [Float]) -> Int {
-        guard let base = input.baseAddress, !input.isEmpty else { return 0 }
-        inputCount += input.count
-        guard let soxr else {
-            output.append(contentsOf: input)
-            outputCount += input.count
-            return input.count
-        }
         var appended = 0
         var offset = 0
-        // A full scratch buffer can leave input unconsumed; loop until soxr has taken all of
-        // it and returned less than it was offered room for.
-        while true {
-            let remaining = input.count - offset
-            ensureScratch(for: remaining)
-            var consumed = 0
-            var produced = 0
-            if soxr_process(soxr, base + offset, remaining, &consumed, scratch, scratchCapacity, &produced) != nil {
-                break  // soxr only fails on misuse (e.g. a failed create), never on sample values
-            }
-            if produced > 0 {
-                output.append(contentsOf: UnsafeBufferPointer(start: scratch, count: produced))
-                appended += produced
-            }
+        while offset < input.count {
+            let rest = UnsafeBufferPointer(rebasing: input[offset...])
+            ensureScratch(maxOutputCount(forInput: rest.count))
+            let (consumed, produced) = process(rest, into: scratch, capacity: scratchCapacity)
+            output.append(contentsOf: UnsafeBufferPointer(start: scratch, count: produced))
+            appended += produced
             offset += consumed
-            if offset >= input.count && produced < scratchCapacity { break }
             if consumed == 0 && produced == 0 { break }  // no progress: never spin
         }
-        outputCount += appended
         return appended
+    }
+
+    /// Resamples as much of `input` as soxr takes into `destination` (room for `capacity`
+    /// samples). Give it `maxOutputCount(forInput:)` of room and it takes all of the input;
+    /// with less, call again with the rest. Used by `AudioIngest` to write its output in place.
+    func process(_ input: UnsafeBufferPointer<Float>, into destination: UnsafeMutablePointer<Float>,
+                 capacity: Int) -> (consumed: Int, produced: Int) {
+        guard let base = input.baseAddress, !input.isEmpty else { return (0, 0) }
+        guard let soxr else {
+            let count = min(input.count, capacity)
+            destination.update(from: base, count: count)
+            inputCount += count
+            outputCount += count
+            return (count, count)
+        }
+        var consumed = 0
+        var produced = 0
+        let error = soxr_process(soxr, base, input.count, &consumed, destination, capacity, &produced)
+        // soxr only fails on misuse (a failed create), never because of sample values.
+        if error != nil { return (0, 0) }
+        inputCount += consumed
+        outputCount += produced
+        return (consumed, produced)
     }
 
     /// Resamples an array; returns the output that is ready.
@@ -143,19 +159,34 @@ public final class Resampler {
     @discardableResult
     public func flush(appendingTo output: inout [Float]) -> Int {
         var appended = 0
-        if let soxr {
+        if soxr != nil {
             while true {
-                var produced = 0
-                let error = soxr_process(soxr, nil, 0, nil, scratch, scratchCapacity, &produced)
-                if error != nil || produced == 0 { break }
+                ensureScratch(pendingOutputCount + 2)
+                let produced = drain(into: scratch, capacity: scratchCapacity)
+                if produced == 0 { break }
                 output.append(contentsOf: UnsafeBufferPointer(start: scratch, count: produced))
                 appended += produced
             }
-            _ = soxr_clear(soxr)
         }
+        restart()
+        return appended
+    }
+
+    /// One step of a flush: writes up to `capacity` tail samples to `destination` and returns
+    /// how many; 0 when the tail is done. Call `restart()` afterwards.
+    func drain(into destination: UnsafeMutablePointer<Float>, capacity: Int) -> Int {
+        guard let soxr else { return 0 }
+        var produced = 0
+        if soxr_process(soxr, nil, 0, nil, destination, capacity, &produced) != nil { return 0 }
+        outputCount += produced
+        return produced
+    }
+
+    /// Clears soxr for a fresh stream and restarts the counts.
+    func restart() {
+        if let soxr { _ = soxr_clear(soxr) }
         inputCount = 0
         outputCount = 0
-        return appended
     }
 
     /// Ends the input and returns the tail.
@@ -165,9 +196,7 @@ public final class Resampler {
         return output
     }
 
-    private func ensureScratch(for inputCount: Int) {
-        // Room for this input's output plus everything soxr may still hold (its delay).
-        let needed = expectedOutputCount(forInput: inputCount) + 1024
+    private func ensureScratch(_ needed: Int) {
         guard needed > scratchCapacity else { return }
         scratch.deallocate()
         scratchCapacity = max(needed, scratchCapacity * 2)

@@ -136,6 +136,33 @@ import Testing
         #expect(abs(found - (30_001.0 / Double(rate) + 0.4321)) <= 0.002)
     }
 
+    @Test(arguments: [8_000, 16_000, 44_100])
+    func largeMessagesAndTheInPlaceAPIGiveTheSameSamples(rate: Int) throws {
+        // 64 KiB messages (the server's default frame limit) grow the ingest's own buffer;
+        // the in-place API hands over exactly what the array API appends.
+        let samples = Signal.noise(count: 3 * 32_768 + 5)
+        let bytes = WAVFile(sampleRate: rate, channels: 1, samples: samples).s16leBytes
+        let format = try AudioFormat(encoding: .pcmS16LE, sampleRate: rate, channels: 1)
+        let viaArray = try Self.run(try AudioIngest(format: format), bytes, messageBytes: 65_536)
+        let ingest = try AudioIngest(format: format)
+        var inPlace: [Float] = []
+        var reported = 0
+        for start in stride(from: 0, to: bytes.count, by: 65_536) {
+            reported += try withBytes(Array(bytes[start..<min(bytes.count, start + 65_536)])) { raw throws(StenoError) in
+                try ingest.ingest(raw) { buffer, report in
+                    inPlace += buffer
+                    return report.outputSamples
+                }
+            }
+        }
+        #expect(reported == inPlace.count)
+        inPlace += ingest.flush()
+        #expect(inPlace == viaArray)
+        let resampler = try Resampler(inputRate: rate, outputRate: 16_000)
+        let pcm = try PCMConverter(encoding: .pcmS16LE, channels: 1).convert(bytes)
+        #expect(viaArray == resampler.process(pcm) + resampler.flush())
+    }
+
     @Test func unsupportedOutputRatesThrow() throws {
         let opus = try AudioFormat(encoding: .opus, sampleRate: 48_000, channels: 2)
         #expect(throws: StenoError.self) { try AudioIngest(format: opus, outputRate: 22_050) }
