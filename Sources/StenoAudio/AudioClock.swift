@@ -75,15 +75,19 @@ public struct AudioClock: Sendable, Hashable {
     /// The start time of recognizer frame `f` (frames of `frameSamples` output samples,
     /// counted from the session start). The end of frame `f` is the start of frame `f + 1`.
     public func seconds(atFrame f: Int) -> Double {
-        seconds(atOutputSample: f * frameSamples)
+        let (sample, overflow) = f.multipliedReportingOverflow(by: frameSamples)
+        return overflow ? Double(f) * Double(frameSamples) / Double(outputRate) : seconds(atOutputSample: sample)
     }
 
     /// The output sample nearest to time `t` (the inverse of `seconds(atOutputSample:)`).
+    /// Any `t` is accepted (it may come from a client's `finalize` message): NaN gives the
+    /// segment's start, and absurd times are clamped to ±2^50 samples instead of trapping.
     public func outputSample(atSeconds t: Double) -> Int {
         let segment = self.segment(containingTime: t)
         let offset = (t - Double(segment.inputStart) / Double(inputRate)) * Double(outputRate)
-        guard offset.isFinite else { return segment.outputStart }
-        return segment.outputStart + Int(offset.rounded())
+        guard !offset.isNaN else { return segment.outputStart }
+        let limit = Double(1 << 50)
+        return segment.outputStart + Int(min(max(offset, -limit), limit).rounded())
     }
 
     // MARK: - Recording (done by `AudioIngest`, or by anyone driving their own pipeline)

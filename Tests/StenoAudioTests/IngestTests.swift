@@ -34,6 +34,17 @@ import Testing
         clock.recordInput(441)
         #expect(clock.expectedOutputSamples == 363 + 160)
     }
+
+    @Test func anyTimeOrFrameIsAnswered() {
+        // Times may come from clients (`finalize` through T): nothing may trap.
+        let clock = AudioClock(inputRate: 48_000, outputRate: 16_000)
+        #expect(clock.outputSample(atSeconds: .nan) == 0)
+        #expect(clock.outputSample(atSeconds: .infinity) == 1 << 50)
+        #expect(clock.outputSample(atSeconds: -.infinity) == -(1 << 50))
+        #expect(clock.outputSample(atSeconds: 1e300) == 1 << 50)
+        #expect(clock.seconds(atFrame: .max) > 0)
+        #expect(clock.seconds(atOutputSample: .min) < 0)
+    }
 }
 
 @Suite struct IngestTests {

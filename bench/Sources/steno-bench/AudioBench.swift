@@ -10,7 +10,8 @@
 //            the most stable figure on a shared machine, and the median.
 // --opus-wavs DIR WAV...  instead of timing: for each WAV and each Opus rate, encode
 //            (libopus VOIP, 32 kbit/s, 20 ms) and write 16 kHz WAVs decoded both ways
-//            (DIR/<name>-<rate>-direct.wav, DIR/<name>-<rate>-soxr.wav) for pocketsphinx.
+//            (DIR/<name>-<rate>-direct.wav, DIR/<name>-<rate>-soxr.wav) for pocketsphinx,
+//            plus DIR/<name>-8k-pcm.wav (8 kHz PCM through the ingest: narrowband, no Opus).
 
 import COpus
 import CSoxr
@@ -353,11 +354,12 @@ private func writeOpusComparisonWAVs(directory: String, inputs: [String]) throws
     for input in inputs {
         let wav = try WAVFile(path: input)
         let name = URL(fileURLWithPath: input).deletingPathExtension().lastPathComponent
-        for rate in [8_000, 12_000, 24_000, 48_000] {
+        for rate in [8_000, 12_000, 16_000, 24_000, 48_000] {
             let packets = try encodeOpus(try resampleAll(wav.mono, from: wav.sampleRate, to: rate), rate: rate,
                                          frameSize: rate / 50)
             let format = try AudioFormat(encoding: .opus, sampleRate: rate, channels: 1)
-            for path in AudioIngest.OpusPath.allCases {
+            // At 16 kHz both paths are the same code (the resampler is a copy): write one.
+            for path in rate == 16_000 ? [.direct] : AudioIngest.OpusPath.allCases {
                 let ingest = try AudioIngest(format: format, opusPath: path)
                 var output: [Float] = []
                 for packet in packets {
@@ -368,6 +370,12 @@ private func writeOpusComparisonWAVs(directory: String, inputs: [String]) throws
                 try WAVFile(sampleRate: 16_000, channels: 1, samples: output).write(path: file)
             }
         }
-        print("wrote \(name): Opus at 8/12/24/48 kHz, decoded direct and via soxr")
+        // A narrowband reference without Opus: the speech as 8 kHz PCM through the ingest.
+        let narrow = WAVFile(sampleRate: 8_000, channels: 1, samples: try resampleAll(wav.mono, from: wav.sampleRate, to: 8_000))
+        let ingest = try AudioIngest(format: try AudioFormat(encoding: .pcmS16LE, sampleRate: 8_000, channels: 1))
+        let (samples, _) = try ingest.ingest(narrow.s16leBytes)
+        try WAVFile(sampleRate: 16_000, channels: 1, samples: samples + ingest.flush())
+            .write(path: "\(directory)/\(name)-8k-pcm.wav")
+        print("wrote \(name): Opus at 8/12/16/24/48 kHz decoded direct and via soxr; 8 kHz PCM")
     }
 }
