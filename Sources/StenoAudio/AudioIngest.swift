@@ -13,6 +13,9 @@ import StenoCore
 ///   counted in `concealedPackets`, and reported in `Report.concealment` as a non-fatal
 ///   `bad_audio` the session may pass on to the client.
 ///
+/// Every sample it hands out is finite and within -1...1 (see `clamp`), so a consumer may
+/// scale it to 16-bit integers without checks.
+///
 /// Not `Sendable`: one session owns it and calls it from one thread at a time.
 public final class AudioIngest {
     /// How Opus is brought to the output rate.
@@ -59,6 +62,8 @@ public final class AudioIngest {
     private let pcm: PCMConverter?
     private let opus: OpusDecoder?
     private let resampler: Resampler?
+    /// False only for PCM at the output rate, which `PCMConverter` already keeps in -1...1.
+    private let needsClamp: Bool
     /// The output of the message being ingested, written in place (no per-message copy).
     private var output: UnsafeMutablePointer<Float>
     private var outputCapacity: Int
@@ -91,6 +96,7 @@ public final class AudioIngest {
                 resampler = try Resampler(inputRate: format.sampleRate, outputRate: outputRate)
             }
         }
+        needsClamp = !(pcm != nil && resampler?.isPassthrough == true)
         // Room for 120 ms (the longest Opus packet) either side; PCM grows it as needed.
         inputCapacity = max(5_760, format.sampleRate * 12 / 100)
         outputCapacity = max(5_760, outputRate * 12 / 100 + 64)
@@ -126,7 +132,15 @@ public final class AudioIngest {
         } else {
             report = Report(inputSamples: 0, outputSamples: 0, concealment: nil)
         }
+        if needsClamp { Self.clamp(output, report.outputSamples) }
         return body(UnsafeBufferPointer(start: output, count: report.outputSamples), report)
+    }
+
+    /// Keeps every output sample in -1...1. Resampling can overshoot near full scale (Gibbs
+    /// ripple: random full-scale input reaches ±1.3) and libopus' float output may exceed ±1;
+    /// a consumer converting to 16-bit integers (pocketsphinx) must never see such values.
+    private static func clamp(_ samples: UnsafeMutablePointer<Float>, _ count: Int) {
+        for i in 0..<count { samples[i] = PCMConverter.sanitize(samples[i]) }
     }
 
     /// Takes one binary message and appends its samples (at the output rate) to `output`.
@@ -161,6 +175,7 @@ public final class AudioIngest {
                 reserveOutput(resampler.pendingOutputCount + 2)
                 let produced = resampler.drain(into: self.output, capacity: outputCapacity)
                 if produced == 0 { break }
+                Self.clamp(self.output, produced)
                 output.append(contentsOf: UnsafeBufferPointer(start: self.output, count: produced))
                 appended += produced
             }

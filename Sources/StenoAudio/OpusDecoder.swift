@@ -55,6 +55,8 @@ public enum OpusPacket {
 ///   duration when its TOC byte is readable, else the last good packet's duration, else
 ///   20 ms. So the timeline never shifts. Garbage that happens to parse as a valid packet
 ///   decodes as whatever it says; no decoder can tell.
+/// - Samples are libopus' float output, which may exceed ±1 slightly on loud input
+///   (`AudioIngest` clamps them).
 /// - The first output sample corresponds to the first sample the encoder was given plus the
 ///   encoder's look-ahead (6.5 ms for libopus; an Ogg file's "pre-skip"). A raw packet stream
 ///   does not carry it, so it is not removed; it is well inside the timeline's ±20 ms.

@@ -21,6 +21,9 @@ import StenoCore
 ///
 /// So time needs no delay compensation: the clock just counts output samples.
 ///
+/// Resampling is linear: near full scale the output can overshoot ±1 (random full-scale
+/// noise reaches about ±1.3). `AudioIngest` clamps its output; other users must too.
+///
 /// When the input and output rates are equal the resampler is a copy: no soxr handle exists
 /// and `flush()` returns nothing.
 ///

@@ -1,7 +1,7 @@
 import COpus
 import CStenoShims
 import Foundation
-import StenoAudio
+@testable import StenoAudio
 import StenoCore
 import Testing
 
@@ -144,3 +144,18 @@ enum Fixtures {
 func withBytes<T>(_ bytes: [UInt8], _ body: (UnsafeRawBufferPointer) throws(StenoError) -> T) throws(StenoError) -> T {
     try bytes.withUnsafeBytes { raw in Result { () throws(StenoError) in try body(raw) } }.get()
 }
+
+/// Expects two sample arrays to be bit-identical, reporting the first difference (not both arrays).
+func expectIdentical(_ a: [Float], _ b: [Float], _ what: String = "", sourceLocation: SourceLocation = #_sourceLocation) {
+    guard a.count == b.count else {
+        Issue.record("\(what): \(a.count) samples against \(b.count)", sourceLocation: sourceLocation)
+        return
+    }
+    if let i = a.indices.first(where: { a[$0].bitPattern != b[$0].bitPattern }) {
+        Issue.record("\(what): first difference at sample \(i) of \(a.count): \(a[i]) against \(b[i])",
+                     sourceLocation: sourceLocation)
+    }
+}
+
+/// What `AudioIngest` hands out for resampler output: every sample clamped to -1...1.
+func clamped(_ samples: [Float]) -> [Float] { samples.map(PCMConverter.sanitize) }
