@@ -46,53 +46,55 @@ private func floats(_ bytes: [UInt8]) -> [Float] {
     @Test func sixteenBitKeepsItsBytes() throws {
         let payload: [UInt8] = [0x01, 0x00, 0xFF, 0x7F, 0x00, 0x80]
         let wav = try WAVFile(bytes: WAVBuilder().build(payload))
-        #expect(wav.format == (try AudioFormat(encoding: .pcmS16LE, sampleRate: 16000, channels: 1)))
-        #expect(wav.data == payload)
+        #expect(wav.sampleRate == 16000 && wav.channels == 1)
+        #expect(wav.samples == [1.0 / 32768, 32767.0 / 32768, -1])
+        #expect(wav.s16leBytes == payload)
         #expect(wav.frameCount == 3)
+        #expect(try wav.wireFormat() == AudioFormat(encoding: .pcmF32LE, sampleRate: 16000, channels: 1))
         #expect(abs(wav.duration - 3.0 / 16000) < 1e-12)
     }
 
     @Test func stereoAndOtherRatesAreKept() throws {
         let wav = try WAVFile(bytes: WAVBuilder(channels: 2, rate: 44100).build([UInt8](repeating: 0, count: 400)))
-        #expect(wav.format.channels == 2)
-        #expect(wav.format.sampleRate == 44100)
+        #expect(wav.channels == 2)
+        #expect(wav.sampleRate == 44100)
         #expect(wav.frameCount == 100)
     }
 
     @Test func eightTwentyFourAndThirtyTwoBitBecomeFloat() throws {
         let eight = try WAVFile(bytes: WAVBuilder(bits: 8).build([0, 128, 255]))
-        #expect(eight.format.encoding == .pcmF32LE)
-        #expect(floats(eight.data) == [-1, 0, 127.0 / 128])
+        #expect(eight.samples == [-1, 0, 127.0 / 128])
+        #expect(floats(eight.f32leBytes) == eight.samples)
 
         // 24-bit little endian: -8388608 (min), 0, 4194304 (half)
         let twentyFour = try WAVFile(bytes: WAVBuilder(bits: 24).build([0x00, 0x00, 0x80, 0, 0, 0, 0x00, 0x00, 0x40]))
-        #expect(floats(twentyFour.data) == [-1, 0, 0.5])
+        #expect(twentyFour.samples == [-1, 0, 0.5])
 
         let thirtyTwo = try WAVFile(bytes: WAVBuilder(bits: 32).build(le32(0x4000_0000) + le32(0x8000_0000)))
-        #expect(floats(thirtyTwo.data) == [0.5, -1])
+        #expect(thirtyTwo.samples == [0.5, -1])
     }
 
     @Test func floatFilesAndExtensibleHeaders() throws {
         let f32 = try WAVFile(bytes: WAVBuilder(tag: 3, bits: 32).build(le32(Float(0.25).bitPattern)))
-        #expect(floats(f32.data) == [0.25])
+        #expect(f32.samples == [0.25])
 
         let d = Double(-0.5).bitPattern
         let f64 = try WAVFile(bytes: WAVBuilder(tag: 3, bits: 64).build(le32(UInt32(d & 0xFFFF_FFFF)) + le32(UInt32(d >> 32))))
-        #expect(floats(f64.data) == [-0.5])
+        #expect(f64.samples == [-0.5])
 
         let ext = try WAVFile(bytes: WAVBuilder(rate: 48000, extensible: true).build([0x10, 0x00]))
-        #expect(ext.format.encoding == .pcmS16LE)
-        #expect(ext.format.sampleRate == 48000)
+        #expect(ext.samples == [16.0 / 32768])
+        #expect(ext.sampleRate == 48000)
     }
 
     @Test func otherChunksAreSkippedWithTheirPadding() throws {
         let wav = try WAVFile(bytes: WAVBuilder(extraChunks: [("LIST", [1, 2, 3]), ("fact", [4, 0, 0, 0])]).build([7, 0]))
-        #expect(wav.data == [7, 0])
+        #expect(wav.s16leBytes == [7, 0])
     }
 
     @Test func dataSizePlaceholdersReadToTheEndOfTheFile() throws {
         let streamed = try WAVFile(bytes: WAVBuilder(dataSizeOverride: 0xFFFF_FFFF).build([1, 0, 2, 0, 3]))
-        #expect(streamed.data == [1, 0, 2, 0])  // the half frame at the end is dropped
+        #expect(streamed.s16leBytes == [1, 0, 2, 0])  // the half frame at the end is dropped
         let zero = try WAVFile(bytes: WAVBuilder(dataSizeOverride: 0).build([1, 0, 2, 0]))
         #expect(zero.frameCount == 2)
     }
@@ -142,6 +144,14 @@ private func floats(_ bytes: [UInt8]) -> [Float] {
                 (error as? StenoError)?.code == .unsupportedAudio
             }
         }
+    }
+
+    @Test func writtenFilesReadBack() throws {
+        let wav = WAVFile(sampleRate: 22050, channels: 2, samples: [0.5, -0.5, 0.75, -0.75, 0, 0.25])
+        let back = try WAVFile(bytes: wav.wavBytes)
+        #expect(back.sampleRate == 22050 && back.channels == 2)
+        #expect(back.s16leBytes == wav.s16leBytes)
+        #expect(back.mono == [0, 0, 0.125])
     }
 
     @Test func missingFileIsAnError() {

@@ -1,4 +1,0 @@
-import Testing
-@testable import StenoAudio
-
-@Test func placeholder() {}
