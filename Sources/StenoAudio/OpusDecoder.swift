@@ -2,41 +2,6 @@ import COpus
 import CStenoShims
 import StenoCore
 
-/// Facts about an Opus packet (RFC 6716 §3.1) read from its first bytes, without decoding.
-public enum OpusPacket {
-    /// The longest duration a packet may hold: 120 ms, in samples at 48 kHz.
-    public static let maxSamples48k = 5_760
-
-    /// The number of samples the packet holds at 48 kHz, from its TOC byte (and, for code 3
-    /// packets, its frame-count byte) alone: 120 (2.5 ms) … 5760 (120 ms). `nil` when the
-    /// bytes cannot be a packet: empty, a code 3 packet without its count byte or with zero
-    /// frames, or more than 120 ms of audio.
-    public static func sampleCount48k(_ packet: UnsafeRawBufferPointer) -> Int? {
-        guard let base = packet.baseAddress, packet.count > 0, packet.count <= Int(Int32.max) else { return nil }
-        let samples = opus_packet_get_nb_samples(
-            base.assumingMemoryBound(to: UInt8.self), Int32(packet.count), 48_000)
-        guard samples > 0, Int(samples) <= maxSamples48k else { return nil }
-        return Int(samples)
-    }
-
-    /// `sampleCount48k` for a byte array.
-    public static func sampleCount48k(_ packet: [UInt8]) -> Int? {
-        packet.withUnsafeBytes { sampleCount48k($0) }
-    }
-
-    /// The packet's duration in seconds (0.0025 … 0.12), or `nil` as for `sampleCount48k`.
-    public static func duration(_ packet: [UInt8]) -> Double? {
-        sampleCount48k(packet).map { Double($0) / 48_000 }
-    }
-
-    /// Converts a count at 48 kHz to `rate`. Exact for every Opus rate (8/12/16/24/48 kHz)
-    /// because every Opus duration is a multiple of 2.5 ms.
-    @inline(__always)
-    static func samples(_ samples48k: Int, atRate rate: Int) -> Int {
-        samples48k * rate / 48_000
-    }
-}
-
 /// Decodes an Opus stream, one packet per call, to mono `Float` samples at `outputRate`.
 ///
 /// - Packets may hold any legal duration (2.5, 5, 10, 20, 40, 60 ms frames, and multi-frame
@@ -104,7 +69,7 @@ public final class OpusDecoder {
         }
         self.outputRate = outputRate
         self.decoder = decoder
-        scratchCapacity = OpusPacket.samples(OpusPacket.maxSamples48k, atRate: outputRate)
+        scratchCapacity = Self.samples(OpusPacket.maxSamples, atRate: outputRate)
         scratch = .allocate(capacity: scratchCapacity)
     }
 
@@ -141,8 +106,8 @@ public final class OpusDecoder {
             }
             failure = Self.errorText(decoded)
         }
-        let samples48k = OpusPacket.sampleCount48k(packet) ?? lastGoodSamples48k ?? Self.defaultConcealSamples48k
-        let count = conceal(samples: OpusPacket.samples(samples48k, atRate: outputRate), into: destination)
+        let samples48k = OpusPacket.samples(packet) ?? lastGoodSamples48k ?? Self.defaultConcealSamples48k
+        let count = conceal(samples: Self.samples(samples48k, atRate: outputRate), into: destination)
         concealedPackets += 1
         return Outcome(sampleCount: count, concealed: true, reason: failure)
     }
@@ -175,5 +140,12 @@ public final class OpusDecoder {
     static func errorText(_ code: Int32) -> String {
         guard let text = opus_strerror(code) else { return "opus error \(code)" }
         return "\(String(cString: text)) (\(code))"
+    }
+
+    /// Converts a count at 48 kHz to `rate`. Exact for every Opus rate (8/12/16/24/48 kHz)
+    /// because every Opus duration is a multiple of 2.5 ms.
+    @inline(__always)
+    static func samples(_ samples48k: Int, atRate rate: Int) -> Int {
+        samples48k * rate / 48_000
     }
 }

@@ -28,7 +28,7 @@ import Testing
                 let perPacket = outputRate * half / 2000
                 var samples: [Float] = []
                 for packet in packets {
-                    #expect(OpusPacket.sampleCount48k(packet) == 48 * half / 2)
+                    #expect(OpusPacket.samples(packet) == 48 * half / 2)
                     let outcome = packet.withUnsafeBytes { decoder.decode($0, appendingTo: &samples) }
                     #expect(outcome == .init(sampleCount: perPacket, concealed: false, reason: nil))
                 }
@@ -108,25 +108,31 @@ import Testing
         let length = opus_repacketizer_out(repacketizer, &packet, Int32(packet.count))
         #expect(length > 0)
         packet = Array(packet.prefix(Int(length)))
-        #expect(OpusPacket.sampleCount48k(packet) == 5760)
+        #expect(OpusPacket.samples(packet) == 5760)
         #expect(OpusPacket.duration(packet) == 0.12)
         let (samples, outcome) = try OpusDecoder(outputRate: 16_000).decode(packet)
         #expect(samples.count == 1920 && !outcome.concealed)
     }
 
-    @Test func packetDurationFromTheTOCAlone() {
-        // Config 0 (SILK NB 10 ms), 3 (SILK NB 60 ms), 16 (CELT NB 2.5 ms), 31 (CELT FB 20 ms).
-        #expect(OpusPacket.sampleCount48k([0 << 3]) == 480)
-        #expect(OpusPacket.sampleCount48k([3 << 3 | 4]) == 2880)  // stereo flag changes nothing
-        #expect(OpusPacket.sampleCount48k([16 << 3]) == 120)
-        #expect(OpusPacket.sampleCount48k([31 << 3 | 1, 0]) == 1920)  // code 1: two frames
-        #expect(OpusPacket.sampleCount48k([31 << 3 | 2, 0]) == 1920)  // code 2: two frames
-        #expect(OpusPacket.sampleCount48k([31 << 3 | 3, 3]) == 2880)  // code 3: count byte
-        #expect(OpusPacket.sampleCount48k([]) == nil)
-        #expect(OpusPacket.sampleCount48k([31 << 3 | 3]) == nil)  // count byte missing
-        #expect(OpusPacket.sampleCount48k([31 << 3 | 3, 0]) == nil)  // zero frames
-        #expect(OpusPacket.sampleCount48k([31 << 3 | 3, 7]) == nil)  // 140 ms > 120 ms
-        #expect(OpusPacket.sampleCount48k([0xFF, 0xFF, 1, 2, 3]) == nil)  // 63 frames
+    /// StenoCore reads packet durations in pure Swift (the network thread counts received audio
+    /// with it); the decoder conceals with the same figure. Both must agree with libopus' own
+    /// reading for every header: every TOC byte with every frame-count byte, and alone.
+    @Test func packetDurationsAgreeWithLibopusForEveryHeader() {
+        func libopus(_ packet: [UInt8]) -> Int? {
+            let n = opus_packet_get_nb_samples(packet, Int32(packet.count), 48_000)
+            return n > 0 && n <= 5760 ? Int(n) : nil
+        }
+        var disagreements: [[UInt8]] = []
+        for toc in 0...255 {
+            let alone = [UInt8(toc)]
+            if OpusPacket.samples(alone) != libopus(alone) { disagreements.append(alone) }
+            for second in 0...255 {
+                let packet = [UInt8(toc), UInt8(second), 0, 0]
+                if OpusPacket.samples(packet) != libopus(packet) { disagreements.append(packet) }
+            }
+        }
+        #expect(disagreements.isEmpty, "first: \(disagreements.prefix(5))")
+        #expect(OpusPacket.samples([UInt8]()) == nil)
     }
 
     @Test func undecodablePacketsAreConcealedWithTheRightLengthAndCounted() throws {
