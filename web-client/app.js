@@ -224,6 +224,7 @@ function requestedEncoding() {
 async function startMicrophone() {
   const mic = new MicrophoneCapture({
     encoding: requestedEncoding(),
+    pcmReason: pcmFallback ? 'the server does not accept Opus' : 'forced in settings',
     onChunk,
     onLevel,
     onEnded: () => {
@@ -394,8 +395,8 @@ function onSessionClosed(session, { code, error }) {
 }
 
 async function restartWithPcm() {
-  pending = [];
   await stopMicrophone({ finalize: false });
+  pending = []; // Opus packets: the new session takes PCM
   try {
     await startMicrophone();
     openSession();

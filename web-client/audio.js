@@ -56,13 +56,15 @@ export class MicrophoneCapture {
   /**
    * @param {object} o
    * @param {'auto'|'opus'|'pcm'} o.encoding  'auto' picks Opus where WebCodecs can encode it
+   * @param {string} [o.pcmReason]  why PCM was asked for, shown with the format
    * @param {(chunk) => void} o.onChunk
    * @param {(peak: number) => void} [o.onLevel]  peak level 0…1 of each 20 ms
    * @param {() => void} [o.onEnded]  the microphone went away
    * @param {(message: string) => void} [o.onError]  the encoder failed
    */
-  constructor({ encoding = 'auto', onChunk, onLevel, onEnded, onError }) {
+  constructor({ encoding = 'auto', pcmReason = 'forced in settings', onChunk, onLevel, onEnded, onError }) {
     this.requested = encoding;
+    this.pcmReason = pcmReason;
     this.onChunk = onChunk;
     this.onLevel = onLevel || (() => {});
     this.onEnded = onEnded || (() => {});
@@ -112,7 +114,7 @@ export class MicrophoneCapture {
       }
       if (!opus) reason = typeof AudioEncoder === 'undefined' ? 'no WebCodecs in this browser' : 'Opus encoding not supported';
     } else {
-      reason = 'forced in settings';
+      reason = this.pcmReason;
     }
     if (!opus && (context.sampleRate < 8000 || context.sampleRate > 48000)) {
       await context.close();

@@ -114,7 +114,9 @@ def server(steno_bin, artifacts, request):
         process.kill()
         process.wait()
         out.close()
-        pytest.fail(f"steno serve did not print 'listening on http://127.0.0.1:<port>':\n{log.read_text()[-4000:]}")
+        pytest.fail("steno serve did not print 'listening on http://127.0.0.1:<port>' within "
+                    f"{SERVER_START_TIMEOUT} s (exited: {process.returncode}). Note that stdout is a pipe here: "
+                    "the server must flush after that line.\n" + log.read_text()[-4000:])
     yield Server(port[0], process, log)
     process.send_signal(signal.SIGTERM)
     try:
