@@ -202,10 +202,28 @@ def test_opus_captions_desktop(server, reference, launch_browser, artifacts):
     ended = next(m for m in result["probe"]["received"] if m["type"] == "ended")
     assert abs(ended["duration"] - sum(samples) / 48000) < 0.05
 
+    # A second session on the same page (the file has played; the microphone is silent now), cancelled.
+    page.click("#start")
+    page.wait_for_selector("#status[data-state=listening]", timeout=WAIT_MS)
+    page.wait_for_function("window.__probe.received.filter(m => m.type === 'ready').length === 2", timeout=WAIT_MS)
+    page.click("#cancel")
+    page.wait_for_selector("#status[data-state=cancelled]", timeout=WAIT_MS)
+    assert "Cancelled" in page.text_content("#status")
+    page.wait_for_function("window.__probe.closes.length === 2", timeout=WAIT_MS)
+    probe = page.evaluate("window.__probe")
+    assert probe["closes"] == [1000, 1000]
+    assert [m["type"] for m in probe["received"]][-1] == "cancelled"
+    assert probe["sentText"][-1] == {"type": "cancel"}
+    assert page.text_content("#volatile") == ""
+    assert page.is_enabled("#start") and page.is_disabled("#cancel")
+    assert not problems, "\n".join(problems)
+
 
 def test_pcm_captions_360px_keyboard(server, reference, launch_browser, artifacts):
     browser = launch_browser(SPEECH_WAV)
-    page, problems = open_page(browser, server, "?encoding=pcm", {"width": 360, "height": 780})
+    # A token in the page address is passed on to the WebSocket; a server started without
+    # tokens ignores it.
+    page, problems = open_page(browser, server, "?encoding=pcm&token=page-token", {"width": 360, "height": 780})
 
     # Nothing wider than the screen, every control on it.
     assert page.evaluate("document.documentElement.scrollWidth") <= 360
@@ -226,6 +244,7 @@ def test_pcm_captions_360px_keyboard(server, reference, launch_browser, artifact
 
     result = caption_session(page, artifacts, "page-pcm-360")
     check_session(result, reference, problems)
+    assert result["probe"]["urls"] == [f"{server.ws}?token=page-token"]
 
     assert result["format"] == "pcm_s16le"
     assert "PCM" in page.text_content("#format")
