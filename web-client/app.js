@@ -65,6 +65,13 @@ function showNotice(text, kind = 'error') {
   ui.error.hidden = false;
 }
 
+/** A sentence for people about why a session ended, with the server's own words as detail. */
+function plainError(error, closeCode) {
+  const sentence = describeError(error?.code || closeCode);
+  const detail = error?.message && error.message !== sentence ? error.message : '';
+  return detail && error?.code !== 'connection_failed' ? `${sentence} (${detail})` : sentence;
+}
+
 function clearNotice() {
   ui.error.hidden = true;
   ui.error.textContent = '';
@@ -348,7 +355,7 @@ function onSessionClosed(session, { code, error }) {
     intent = null;
     pending = [];
     if (error && !(was === 'ending' && ui.status.dataset.state === 'ended')) {
-      showNotice(error.message);
+      showNotice(plainError(error, code));
       setStatus('error', was === 'ending' ? 'Ended with an error' : 'Cancelled with an error');
     } else if (ui.status.dataset.state !== 'ended' && ui.status.dataset.state !== 'cancelled') {
       setStatus(was === 'ending' ? 'ended' : 'cancelled', was === 'ending' ? 'Ended' : 'Cancelled');
@@ -361,7 +368,7 @@ function onSessionClosed(session, { code, error }) {
   if (!capture) {
     // The microphone is off: nothing to reconnect for.
     if (code === 4010) setStatus('idle', 'Session closed after a pause');
-    else if (error) { showNotice(error.message); setStatus('idle', 'Disconnected'); }
+    else if (error) { showNotice(plainError(error, code)); setStatus('idle', 'Disconnected'); }
     else setStatus('idle', 'Ready');
     return;
   }
@@ -391,7 +398,7 @@ function onSessionClosed(session, { code, error }) {
   }
   fail(neverReached
     ? `Could not connect to the captioning server at ${ui.server.value.trim()}. It may be down, full, or refusing the access token.`
-    : (error?.message || describeError(code)));
+    : plainError(error, code));
 }
 
 async function restartWithPcm() {

@@ -139,7 +139,7 @@ const ERROR_SENTENCES = {
  * A plain-language sentence for a protocol error code ('idle', …) or a close code (4010, …).
  */
 export function describeError(code) {
-  if (typeof code === 'number') code = CLOSE_CODE_TO_ERROR.get(code) ?? (code === 1006 ? 'connection_lost' : '');
+  if (typeof code === 'number') code = CLOSE_CODE_TO_ERROR.get(code) ?? (code === 1005 || code === 1006 ? 'connection_lost' : '');
   return ERROR_SENTENCES[code] ?? `The captioning server reported a problem (${code || 'unknown'}).`;
 }
 
@@ -306,6 +306,7 @@ export class StenoClient {
     if (this.state === 'new') this.start();
     const { encoding } = this.options.audio;
     if (encoding === 'opus') {
+      if (data instanceof Float32Array) throw new TypeError('sendAudio: Opus takes encoded packets, not samples');
       const packet = toBytes(data, 'opus');
       this.sentSeconds += opusPacketSamples(packet) / 48000;
       this._send(packet.slice().buffer); // a copy: the caller may reuse its buffer
