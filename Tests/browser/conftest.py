@@ -1,0 +1,193 @@
+"""Fixtures for the browser tests: the real steno server, its reference transcript, and
+Debian's chromium with a fake microphone that plays a WAV file.
+
+Environment:
+  STENO_BIN              path to the steno executable (default: .build/release/steno or
+                         .build/debug/steno if built; otherwise the tests are skipped)
+  STENO_SERVE_ARGS       extra arguments for `steno serve` (shell-quoted)
+  STENO_TRANSCRIBE_ARGS  extra arguments for `steno transcribe` (shell-quoted)
+  STENO_CHROMIUM         chromium executable (default /usr/bin/chromium)
+  STENO_NODE             node executable for the Node client test (default: node on PATH)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+WEB_ROOT = REPO / "web-client"
+DATA = HERE / "data"
+ARTIFACTS = REPO / "artifacts" / "browser"
+SPEECH_WAV = DATA / "two-sentences-16k.wav"
+
+# Generous limits that only guard against hangs; nothing asserts how long anything takes.
+SERVER_START_TIMEOUT = 120
+TRANSCRIBE_TIMEOUT = 300
+
+LISTENING = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
+
+
+def _steno_bin() -> Path | None:
+    configured = os.environ.get("STENO_BIN")
+    if configured:
+        return Path(configured).resolve()
+    for candidate in (REPO / ".build" / "release" / "steno", REPO / ".build" / "debug" / "steno"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+@pytest.fixture(scope="session")
+def steno_bin() -> Path:
+    path = _steno_bin()
+    if path is None:
+        pytest.skip("no steno binary: set STENO_BIN (or build .build/debug/steno)")
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"STENO_BIN is not an executable: {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def chromium_path(steno_bin) -> str:
+    path = os.environ.get("STENO_CHROMIUM", "/usr/bin/chromium")
+    if not Path(path).is_file():
+        pytest.fail(f"chromium not found at {path}: apt-get install chromium (or set STENO_CHROMIUM)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS
+
+
+@dataclass
+class Server:
+    port: int
+    process: subprocess.Popen
+    log: Path
+
+    @property
+    def http(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/v1/stream"
+
+
+@pytest.fixture
+def server(steno_bin, artifacts, request):
+    """A fresh server for each test, so no recognizer state carries over between tests."""
+    log = artifacts / f"server-{request.node.name}.log"
+    args = [str(steno_bin), "serve", "--host", "127.0.0.1", "--port", "0", "--web-root", str(WEB_ROOT)]
+    args += shlex.split(os.environ.get("STENO_SERVE_ARGS", ""))
+    out = log.open("w")
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=out, text=True, bufsize=1)
+    found = threading.Event()
+    port: list[int] = []
+
+    def pump():  # keep reading stdout so the server never blocks on a full pipe
+        for line in process.stdout:
+            out.write(line)
+            out.flush()
+            match = LISTENING.search(line)
+            if match and not port:
+                port.append(int(match.group(1)))
+                found.set()
+        found.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    found.wait(SERVER_START_TIMEOUT)
+    if not port:
+        process.kill()
+        process.wait()
+        out.close()
+        pytest.fail("steno serve did not print 'listening on http://127.0.0.1:<port>' within "
+                    f"{SERVER_START_TIMEOUT} s (exited: {process.returncode}). Note that stdout is a pipe here: "
+                    "the server must flush after that line.\n" + log.read_text()[-4000:])
+    yield Server(port[0], process, log)
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    out.close()
+
+
+# ---- the reference transcript ------------------------------------------------------------
+
+REFERENCE_LINE = re.compile(r"^\s*\[([^\]]*)\]\s*(.*)$")
+
+
+def parse_transcript(text: str) -> list[str]:
+    """Lines of `steno transcribe --format text` ("[start → end] text") → one text per final."""
+    finals = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        match = REFERENCE_LINE.match(line)
+        finals.append((match.group(2) if match else line).strip())
+    return [f for f in finals if f]
+
+
+@pytest.fixture(scope="session")
+def reference(steno_bin) -> list[str]:
+    """What the server transcribes for the test file, one final per item."""
+    args = [str(steno_bin), "transcribe", str(SPEECH_WAV), "--format", "text"]
+    args += shlex.split(os.environ.get("STENO_TRANSCRIBE_ARGS", ""))
+    result = subprocess.run(args, capture_output=True, text=True, timeout=TRANSCRIBE_TIMEOUT)
+    assert result.returncode == 0, f"steno transcribe failed:\n{result.stderr[-4000:]}"
+    finals = parse_transcript(result.stdout)
+    assert finals, f"steno transcribe printed no finals:\n{result.stdout}"
+    return finals
+
+
+# ---- the browser --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def playwright_instance():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        yield p
+
+
+@pytest.fixture
+def launch_browser(playwright_instance, chromium_path):
+    """launch_browser(wav) → a headless chromium whose microphone plays `wav` once."""
+    browsers = []
+
+    def launch(wav: Path | None = None):
+        args = ["--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream"]
+        if wav is not None:
+            # %noloop: play the file once, then silence.
+            args.append(f"--use-file-for-fake-audio-capture={Path(wav).resolve()}%noloop")
+        browser = playwright_instance.chromium.launch(executable_path=chromium_path, headless=True, args=args)
+        browsers.append(browser)
+        return browser
+
+    yield launch
+    for browser in browsers:
+        browser.close()
+
+
+@pytest.fixture(scope="session")
+def node_path() -> str:
+    path = os.environ.get("STENO_NODE") or shutil.which("node")
+    if not path:
+        pytest.skip("node is not installed")
+    return path
