@@ -2,4 +2,5 @@
 #define STENO_SHIMS_H
 #include "steno_opus.h"
 #include "steno_lws.h"
+#include "steno_ps.h"
 #endif

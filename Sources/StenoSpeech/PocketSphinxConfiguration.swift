@@ -1,0 +1,115 @@
+import StenoCore
+
+/// How to run pocketsphinx: where the model is, decoder options, and streaming policy.
+public struct PocketSphinxConfiguration: Sendable, Hashable {
+    /// The model directory in Debian's `pocketsphinx-en-us` layout: an acoustic model folder
+    /// named like the directory's last component (`en-us/`), `<name>.lm.bin` and
+    /// `cmudict-<name>.dict`. The three paths below override the parts one by one.
+    public var modelDirectory: String
+    /// Acoustic model folder (`-hmm`); default `<modelDirectory>/<name>`.
+    public var acousticModel: String?
+    /// Language model (`-lm`); default `<modelDirectory>/<name>.lm.bin`.
+    public var languageModel: String?
+    /// Pronunciation dictionary (`-dict`); default `<modelDirectory>/cmudict-<name>.dict`.
+    public var dictionary: String?
+    /// The language the model recognizes (BCP 47), reported in `SpeechEngineInfo`.
+    public var language: String
+
+    /// More decoder arguments, as on pocketsphinx's command line, e.g.
+    /// `["-maxhmmpf", "3000", "-maxwpf", "10"]`. They come after the model paths (a later
+    /// value replaces an earlier one). `-logfn` and `-samprate` are refused: logging is
+    /// process-wide (`PocketSphinxEngine.setLogFile`) and the rate is fixed at 16 kHz.
+    public var arguments: [String]
+
+    /// An utterance longer than this (seconds, counted from the start of its speech) is
+    /// finalized at the next block boundary even while speech goes on.
+    public var maxUtteranceSeconds: Double
+
+    /// Endpointing block, in samples: voice activity is checked, partial results made and
+    /// utterances ended only at the end of each block, counted from the start of the
+    /// utterance. 2048 (128 ms) is what `pocketsphinx_continuous -infile` reads at a time, and
+    /// with it the finals are the CLI's words exactly. Must be 160...16000.
+    public var blockSamples: Int
+
+    /// Decoders kept ready (made in the background) for sessions to start without the ≈0.5 s
+    /// wait of loading the model. Each costs ≈95 MB.
+    public var readyDecoders: Int
+    /// Finished sessions' decoders are reset and kept for reuse, up to this many idle ones.
+    public var maxIdleDecoders: Int
+
+    public static let debianModelDirectory = "/usr/share/pocketsphinx/model/en-us"
+
+    public init(
+        modelDirectory: String = PocketSphinxConfiguration.debianModelDirectory,
+        acousticModel: String? = nil,
+        languageModel: String? = nil,
+        dictionary: String? = nil,
+        language: String = "en-US",
+        arguments: [String] = [],
+        maxUtteranceSeconds: Double = 15,
+        blockSamples: Int = 2048,
+        readyDecoders: Int = 0,
+        maxIdleDecoders: Int = 4
+    ) {
+        self.modelDirectory = modelDirectory
+        self.acousticModel = acousticModel
+        self.languageModel = languageModel
+        self.dictionary = dictionary
+        self.language = language
+        self.arguments = arguments
+        self.maxUtteranceSeconds = maxUtteranceSeconds
+        self.blockSamples = blockSamples
+        self.readyDecoders = readyDecoders
+        self.maxIdleDecoders = maxIdleDecoders
+    }
+
+    /// The model's name: the last component of `modelDirectory` ("en-us").
+    public var modelName: String {
+        let trimmed = modelDirectory.hasSuffix("/") ? String(modelDirectory.dropLast()) : modelDirectory
+        return trimmed.split(separator: "/").last.map(String.init) ?? trimmed
+    }
+
+    public var resolvedAcousticModel: String { acousticModel ?? "\(directory)/\(modelName)" }
+    public var resolvedLanguageModel: String { languageModel ?? "\(directory)/\(modelName).lm.bin" }
+    public var resolvedDictionary: String { dictionary ?? "\(directory)/cmudict-\(modelName).dict" }
+
+    private var directory: String {
+        modelDirectory.hasSuffix("/") ? String(modelDirectory.dropLast()) : modelDirectory
+    }
+
+    /// The full argument list given to `cmd_ln_parse_r`.
+    public var decoderArguments: [String] {
+        ["-hmm", resolvedAcousticModel, "-lm", resolvedLanguageModel, "-dict", resolvedDictionary]
+            + arguments
+    }
+
+    /// Checks what can be checked without loading anything.
+    public func validate() throws(StenoError) {
+        guard maxUtteranceSeconds > 0, maxUtteranceSeconds.isFinite else {
+            throw StenoError(.internal, "maxUtteranceSeconds must be a positive number of seconds, not \(maxUtteranceSeconds)")
+        }
+        guard (160...16000).contains(blockSamples) else {
+            throw StenoError(.internal, "blockSamples must be 160...16000, not \(blockSamples)")
+        }
+        guard readyDecoders >= 0, maxIdleDecoders >= 0 else {
+            throw StenoError(.internal, "readyDecoders and maxIdleDecoders must not be negative")
+        }
+        guard arguments.count % 2 == 0 else {
+            throw StenoError(.internal, "pocketsphinx arguments must come in name/value pairs: \(arguments)")
+        }
+        for (index, name) in arguments.enumerated() where index % 2 == 0 {
+            guard name.hasPrefix("-") else {
+                throw StenoError(.internal, "pocketsphinx argument names start with '-': \"\(name)\"")
+            }
+            if name == "-logfn" {
+                throw StenoError(.internal, "-logfn is process-wide: use PocketSphinxEngine.setLogFile instead")
+            }
+            if name == "-samprate", Double(arguments[index + 1]) != 16000 {
+                throw StenoError(.internal, "-samprate is fixed at 16000")
+            }
+        }
+        for path in [resolvedAcousticModel, resolvedLanguageModel, resolvedDictionary] where path.contains("\0") {
+            throw StenoError(.internal, "a model path contains a NUL byte")
+        }
+    }
+}

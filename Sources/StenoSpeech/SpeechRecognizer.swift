@@ -1,0 +1,121 @@
+import StenoCore
+
+/// What a speech engine is, for the `ready` message, logs and metrics.
+public struct SpeechEngineInfo: Sendable, Hashable, CustomStringConvertible {
+    /// Recognizer name, e.g. "pocketsphinx".
+    public var name: String
+    /// Engine version, e.g. "5prealpha".
+    public var version: String
+    /// Model name, e.g. "en-us".
+    public var model: String
+    /// The language the model recognizes, as a BCP 47 tag, e.g. "en-US".
+    public var language: String
+    /// The rate recognizers want their input at, in Hz (mono).
+    public var sampleRate: Int
+
+    public init(name: String, version: String, model: String, language: String, sampleRate: Int) {
+        self.name = name
+        self.version = version
+        self.model = model
+        self.language = language
+        self.sampleRate = sampleRate
+    }
+
+    public var description: String { "\(name) \(version), model \(model) (\(language)), \(sampleRate) Hz" }
+}
+
+/// Per-session choices a server passes when it makes a recognizer.
+public struct RecognizerOptions: Sendable, Hashable {
+    /// Report `.partial` results (volatile guesses). Off saves a little CPU.
+    public var partialResults: Bool
+    /// Force a final after this many seconds of one utterance; nil keeps the engine's default.
+    public var maxUtteranceSeconds: Double?
+
+    public init(partialResults: Bool = true, maxUtteranceSeconds: Double? = nil) {
+        self.partialResults = partialResults
+        self.maxUtteranceSeconds = maxUtteranceSeconds
+    }
+}
+
+/// One session's streaming recognizer.
+///
+/// A recognizer is used by one session, from one thread at a time (it is not `Sendable`; a
+/// session may move it between worker threads as long as calls never overlap). It takes mono
+/// samples at `sampleRate` as `Float` in -1...1 and reports `TranscriberEvent`s whose times
+/// are seconds on its own input timeline: 0 is the first sample ever passed to `accept`, and
+/// time advances only with samples fed.
+///
+/// Results arrive in order: `.partial` results replace each other until a `.final` covers
+/// them; finals never overlap and their ranges increase; every word lies inside its result's
+/// range. `.speechStarted`/`.speechEnded` alternate, starting with `.speechStarted`.
+///
+/// After `finish()` or `cancel()` the recognizer has given its engine resources back and
+/// refuses more audio (`accept` throws `internal`). Dropping a recognizer without either
+/// behaves like `cancel()`.
+public protocol SpeechRecognizer: AnyObject {
+    /// The engine behind this recognizer.
+    var info: SpeechEngineInfo { get }
+    /// The rate `accept` expects, in Hz.
+    var sampleRate: Int { get }
+    /// Seconds of audio passed to `accept` so far: the end of the input timeline.
+    var receivedSeconds: Double { get }
+    /// Seconds of audio analyzed so far (≤ `receivedSeconds`; the rest waits in a small
+    /// internal buffer until a full analysis block has arrived, or `endUtterance`/`finish`).
+    var analyzedSeconds: Double { get }
+
+    /// Feeds mono samples in -1...1 (values outside are clipped, NaN is read as 0). The events
+    /// cannot depend on how the audio is cut into calls.
+    func accept(_ samples: UnsafeBufferPointer<Float>) throws(StenoError) -> [TranscriberEvent]
+
+    /// Finalize: the utterance in progress, with every sample received so far, becomes a final
+    /// now (if it has any words). Audio after this starts a new utterance.
+    func endUtterance() throws(StenoError) -> [TranscriberEvent]
+
+    /// End of input: finalizes like `endUtterance`, closes voice activity (`.speechEnded` if
+    /// speech was going on), and releases the engine resources.
+    func finish() throws(StenoError) -> [TranscriberEvent]
+
+    /// Discards whatever is not final yet, reports nothing more, and releases the engine
+    /// resources. Safe to call more than once.
+    func cancel()
+}
+
+extension SpeechRecognizer {
+    /// Feeds an array of samples (see `accept(_:)`).
+    public func accept(_ samples: [Float]) throws(StenoError) -> [TranscriberEvent] {
+        // withUnsafeBufferPointer's rethrows is untyped; keep the typed error by hand.
+        var result: Result<[TranscriberEvent], StenoError> = .success([])
+        samples.withUnsafeBufferPointer { buffer in
+            do throws(StenoError) {
+                result = .success(try accept(buffer))
+            } catch {
+                result = .failure(error)
+            }
+        }
+        return try result.get()
+    }
+}
+
+/// A speech engine: loads models and makes recognizers, one per session.
+///
+/// `Sendable`: a server keeps one engine and calls `makeRecognizer` from any worker thread,
+/// concurrently. Making a recognizer may take a while (pocketsphinx: ≈0.5 s if no prepared
+/// decoder is waiting), so call it off the network thread.
+public protocol SpeechEngine: Sendable {
+    var info: SpeechEngineInfo { get }
+
+    /// A recognizer for one new session.
+    func makeRecognizer(options: RecognizerOptions) throws(StenoError) -> any SpeechRecognizer
+
+    /// Gets ready for `sessions` more sessions without delay (loads models ahead of time).
+    /// Blocking; a no-op for engines with nothing to prepare.
+    func prepare(sessions: Int) throws(StenoError)
+}
+
+extension SpeechEngine {
+    public func makeRecognizer() throws(StenoError) -> any SpeechRecognizer {
+        try makeRecognizer(options: RecognizerOptions())
+    }
+
+    public func prepare(sessions: Int) throws(StenoError) {}
+}
