@@ -1,1 +1,35 @@
-print("steno")
+// steno: the live-captioning server and its tools.
+//   steno serve [options]        the WebSocket server (see `steno serve --help`)
+//   steno transcribe FILE [...]  a WAV file through the same session pipeline
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+let usage = """
+    usage: steno <command> [options]
+
+    commands:
+      serve                 run the captioning server (steno serve --help)
+      transcribe FILE       transcribe a WAV file (steno transcribe --help)
+      version               print the version
+
+    """
+
+switch arguments.first {
+case "serve":
+    exit(Serve.run(Array(arguments.dropFirst())))
+case "transcribe":
+    exit(Transcribe.run(Array(arguments.dropFirst())))
+case "version", "--version":
+    print("steno \(StenoVersion.string)")
+case "help", "--help", "-h":
+    print(usage, terminator: "")
+case nil:
+    FileHandleOutput.stderr(usage)
+    exit(2)
+case let other?:
+    FileHandleOutput.stderr("steno: unknown command '\(other)'\n\n" + usage)
+    exit(2)
+}

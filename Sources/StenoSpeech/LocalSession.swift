@@ -1,0 +1,138 @@
+import StenoCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One session run in the calling thread: StenoCore's `SessionMachine` (the protocol) driving a
+/// `TranscriptionPipeline` (decode → resample → recognize), with no sockets. `steno transcribe`,
+/// the benchmarks and the pipeline tests use it; the server drives the same two pieces across
+/// its network thread and worker lanes.
+///
+/// Inputs are the wire protocol's: a `start` text, binary audio frames, `finalize`, `end`,
+/// `cancel`. Out come the wire events, exactly as a client would receive them.
+///
+/// Not `Sendable`: use it from one thread.
+public final class LocalSession {
+    /// Every event sent so far, in order.
+    public private(set) var events: [EncodedEvent] = []
+    /// Called with each event as it is sent.
+    public var onEvent: ((EncodedEvent) -> Void)?
+    /// The close code, once the session has closed.
+    public private(set) var closeCode: UInt16?
+
+    private var machine: SessionMachine
+    private let engine: any SpeechEngine
+    private var pipeline: TranscriptionPipeline?
+
+    /// A session on `engine`. Limits that depend on wall time (idle, session length) are off
+    /// unless given: a file is not a live stream.
+    public init(engine: any SpeechEngine, limits: SessionLimits? = nil, id: String = "local") {
+        self.engine = engine
+        let info = engine.info
+        let configuration = SessionConfiguration(
+            engine: EngineInfo(name: info.name, model: info.model, language: info.language, sampleRate: info.sampleRate),
+            limits: limits ?? SessionLimits(maxSessionSeconds: 0, idleTimeoutSeconds: 0))
+        self.machine = SessionMachine(id: id, configuration: configuration, now: Self.now())
+    }
+
+    /// The finals so far.
+    public var finals: [RecognitionResult] { machine.finals }
+    /// Where the session is.
+    public var phase: SessionPhase { machine.phase }
+    /// Seconds of audio received.
+    public var receivedSeconds: Double { machine.receivedSeconds }
+
+    /// A text frame from the client (`start`, `finalize`, `end`, `cancel`).
+    public func send(text: String) {
+        handle(.text(text, now: Self.now(), wallClock: Self.wallClock()))
+    }
+
+    /// A binary frame from the client (audio).
+    public func send(audio: [UInt8]) {
+        handle(.audio(audio, now: Self.now()))
+    }
+
+    /// Sends `start` for this format, with the request's options.
+    public func start(format: AudioFormat, volatile: Bool = true, words: Bool = true, language: String? = nil) {
+        var text = "{\"type\":\"start\",\"audio\":{\"encoding\":\"\(format.encoding.rawValue)\","
+        text += "\"sampleRate\":\(format.sampleRate),\"channels\":\(format.channels)},"
+        if let language { text += "\"language\":\"\(language)\"," }
+        text += "\"volatile\":\(volatile),\"words\":\(words)}"
+        send(text: text)
+    }
+
+    /// Sends `end` (finals, then `ended`, then the close).
+    public func end() { send(text: #"{"type":"end"}"#) }
+
+    // MARK: -
+
+    private func handle(_ input: SessionInput) {
+        for action in machine.handle(input) {
+            perform(action)
+        }
+    }
+
+    private func perform(_ action: SessionAction) {
+        switch action {
+        case .send(let event):
+            events.append(event)
+            onEvent?(event)
+        case .startPipeline(let request):
+            do throws(StenoError) {
+                let recognizer = try engine.makeRecognizer(options: RecognizerOptions())
+                pipeline = try TranscriptionPipeline(format: request.audio, recognizer: recognizer)
+            } catch {
+                handle(.pipelineFailed(error.message))
+            }
+        case .submitAudio(let chunk):
+            run { pipeline throws(StenoError) in
+                let output = try pipeline.append(chunk.bytes)
+                results(output.events, pipeline)
+                if let warning = output.warning, !chunk.headerIsMalformed { handle(.pipelineWarning(warning)) }
+            }
+        case .submitFinalize(let through):
+            run { pipeline throws(StenoError) in
+                results(try pipeline.finalize(through: through), pipeline)
+                handle(.finalizeCompleted)
+            }
+        case .submitEnd:
+            run { pipeline throws(StenoError) in
+                results(try pipeline.finish(), pipeline)
+                handle(.endCompleted)
+            }
+        case .cancelPipeline:
+            pipeline?.cancel()
+            pipeline = nil
+        case .close(let code, _):
+            closeCode = code
+        }
+    }
+
+    private func results(_ events: [TranscriberEvent], _ pipeline: TranscriptionPipeline) {
+        handle(.results(events, analyzedThrough: pipeline.analyzedSeconds, now: Self.now()))
+    }
+
+    private func run(_ body: (TranscriptionPipeline) throws(StenoError) -> Void) {
+        guard let pipeline else { return }
+        do throws(StenoError) {
+            try body(pipeline)
+        } catch {
+            pipeline.cancel()
+            self.pipeline = nil
+            handle(.pipelineFailed(error.message))
+        }
+    }
+
+    private static func now() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    private static func wallClock() -> UTCTime {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return UTCTime(millisecondsSince1970: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000)
+    }
+}

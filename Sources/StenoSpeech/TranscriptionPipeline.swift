@@ -1,0 +1,199 @@
+import StenoAudio
+import StenoCore
+
+/// One session's audio path, shared by the server and `steno transcribe`: the bytes of each
+/// binary message → `AudioIngest` (PCM conversion or Opus decoding, resampling to the
+/// recognizer's rate) → the recognizer. Every time it reports is seconds on the session
+/// timeline (the declared input's samples), whatever the resampler and chunking did.
+///
+/// `finalize(through:)` ends the utterance in progress at a time on the timeline. When that
+/// time is the end of the audio received (the usual case, and what a plain `finalize` asks),
+/// the resampler is flushed so that every sample received is analyzed, and the recognizer's
+/// utterance ends. When it is earlier, the recognizer has already heard past it: the utterance
+/// ends, the words before the time become the final, and the audio after it is fed again
+/// from a short history (`historySeconds`) into a new utterance, so that it is recognized
+/// afresh and stays volatile.
+///
+/// Not `Sendable`: one session owns it and calls it from one worker lane at a time.
+public final class TranscriptionPipeline {
+    /// What one message produced.
+    public struct Output: Sendable, Hashable {
+        /// Recognizer events, with times on the session timeline.
+        public var events: [TranscriberEvent]
+        /// A non-fatal problem to tell the client about (an undecodable Opus packet, concealed).
+        public var warning: StenoError?
+    }
+
+    /// Seconds of recent audio kept (at the recognizer's rate) to re-recognize what follows an
+    /// earlier `finalize(through:)`; longer than the longest utterance a recognizer keeps open.
+    public static let historySeconds = 30
+
+    /// The declared input format.
+    public var format: AudioFormat { ingest.format }
+
+    private let ingest: AudioIngest
+    private let recognizer: any SpeechRecognizer
+    private var scratch: [Float] = []
+
+    /// Where recognizer samples come from: each entry says that recognizer sample
+    /// `recognizerStart` is output sample `outputStart` of the ingest (a new entry after each
+    /// re-feed). Without an early finalize there is one entry and the two counts are equal.
+    private var mapping: [(recognizerStart: Int, outputStart: Int)] = [(0, 0)]
+    private var recognizerSamples = 0
+    /// The latest ingest output, `history[0]` being output sample `historyStart`.
+    private var history: [Float] = []
+    private var historyStart = 0
+    private let historyLimit: Int
+    /// The partial result showing (session time), to know where the utterance in progress began.
+    private var showing: RecognitionResult?
+    private var finished = false
+
+    /// A pipeline for one session's declared format, feeding `recognizer`.
+    public init(format: AudioFormat, recognizer: any SpeechRecognizer) throws(StenoError) {
+        self.ingest = try AudioIngest(format: format, outputRate: recognizer.sampleRate)
+        self.recognizer = recognizer
+        self.historyLimit = Self.historySeconds * recognizer.sampleRate
+    }
+
+    /// Seconds of audio received (the end of the session timeline so far).
+    public var receivedSeconds: Double { ingest.inputSeconds }
+
+    /// Seconds of audio the recognizer has analyzed, on the session timeline.
+    public var analyzedSeconds: Double {
+        min(receivedSeconds, sessionTime(recognizerSeconds: recognizer.analyzedSeconds))
+    }
+
+    /// Opus packets that could not be decoded and were concealed.
+    public var concealedPackets: Int { ingest.concealedPackets }
+
+    /// Decodes one binary message and feeds it to the recognizer.
+    /// Throws `bad_audio` for PCM that is not whole sample frames (nothing is consumed), and
+    /// `internal` if the recognizer failed.
+    public func append(_ message: UnsafeRawBufferPointer) throws(StenoError) -> Output {
+        scratch.removeAll(keepingCapacity: true)
+        let report = try ingest.ingest(message, appendingTo: &scratch)
+        return Output(events: try feed(scratch), warning: report.concealment)
+    }
+
+    /// `append` for a byte array.
+    public func append(_ message: [UInt8]) throws(StenoError) -> Output {
+        var result: Result<Output, StenoError> = .success(Output(events: []))
+        message.withUnsafeBytes { raw in
+            do throws(StenoError) { result = .success(try append(raw)) } catch { result = .failure(error) }
+        }
+        return try result.get()
+    }
+
+    /// Ends the utterance in progress at `through` (seconds on the session timeline; the end
+    /// of the audio received if nil or later). Returns the final it produced, if any, and the
+    /// events of re-recognizing what follows `through`.
+    public func finalize(through: Double? = nil) throws(StenoError) -> [TranscriberEvent] {
+        var events = try flushIngest()
+        let end = ingest.outputSamples
+        let cutTime = min(through ?? .infinity, receivedSeconds)
+        let cut = ingest.clock.outputSample(atSeconds: cutTime)
+        // The whole input (a frame of slack covers rounding of `through`): end the utterance.
+        if cut >= end - 1 || !(cutTime < receivedSeconds) {
+            events += map(try recognizer.endUtterance())
+            return events
+        }
+        // Nothing heard before the cut in this utterance: nothing to finalize.
+        guard let showing, showing.range.start < cutTime, !showing.text.isEmpty else { return events }
+
+        var refeedFrom = cut
+        for event in map(try recognizer.endUtterance()) {
+            guard case .final(let result) = event else {
+                events.append(event)
+                continue
+            }
+            let kept = result.words.filter { ($0.range.start + $0.range.end) / 2 < cutTime }
+            guard let last = kept.last else { continue }
+            let finalEnd = max(cutTime, last.range.end)
+            events.append(.final(RecognitionResult(
+                range: TimeRange(start: result.range.start, end: finalEnd),
+                text: kept.map(\.text).joined(separator: " "),
+                words: kept)))
+            refeedFrom = max(refeedFrom, ingest.clock.outputSample(atSeconds: finalEnd))
+        }
+        // Hear the rest again, in a new utterance.
+        refeedFrom = min(max(refeedFrom, historyStart), end)
+        let again = Array(history[(refeedFrom - historyStart)...])
+        mapping.append((recognizerSamples, refeedFrom))
+        events += try feed(again, record: false)
+        return events
+    }
+
+    /// End of input: flushes the resampler and finalizes everything. The recognizer is done.
+    public func finish() throws(StenoError) -> [TranscriberEvent] {
+        guard !finished else { return [] }
+        let events = try flushIngest()
+        finished = true
+        return events + map(try recognizer.finish())
+    }
+
+    /// Discards what is not final and releases the recognizer.
+    public func cancel() {
+        finished = true
+        recognizer.cancel()
+    }
+
+    // MARK: -
+
+    private func flushIngest() throws(StenoError) -> [TranscriberEvent] {
+        scratch.removeAll(keepingCapacity: true)
+        _ = ingest.flush(appendingTo: &scratch)
+        return try feed(scratch)
+    }
+
+    /// Feeds samples to the recognizer; `record` keeps them in the history (new audio only).
+    private func feed(_ samples: [Float], record: Bool = true) throws(StenoError) -> [TranscriberEvent] {
+        guard !samples.isEmpty, !finished else { return [] }
+        if record { remember(samples) }
+        recognizerSamples += samples.count
+        return map(try recognizer.accept(samples))
+    }
+
+    private func remember(_ samples: [Float]) {
+        history.append(contentsOf: samples)
+        if history.count > 2 * historyLimit {
+            let drop = history.count - historyLimit
+            history.removeFirst(drop)
+            historyStart += drop
+        }
+    }
+
+    /// Session time of a time on the recognizer's own input timeline.
+    private func sessionTime(recognizerSeconds t: Double) -> Double {
+        let rate = Double(recognizer.sampleRate)
+        let k = t.isFinite ? Int((t * rate).rounded()) : 0
+        let entry = mapping.last { $0.recognizerStart <= k } ?? mapping[0]
+        return ingest.clock.seconds(atOutputSample: entry.outputStart + (k - entry.recognizerStart))
+    }
+
+    private func map(_ events: [TranscriberEvent]) -> [TranscriberEvent] {
+        events.map { event in
+            switch event {
+            case .speechStarted(let at): return .speechStarted(at: sessionTime(recognizerSeconds: at))
+            case .speechEnded(let at): return .speechEnded(at: sessionTime(recognizerSeconds: at))
+            case .partial(let result):
+                let mapped = map(result)
+                showing = mapped.text.isEmpty ? nil : mapped
+                return .partial(mapped)
+            case .final(let result):
+                showing = nil
+                return .final(map(result))
+            }
+        }
+    }
+
+    private func map(_ result: RecognitionResult) -> RecognitionResult {
+        RecognitionResult(
+            range: map(result.range),
+            text: result.text,
+            words: result.words.map { Word($0.text, range: map($0.range), confidence: $0.confidence) })
+    }
+
+    private func map(_ range: TimeRange) -> TimeRange {
+        TimeRange(start: sessionTime(recognizerSeconds: range.start), end: sessionTime(recognizerSeconds: range.end))
+    }
+}

@@ -1,0 +1,3 @@
+enum StenoVersion {
+    static let string = "0.1.0"
+}
