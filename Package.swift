@@ -67,6 +67,10 @@ let package = Package(
             dependencies: ["StenoSpeech"],
             resources: [.copy("Resources")]),
         .testTarget(
+            name: "StenoCLITests",
+            dependencies: ["steno", "StenoCore"],
+            resources: [.copy("Resources")]),
+        .testTarget(
             name: "StenoServerTests",
             dependencies: ["StenoServer", "steno", "COpus", "CStenoShims"],
             resources: [.copy("Resources")]),

@@ -1,0 +1,140 @@
+import Foundation
+import Testing
+import StenoCore
+
+/// Runs the built `steno` executable, as a user would.
+struct Steno {
+    static let binary: URL = {
+        // The test bundle sits next to the package's other products (.build/<config>/).
+        Bundle.module.bundleURL.deletingLastPathComponent().appendingPathComponent("steno")
+    }()
+
+    static func resource(_ name: String) -> String {
+        Bundle.module.url(forResource: "Resources/\(name)", withExtension: nil)!.path
+    }
+
+    struct Result {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    static func run(_ arguments: [String]) throws -> Result {
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        // Read both pipes to the end before waiting, so a full pipe cannot stall the child.
+        nonisolated(unsafe) var errData = Data()
+        let errReader = Thread { errData = err.fileHandleForReading.readDataToEndOfFile() }
+        errReader.start()
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        while errReader.isExecuting || !errReader.isFinished { usleep(1000) }
+        return Result(status: process.terminationStatus,
+                      stdout: String(decoding: outData, as: UTF8.self),
+                      stderr: String(decoding: errData, as: UTF8.self))
+    }
+}
+
+@Suite struct TranscribeTests {
+    @Test func textFormatHasOneFinalPerLineWithItsTimes() throws {
+        let result = try Steno.run(["transcribe", Steno.resource("beckett.wav")])
+        #expect(result.status == 0, "\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.count >= 3)
+        var previousEnd = 0.0
+        for line in lines {
+            // [00:00:00.290 → 00:00:01.160] ever try it
+            let match = line.wholeMatch(of: /\[(\d\d):(\d\d):(\d\d)\.(\d\d\d) → (\d\d):(\d\d):(\d\d)\.(\d\d\d)\] (.+)/)
+            let m = try #require(match, "line: \(line)")
+            let start = Double(m.2)! * 60 + Double(m.3)! + Double(m.4)! / 1000
+            let end = Double(m.6)! * 60 + Double(m.7)! + Double(m.8)! / 1000
+            #expect(start >= previousEnd && end > start && end <= 9.97)
+            previousEnd = end
+        }
+        let words = Set(result.stdout.split(whereSeparator: { !$0.isLetter && $0 != "'" }).map(String.init))
+        #expect(words.contains("again") && words.contains("matter"))
+    }
+
+    @Test func jsonlIsTheWireEventsInOrder() throws {
+        let result = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--format", "jsonl", "--chunk-ms", "20"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let parser = JSONParser()
+        var types: [String] = []
+        var seq = 0.0
+        for line in result.stdout.split(separator: "\n") {
+            guard case .object(let object) = try parser.parse(String(line)) else {
+                Issue.record("not an object: \(line)")
+                continue
+            }
+            guard case .string(let type)? = object["type"], case .number(let n)? = object["seq"] else {
+                Issue.record("no type or seq: \(line)")
+                continue
+            }
+            types.append(type)
+            #expect(n == seq + 1)
+            seq = n
+        }
+        #expect(types.first == "ready")
+        #expect(types.last == "ended")
+        #expect(types.contains("final") && types.contains("volatile") && types.contains("speech"))
+    }
+
+    @Test func captionFormats() throws {
+        let vtt = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--format", "vtt", "--no-progress"])
+        #expect(vtt.status == 0)
+        #expect(vtt.stdout.hasPrefix("WEBVTT\n\n"))
+        #expect(vtt.stdout.contains(" --> "))
+        let srt = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--format", "srt"])
+        #expect(srt.status == 0)
+        #expect(srt.stdout.hasPrefix("1\n00:00:0"))
+        #expect(srt.stdout.contains(","))
+    }
+
+    @Test func chunkSizeDoesNotChangeTheFinals() throws {
+        let small = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--chunk-ms", "20"])
+        let large = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--chunk-ms", "1000"])
+        #expect(small.status == 0 && large.status == 0)
+        #expect(small.stdout == large.stdout)
+    }
+
+    static func file(_ bytes: [UInt8]) throws -> String {
+        let path = FileManager.default.temporaryDirectory
+            .appendingPathComponent("steno-cli-\(UUID().uuidString).wav").path
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    static let badFiles: [(String, [UInt8], String)] = [
+        ("empty", [], "the file is empty"),
+        ("text", Array("this is not audio at all".utf8), "not a WAV file"),
+        ("truncated header", Array("RIFF".utf8) + [36, 0, 0, 0] + Array("WAVEfmt ".utf8) + [16, 0, 0, 0, 1, 0], "truncated WAV header"),
+    ]
+
+    @Test(arguments: badFiles)
+    func badInputIsAClearErrorAndANonZeroExit(name: String, bytes: [UInt8], message: String) throws {
+        let path = try Self.file(bytes)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let result = try Steno.run(["transcribe", path])
+        #expect(result.status == 1, "\(name)")
+        #expect(result.stderr.contains(path) && result.stderr.contains(message), "\(name): \(result.stderr)")
+        #expect(result.stdout.isEmpty)
+    }
+
+    @Test func missingFileAndBadOptions() throws {
+        let missing = try Steno.run(["transcribe", "/nonexistent/nothing.wav"])
+        #expect(missing.status == 1 && missing.stderr.contains("cannot open"))
+        let noFile = try Steno.run(["transcribe"])
+        #expect(noFile.status == 2)
+        let badFormat = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--format", "mp3"])
+        #expect(badFormat.status == 2 && badFormat.stderr.contains("--format"))
+        let unknown = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--fast"])
+        #expect(unknown.status == 2 && unknown.stderr.contains("--fast"))
+        let badModel = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--model", "/nonexistent"])
+        #expect(badModel.status == 1 && badModel.stderr.contains("not found"))
+    }
+}
