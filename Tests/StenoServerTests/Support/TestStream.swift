@@ -1,0 +1,276 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Errors of the test clients. Every read and write has a deadline, so a test
+/// fails with `.timeout` instead of hanging.
+enum TestClientError: Error, CustomStringConvertible, Equatable {
+    case timeout(String)
+    case closed(String)
+    case io(String, Int32)
+    case protocolError(String)
+    case refused(TestHTTPResponse)
+
+    var description: String {
+        switch self {
+        case .timeout(let what): "timed out: \(what)"
+        case .closed(let what): "connection closed: \(what)"
+        case .io(let what, let e): "\(what) failed: \(String(decoding: UnsafeRawBufferPointer(start: strerror(e), count: strlen(strerror(e))), as: UTF8.self)) (\(e))"
+        case .protocolError(let what): "protocol error: \(what)"
+        case .refused(let r): "handshake refused with HTTP \(r.status)"
+        }
+    }
+}
+
+/// A byte stream to the server over a plain TCP socket, or over TLS through an
+/// `openssl s_client` child process (its stdin/stdout), with deadlines on every
+/// operation. Writes that time out keep their unsent bytes, which go out first on
+/// the next write or `flush`, so a stream is never left with half a frame.
+final class TestStream {
+    let readFD: Int32
+    let writeFD: Int32
+    private let process: Process?
+    private var inbox: [UInt8] = []
+    private var inboxStart = 0
+    private(set) var unsent: [UInt8] = []
+    private(set) var isClosed = false
+
+    private init(readFD: Int32, writeFD: Int32, process: Process?) {
+        self.readFD = readFD
+        self.writeFD = writeFD
+        self.process = process
+        TestStream.ignoreSIGPIPE
+    }
+
+    deinit { close() }
+
+    /// Writing to a socket or pipe the peer closed must fail with EPIPE, not kill
+    /// the test process.
+    private static let ignoreSIGPIPE: Void = { signal(SIGPIPE, SIG_IGN) }()
+
+    /// A TCP connection to `host:port`. `receiveBufferSize`/`sendBufferSize` set
+    /// SO_RCVBUF/SO_SNDBUF before connecting (small values make a slow reader).
+    static func tcp(host: String = "127.0.0.1", port: Int, receiveBufferSize: Int? = nil, sendBufferSize: Int? = nil) throws -> TestStream {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestClientError.io("socket", errno) }
+        if var size = receiveBufferSize.map(Int32.init) {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
+        if var size = sendBufferSize.map(Int32.init) {
+            setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        guard inet_pton(AF_INET, host, &addr.sin_addr) == 1 else {
+            Glibc.close(fd)
+            throw TestClientError.protocolError("not an IPv4 address: \(host)")
+        }
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard rc == 0 else {
+            let e = errno
+            Glibc.close(fd)
+            throw TestClientError.io("connect to \(host):\(port)", e)
+        }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        return TestStream(readFD: fd, writeFD: fd, process: nil)
+    }
+
+    /// A TLS connection to `127.0.0.1:port` made by `openssl s_client` (certificate
+    /// not verified: tests use a self-signed one).
+    static func tls(port: Int, openssl: String = "/usr/bin/openssl") throws -> TestStream {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: openssl)
+        p.arguments = ["s_client", "-connect", "127.0.0.1:\(port)", "-quiet", "-nocommands", "-servername", "localhost"]
+        let stdinPipe = Pipe()
+        let stdoutPipe = Pipe()
+        p.standardInput = stdinPipe
+        p.standardOutput = stdoutPipe
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        let r = stdoutPipe.fileHandleForReading.fileDescriptor
+        let w = stdinPipe.fileHandleForWriting.fileDescriptor
+        // Own duplicates, so the Pipe objects may go away.
+        let rd = dup(r), wd = dup(w)
+        try? stdoutPipe.fileHandleForReading.close()
+        try? stdinPipe.fileHandleForWriting.close()
+        _ = fcntl(rd, F_SETFL, fcntl(rd, F_GETFL) | O_NONBLOCK)
+        _ = fcntl(wd, F_SETFL, fcntl(wd, F_GETFL) | O_NONBLOCK)
+        return TestStream(readFD: rd, writeFD: wd, process: p)
+    }
+
+    // MARK: writing
+
+    /// Writes `bytes` (after any unsent bytes). Throws `.timeout` if the peer does not
+    /// take them in time; what was not written stays queued.
+    func write(_ bytes: [UInt8], timeout: Double = 5) throws {
+        unsent.append(contentsOf: bytes)
+        try flush(timeout: timeout)
+    }
+
+    /// Writes the unsent bytes.
+    func flush(timeout: Double = 5) throws {
+        let deadline = Deadline(timeout)
+        var sent = 0
+        defer { unsent.removeFirst(sent) }
+        while sent < unsent.count {
+            let n = unsent.withUnsafeBytes { buf in
+                Glibc.write(writeFD, buf.baseAddress! + sent, buf.count - sent)
+            }
+            if n > 0 { sent += n; continue }
+            let e = errno
+            if n < 0 && (e == EAGAIN || e == EWOULDBLOCK) {
+                guard try wait(fd: writeFD, events: Int16(POLLOUT), deadline: deadline) else {
+                    throw TestClientError.timeout("writing \(unsent.count - sent) bytes")
+                }
+                continue
+            }
+            if n < 0 && e == EINTR { continue }
+            throw TestClientError.io("write", e)
+        }
+    }
+
+    /// Half-closes (TCP) or closes the input of s_client: the server sees EOF.
+    func shutdownWrite() {
+        if process == nil { Glibc.shutdown(writeFD, Int32(SHUT_WR)) } else { Glibc.close(writeFD) }
+    }
+
+    // MARK: reading
+
+    /// Reads what is available (waiting until something is, or the deadline).
+    /// Returns false at end of stream.
+    @discardableResult
+    func fill(deadline: Deadline) throws -> Bool {
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(readFD, $0.baseAddress!, $0.count) }
+            if n > 0 {
+                if inboxStart > 0 && inboxStart == inbox.count { inbox.removeAll(keepingCapacity: true); inboxStart = 0 }
+                inbox.append(contentsOf: chunk[0..<n])
+                return true
+            }
+            if n == 0 { return false }
+            let e = errno
+            if e == EINTR { continue }
+            if e == EAGAIN || e == EWOULDBLOCK {
+                guard try wait(fd: readFD, events: Int16(POLLIN), deadline: deadline) else {
+                    throw TestClientError.timeout("reading")
+                }
+                continue
+            }
+            if e == ECONNRESET { return false }
+            throw TestClientError.io("read", e)
+        }
+    }
+
+    var buffered: Int { inbox.count - inboxStart }
+
+    /// Exactly `count` bytes.
+    func read(exactly count: Int, deadline: Deadline) throws -> [UInt8] {
+        while buffered < count {
+            guard try fill(deadline: deadline) else { throw TestClientError.closed("after \(buffered) of \(count) bytes") }
+        }
+        let out = Array(inbox[inboxStart..<(inboxStart + count)])
+        inboxStart += count
+        compact()
+        return out
+    }
+
+    /// Bytes up to and including `delimiter`.
+    func read(through delimiter: [UInt8], deadline: Deadline, limit: Int = 1 << 20) throws -> [UInt8] {
+        var searchFrom = inboxStart
+        while true {
+            if let end = find(delimiter, from: searchFrom) {
+                let out = Array(inbox[inboxStart..<end])
+                inboxStart = end
+                compact()
+                return out
+            }
+            searchFrom = max(inboxStart, inbox.count - delimiter.count + 1)
+            guard buffered < limit else { throw TestClientError.protocolError("no delimiter within \(limit) bytes") }
+            guard try fill(deadline: deadline) else { throw TestClientError.closed("before the delimiter") }
+        }
+    }
+
+    /// Everything until the peer closes.
+    func readToEnd(deadline: Deadline) throws -> [UInt8] {
+        while try fill(deadline: deadline) {}
+        let out = Array(inbox[inboxStart...])
+        inboxStart = inbox.count
+        compact()
+        return out
+    }
+
+    /// Waits until the peer closes, discarding data. Returns the bytes discarded.
+    func awaitEOF(deadline: Deadline) throws -> Int {
+        var total = 0
+        while try fill(deadline: deadline) {
+            total += buffered
+            inbox.removeAll(keepingCapacity: true)
+            inboxStart = 0
+        }
+        return total
+    }
+
+    private func find(_ needle: [UInt8], from: Int) -> Int? {
+        guard needle.count > 0, inbox.count - from >= needle.count else { return nil }
+        var i = from
+        while i + needle.count <= inbox.count {
+            if inbox[i] == needle[0] && Array(inbox[i..<(i + needle.count)]) == needle { return i + needle.count }
+            i += 1
+        }
+        return nil
+    }
+
+    private func compact() {
+        if inboxStart > 65536 && inboxStart * 2 > inbox.count {
+            inbox.removeFirst(inboxStart)
+            inboxStart = 0
+        }
+    }
+
+    private func wait(fd: Int32, events: Int16, deadline: Deadline) throws -> Bool {
+        while true {
+            let ms = deadline.remainingMilliseconds
+            if ms <= 0 { return false }
+            var p = pollfd(fd: fd, events: events, revents: 0)
+            let rc = poll(&p, 1, Int32(min(ms, 1000)))
+            if rc > 0 { return true }
+            if rc < 0 && errno != EINTR { throw TestClientError.io("poll", errno) }
+        }
+    }
+
+    func close() {
+        if isClosed { return }
+        isClosed = true
+        Glibc.close(readFD)
+        if writeFD != readFD { Glibc.close(writeFD) }
+        if let p = process, p.isRunning {
+            p.terminate()
+            p.waitUntilExit()
+        }
+    }
+}
+
+/// A point in time to give up at.
+struct Deadline {
+    let end: ContinuousClock.Instant
+
+    init(_ seconds: Double) {
+        end = .now + .milliseconds(Int(seconds * 1000))
+    }
+
+    var remainingMilliseconds: Int {
+        let d = end - .now
+        let ms = d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
+        return Int(ms)
+    }
+
+    var hasPassed: Bool { ContinuousClock.now >= end }
+}
