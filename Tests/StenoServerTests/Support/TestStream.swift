@@ -31,16 +31,16 @@ enum TestClientError: Error, CustomStringConvertible, Equatable {
 final class TestStream {
     let readFD: Int32
     let writeFD: Int32
-    private let process: Process?
+    private let child: pid_t?
     private var inbox: [UInt8] = []
     private var inboxStart = 0
     private(set) var unsent: [UInt8] = []
     private(set) var isClosed = false
 
-    private init(readFD: Int32, writeFD: Int32, process: Process?) {
+    private init(readFD: Int32, writeFD: Int32, child: pid_t?) {
         self.readFD = readFD
         self.writeFD = writeFD
-        self.process = process
+        self.child = child
         TestStream.ignoreSIGPIPE
     }
 
@@ -79,30 +79,57 @@ final class TestStream {
             throw TestClientError.io("connect to \(host):\(port)", e)
         }
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-        return TestStream(readFD: fd, writeFD: fd, process: nil)
+        return TestStream(readFD: fd, writeFD: fd, child: nil)
     }
 
     /// A TLS connection to `127.0.0.1:port` made by `openssl s_client` (certificate
-    /// not verified: tests use a self-signed one).
+    /// not verified: tests use a self-signed one). Spawned with posix_spawn rather
+    /// than Foundation's `Process`, whose `waitUntilExit` after `terminate` was seen
+    /// to hang for minutes here.
     static func tls(port: Int, openssl: String = "/usr/bin/openssl") throws -> TestStream {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: openssl)
-        p.arguments = ["s_client", "-connect", "127.0.0.1:\(port)", "-quiet", "-nocommands", "-servername", "localhost"]
-        let stdinPipe = Pipe()
-        let stdoutPipe = Pipe()
-        p.standardInput = stdinPipe
-        p.standardOutput = stdoutPipe
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        let r = stdoutPipe.fileHandleForReading.fileDescriptor
-        let w = stdinPipe.fileHandleForWriting.fileDescriptor
-        // Own duplicates, so the Pipe objects may go away.
-        let rd = dup(r), wd = dup(w)
-        try? stdoutPipe.fileHandleForReading.close()
-        try? stdinPipe.fileHandleForWriting.close()
+        var toChild: [Int32] = [0, 0]
+        var fromChild: [Int32] = [0, 0]
+        guard pipe(&toChild) == 0 else { throw TestClientError.io("pipe", errno) }
+        guard pipe(&fromChild) == 0 else { throw TestClientError.io("pipe", errno) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, toChild[0], 0)
+        posix_spawn_file_actions_adddup2(&actions, fromChild[1], 1)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        for fd in toChild + fromChild { posix_spawn_file_actions_addclose(&actions, fd) }
+        let args = [openssl, "s_client", "-connect", "127.0.0.1:\(port)", "-quiet", "-nocommands", "-servername", "localhost"]
+        var argv: [UnsafeMutablePointer<CChar>?] = args.map { strdup($0) } + [nil]
+        defer { for a in argv { free(a) } }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        // The test runner's threads block some signals and ignore SIGPIPE; the child
+        // must not inherit that, or SIGTERM would not end it.
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        sigaddset(&defaults, SIGPIPE)
+        sigaddset(&defaults, SIGTERM)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, openssl, &actions, &attributes, &argv, environ)
+        Glibc.close(toChild[0])
+        Glibc.close(fromChild[1])
+        guard rc == 0 else {
+            Glibc.close(toChild[1])
+            Glibc.close(fromChild[0])
+            throw TestClientError.io("posix_spawn openssl", rc)
+        }
+        let rd = fromChild[0], wd = toChild[1]
         _ = fcntl(rd, F_SETFL, fcntl(rd, F_GETFL) | O_NONBLOCK)
         _ = fcntl(wd, F_SETFL, fcntl(wd, F_GETFL) | O_NONBLOCK)
-        return TestStream(readFD: rd, writeFD: wd, process: p)
+        _ = fcntl(rd, F_SETFD, FD_CLOEXEC)
+        _ = fcntl(wd, F_SETFD, FD_CLOEXEC)
+        return TestStream(readFD: rd, writeFD: wd, child: pid)
     }
 
     // MARK: writing
@@ -138,7 +165,7 @@ final class TestStream {
 
     /// Half-closes (TCP) or closes the input of s_client: the server sees EOF.
     func shutdownWrite() {
-        if process == nil { Glibc.shutdown(writeFD, Int32(SHUT_WR)) } else { Glibc.close(writeFD) }
+        if child == nil { Glibc.shutdown(writeFD, Int32(SHUT_WR)) } else { Glibc.close(writeFD) }
     }
 
     // MARK: reading
@@ -151,7 +178,6 @@ final class TestStream {
         while true {
             let n = chunk.withUnsafeMutableBytes { Glibc.read(readFD, $0.baseAddress!, $0.count) }
             if n > 0 {
-                if inboxStart > 0 && inboxStart == inbox.count { inbox.removeAll(keepingCapacity: true); inboxStart = 0 }
                 inbox.append(contentsOf: chunk[0..<n])
                 return true
             }
@@ -228,8 +254,12 @@ final class TestStream {
         return nil
     }
 
+    /// Drops consumed bytes (only between reads: searches hold indices).
     private func compact() {
-        if inboxStart > 65536 && inboxStart * 2 > inbox.count {
+        if inboxStart == inbox.count {
+            inbox.removeAll(keepingCapacity: true)
+            inboxStart = 0
+        } else if inboxStart > 65536 && inboxStart * 2 > inbox.count {
             inbox.removeFirst(inboxStart)
             inboxStart = 0
         }
@@ -251,9 +281,10 @@ final class TestStream {
         isClosed = true
         Glibc.close(readFD)
         if writeFD != readFD { Glibc.close(writeFD) }
-        if let p = process, p.isRunning {
-            p.terminate()
-            p.waitUntilExit()
+        if let pid = child {
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         }
     }
 }
@@ -273,4 +304,23 @@ struct Deadline {
     }
 
     var hasPassed: Bool { ContinuousClock.now >= end }
+}
+
+/// Runs a program to completion (posix_spawn + waitpid); returns its exit status.
+func runProgram(_ path: String, _ arguments: [String]) throws -> Int32 {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+    var argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
+    defer { for a in argv { free(a) } }
+    var pid: pid_t = 0
+    let rc = posix_spawn(&pid, path, &actions, nil, &argv, environ)
+    guard rc == 0 else { throw TestClientError.io("posix_spawn \(path)", rc) }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    // WIFEXITED / WEXITSTATUS are macros: decode by hand.
+    return (status & 0x7f) == 0 ? (status >> 8) & 0xff : -1
 }

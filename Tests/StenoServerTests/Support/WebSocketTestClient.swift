@@ -46,6 +46,8 @@ final class WebSocketTestClient {
     let handshake: TestHTTPResponse
     /// Answer pings with pongs inside `receive` (on by default).
     var autoPong = true
+    /// Answer the server's close frame with a close frame (on by default).
+    var autoCloseReply = true
     /// Set once a close frame was received.
     private(set) var receivedClose: Message?
     private(set) var sentClose = false
@@ -207,6 +209,11 @@ final class WebSocketTestClient {
                 }
                 let m = Message.close(code: code, reason: reason)
                 receivedClose = m
+                // RFC 6455 5.5.1: answer a close frame with one (echoing the code),
+                // so the server can end the connection at once.
+                if autoCloseReply && !sentClose {
+                    try? sendClose(code: code, reason: "", timeout: 1)
+                }
                 return m
             case .text, .binary:
                 guard partial == nil else { throw TestClientError.protocolError("new data frame inside a fragmented message") }
