@@ -173,7 +173,10 @@ final class ServiceLoop: @unchecked Sendable {
         scheduleTick()
         drainCommands()  // anything posted before the thread started
         while !stopRequested.load(ordering: .acquiring) {
-            if lws_service(ctx, 0) < 0 { break }
+            if lws_service(ctx, 0) < 0 {
+                configuration.log(.error, "lws_service failed; the server stops serving")
+                break
+            }
         }
         lws_sul_cancel(tickTimer.assumingMemoryBound(to: lws_sorted_usec_list_t.self))
         handle.serviceStopping()
@@ -241,6 +244,9 @@ final class ServiceLoop: @unchecked Sendable {
                     c.closeDeadline = ContinuousClock.now + .milliseconds(Int(configuration.closeFlushTimeout * 1000))
                     closing.insert(id)
                     c.rx = []
+                    // Read again (and discard) so the client's close frame is seen and
+                    // the closing handshake can finish.
+                    lws_rx_flow_control(c.wsi, 1)
                     lws_callback_on_writable(c.wsi)
                 case .setReading(let id, let reading):
                     if let c = connections[id] { lws_rx_flow_control(c.wsi, reading ? 1 : 0) }
@@ -323,9 +329,16 @@ final class ServiceLoop: @unchecked Sendable {
     }
 
     private func confirmUpgrade(_ wsi: OpaquePointer, upgrade: String) -> Int32 {
-        guard upgrade.lowercased() == "websocket" else {
-            // h2c or anything else: not offered.
+        switch upgrade.lowercased() {
+        case "websocket":
+            break
+        case "h2c":
+            // Not offered (HTTP/1.1 only).
             return refuse(wsi, HTTPResponse(status: 400, text: "400 Bad Request\n"))
+        default:
+            // lws has already answered an unknown upgrade with 403 itself and still
+            // asks: just hang up.
+            return -1
         }
         let request = UpgradeRequest(path: uriPath(wsi) ?? "", query: queryItems(wsi), headers: requestHeaders(wsi), remoteAddress: peerAddress(wsi))
         if handle.isDraining {
@@ -402,9 +415,12 @@ final class ServiceLoop: @unchecked Sendable {
         if final {
             c.inMessage = false
             if !c.rxDiscarding && c.closeCode == nil {
+                // The joined fragments are handed over as they are (no copy).
                 let bytes = c.rx
                 c.rx = []
-                bytes.withUnsafeBytes { deliver(id, binary: c.rxIsBinary, $0) }
+                let message: IncomingMessage = c.rxIsBinary ? .binary(bytes) : .text(String(decoding: bytes, as: UTF8.self))
+                delegate.received(id, message)
+                drainCommands()
             }
             c.rx = []
             c.rxDiscarding = false
