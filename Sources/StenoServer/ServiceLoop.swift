@@ -246,10 +246,10 @@ final class ServiceLoop: @unchecked Sendable {
                     c.rx = []
                     // Read again (and discard) so the client's close frame is seen and
                     // the closing handshake can finish.
-                    lws_rx_flow_control(c.wsi, 1)
+                    setReading(c.wsi, true)
                     lws_callback_on_writable(c.wsi)
                 case .setReading(let id, let reading):
-                    if let c = connections[id] { lws_rx_flow_control(c.wsi, reading ? 1 : 0) }
+                    if let c = connections[id] { setReading(c.wsi, reading) }
                 case .drainingStarted:
                     delegate.drainingStarted()
                 }
@@ -257,9 +257,25 @@ final class ServiceLoop: @unchecked Sendable {
         }
     }
 
+    /// lws applies a flow-control change for the wsi whose callback is running when
+    /// that callback returns; for any other wsi the change must be forced now
+    /// (LWS_RXFLOW_REASON_FLAG_PROCESS_NOW), as lws-misc.h says.
+    private func setReading(_ wsi: OpaquePointer, _ reading: Bool) {
+        var flags = Int32(LWS_RXFLOW_REASON_APPLIES | LWS_RXFLOW_REASON_USER_BOOL)
+        if reading { flags |= Int32(LWS_RXFLOW_REASON_APPLIES_ENABLE_BIT) }
+        if wsi != currentWSI { flags |= Int32(LWS_RXFLOW_REASON_FLAG_PROCESS_NOW) }
+        lws_rx_flow_control(wsi, flags)
+    }
+
     // MARK: - Callback dispatch
 
+    /// The wsi whose callback is running (callbacks can nest).
+    private var currentWSI: OpaquePointer?
+
     func callback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+        let outer = currentWSI
+        currentWSI = wsi
+        defer { currentWSI = outer }
         switch reason {
         case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
             drainCommands()

@@ -22,6 +22,8 @@ final class TestControl: Sendable {
         var routes: [String: HTTPResponse] = [:]
         /// Pause reading as soon as a connection opens.
         var pauseOnOpen = false
+        /// Pause reading from inside `received` once a connection got this many messages.
+        var pauseAfter: Int?
     }
 
     let settings: Mutex<Settings>
@@ -73,6 +75,7 @@ final class EchoDelegate: TransportDelegate {
     let handle: TransportHandle
     let control: TestControl
     private var open = 0
+    private var receivedCount: [ConnectionID: Int] = [:]
 
     init(handle: TransportHandle, control: TestControl) {
         self.handle = handle
@@ -92,7 +95,10 @@ final class EchoDelegate: TransportDelegate {
 
     func received(_ id: ConnectionID, _ message: IncomingMessage) {
         control.record(.received(id, message))
-        guard control.settings.withLock({ $0.echo }) else { return }
+        receivedCount[id, default: 0] += 1
+        let settings = control.settings.withLock { $0 }
+        if let n = settings.pauseAfter, receivedCount[id] == n { handle.setReading(id, false) }
+        guard settings.echo else { return }
         let reply: OutgoingMessage
         switch message {
         case .text(let t): reply = .text(t)

@@ -157,6 +157,39 @@ import Testing
         }
     }
 
+    @Test func pausingFromInsideReceivedStopsDeliveryThereAndResumeLosesNothing() throws {
+        var settings = TestControl.Settings()
+        settings.echo = false
+        settings.pauseAfter = 10
+        let server = try TestServer(settings)
+        let (client, id) = try server.connect(sendBufferSize: 16 * 1024)
+        // Small frames: many of them arrive in one read of lws's.
+        var sent = 0
+        var blocked = false
+        while sent < 200_000 && !blocked {
+            var frame = [UInt8](repeating: 0, count: 512)
+            frame[0] = UInt8(truncatingIfNeeded: sent)
+            frame[1] = UInt8(truncatingIfNeeded: sent >> 8)
+            frame[2] = UInt8(truncatingIfNeeded: sent >> 16)
+            do {
+                try client.sendBinary(frame, timeout: 0.3)
+            } catch TestClientError.timeout {
+                blocked = true
+            }
+            sent += 1
+        }
+        #expect(blocked)
+        // Messages lws had already read stay in its buffer while paused.
+        #expect(server.control.received(id).count == 10)
+        server.handle.setReading(id, true)
+        try client.flush(timeout: 30)
+        #expect(server.control.wait(timeout: 30) { server.control.received(id).count == sent })
+        for (i, m) in server.control.received(id).enumerated() {
+            guard case .binary(let b) = m else { Issue.record("message \(i): \(m)"); break }
+            #expect(Int(b[0]) | Int(b[1]) << 8 | Int(b[2]) << 16 == i)
+        }
+    }
+
     @Test func aClientThatNeverReadsOverflowsAndIsClosedWith4008WhileOthersGoOn() throws {
         var settings = TestControl.Settings()
         settings.echo = true
