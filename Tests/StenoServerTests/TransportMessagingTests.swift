@@ -81,6 +81,27 @@ import Testing
         #expect(close == .close(code: 4008, reason: "slow_consumer"))
     }
 
+    @Test func aCloseThatCannotFlushIsCutAfterTheFlushTimeout() throws {
+        var settings = TestControl.Settings()
+        settings.echo = false
+        let server = try TestServer(settings) {
+            $0.closeFlushTimeout = 0.3
+            $0.tickInterval = 0.05
+            $0.outboundByteLimit = 64 << 20
+        }
+        let (client, id) = try server.connect(receiveBufferSize: 4096)
+        // Far more than the socket buffers hold; the client reads nothing.
+        let chunk = OutgoingMessage.binary([UInt8](repeating: 1, count: 64 * 1024))
+        for _ in 0..<200 { #expect(server.handle.send(id, chunk) == .queued) }
+        server.handle.close(id, code: 4000, reason: "flush me")
+        #expect(server.control.wait(timeout: 20) { server.control.wasClosed(id) })
+        // Cut, not closed politely: the client finds the stream ends without the
+        // whole queue and without a close frame.
+        let (messages, close) = try client.receiveUntilClose(timeout: 20)
+        #expect(close == nil)
+        #expect(messages.count < 200)
+    }
+
     @Test func messagesSentFromOtherThreadsArriveInOrder() throws {
         let server = try TestServer()
         let (client, id) = try server.connect()
