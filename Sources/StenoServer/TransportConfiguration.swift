@@ -1,0 +1,54 @@
+import Foundation
+
+public enum TransportLogLevel: Int, Sendable, Comparable, CustomStringConvertible {
+    case error, warning, info
+
+    public static func < (a: TransportLogLevel, b: TransportLogLevel) -> Bool { a.rawValue < b.rawValue }
+
+    public var description: String {
+        switch self {
+        case .error: "error"
+        case .warning: "warning"
+        case .info: "info"
+        }
+    }
+}
+
+/// Where the transport (and libwebsockets, at warning and error level) logs.
+public typealias TransportLogHandler = @Sendable (TransportLogLevel, String) -> Void
+
+/// Settings of the WebSocket/HTTP transport.
+public struct TransportConfiguration: Sendable {
+    /// Address to listen on: an IPv4/IPv6 address, or `""`/`"0.0.0.0"`/`"::"` for all.
+    public var host: String = "127.0.0.1"
+    /// Port; 0 picks a free one (read it from `WebSocketTransport.start()`).
+    public var port: Int = 8080
+    /// PEM certificate and key paths; both set means TLS (wss/https).
+    public var tlsCertificatePath: String?
+    public var tlsKeyPath: String?
+    /// Largest incoming message (all fragments together), in bytes.
+    public var maxMessageSize: Int = 64 * 1024
+    /// Largest amount of unsent outbound data per connection, in bytes.
+    public var outboundByteLimit: Int = 1 << 20
+    /// How often the delegate's `tick()` runs, in seconds.
+    public var tickInterval: Double = 0.25
+    /// After `close(…)`, how long queued messages may take to flush before the
+    /// connection is cut without a close frame, in seconds.
+    public var closeFlushTimeout: Double = 10
+    /// `Retry-After` seconds sent with the 503 refusal while draining.
+    public var drainingRetryAfter: Int = 5
+    /// Directory of static files served for GET/HEAD requests the delegate leaves
+    /// unanswered; nil serves none.
+    public var webRoot: String?
+    /// Value of the `Server` header.
+    public var serverName: String = "steno"
+    public var log: TransportLogHandler = TransportConfiguration.standardErrorLog
+
+    public init() {}
+
+    public var usesTLS: Bool { tlsCertificatePath != nil && tlsKeyPath != nil }
+
+    public static let standardErrorLog: TransportLogHandler = { level, message in
+        FileHandle.standardError.write(Data("steno: \(level): \(message)\n".utf8))
+    }
+}

@@ -1,0 +1,221 @@
+import CLibWebSockets
+import Foundation
+import StenoCore
+import Synchronization
+
+/// The thread-safe side of the transport: what the session layer, worker threads
+/// and the delegate call to act on connections.
+///
+/// Every method may be called from any thread, including the lws service thread
+/// inside a delegate callback. Calls never touch a `wsi`: they change state under a
+/// lock and leave a command for the service thread, then wake it with
+/// `lws_cancel_service` (the one lws call that is safe from other threads). The
+/// service thread runs the commands in `LWS_CALLBACK_EVENT_WAIT_CANCELLED`, or, when
+/// the caller is the service thread itself, right after the delegate returns.
+public final class TransportHandle: Sendable {
+    let state: Mutex<SharedState>
+    /// `pthread_self()` of the service thread while it runs, else 0.
+    let serviceThread = Atomic<UInt>(0)
+    let outboundByteLimit: Int
+    let drainingRetryAfter: Int
+
+    init(outboundByteLimit: Int, drainingRetryAfter: Int) {
+        self.outboundByteLimit = outboundByteLimit
+        self.drainingRetryAfter = drainingRetryAfter
+        state = Mutex(SharedState())
+    }
+
+    /// Queues `message` for `id`. Returns `.overflow` (nothing queued) when the
+    /// connection's outbound limit would be exceeded; the caller then closes it with
+    /// 4008. Messages to one connection leave in the order `send` was called.
+    @discardableResult
+    public func send(_ id: ConnectionID, _ message: OutgoingMessage) -> SendResult {
+        let wake = !isServiceThread
+        return state.withLock { s -> SendResult in
+            guard let c = s.connections[id], !c.closeRequested else { return .closed }
+            let result = s.connections[id]!.outbound.enqueue(message, size: message.byteCount, delivery: message.delivery)
+            if result == .overflow { return .overflow }
+            if !c.writeScheduled {
+                s.connections[id]!.writeScheduled = true
+                s.post(.writable(id), wake: wake)
+            }
+            return result == .replaced ? .replaced : .queued
+        }
+    }
+
+    /// Closes `id` with a WebSocket close `code` and `reason` (at most 123 bytes of
+    /// UTF-8; longer is cut) once the messages already queued have been written, or
+    /// at once when `discardQueued` (e.g. 4008 for a client that does not read).
+    /// Sends after this return `.closed`; received messages are no longer delivered.
+    /// If the queue cannot be flushed within `closeFlushTimeout`, the connection is
+    /// cut without a close frame.
+    public func close(_ id: ConnectionID, code: UInt16, reason: String = "", discardQueued: Bool = false) {
+        let wake = !isServiceThread
+        state.withLock { s in
+            guard let c = s.connections[id], !c.closeRequested else { return }
+            s.connections[id]!.closeRequested = true
+            if discardQueued { s.connections[id]!.outbound.removeAll() }
+            s.post(.close(id, code: code, reason: reason), wake: wake)
+        }
+    }
+
+    /// Stops (`false`) or resumes (`true`) reading from `id`'s socket: TCP
+    /// backpressure on the client. Messages libwebsockets already read may still be
+    /// delivered after a pause; nothing is lost on resume.
+    public func setReading(_ id: ConnectionID, _ reading: Bool) {
+        let wake = !isServiceThread
+        state.withLock { s in
+            guard s.connections[id] != nil else { return }
+            s.post(.setReading(id, reading), wake: wake)
+        }
+    }
+
+    /// New upgrades are refused with 503 from now on, and the delegate's
+    /// `drainingStarted()` runs on the service thread. Idempotent.
+    public func beginDraining() {
+        let wake = !isServiceThread
+        state.withLock { s in
+            guard !s.draining else { return }
+            s.draining = true
+            s.post(.drainingStarted, wake: wake)
+        }
+    }
+
+    public var isDraining: Bool { state.withLock { $0.draining } }
+
+    /// The port the server listens on, once started.
+    public var port: Int? { state.withLock { $0.port } }
+
+    /// Open WebSocket connections.
+    public var connectionCount: Int { state.withLock { $0.connections.count } }
+
+    /// Unsent outbound bytes of `id`, or nil when it is not open.
+    public func queuedBytes(_ id: ConnectionID) -> Int? {
+        state.withLock { $0.connections[id]?.outbound.byteCount }
+    }
+
+    var isServiceThread: Bool {
+        let t = serviceThread.load(ordering: .acquiring)
+        return t != 0 && pthread_equal(pthread_t(t), pthread_self()) != 0
+    }
+
+    // MARK: used by the service thread
+
+    func register(_ id: ConnectionID) {
+        let limit = outboundByteLimit
+        state.withLock { s in
+            s.connections[id] = SharedConnection(outbound: OutboundQueue(byteLimit: limit))
+        }
+    }
+
+    func unregister(_ id: ConnectionID) {
+        // The queue (and its frames) is released outside the lock.
+        let removed = state.withLock { s in s.connections.removeValue(forKey: id) }
+        _ = removed
+    }
+
+    /// The next message to write to `id`, and whether more are queued after it.
+    func takeNext(_ id: ConnectionID) -> (message: OutgoingMessage?, more: Bool) {
+        state.withLock { s in
+            guard s.connections[id] != nil else { return (nil, false) }
+            let message = s.connections[id]!.outbound.dequeue()
+            let more = !s.connections[id]!.outbound.isEmpty
+            s.connections[id]!.writeScheduled = more
+            return (message, more)
+        }
+    }
+
+    func takeCommands() -> [ServiceCommand] {
+        state.withLock { s in
+            s.wakePending = false
+            if s.commands.isEmpty { return [] }
+            let taken = s.commands
+            s.commands.removeAll(keepingCapacity: true)
+            return taken
+        }
+    }
+
+    func serviceStarted(context: OpaquePointer, port: Int) {
+        serviceThread.store(UInt(pthread_self()), ordering: .releasing)
+        state.withLock { s in
+            s.context = LwsContextRef(pointer: context)
+            s.port = port
+        }
+    }
+
+    /// Called before the context is destroyed: nobody may signal it any more.
+    func serviceStopping() {
+        state.withLock { s in s.context = nil }
+    }
+
+    func serviceEnded() {
+        serviceThread.store(0, ordering: .releasing)
+        let dropped = state.withLock { s -> ([ConnectionID: SharedConnection], [ServiceCommand]) in
+            let d = (s.connections, s.commands)
+            s.connections = [:]
+            s.commands = []
+            s.wakePending = false
+            return d
+        }
+        _ = dropped
+    }
+
+    /// Wakes the service thread (used by `stop()`).
+    func wake() {
+        state.withLock { s in
+            if let c = s.context { lws_cancel_service(c.pointer) }
+        }
+    }
+}
+
+/// A `lws_context` pointer that may be handed to `lws_cancel_service` from any
+/// thread. `@unchecked Sendable` because that is the only use made of it off the
+/// service thread, and it is cleared (under the lock) before the context is
+/// destroyed.
+struct LwsContextRef: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
+
+/// Per-connection state shared between callers of `send` and the service thread.
+struct SharedConnection: Sendable {
+    var outbound: OutboundQueue<OutgoingMessage>
+    /// A close was requested: no more sends.
+    var closeRequested = false
+    /// The service thread has been (or will be) asked for a WRITEABLE callback.
+    var writeScheduled = false
+
+    init(outbound: OutboundQueue<OutgoingMessage>) {
+        self.outbound = outbound
+    }
+}
+
+enum ServiceCommand: Sendable {
+    case writable(ConnectionID)
+    case close(ConnectionID, code: UInt16, reason: String)
+    case setReading(ConnectionID, Bool)
+    case drainingStarted
+}
+
+struct SharedState: Sendable {
+    var connections: [ConnectionID: SharedConnection] = [:]
+    var commands: [ServiceCommand] = []
+    /// A wake-up is pending (the service thread will look at `commands`).
+    var wakePending = false
+    var draining = false
+    var context: LwsContextRef?
+    var port: Int?
+
+    mutating func post(_ command: ServiceCommand, wake: Bool) {
+        commands.append(command)
+        if wakePending { return }
+        if !wake {
+            // On the service thread no wake-up is needed: it drains the commands as
+            // soon as the delegate returns.
+            wakePending = true
+        } else if let c = context {
+            lws_cancel_service(c.pointer)
+            wakePending = true
+        }
+        // Not running yet: the service thread drains the commands when it starts.
+    }
+}

@@ -1,0 +1,230 @@
+import CStenoShims
+import StenoCore
+
+// Values that cross between the transport and the session layer. None of them
+// knows about JSON events or audio: the transport moves opaque messages.
+
+/// Identifies one WebSocket connection for its whole life. Never reused within a
+/// process, never a pointer: only the lws service thread ever sees a `wsi`.
+public struct ConnectionID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt64
+    public init(rawValue: UInt64) { self.rawValue = rawValue }
+    public static func < (a: ConnectionID, b: ConnectionID) -> Bool { a.rawValue < b.rawValue }
+    public var description: String { "#\(rawValue)" }
+}
+
+/// A complete message received from a client (fragments already joined).
+public enum IncomingMessage: Sendable, Equatable {
+    case text(String)
+    case binary([UInt8])
+}
+
+/// A message to send, encoded once and shareable between connections (a broadcast
+/// final goes to every viewer without another copy of its bytes).
+public struct OutgoingMessage: Sendable {
+    public enum Kind: Sendable, Equatable { case text, binary }
+
+    public let kind: Kind
+    public let delivery: OutboundDelivery
+    let frame: FrameBuffer
+
+    public init(kind: Kind, bytes: some Collection<UInt8>, delivery: OutboundDelivery = .mustDeliver) {
+        self.kind = kind
+        self.delivery = delivery
+        frame = FrameBuffer(copying: bytes)
+    }
+
+    public static func text(_ text: String, delivery: OutboundDelivery = .mustDeliver) -> OutgoingMessage {
+        OutgoingMessage(kind: .text, bytes: text.utf8, delivery: delivery)
+    }
+
+    public static func binary(_ bytes: some Collection<UInt8>, delivery: OutboundDelivery = .mustDeliver) -> OutgoingMessage {
+        OutgoingMessage(kind: .binary, bytes: bytes, delivery: delivery)
+    }
+
+    /// Payload size in bytes (what counts against the outbound limit).
+    public var byteCount: Int { frame.payloadCount }
+}
+
+/// Payload bytes with `LWS_PRE` bytes of headroom in front, as `lws_write` needs.
+///
+/// `@unchecked Sendable`: the payload is written once in `init` and never changed.
+/// The headroom is scratch space that `lws_write` fills with the frame header; it is
+/// only ever touched on the lws service thread, one write at a time, so sharing one
+/// buffer between connections is safe.
+final class FrameBuffer: @unchecked Sendable {
+    let storage: UnsafeMutableRawPointer
+    let payloadCount: Int
+
+    init(copying bytes: some Collection<UInt8>) {
+        let pre = steno_lws_pre
+        let count = bytes.count
+        payloadCount = count
+        storage = UnsafeMutableRawPointer.allocate(byteCount: pre + max(count, 1), alignment: 16)
+        let payload = UnsafeMutableRawBufferPointer(start: storage + pre, count: count)
+        let copied: Void? = bytes.withContiguousStorageIfAvailable { src in
+            payload.copyMemory(from: UnsafeRawBufferPointer(src))
+        }
+        if copied == nil {
+            var i = 0
+            for b in bytes { payload[i] = b; i += 1 }
+        }
+    }
+
+    /// Where the payload starts (after the headroom).
+    var payload: UnsafeMutablePointer<UInt8> {
+        (storage + steno_lws_pre).assumingMemoryBound(to: UInt8.self)
+    }
+
+    deinit { storage.deallocate() }
+}
+
+/// What `send` did with a message.
+public enum SendResult: Sendable, Equatable {
+    /// Queued for the connection.
+    case queued
+    /// Queued, and an older unsent message with the same replacement key was dropped.
+    case replaced
+    /// The connection's outbound limit would be exceeded: nothing was queued. The
+    /// protocol then closes the connection with 4008 (`slow_consumer`).
+    case overflow
+    /// The connection is closed or closing: nothing was queued.
+    case closed
+}
+
+/// One `name=value` pair of a query string, percent-decoded.
+public struct QueryItem: Sendable, Equatable {
+    public let name: String
+    public let value: String
+    public init(name: String, value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// HTTP header fields of a request, names matched case-insensitively.
+public struct HTTPHeaders: Sendable, Equatable, Sequence {
+    public private(set) var fields: [(name: String, value: String)] = []
+
+    public init(_ fields: [(String, String)] = []) {
+        for (n, v) in fields { add(n, v) }
+    }
+
+    public mutating func add(_ name: String, _ value: String) {
+        fields.append((name: name.lowercased(), value: value))
+    }
+
+    /// The first value of `name`.
+    public subscript(name: String) -> String? {
+        let n = name.lowercased()
+        return fields.first { $0.name == n }?.value
+    }
+
+    public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> { fields.makeIterator() }
+
+    public static func == (a: HTTPHeaders, b: HTTPHeaders) -> Bool {
+        a.fields.elementsEqual(b.fields) { $0.name == $1.name && $0.value == $1.value }
+    }
+}
+
+/// A WebSocket upgrade request, seen before any session exists.
+public struct UpgradeRequest: Sendable, Equatable {
+    /// Path without the query, percent-decoded by libwebsockets (e.g. `/v1/stream`).
+    public var path: String
+    public var query: [QueryItem]
+    /// The request headers the transport reads: `authorization`, `origin`, `host`,
+    /// `user-agent`, `sec-websocket-protocol`, `x-forwarded-for`.
+    public var headers: HTTPHeaders
+    /// Peer IP address as text.
+    public var remoteAddress: String
+
+    public init(path: String, query: [QueryItem] = [], headers: HTTPHeaders = HTTPHeaders(), remoteAddress: String = "") {
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.remoteAddress = remoteAddress
+    }
+
+    /// The first value of query parameter `name`.
+    public func queryValue(_ name: String) -> String? { query.first { $0.name == name }?.value }
+}
+
+/// The transport's answer to an upgrade request.
+public enum UpgradeDecision: Sendable, Equatable {
+    /// Switch protocols; the connection becomes a WebSocket.
+    case accept
+    /// Answer with this HTTP response and close the connection.
+    case reject(HTTPResponse)
+
+    /// A refusal with a short plain-text body naming the status.
+    public static func reject(status: Int, headers: [(String, String)] = []) -> UpgradeDecision {
+        .reject(HTTPResponse(status: status, text: "\(status) \(HTTPResponse.reasonPhrase(status))\n", headers: headers))
+    }
+}
+
+public enum HTTPMethod: Sendable, Equatable {
+    case get, head, other(String)
+}
+
+/// A plain HTTP request (not an upgrade).
+public struct HTTPRequest: Sendable, Equatable {
+    public var method: HTTPMethod
+    /// Path without the query, percent-decoded by libwebsockets.
+    public var path: String
+    public var query: [QueryItem]
+    public var headers: HTTPHeaders
+    public var remoteAddress: String
+
+    public init(method: HTTPMethod = .get, path: String, query: [QueryItem] = [], headers: HTTPHeaders = HTTPHeaders(), remoteAddress: String = "") {
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.remoteAddress = remoteAddress
+    }
+
+    public func queryValue(_ name: String) -> String? { query.first { $0.name == name }?.value }
+}
+
+/// An HTTP response. `Content-Length` is added by the transport; for HEAD the body
+/// is not sent.
+public struct HTTPResponse: Sendable, Equatable {
+    public var status: Int
+    public var contentType: String
+    public var body: [UInt8]
+    /// Extra header fields, e.g. `("Retry-After", "5")`.
+    public var headers: [(name: String, value: String)]
+
+    public init(status: Int, contentType: String = "text/plain; charset=utf-8", body: [UInt8] = [], headers: [(String, String)] = []) {
+        self.status = status
+        self.contentType = contentType
+        self.body = body
+        self.headers = headers.map { (name: $0.0, value: $0.1) }
+    }
+
+    public init(status: Int, contentType: String = "text/plain; charset=utf-8", text: String, headers: [(String, String)] = []) {
+        self.init(status: status, contentType: contentType, body: Array(text.utf8), headers: headers)
+    }
+
+    public static func == (a: HTTPResponse, b: HTTPResponse) -> Bool {
+        a.status == b.status && a.contentType == b.contentType && a.body == b.body
+            && a.headers.elementsEqual(b.headers) { $0.name == $1.name && $0.value == $1.value }
+    }
+
+    static func reasonPhrase(_ status: Int) -> String {
+        switch status {
+        case 200: "OK"
+        case 204: "No Content"
+        case 301: "Moved Permanently"
+        case 304: "Not Modified"
+        case 400: "Bad Request"
+        case 401: "Unauthorized"
+        case 403: "Forbidden"
+        case 404: "Not Found"
+        case 405: "Method Not Allowed"
+        case 500: "Internal Server Error"
+        case 503: "Service Unavailable"
+        default: "Status"
+        }
+    }
+}

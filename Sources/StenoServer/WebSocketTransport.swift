@@ -1,0 +1,124 @@
+import CLibWebSockets
+import Dispatch
+import Foundation
+import Synchronization
+
+/// The libwebsockets server: one context, one vhost, HTTP and WebSocket on one
+/// port, served by one dedicated thread.
+///
+/// ```swift
+/// let transport = WebSocketTransport(configuration: config)
+/// let sessions = Sessions(handle: transport.handle)   // a TransportDelegate
+/// let port = try transport.start(delegate: sessions)
+/// …
+/// transport.handle.beginDraining()   // sessions finalize, close with 1001
+/// transport.stop()
+/// ```
+public final class WebSocketTransport: Sendable {
+    public let configuration: TransportConfiguration
+    /// Thread-safe operations on connections; valid before `start` (for wiring the
+    /// delegate) and after `stop` (operations then do nothing).
+    public let handle: TransportHandle
+    private let run = Mutex<RunState>(.idle)
+
+    private enum RunState: Sendable {
+        case idle
+        case starting
+        case running(loop: ServiceLoop, ended: DispatchSemaphore)
+        case stopped
+    }
+
+    public enum StartError: Error, CustomStringConvertible, Equatable {
+        case alreadyStarted
+        case failed(String)
+
+        public var description: String {
+            switch self {
+            case .alreadyStarted: "the transport was already started"
+            case .failed(let why): why
+            }
+        }
+    }
+
+    public init(configuration: TransportConfiguration) {
+        self.configuration = configuration
+        handle = TransportHandle(outboundByteLimit: configuration.outboundByteLimit,
+                                 drainingRetryAfter: configuration.drainingRetryAfter)
+    }
+
+    deinit {
+        stop()
+    }
+
+    /// Creates the context on a new service thread and starts serving. Returns the
+    /// bound port (the real one when the configuration says 0). The delegate is
+    /// retained and from now on called only on the service thread.
+    @discardableResult
+    public func start(delegate: any TransportDelegate) throws -> Int {
+        try run.withLock { state in
+            guard case .idle = state else { throw StartError.alreadyStarted }
+            state = .starting
+        }
+        installLwsLogging(configuration.log)
+        let loop = ServiceLoop(configuration: configuration, handle: handle, delegate: delegate)
+        let started = DispatchSemaphore(value: 0)
+        let ended = DispatchSemaphore(value: 0)
+        let outcome = Mutex<Result<Int, StartError>?>(nil)
+        let handle = self.handle
+        let thread = Thread {
+            do {
+                let port = try loop.createContext()
+                outcome.withLock { $0 = .success(port) }
+                started.signal()
+                loop.serve()
+            } catch {
+                outcome.withLock { $0 = .failure(.failed(String(describing: error))) }
+                started.signal()
+            }
+            handle.serviceEnded()
+            ended.signal()
+        }
+        thread.name = "steno-lws"
+        thread.start()
+        started.wait()
+
+        switch outcome.withLock({ $0 }) {
+        case .success(let port):
+            run.withLock { $0 = .running(loop: loop, ended: ended) }
+            let scheme = configuration.usesTLS ? "wss" : "ws"
+            let web = configuration.usesTLS ? "https" : "http"
+            let host = configuration.host.contains(":") ? "[\(configuration.host)]" : (configuration.host.isEmpty ? "0.0.0.0" : configuration.host)
+            configuration.log(.info, "listening on \(scheme)://\(host):\(port) (\(web) on the same port)")
+            return port
+        case .failure(let error):
+            ended.wait()
+            run.withLock { $0 = .idle }
+            throw error
+        case nil:
+            ended.wait()
+            run.withLock { $0 = .idle }
+            throw StartError.failed("the service thread ended without starting")
+        }
+    }
+
+    /// The bound port while running.
+    public var port: Int? { handle.port }
+
+    /// Stops serving: every connection is closed (the delegate hears `closed` for
+    /// each, on the service thread), the context is destroyed, and the thread ends
+    /// before this returns. For a graceful end, drain first. Idempotent; must not be
+    /// called from a delegate method.
+    public func stop() {
+        let current = run.withLock { state -> RunState in
+            let s = state
+            if case .running = s { state = .stopped }
+            return s
+        }
+        guard case .running(let loop, let ended) = current else { return }
+        precondition(!handle.isServiceThread, "stop() called on the lws service thread (from a delegate method)")
+        loop.stopRequested.store(true, ordering: .releasing)
+        handle.wake()
+        ended.wait()
+        configuration.log(.info, "stopped")
+    }
+}

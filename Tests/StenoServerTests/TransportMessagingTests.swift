@@ -1,0 +1,327 @@
+import Foundation
+import StenoCore
+import Testing
+@testable import StenoServer
+
+@Suite struct TransportMessagingTests {
+    @Test func fragmentedMessagesAreReassembled() throws {
+        let server = try TestServer()
+        let (client, id) = try server.connect()
+        let text = String(repeating: "fragmented ünïcödé ", count: 200)
+        try client.sendText(text, fragmentSize: 7)  // splits multi-byte characters too
+        #expect(try client.receive() == .text(text))
+        let bytes = (0..<40_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        try client.sendBinary(bytes, fragmentSize: 1000)
+        #expect(try client.receive() == .binary(bytes))
+
+        // A ping between fragments is answered; the message still arrives whole.
+        try client.sendFrame(.binary, [1, 2, 3], fin: false)
+        try client.sendPing([9, 9])
+        try client.sendFrame(.continuation, [4, 5], fin: true)
+        #expect(try client.receive() == .pong([9, 9]))
+        #expect(try client.receive() == .binary([1, 2, 3, 4, 5]))
+        #expect(server.control.received(id) == [.text(text), .binary(bytes), .binary([1, 2, 3, 4, 5])])
+    }
+
+    @Test func messageOverTheLimitIsReportedAndClosedWith1009() throws {
+        let server = try TestServer { $0.maxMessageSize = 4096 }
+        // Exactly at the limit is fine.
+        let (ok, okID) = try server.connect()
+        let atLimit = [UInt8](repeating: 7, count: 4096)
+        try ok.sendBinary(atLimit, fragmentSize: 1000)
+        #expect(try ok.receive() == .binary(atLimit))
+        #expect(!server.control.events.contains(.tooLarge(okID)))
+
+        // One frame over the limit.
+        let (client, id) = try server.connect()
+        try client.sendBinary([UInt8](repeating: 1, count: 5000))
+        #expect(try client.receive() == .text(#"{"type":"error","code":"too_large"}"#))
+        #expect(try client.receive() == .close(code: 1009, reason: "too_large"))
+        #expect(server.control.events.contains(.tooLarge(id)))
+        #expect(server.control.received(id).isEmpty)
+        try client.close()
+        #expect(server.control.wait { server.control.wasClosed(id) })
+
+        // Over the limit only when the fragments are joined.
+        let (fragmented, fragID) = try server.connect()
+        try fragmented.sendText(String(repeating: "x", count: 6000), fragmentSize: 1500)
+        #expect(try fragmented.receive() == .text(#"{"type":"error","code":"too_large"}"#))
+        #expect(try fragmented.receive() == .close(code: 1009, reason: "too_large"))
+        #expect(server.control.received(fragID).isEmpty)
+
+        // The connection at the limit is unaffected.
+        try ok.sendText("still here")
+        #expect(try ok.receive() == .text("still here"))
+    }
+
+    @Test func closeArrivesAfterTheQueuedMessages() throws {
+        let server = try TestServer()
+        let (client, id) = try server.connect()
+        for i in 0..<200 {
+            #expect(server.handle.send(id, .text("message \(i)")) == .queued)
+        }
+        server.handle.close(id, code: 4000, reason: "bye for now")
+        #expect(server.handle.send(id, .text("too late")) == .closed)
+        let (messages, close) = try client.receiveUntilClose()
+        #expect(messages == (0..<200).map { .text("message \($0)") })
+        #expect(close == .close(code: 4000, reason: "bye for now"))
+        try client.close()
+        #expect(server.control.wait { server.control.wasClosed(id) })
+        #expect(server.handle.send(id, .text("gone")) == .closed)
+    }
+
+    @Test func closeCanDiscardWhatIsQueued() throws {
+        let server = try TestServer()
+        let (client, id) = try server.connect()
+        server.handle.setReading(id, false)  // nothing else will be queued
+        for i in 0..<50 { server.handle.send(id, .text("m\(i)")) }
+        server.handle.close(id, code: 4008, reason: "slow_consumer", discardQueued: true)
+        let (messages, close) = try client.receiveUntilClose()
+        #expect(messages.count < 50)  // some may already have been written
+        #expect(close == .close(code: 4008, reason: "slow_consumer"))
+    }
+
+    @Test func aCloseThatCannotFlushIsCutAfterTheFlushTimeout() throws {
+        var settings = TestControl.Settings()
+        settings.echo = false
+        let server = try TestServer(settings) {
+            $0.closeFlushTimeout = 0.3
+            $0.tickInterval = 0.05
+            $0.outboundByteLimit = 64 << 20
+        }
+        let (client, id) = try server.connect(receiveBufferSize: 4096)
+        // Far more than the socket buffers hold; the client reads nothing.
+        let chunk = OutgoingMessage.binary([UInt8](repeating: 1, count: 64 * 1024))
+        for _ in 0..<200 { #expect(server.handle.send(id, chunk) == .queued) }
+        server.handle.close(id, code: 4000, reason: "flush me")
+        #expect(server.control.wait(timeout: 20) { server.control.wasClosed(id) })
+        // Cut, not closed politely: the client finds the stream ends without the
+        // whole queue and without a close frame.
+        let (messages, close) = try client.receiveUntilClose(timeout: 20)
+        #expect(close == nil)
+        #expect(messages.count < 200)
+    }
+
+    @Test func messagesSentFromOtherThreadsArriveInOrder() throws {
+        let server = try TestServer()
+        let (client, id) = try server.connect()
+        let count = 2000
+        let handle = server.handle
+        let sender = Thread {
+            for i in 0..<count {
+                let kind: OutboundDelivery = i % 10 == 5 ? .replaceable(key: "volatile") : .mustDeliver
+                let r = handle.send(id, .text("\(i)", delivery: kind))
+                precondition(r == .queued || r == .replaced)
+            }
+            handle.send(id, .text("end"))
+        }
+        sender.start()
+        var last = -1
+        var mustDeliver = 0
+        while true {
+            let m = try client.receive()
+            guard case .text(let t) = m else { Issue.record("unexpected \(m)"); return }
+            if t == "end" { break }
+            let n = try #require(Int(t))
+            #expect(n > last, "out of order: \(n) after \(last)")
+            last = n
+            if n % 10 != 5 { mustDeliver += 1 }
+        }
+        // Every must-deliver message arrived; replaceable ones may have been replaced.
+        #expect(mustDeliver == count - count / 10)
+    }
+
+    @Test func aBroadcastMessageCanGoToManyConnections() throws {
+        let server = try TestServer()
+        var clients: [(WebSocketTestClient, ConnectionID)] = []
+        for _ in 0..<5 { clients.append(try server.connect(path: "/v1/listen?channel=a")) }
+        let shared = OutgoingMessage.text(#"{"type":"final","text":"hello all"}"#)
+        for (_, id) in clients { #expect(server.handle.send(id, shared) == .queued) }
+        for (c, _) in clients { #expect(try c.receive() == .text(#"{"type":"final","text":"hello all"}"#)) }
+        #expect(server.handle.connectionCount == 5)
+    }
+
+    @Test func pausedReadingReceivesNothingAndResumeDeliversEverything() throws {
+        var settings = TestControl.Settings()
+        settings.echo = false
+        settings.pauseOnOpen = true
+        let server = try TestServer(settings)
+        let (client, id) = try server.connect(sendBufferSize: 16 * 1024)
+        // Write until the socket stops taking data: the server is not reading.
+        let frame = [UInt8](repeating: 0xA5, count: 16 * 1024)
+        var sent = 0
+        var blocked = false
+        while sent < 4000 {
+            var payload = frame
+            payload[0] = UInt8(truncatingIfNeeded: sent)
+            payload[1] = UInt8(truncatingIfNeeded: sent >> 8)
+            do {
+                try client.sendBinary(payload, timeout: 0.3)
+                sent += 1
+            } catch TestClientError.timeout {
+                sent += 1  // the frame is queued in the client and will go out
+                blocked = true
+                break
+            }
+        }
+        #expect(blocked, "the client could write \(sent) frames: the server kept reading")
+        #expect(server.control.received(id).isEmpty)
+
+        server.handle.setReading(id, true)
+        try client.flush(timeout: 30)
+        #expect(server.control.wait(timeout: 30) { server.control.received(id).count == sent })
+        let got = server.control.received(id)
+        #expect(got.count == sent)
+        for (i, m) in got.enumerated() {
+            guard case .binary(let b) = m, b.count == frame.count else { Issue.record("message \(i): \(m)"); break }
+            #expect(Int(b[0]) | Int(b[1]) << 8 == i & 0xffff)
+        }
+    }
+
+    @Test func pausingFromInsideReceivedStopsDeliveryThereAndResumeLosesNothing() throws {
+        var settings = TestControl.Settings()
+        settings.echo = false
+        settings.pauseAfter = 10
+        let server = try TestServer(settings)
+        let (client, id) = try server.connect(sendBufferSize: 16 * 1024)
+        // Small frames: many of them arrive in one read of lws's.
+        var sent = 0
+        var blocked = false
+        while sent < 200_000 && !blocked {
+            var frame = [UInt8](repeating: 0, count: 512)
+            frame[0] = UInt8(truncatingIfNeeded: sent)
+            frame[1] = UInt8(truncatingIfNeeded: sent >> 8)
+            frame[2] = UInt8(truncatingIfNeeded: sent >> 16)
+            do {
+                try client.sendBinary(frame, timeout: 0.3)
+            } catch TestClientError.timeout {
+                blocked = true
+            }
+            sent += 1
+        }
+        #expect(blocked)
+        // Messages lws had already read stay in its buffer while paused.
+        #expect(server.control.received(id).count == 10)
+        server.handle.setReading(id, true)
+        try client.flush(timeout: 30)
+        #expect(server.control.wait(timeout: 30) { server.control.received(id).count == sent })
+        for (i, m) in server.control.received(id).enumerated() {
+            guard case .binary(let b) = m else { Issue.record("message \(i): \(m)"); break }
+            #expect(Int(b[0]) | Int(b[1]) << 8 | Int(b[2]) << 16 == i)
+        }
+    }
+
+    @Test func aClientThatNeverReadsOverflowsAndIsClosedWith4008WhileOthersGoOn() throws {
+        var settings = TestControl.Settings()
+        settings.echo = true
+        let server = try TestServer(settings) { $0.outboundByteLimit = 256 * 1024 }
+        let (slow, slowID) = try server.connect(receiveBufferSize: 4096)
+        let (fast, _) = try server.connect()
+
+        // The server keeps sending must-deliver messages to a client that reads
+        // nothing, while the other connection keeps echoing.
+        let payload = OutgoingMessage.binary([UInt8](repeating: 0x42, count: 8 * 1024))
+        var stuck = false
+        var sent = 0
+        var round = 0
+        func roundTrip() throws {
+            round += 1
+            try fast.sendText("ping \(round)")
+            #expect(try fast.receive() == .text("ping \(round)"))
+        }
+        while !stuck && sent < 20_000 {
+            var overflowed = false
+            for _ in 0..<16 {
+                let r = server.handle.send(slowID, payload)
+                if r == .overflow { overflowed = true; break }
+                #expect(r == .queued)
+                sent += 1
+            }
+            try roundTrip()
+            if overflowed {
+                // A burst can overflow before the service thread caught up; a client
+                // that does not read keeps the queue full.
+                try roundTrip()
+                try roundTrip()
+                stuck = (server.handle.queuedBytes(slowID) ?? 0) > 200 * 1024
+            }
+        }
+        #expect(stuck)
+        server.handle.close(slowID, code: 4008, reason: "slow_consumer", discardQueued: true)
+
+        // The fast connection is unaffected.
+        try fast.sendText("after")
+        #expect(try fast.receive() == .text("after"))
+
+        // Once the slow client finally reads, it gets what was already on its way,
+        // then the 4008 close.
+        let (messages, close) = try slow.receiveUntilClose(timeout: 30)
+        #expect(close == .close(code: 4008, reason: "slow_consumer"))
+        #expect(messages.count < sent)
+        #expect(server.control.wait { server.control.wasClosed(slowID) })
+    }
+
+    @Test func garbageFramesCloseOnlyThatConnection() throws {
+        let server = try TestServer()
+        let (good, _) = try server.connect()
+        let huge = [UInt8](repeating: 0x33, count: 70_000)
+        let cases: [[UInt8]] = [
+            WebSocketTestClient.encodeFrame(opcodeValue: 3, [1, 2, 3]),            // reserved opcode
+            WebSocketTestClient.encodeFrame(opcodeValue: 1, [0xff, 0xfe, 0xfd]),   // not UTF-8
+            WebSocketTestClient.encodeFrame(opcodeValue: 0, [1]),                  // continuation first
+            WebSocketTestClient.encodeFrame(opcodeValue: 2, [1], rsv: 4),          // RSV bit
+            WebSocketTestClient.encodeFrame(opcodeValue: 9, [UInt8](repeating: 0, count: 200)),  // ping > 125
+            WebSocketTestClient.encodeFrame(opcodeValue: 9, [1], fin: false),       // fragmented control
+            // A 64-bit length with the top bit set, then more payload than the limit.
+            [0x82, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4] + huge,
+            [UInt8](repeating: 0xff, count: 100),
+        ]
+        // All at once (lws waits up to 5 s for some clients to acknowledge its close).
+        var bad: [(WebSocketTestClient, ConnectionID, [UInt8])] = []
+        for bytes in cases {
+            let (client, id) = try server.connect()
+            try? client.sendRaw(bytes)
+            bad.append((client, id, bytes))
+        }
+        for (client, id, bytes) in bad {
+            // lws answers with a close frame (1002, 1007, …) or just hangs up.
+            _ = try? client.receiveUntilClose(timeout: 10)
+            try? client.awaitDisconnect(timeout: 10)
+            #expect(server.control.wait { server.control.wasClosed(id) }, "bytes \(bytes.prefix(4))")
+        }
+
+        // lws 4.1 does not insist on masked client frames: an unmasked one is taken
+        // as a message. It must not hurt anyway.
+        let (unmasked, _) = try server.connect()
+        try unmasked.sendRaw(WebSocketTestClient.encodeFrame(opcodeValue: 1, Array("unmasked".utf8), masked: false))
+        #expect(try unmasked.receive() == .text("unmasked"))
+
+        try good.sendText("alive")
+        #expect(try good.receive() == .text("alive"))
+    }
+
+    @Test func ticksArriveOnTheServiceThread() throws {
+        let server = try TestServer { $0.tickInterval = 0.01 }
+        #expect(server.control.wait { server.control.tickCount >= 3 })
+    }
+
+    @Test func stopWithOpenConnectionsReturnsAndClosesThem() throws {
+        let server = try TestServer()
+        var clients: [WebSocketTestClient] = []
+        var ids: [ConnectionID] = []
+        for _ in 0..<3 {
+            let (c, id) = try server.connect()
+            clients.append(c)
+            ids.append(id)
+        }
+        // One of them is mid-message, one has queued output.
+        try clients[0].sendFrame(.text, Array("half".utf8), fin: false)
+        for i in 0..<100 { server.handle.send(ids[1], .text("queued \(i)")) }
+        server.stop()
+        for id in ids { #expect(server.control.wasClosed(id)) }
+        #expect(server.handle.send(ids[2], .text("x")) == .closed)
+        #expect(server.handle.connectionCount == 0)
+        for c in clients { try? c.awaitDisconnect(timeout: 10) }
+        server.stop()  // idempotent
+    }
+}
