@@ -175,7 +175,9 @@ public enum ServerEvent: Sendable, Hashable {
             w.field("startedAt", startedAt.iso8601)
         }
         w.endObject()
-        return EncodedEvent(kind: kind, seq: seq, bytes: w.bytes, seqDigits: seqStart..<seqEnd)
+        var errorCode: ErrorCode?
+        if case .error(let error) = self { errorCode = error.code }
+        return EncodedEvent(kind: kind, seq: seq, bytes: w.bytes, seqDigits: seqStart..<seqEnd, errorCode: errorCode)
     }
 
     private static func writeResult(_ result: RecognitionResult, includeWords: Bool, into w: inout JSONWriter) {
@@ -206,14 +208,17 @@ public struct EncodedEvent: Sendable, Hashable {
     public let seq: UInt64
     /// The UTF-8 JSON text, ready for a WebSocket text frame.
     public let bytes: [UInt8]
+    /// For an `error` event, its code (so the server can count errors without parsing).
+    public let errorCode: ErrorCode?
     /// Where the digits of `seq` sit in `bytes` (for `resequenced`).
     private let seqDigits: Range<Int>
 
-    init(kind: ServerEventKind, seq: UInt64, bytes: [UInt8], seqDigits: Range<Int>) {
+    init(kind: ServerEventKind, seq: UInt64, bytes: [UInt8], seqDigits: Range<Int>, errorCode: ErrorCode? = nil) {
         self.kind = kind
         self.seq = seq
         self.bytes = bytes
         self.seqDigits = seqDigits
+        self.errorCode = errorCode
     }
 
     /// The JSON text as a String.
@@ -232,6 +237,28 @@ public struct EncodedEvent: Sendable, Hashable {
         var newBytes = bytes
         newBytes.replaceSubrange(seqDigits, with: w.bytes)
         let newRange = seqDigits.lowerBound..<(seqDigits.lowerBound + w.bytes.count)
-        return EncodedEvent(kind: kind, seq: newSeq, bytes: newBytes, seqDigits: newRange)
+        return EncodedEvent(kind: kind, seq: newSeq, bytes: newBytes, seqDigits: newRange, errorCode: errorCode)
+    }
+
+    /// Rewrites the `seq` of an encoded event's bytes (`{"type":"<kind>","seq":N,…}`) to `newSeq`
+    /// without decoding it: for a transport that numbers events as it writes them, so that `seq`
+    /// stays 1, 2, 3 … on the wire even after unsent replaceable events were dropped.
+    /// Returns nil if `bytes` does not begin the way every encoded event does.
+    public static func replacingSeq(in bytes: [UInt8], with newSeq: UInt64) -> [UInt8]? {
+        let marker = Array(#","seq":"#.utf8)
+        // The type is a known kind without quotes or commas: the first marker is the seq's.
+        guard bytes.count > 10, bytes[0] == UInt8(ascii: "{"),
+              let at = (1..<max(1, bytes.count - marker.count)).first(where: { i in
+                  bytes[i] == marker[0] && bytes[i..<(i + marker.count)].elementsEqual(marker)
+              }) else { return nil }
+        let start = at + marker.count
+        var end = start
+        while end < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[end]) { end += 1 }
+        guard end > start else { return nil }
+        var w = JSONWriter(capacity: 20)
+        w.integer(newSeq)
+        var out = bytes
+        out.replaceSubrange(start..<end, with: w.bytes)
+        return out
     }
 }
