@@ -18,10 +18,12 @@ public final class TransportHandle: Sendable {
     let serviceThread = Atomic<UInt>(0)
     let outboundByteLimit: Int
     let drainingRetryAfter: Int
+    let sequencer: (@Sendable ([UInt8], UInt64) -> [UInt8]?)?
 
-    init(outboundByteLimit: Int, drainingRetryAfter: Int) {
+    init(outboundByteLimit: Int, drainingRetryAfter: Int, sequencer: (@Sendable ([UInt8], UInt64) -> [UInt8]?)? = nil) {
         self.outboundByteLimit = outboundByteLimit
         self.drainingRetryAfter = drainingRetryAfter
+        self.sequencer = sequencer
         state = Mutex(SharedState())
     }
 
@@ -116,13 +118,22 @@ public final class TransportHandle: Sendable {
 
     /// The next message to write to `id`, and whether more are queued after it.
     func takeNext(_ id: ConnectionID) -> (message: OutgoingMessage?, more: Bool) {
-        state.withLock { s in
-            guard s.connections[id] != nil else { return (nil, false) }
+        let (taken, more, ordinal) = state.withLock { s -> (OutgoingMessage?, Bool, UInt64) in
+            guard s.connections[id] != nil else { return (nil, false, 0) }
             let message = s.connections[id]!.outbound.dequeue()
             let more = !s.connections[id]!.outbound.isEmpty
             s.connections[id]!.writeScheduled = more
-            return (message, more)
+            var ordinal: UInt64 = 0
+            if message?.sequenced == true {
+                s.connections[id]!.sequencedWritten += 1
+                ordinal = s.connections[id]!.sequencedWritten
+            }
+            return (message, more, ordinal)
         }
+        // Renumber outside the lock: it copies the payload.
+        guard let message = taken, ordinal > 0, let sequencer,
+              let bytes = sequencer(message.payloadBytes, ordinal) else { return (taken, more) }
+        return (OutgoingMessage(kind: message.kind, bytes: bytes, delivery: message.delivery), more)
     }
 
     func takeCommands() -> [ServiceCommand] {
@@ -183,6 +194,8 @@ struct SharedConnection: Sendable {
     var closeRequested = false
     /// The service thread has been (or will be) asked for a WRITEABLE callback.
     var writeScheduled = false
+    /// `sequenced` messages taken for writing so far (the last one's ordinal).
+    var sequencedWritten: UInt64 = 0
 
     init(outbound: OutboundQueue<OutgoingMessage>) {
         self.outbound = outbound

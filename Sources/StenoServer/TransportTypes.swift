@@ -26,12 +26,21 @@ public struct OutgoingMessage: Sendable {
 
     public let kind: Kind
     public let delivery: OutboundDelivery
+    /// Numbered as it is written, by `TransportConfiguration.sequencer`.
+    public let sequenced: Bool
     let frame: FrameBuffer
 
-    public init(kind: Kind, bytes: some Collection<UInt8>, delivery: OutboundDelivery = .mustDeliver) {
+    public init(kind: Kind, bytes: some Collection<UInt8>, delivery: OutboundDelivery = .mustDeliver,
+                sequenced: Bool = false) {
         self.kind = kind
         self.delivery = delivery
+        self.sequenced = sequenced
         frame = FrameBuffer(copying: bytes)
+    }
+
+    /// The payload, copied.
+    var payloadBytes: [UInt8] {
+        Array(UnsafeBufferPointer(start: frame.payload, count: frame.payloadCount))
     }
 
     public static func text(_ text: String, delivery: OutboundDelivery = .mustDeliver) -> OutgoingMessage {

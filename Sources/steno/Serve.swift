@@ -1,6 +1,97 @@
+import Dispatch
+import StenoCore
+import StenoServer
+import StenoSpeech
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `steno serve`: runs the server until SIGTERM or SIGINT, then drains (finalize every session,
+/// deliver its finals, close with 1001) and exits 0.
 enum Serve {
     static func run(_ arguments: [String]) -> Int32 {
-        FileHandleOutput.stderr("steno serve: not yet\n")
-        return 1
+        var environment: [String: String] = [:]
+        var entry = environ
+        while let pointer = entry.pointee {
+            let pair = String(cString: pointer)
+            if let eq = pair.firstIndex(of: "=") {
+                environment[String(pair[..<eq])] = String(pair[pair.index(after: eq)...])
+            }
+            entry += 1
+        }
+
+        let options: ServerOptions
+        do {
+            options = try ServerOptions(arguments: arguments, environment: environment)
+        } catch {
+            FileHandleOutput.stderr("steno serve: \(error)\n\nsee steno serve --help\n")
+            return 2
+        }
+        if options.helpRequested {
+            FileHandleOutput.stdout(ServerOptions.helpText())
+            return 0
+        }
+
+        let level: ServerLog.Level = switch options.logLevel {
+            case .error: .error
+            case .warning: .warning
+            case .info: .info
+            case .debug, .trace: .debug
+        }
+        let log = ServerLog(minimum: level)
+        if options.logLevel >= .trace {
+            try? PocketSphinxEngine.setLogFile("/dev/stderr")
+        }
+
+        let engine: PocketSphinxEngine
+        do throws(StenoError) {
+            engine = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(
+                modelDirectory: options.modelPath,
+                readyDecoders: 1,
+                maxIdleDecoders: options.maxSessions))
+        } catch {
+            FileHandleOutput.stderr("steno serve: cannot load the speech model: \(error.message)\n")
+            return 1
+        }
+
+        // Signals are taken by a dispatch source, not a handler: the drain runs on the main thread.
+        signal(SIGTERM, SIG_IGN)
+        signal(SIGINT, SIG_IGN)
+        signal(SIGPIPE, SIG_IGN)
+        let stop = DispatchSemaphore(value: 0)
+        let sources = [SIGTERM, SIGINT].map { number in
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { stop.signal() }
+            source.resume()
+            return source
+        }
+
+        let server = StenoServer(options: options, engine: engine, log: log)
+        let port: Int
+        do {
+            port = try server.start()
+        } catch {
+            FileHandleOutput.stderr("steno serve: cannot listen on \(options.host):\(options.port): \(error)\n")
+            return 1
+        }
+        let scheme = options.tls == nil ? "http" : "https"
+        let host = options.host.contains(":") ? "[\(options.host)]" : options.host
+        FileHandleOutput.stdout("steno \(StenoVersion.string) listening on \(scheme)://\(host):\(port)\n")
+
+        stop.wait()
+        let drainSeconds = Double(options.drainTimeout.components.seconds)
+            + Double(options.drainTimeout.components.attoseconds) / 1e18
+        log.info("signal received: draining (at most \(drainSeconds) s)")
+        // A second signal while draining stops at once.
+        DispatchQueue.global().async {
+            stop.wait()
+            log.warning("second signal: stopping now")
+            exit(1)
+        }
+        let clean = server.drain(timeout: drainSeconds)
+        log.info(clean ? "drained: every session finished" : "drain timeout: some sessions were cut short")
+        withExtendedLifetime(sources) {}
+        return 0
     }
 }

@@ -1,0 +1,74 @@
+import StenoCore
+import StenoSpeech
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What every session of a server shares.
+struct ServerContext: Sendable {
+    let handle: TransportHandle
+    let engine: any SpeechEngine
+    let pool: WorkerPool
+    let metrics: StenoMetrics
+    let log: ServerLog
+    let channels: ChannelHub
+    let sessionConfiguration: SessionConfiguration
+}
+
+/// Clocks: monotonic seconds for timeouts and latencies, UTC for `startedAt`.
+enum Clock {
+    static func now() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    static func wall() -> UTCTime {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return UTCTime(millisecondsSince1970: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000)
+    }
+}
+
+enum Format {
+    /// Seconds with millisecond precision, no trailing zeros.
+    static func seconds(_ value: Double) -> String {
+        var w = JSONWriter(capacity: 16)
+        w.seconds(value)
+        return String(decoding: w.bytes, as: UTF8.self)
+    }
+}
+
+/// The server's log: one line per event worth knowing, to stderr, with a UTC timestamp.
+public struct ServerLog: Sendable {
+    public enum Level: Int, Sendable, Comparable {
+        case debug, info, warning, error
+        public static func < (a: Level, b: Level) -> Bool { a.rawValue < b.rawValue }
+        var label: String { ["debug", "info", "warning", "error"][rawValue] }
+    }
+
+    public let minimum: Level
+    private let sink: @Sendable (String) -> Void
+
+    /// A log that writes lines at or above `minimum` to `sink` (stderr by default).
+    public init(minimum: Level = .info, sink: (@Sendable (String) -> Void)? = nil) {
+        self.minimum = minimum
+        self.sink = sink ?? { line in
+            var bytes = Array(line.utf8)
+            bytes.append(UInt8(ascii: "\n"))
+            _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+        }
+    }
+
+    public func debug(_ message: @autoclosure () -> String) { emit(.debug, message) }
+    public func info(_ message: @autoclosure () -> String) { emit(.info, message) }
+    public func warning(_ message: @autoclosure () -> String) { emit(.warning, message) }
+    public func error(_ message: @autoclosure () -> String) { emit(.error, message) }
+
+    private func emit(_ level: Level, _ message: () -> String) {
+        guard level >= minimum else { return }
+        sink("\(Clock.wall().iso8601) \(level.label) \(message())")
+    }
+}

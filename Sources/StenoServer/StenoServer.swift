@@ -1,0 +1,126 @@
+import StenoCore
+import StenoSpeech
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The captioning server: the transport (libwebsockets on its own thread), the worker pool,
+/// the speech engine and the session layer, put together. `steno serve` runs one; tests run
+/// them in-process on 127.0.0.1, port 0.
+public final class StenoServer: Sendable {
+    public static let version = "0.1.0"
+
+    public let options: ServerOptions
+    public let metrics: StenoMetrics
+    private let transport: WebSocketTransport
+    private let pool: WorkerPool
+    private let context: ServerContext
+    private let sessions = SessionRegistry()
+    private let log: ServerLog
+
+    /// Builds a server. The engine is shared by all sessions (each gets its own recognizer).
+    public init(options: ServerOptions, engine: any SpeechEngine, log: ServerLog = ServerLog()) {
+        self.options = options
+        self.log = log
+        let metrics = StenoMetrics()
+        self.metrics = metrics
+        let pool = WorkerPool(workers: max(1, options.workers), name: "steno")
+        metrics.attach(pool: pool)
+        self.pool = pool
+
+        var configuration = TransportConfiguration()
+        configuration.host = options.host
+        configuration.port = options.port
+        configuration.tlsCertificatePath = options.tls?.certificatePath
+        configuration.tlsKeyPath = options.tls?.privateKeyPath
+        configuration.maxMessageSize = options.maxFrameBytes
+        configuration.outboundByteLimit = options.outboundBytes
+        configuration.webRoot = options.webRoot.isEmpty ? nil : options.webRoot
+        configuration.serverName = "steno/\(Self.version)"
+        configuration.sequencer = { bytes, seq in EncodedEvent.replacingSeq(in: bytes, with: seq) }
+        configuration.log = { level, message in
+            switch level {
+            case .error: log.error(message)
+            case .warning: log.warning(message)
+            case .info: log.info(message)
+            }
+        }
+        let transport = WebSocketTransport(configuration: configuration)
+        self.transport = transport
+
+        let info = engine.info
+        let limits = SessionLimits(
+            maxFrameBytes: options.maxFrameBytes,
+            bufferSeconds: options.bufferSeconds,
+            maxSessionSeconds: options.maxSessionDuration.map(Self.seconds) ?? 0,
+            idleTimeoutSeconds: options.idleTimeout.map(Self.seconds) ?? 0,
+            outboundBytes: options.outboundBytes)
+        self.context = ServerContext(
+            handle: transport.handle,
+            engine: engine,
+            pool: pool,
+            metrics: metrics,
+            log: log,
+            channels: ChannelHub(handle: transport.handle, metrics: metrics),
+            sessionConfiguration: SessionConfiguration(
+                engine: EngineInfo(name: info.name, model: info.model, language: info.language, sampleRate: info.sampleRate),
+                limits: limits))
+    }
+
+    /// Starts listening; returns the port (the real one when `options.port` is 0).
+    @discardableResult
+    public func start() throws -> Int {
+        let service = StenoService(context: context, options: options, registry: sessions)
+        let port = try transport.start(delegate: service)
+        let scheme = options.tls == nil ? "http" : "https"
+        let host = options.host.contains(":") ? "[\(options.host)]" : options.host
+        log.info("listening on \(scheme)://\(host):\(port) (web client at /, sessions at /v1/stream), "
+            + "\(options.workers) workers, at most \(options.maxSessions) sessions")
+        return port
+    }
+
+    /// The port, once started.
+    public var port: Int? { transport.port }
+
+    /// Open `/v1/stream` sessions.
+    public var sessionCount: Int { sessions.count }
+
+    /// Graceful shutdown: refuse new connections (`/healthz` answers 503), finalize every
+    /// session and deliver its finals, close them with 1001, then stop. Sessions still open
+    /// after `timeout` seconds are closed at once. Returns true when every session finished
+    /// within the timeout.
+    @discardableResult
+    public func drain(timeout: Double) -> Bool {
+        transport.handle.beginDraining()
+        let deadline = Clock.now() + max(0, timeout)
+        while sessions.liveCount > 0 && Clock.now() < deadline {
+            usleep(20_000)
+        }
+        let clean = sessions.liveCount == 0
+        if !clean {
+            log.warning("drain timeout: closing \(sessions.liveCount) sessions now")
+            for session in sessions.all { session.input(.shutdownDeadline) }
+        }
+        // Let the close frames (and the finals before them) reach the clients.
+        let flushDeadline = Clock.now() + 2
+        while transport.handle.connectionCount > 0 && Clock.now() < flushDeadline {
+            usleep(20_000)
+        }
+        stop()
+        return clean
+    }
+
+    /// Stops at once: connections are dropped, the pool's threads end.
+    public func stop() {
+        transport.stop()
+        if !pool.shutdown(.drain, timeout: .seconds(2)) {
+            pool.shutdown(.immediate)
+        }
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        let (s, attoseconds) = duration.components
+        return Double(s) + Double(attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,201 @@
+import StenoCore
+import StenoSpeech
+import Synchronization
+
+/// The open `/v1/stream` sessions, by connection: written on the lws thread, read from any
+/// (`StenoServer` watches it while draining).
+final class SessionRegistry: Sendable {
+    private let sessions = Mutex<[ConnectionID: StreamSession]>([:])
+
+    func add(_ session: StreamSession) { sessions.withLock { $0[session.connection] = session } }
+    func remove(_ id: ConnectionID) -> StreamSession? { sessions.withLock { $0.removeValue(forKey: id) } }
+    subscript(id: ConnectionID) -> StreamSession? { sessions.withLock { $0[id] } }
+
+    /// Sessions still open.
+    var count: Int { sessions.withLock { $0.count } }
+    /// Sessions whose protocol has not closed yet (draining waits for these).
+    var liveCount: Int { sessions.withLock { $0.values.filter { !$0.isClosed }.count } }
+    /// Every open session.
+    var all: [StreamSession] { sessions.withLock { Array($0.values) } }
+}
+
+/// The session layer on top of the transport: routes, sessions, viewers, HTTP endpoints,
+/// ticks and draining. Not `Sendable`: the transport calls it on the lws service thread only,
+/// and its own state (`pendingUpgrades`, `draining`) is touched nowhere else.
+final class StenoService: TransportDelegate {
+    static let streamPath = "/v1/stream"
+    static let listenPath = "/v1/listen"
+
+    let context: ServerContext
+    let options: ServerOptions
+    private let policy: HandshakePolicy
+    private let registry: SessionRegistry
+    /// When upgrades were accepted whose connection has not opened yet: they count against
+    /// capacity for a few seconds (an accepted handshake that never completes expires).
+    private var pendingUpgrades: [Double] = []
+    private var draining = false
+
+    init(context: ServerContext, options: ServerOptions, registry: SessionRegistry) {
+        self.context = context
+        self.options = options
+        self.registry = registry
+        self.policy = HandshakePolicy(
+            paths: [Self.streamPath, Self.listenPath],
+            tokens: Set(options.tokens),
+            allowedOrigins: options.allowedOrigins.isEmpty ? nil : Set(options.allowedOrigins))
+    }
+
+    private var sessionCount: Int { registry.count }
+    private var allSessions: [StreamSession] { registry.all }
+
+    // MARK: TransportDelegate (lws thread)
+
+    func decideUpgrade(_ request: UpgradeRequest) -> UpgradeDecision {
+        var hasCapacity = true
+        if request.path == Self.streamPath {
+            let now = Clock.now()
+            pendingUpgrades.removeAll { now - $0 > 5 }
+            hasCapacity = sessionCount + pendingUpgrades.count < options.maxSessions
+        } else if request.path == Self.listenPath {
+            guard let name = request.queryValue("channel"), ChannelName.isValid(name) else {
+                return .reject(HTTPResponse(status: 400,
+                    text: "400 Bad Request: /v1/listen needs ?channel=NAME (1-64 letters, digits, '-', '_', '.')\n"))
+            }
+        }
+        let decision = policy.evaluate(request, hasCapacity: hasCapacity)
+        switch decision {
+        case .accept:
+            if request.path == Self.streamPath { pendingUpgrades.append(Clock.now()) }
+        case .reject(let response):
+            let reason: String? = switch response.status {
+            case 401: "unauthorized"
+            case 403: "forbidden_origin"
+            case 503: "capacity"
+            default: nil
+            }
+            if let reason { context.metrics.handshakesRefused.labels(reason).increment() }
+        }
+        return decision
+    }
+
+    func opened(_ id: ConnectionID, request: UpgradeRequest) {
+        let now = Clock.now()
+        if request.path == Self.listenPath, let name = request.queryValue("channel") {
+            context.channels.addViewer(id, channel: name, now: Clock.wall())
+            context.log.info("viewer \(id) joined channel \(name) from \(request.remoteAddress)")
+            return
+        }
+        if !pendingUpgrades.isEmpty { pendingUpgrades.removeFirst() }
+        let session = StreamSession(connection: id, remoteAddress: request.remoteAddress, server: context, now: now)
+        registry.add(session)
+        context.metrics.sessionsActive.increment()
+        context.metrics.sessionsTotal.increment()
+        if draining { session.input(.shutdown) }
+    }
+
+    func received(_ id: ConnectionID, _ message: IncomingMessage) {
+        if let session = registry[id] {
+            session.received(message, now: Clock.now())
+        } else if context.channels.isViewer(id) {
+            let error = ServerEvent.error(StenoError(.badMessage, "a viewer of a channel cannot send messages"))
+            context.handle.send(id, OutgoingMessage(kind: .text, bytes: error.encoded(seq: 0).bytes, sequenced: true))
+            context.metrics.errorSent(.badMessage)
+        }
+    }
+
+    func tooLarge(_ id: ConnectionID, limit: Int) {
+        if let session = registry[id] {
+            session.input(.frameTooLarge(bytes: limit + 1))
+        } else {
+            context.handle.close(id, code: 1009, reason: "too_large")
+        }
+    }
+
+    func closed(_ id: ConnectionID) {
+        if let session = registry.remove(id) {
+            if let summary = session.transportClosed() { context.log.info(summary) }
+            context.metrics.sessionsActive.decrement()
+        } else if context.channels.isViewer(id) {
+            context.channels.removeViewer(id)
+            context.log.info("viewer \(id) left")
+        }
+    }
+
+    func http(_ request: HTTPRequest) -> HTTPResponse? {
+        switch request.path {
+        case "/healthz":
+            var w = JSONWriter(capacity: 96)
+            w.beginObject()
+            w.field("status", draining ? "draining" : "ok")
+            w.field("version", StenoServer.version)
+            w.field("sessions", integer: sessionCount)
+            w.field("viewers", integer: context.channels.viewers.count)
+            w.endObject()
+            return HTTPResponse(status: draining ? 503 : 200, contentType: "application/json", body: w.bytes,
+                                headers: [("Cache-Control", "no-store")])
+        case "/metrics":
+            updateSampledMetrics()
+            return HTTPResponse(status: 200, contentType: MetricsRegistry.contentType,
+                                body: Array(context.metrics.registry.exposition().utf8),
+                                headers: [("Cache-Control", "no-store")])
+        default:
+            break
+        }
+        if request.path.hasPrefix("/v1/channels/") {
+            return captions(path: request.path)
+        }
+        return nil
+    }
+
+    func tick() {
+        let now = Clock.now()
+        for session in allSessions {
+            session.input(.tick(now: now))
+            context.metrics.lagSeconds.observe(session.lag)
+        }
+    }
+
+    func drainingStarted() {
+        draining = true
+        context.log.info("draining: finalizing \(sessionCount) sessions; new connections are refused")
+        for session in allSessions { session.input(.shutdown) }
+        for viewer in context.channels.viewers {
+            context.handle.close(viewer, code: 1001, reason: "shutting_down")
+        }
+    }
+
+    // MARK: -
+
+    /// `/v1/channels/NAME/captions.vtt` or `.srt`.
+    private func captions(path: String) -> HTTPResponse {
+        let rest = path.dropFirst("/v1/channels/".count)
+        let parts = rest.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 2, ChannelName.isValid(String(parts[0])),
+              let format: CaptionFormat = switch parts[1] {
+                  case "captions.vtt": .webVTT
+                  case "captions.srt": .srt
+                  case "captions.txt": .plainText
+                  default: nil
+              },
+              let finals = context.channels.finals(of: String(parts[0])) else {
+            return HTTPResponse(status: 404, text: "404 Not Found\n")
+        }
+        return HTTPResponse(status: 200, contentType: format.contentType,
+                            body: Array(Captions.render(finals, as: format).utf8),
+                            headers: [("Cache-Control", "no-store")])
+    }
+
+    private func updateSampledMetrics() {
+        var queued = 0
+        var buffered = 0.0
+        for session in allSessions {
+            queued += context.handle.queuedBytes(session.connection) ?? 0
+            buffered += session.bufferedSeconds
+        }
+        for viewer in context.channels.viewers {
+            queued += context.handle.queuedBytes(viewer) ?? 0
+        }
+        context.metrics.outboundQueueBytes.set(Double(queued))
+        context.metrics.inboundBufferedAudioSeconds.set(buffered)
+    }
+}
