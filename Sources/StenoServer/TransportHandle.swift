@@ -34,14 +34,19 @@ public final class TransportHandle: Sendable {
     public func send(_ id: ConnectionID, _ message: OutgoingMessage) -> SendResult {
         let wake = !isServiceThread
         return state.withLock { s -> SendResult in
-            guard let c = s.connections[id], !c.closeRequested else { return .closed }
-            let result = s.connections[id]!.outbound.enqueue(message, size: message.byteCount, delivery: message.delivery)
-            if result == .overflow { return .overflow }
-            if !c.writeScheduled {
-                s.connections[id]!.writeScheduled = true
-                s.post(.writable(id), wake: wake)
+            // In place (no copy of the connection's queue is ever held, so enqueuing
+            // never copies its storage).
+            let outcome = s.modify(id) { c -> (SendResult, Bool)? in
+                if c.closeRequested { return nil }
+                let result = c.outbound.enqueue(message, size: message.byteCount, delivery: message.delivery)
+                if result == .overflow { return (.overflow, false) }
+                let schedule = !c.writeScheduled
+                c.writeScheduled = true
+                return (result == .replaced ? .replaced : .queued, schedule)
             }
-            return result == .replaced ? .replaced : .queued
+            guard let outcome = outcome ?? nil else { return .closed }
+            if outcome.1 { s.post(.writable(id), wake: wake) }
+            return outcome.0
         }
     }
 
@@ -54,10 +59,13 @@ public final class TransportHandle: Sendable {
     public func close(_ id: ConnectionID, code: UInt16, reason: String = "", discardQueued: Bool = false) {
         let wake = !isServiceThread
         state.withLock { s in
-            guard let c = s.connections[id], !c.closeRequested else { return }
-            s.connections[id]!.closeRequested = true
-            if discardQueued { s.connections[id]!.outbound.removeAll() }
-            s.post(.close(id, code: code, reason: reason), wake: wake)
+            let first = s.modify(id) { c -> Bool in
+                if c.closeRequested { return false }
+                c.closeRequested = true
+                if discardQueued { c.outbound.removeAll() }
+                return true
+            }
+            if first == true { s.post(.close(id, code: code, reason: reason), wake: wake) }
         }
     }
 
@@ -119,16 +127,17 @@ public final class TransportHandle: Sendable {
     /// The next message to write to `id`, and whether more are queued after it.
     func takeNext(_ id: ConnectionID) -> (message: OutgoingMessage?, more: Bool) {
         let (taken, more, ordinal) = state.withLock { s -> (OutgoingMessage?, Bool, UInt64) in
-            guard s.connections[id] != nil else { return (nil, false, 0) }
-            let message = s.connections[id]!.outbound.dequeue()
-            let more = !s.connections[id]!.outbound.isEmpty
-            s.connections[id]!.writeScheduled = more
-            var ordinal: UInt64 = 0
-            if message?.sequenced == true {
-                s.connections[id]!.sequencedWritten += 1
-                ordinal = s.connections[id]!.sequencedWritten
-            }
-            return (message, more, ordinal)
+            s.modify(id) { c -> (OutgoingMessage?, Bool, UInt64) in
+                let message = c.outbound.dequeue()
+                let more = !c.outbound.isEmpty
+                c.writeScheduled = more
+                var ordinal: UInt64 = 0
+                if message?.sequenced == true {
+                    c.sequencedWritten += 1
+                    ordinal = c.sequencedWritten
+                }
+                return (message, more, ordinal)
+            } ?? (nil, false, 0)
         }
         // Renumber outside the lock: it copies the payload.
         guard let message = taken, ordinal > 0, let sequencer,
@@ -217,6 +226,12 @@ struct SharedState: Sendable {
     var draining = false
     var context: LwsContextRef?
     var port: Int?
+
+    /// Runs `body` on connection `id` in place; nil when there is no such connection.
+    mutating func modify<R>(_ id: ConnectionID, _ body: (inout SharedConnection) -> R) -> R? {
+        guard connections[id] != nil else { return nil }
+        return body(&connections[id]!)
+    }
 
     mutating func post(_ command: ServiceCommand, wake: Bool) {
         commands.append(command)
