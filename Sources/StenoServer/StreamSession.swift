@@ -185,6 +185,7 @@ final class StreamSession: Sendable {
                 let recognizer = try engine.makeRecognizer(options: RecognizerOptions())
                 let made = try TranscriptionPipeline(format: request.audio, recognizer: recognizer)
                 metrics.recognizersCreated.increment()
+                if request.audio.encoding == .opus { metrics.decodersCreated.increment() }
                 pipeline.withValue { $0 = made }
             } catch {
                 server.log.error("session \(sessionID): cannot start the recognizer: \(error.message)")
