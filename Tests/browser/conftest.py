@@ -190,4 +190,12 @@ def node_path() -> str:
     path = os.environ.get("STENO_NODE") or shutil.which("node")
     if not path:
         pytest.skip("node is not installed")
+    # The Node tests use the WebSocket global (node 20.10+ with --experimental-websocket, 22+ without).
+    version = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.strip().lstrip("v")
+    try:
+        major, minor = (int(x) for x in version.split(".")[:2])
+    except ValueError:
+        pytest.skip(f"cannot tell node's version ({version!r})")
+    if (major, minor) < (20, 10):
+        pytest.skip(f"node {version} has no WebSocket; 20.10 or later is needed")
     return path
