@@ -58,6 +58,8 @@ public final class TransportHandle: Sendable {
     /// cut without a close frame.
     public func close(_ id: ConnectionID, code: UInt16, reason: String = "", discardQueued: Bool = false) {
         let wake = !isServiceThread
+        // Codes RFC 6455 forbids on the wire (1004-1006, 1015, <1000, ≥5000) become 1011.
+        let code = TransportHandle.mayBeSent(code) ? code : 1011
         state.withLock { s in
             let first = s.modify(id) { c -> Bool in
                 if c.closeRequested { return false }
@@ -102,6 +104,13 @@ public final class TransportHandle: Sendable {
     /// Unsent outbound bytes of `id`, or nil when it is not open.
     public func queuedBytes(_ id: ConnectionID) -> Int? {
         state.withLock { $0.connections[id]?.outbound.byteCount }
+    }
+
+    static func mayBeSent(_ code: UInt16) -> Bool {
+        switch code {
+        case 1000...1003, 1007...1014, 3000...4999: true
+        default: false
+        }
     }
 
     var isServiceThread: Bool {

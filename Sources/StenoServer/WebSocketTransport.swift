@@ -107,8 +107,8 @@ public final class WebSocketTransport: Sendable {
 
     /// Stops serving: every connection is closed (the delegate hears `closed` for
     /// each, on the service thread), the context is destroyed, and the thread ends
-    /// before this returns. For a graceful end, drain first. Idempotent; must not be
-    /// called from a delegate method.
+    /// before this returns. For a graceful end, drain first. Idempotent. Called from
+    /// a delegate method it cannot wait: the server stops after that callback.
     public func stop() {
         let current = run.withLock { state -> RunState in
             let s = state
@@ -116,8 +116,13 @@ public final class WebSocketTransport: Sendable {
             return s
         }
         guard case .running(let loop, let ended) = current else { return }
-        precondition(!handle.isServiceThread, "stop() called on the lws service thread (from a delegate method)")
         loop.stopRequested.store(true, ordering: .releasing)
+        if handle.isServiceThread {
+            // From a delegate method: the thread cannot wait for itself. It stops
+            // once the current callback returns.
+            configuration.log(.warning, "stop() called from the service thread; stopping without waiting")
+            return
+        }
         handle.wake()
         ended.wait()
         configuration.log(.info, "stopped")

@@ -325,3 +325,16 @@ import Testing
         server.stop()  // idempotent
     }
 }
+
+@Suite struct CloseCodeTests {
+    @Test func codesThatMayNotBeSentBecome1011() throws {
+        #expect(TransportHandle.mayBeSent(1000))
+        #expect(TransportHandle.mayBeSent(1009))
+        #expect(TransportHandle.mayBeSent(4008))
+        for bad: UInt16 in [0, 999, 1004, 1005, 1006, 1015, 2000, 5000] { #expect(!TransportHandle.mayBeSent(bad)) }
+        let server = try TestServer()
+        let (client, id) = try server.connect()
+        server.handle.close(id, code: 1006, reason: "no such code")
+        #expect(try client.receive() == .close(code: 1011, reason: "no such code"))
+    }
+}
