@@ -56,6 +56,12 @@ enum Serve {
         }
 
         // Signals are taken by a dispatch source, not a handler: the drain runs on the main thread.
+        // A parent may have started us with these signals blocked (the mask is inherited).
+        var wanted = sigset_t()
+        sigemptyset(&wanted)
+        sigaddset(&wanted, SIGTERM)
+        sigaddset(&wanted, SIGINT)
+        pthread_sigmask(SIG_UNBLOCK, &wanted, nil)
         signal(SIGTERM, SIG_IGN)
         signal(SIGINT, SIG_IGN)
         signal(SIGPIPE, SIG_IGN)
