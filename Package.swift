@@ -64,7 +64,7 @@ let package = Package(
             resources: [.copy("Resources")]),
         .testTarget(
             name: "StenoSpeechTests",
-            dependencies: ["StenoSpeech"],
+            dependencies: ["StenoSpeech", "StenoAudio"],
             resources: [.copy("Resources")]),
         .testTarget(
             name: "StenoCLITests",

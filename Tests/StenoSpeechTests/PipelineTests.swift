@@ -1,0 +1,157 @@
+import StenoAudio
+import StenoCore
+import Testing
+@testable import StenoSpeech
+
+/// TranscriptionPipeline with the real recognizer: the session timeline through resampling,
+/// and finalize at the end of input and before it.
+@Suite struct PipelineTests {
+    static func s16(_ samples: [Int16]) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: samples.count * 2)
+        for (i, s) in samples.enumerated() {
+            bytes[2 * i] = UInt8(truncatingIfNeeded: s)
+            bytes[2 * i + 1] = UInt8(truncatingIfNeeded: s >> 8)
+        }
+        return bytes
+    }
+
+    static func pipeline(rate: Int = 16000, encoding: AudioEncoding = .pcmS16LE) throws -> TranscriptionPipeline {
+        let recognizer = try SharedEngine.get().makeRecognizer(options: RecognizerOptions())
+        return try TranscriptionPipeline(
+            format: AudioFormat(encoding: encoding, sampleRate: rate, channels: 1), recognizer: recognizer)
+    }
+
+    /// Feeds 16-bit samples in 20 ms messages; returns the events of each message in order.
+    static func feed(_ pipeline: TranscriptionPipeline, _ samples: [Int16], rate: Int,
+                     from: Int = 0, to: Int? = nil) throws -> [TranscriberEvent] {
+        var events: [TranscriberEvent] = []
+        let step = rate / 50
+        var i = from
+        let end = min(to ?? samples.count, samples.count)
+        while i < end {
+            let j = min(end, i + step)
+            events += try pipeline.append(s16(Array(samples[i..<j]))).events
+            i = j
+        }
+        return events
+    }
+
+    static func words(_ finals: [RecognitionResult]) -> [String] {
+        finals.flatMap { $0.words.map(\.text) }
+    }
+
+    static func checkInvariants(_ finals: [RecognitionResult], duration: Double) {
+        var previousEnd = 0.0
+        for final in finals {
+            #expect(final.range.start >= previousEnd - 1e-9, "finals overlap: \(final.range)")
+            #expect(final.range.end <= duration + 0.001)
+            for word in final.words {
+                #expect(final.range.contains(word.range), "\(word.text) \(word.range) outside \(final.range)")
+            }
+            previousEnd = final.range.end
+        }
+    }
+
+    @Test func resampledInputKeepsTheTimeline() throws {
+        let audio = try TestAudio.load("beckett.wav")
+        let p16 = try Self.pipeline()
+        let reference = try (Self.feed(p16, audio.samples, rate: 16000) + p16.finish()).finals
+
+        // The same speech at 44.1 kHz, after 1.5 s of silence: every word 1.5 s later.
+        let resampler = try Resampler(inputRate: 16000, outputRate: 44100)
+        var up = resampler.process(audio.floats)
+        up += resampler.flush()
+        let samples = [Int16](repeating: 0, count: 66150) + up.map { Int16(max(-32768, min(32767, ($0 * 32768).rounded()))) }
+        let p44 = try Self.pipeline(rate: 44100)
+        let shifted = try (Self.feed(p44, samples, rate: 44100) + p44.finish()).finals
+        Self.checkInvariants(shifted, duration: Double(samples.count) / 44100)
+
+        #expect(Self.words(shifted) == Self.words(reference))
+        for (a, b) in zip(reference.flatMap(\.words), shifted.flatMap(\.words)) where a.text == b.text {
+            #expect(abs(b.range.start - 1.5 - a.range.start) <= 0.021, "\(a.text): \(a.range.start) vs \(b.range.start)")
+            #expect(abs(b.range.end - 1.5 - a.range.end) <= 0.021, "\(a.text): \(a.range.end) vs \(b.range.end)")
+        }
+    }
+
+    @Test func finalizeMidSentenceMakesWhatWasHeardFinal() throws {
+        let audio = try TestAudio.load("librivox/sense_and_sensibility_01_austen_64kb-0870.wav")
+        let cut = audio.samples.count / 2
+        let p = try Self.pipeline()
+        var events = try Self.feed(p, audio.samples, rate: 16000, to: cut)
+        let atFinalize = events.count
+        events += try p.finalize()
+        let finalized = Array(events[atFinalize...]).finals
+        #expect(finalized.count == 1, "one final for the utterance in progress")
+        let cutTime = Double(cut) / 16000
+        #expect(finalized.allSatisfy { $0.range.end <= cutTime + 0.001 })
+        #expect(!(finalized.first?.words.isEmpty ?? true))
+
+        events += try Self.feed(p, audio.samples, rate: 16000, from: cut)
+        events += try p.finish()
+        let later = events.finals.filter { $0.range.start >= cutTime - 0.001 }
+        #expect(!later.isEmpty, "speech after the finalize continues in a new result")
+        Self.checkInvariants(events.finals, duration: audio.duration)
+    }
+
+    @Test func finalizeThroughAnEarlierTimeKeepsTheRestVolatile() throws {
+        let audio = try TestAudio.load("librivox/sense_and_sensibility_01_austen_64kb-0870.wav")
+        let whole = try Self.pipeline()
+        let reference = try (Self.feed(whole, audio.samples, rate: 16000) + whole.finish()).finals
+
+        let received = audio.samples.count * 3 / 4
+        let through = Double(audio.samples.count / 3) / 16000
+        let p = try Self.pipeline()
+        var events = try Self.feed(p, audio.samples, rate: 16000, to: received)
+        let before = events.count
+        let produced = try p.finalize(through: through)
+        events += produced
+        let finals = produced.finals
+        #expect(finals.count == 1)
+        if let final = finals.first {
+            // The words before `through`, and the final ends at `through` or with its last word.
+            #expect(final.words.allSatisfy { ($0.range.start + $0.range.end) / 2 < through })
+            #expect(final.range.end >= through - 0.001)
+            #expect(final.range.end <= Double(received) / 16000)
+        }
+        // What follows `through` was heard again: a volatile result after the final.
+        #expect(!Array(events[before...]).partials.isEmpty)
+
+        events += try Self.feed(p, audio.samples, rate: 16000, from: received)
+        events += try p.finish()
+        Self.checkInvariants(events.finals, duration: audio.duration)
+        // Nothing was lost: about the words of an uninterrupted run (a cut can change a word or two).
+        let got = Self.words(events.finals), want = Self.words(reference)
+        let common = Set(got).intersection(want).count
+        #expect(Double(common) >= 0.7 * Double(Set(want).count), "\(got) vs \(want)")
+    }
+
+    @Test func finalizeWithNothingHeardProducesNothing() throws {
+        let p = try Self.pipeline()
+        let silence = [Int16](repeating: 0, count: 16000)
+        _ = try Self.feed(p, silence, rate: 16000)
+        #expect(try p.finalize().finals.isEmpty)
+        #expect(try p.finalize(through: 0.5).finals.isEmpty)
+        #expect(try p.finish().finals.isEmpty)
+        #expect(abs(p.receivedSeconds - 1) < 1e-9)
+    }
+
+    @Test func cancelReleasesTheRecognizer() throws {
+        let engine = try SharedEngine.get()
+        let audio = try TestAudio.load("beckett.wav")
+        let p = try Self.pipeline()
+        _ = try Self.feed(p, audio.samples, rate: 16000, to: 40000)
+        let idle = engine.idleDecoders
+        p.cancel()
+        #expect(engine.idleDecoders == idle + 1)
+        #expect(try p.finish().isEmpty)
+    }
+
+    @Test func misalignedPCMIsRejectedAndChangesNothing() throws {
+        let p = try Self.pipeline()
+        #expect(throws: StenoError.self) { _ = try p.append([1, 2, 3]) }
+        #expect(p.receivedSeconds == 0)
+        _ = try p.append([0, 0])
+        #expect(abs(p.receivedSeconds - 1.0 / 16000) < 1e-12)
+        p.cancel()
+    }
+}
