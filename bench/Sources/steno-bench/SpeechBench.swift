@@ -79,7 +79,8 @@ private struct BenchFile {
 private struct SpeechBench {
     let settings: SpeechBenchSettings
     let testData = "/usr/share/pocketsphinx/test/data"
-    let model = PocketSphinxConfiguration()
+    /// pocketsphinx's own defaults (no extra arguments), as the CLI runs.
+    let model = PocketSphinxConfiguration(arguments: [])
 
     func run() throws {
         let referenced = try loadReferenced()
@@ -91,6 +92,7 @@ private struct SpeechBench {
             speedFiles.append(try BenchWAV.load(path, name: (path as NSString).lastPathComponent, reference: nil))
         }
         print("speech benchmark: pocketsphinx 5prealpha, model \(model.modelDirectory), \(settings.chunk)-sample chunks, best of \(settings.repeats)")
+        print("speed and memory with pocketsphinx's default options, as the CLI runs")
         if settings.only == nil || settings.only == "speed" {
             print("")
             try speed(speedFiles)
@@ -308,7 +310,7 @@ private struct SpeechBench {
         var sets: [[String]] = [
             [],
             ["-maxhmmpf", "3000", "-maxwpf", "10"],
-            ["-maxhmmpf", "5000", "-maxwpf", "20"],
+            PocketSphinxConfiguration.recommendedArguments,
         ]
         if !settings.quick {
             sets += [
@@ -343,7 +345,8 @@ private struct SpeechBench {
         var correctness: [Bool] = []
         let audio = referenced.reduce(0) { $0 + $1.seconds }
         for setIndex in sets.indices {
-            var row = [sets[setIndex].isEmpty ? "(defaults)" : sets[setIndex].joined(separator: " ")]
+            var row = [sets[setIndex].isEmpty ? "(pocketsphinx defaults)" : sets[setIndex].joined(separator: " ")
+                + (sets[setIndex] == PocketSphinxConfiguration.recommendedArguments ? " (Steno default)" : "")]
             for group in groups {
                 var errors = 0
                 var count = 0
