@@ -139,9 +139,6 @@ final class PocketSphinxDecoder: @unchecked Sendable {
     /// Voice activity as pocketsphinx's front end sees it after the last frame processed.
     var inSpeech: Bool { ps_get_in_speech(ps) != 0 }
 
-    /// Frames the utterance has sent to the search (after `endUtterance`: all of them).
-    var utteranceFrames: Int { Int(ps_get_n_frames(ps)) }
-
     /// The current best path as `word:first-last:posterior` items (ps_seg_iter), for tests
     /// and diagnostics.
     var segmentation: String {

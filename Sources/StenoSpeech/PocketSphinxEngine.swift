@@ -63,7 +63,8 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
             partialResults: options.partialResults)
     }
 
-    /// Makes decoders now until `sessions` are idle and ready. Blocking (≈0.5 s each).
+    /// Makes decoders now until `sessions` are idle and ready. Blocking (≈0.5 s each); a
+    /// server calls it at start-up, off the network thread.
     public func prepare(sessions: Int) throws(StenoError) {
         try pool.prepare(count: sessions)
     }

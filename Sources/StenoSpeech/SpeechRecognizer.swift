@@ -107,8 +107,9 @@ public protocol SpeechEngine: Sendable {
     /// A recognizer for one new session.
     func makeRecognizer(options: RecognizerOptions) throws(StenoError) -> any SpeechRecognizer
 
-    /// Gets ready for `sessions` more sessions without delay (loads models ahead of time).
-    /// Blocking; a no-op for engines with nothing to prepare.
+    /// Loads models ahead of time so that `sessions` new sessions can start without delay
+    /// (pocketsphinx: until that many decoders are idle in the pool). Blocking; a no-op for
+    /// engines with nothing to prepare.
     func prepare(sessions: Int) throws(StenoError)
 }
 

@@ -53,7 +53,11 @@ final class FrontEndVAD {
     }
 
     deinit {
+        // fe_free releases the configuration, whose reference count is not atomic and may be
+        // shared (detectors share their engine's): under the lock that guards all of them.
+        PocketSphinxDecoder.lifecycleLock.lock()
         fe_free(fe)
+        PocketSphinxDecoder.lifecycleLock.unlock()
         cepstra.deallocate()
         rowPointers.deallocate()
     }

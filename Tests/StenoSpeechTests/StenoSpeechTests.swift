@@ -23,12 +23,23 @@ let testFiles = [
 @Suite struct SameWordsAsTheCLI {
     /// Each file's finals, one per utterance, have exactly the words `pocketsphinx_continuous
     /// -infile` printed for it (recorded in Resources/cli-expected.txt; beckett.wav has five
-    /// utterances, so endpointing is compared too).
+    /// utterances, so endpointing is compared too), with the same options.
     @Test(arguments: testFiles)
     func finalsMatchRecordedCLIOutput(file: String) throws {
         let expected = try #require(try recordedCLIOutput()[file], "no recorded CLI output for \(file)")
-        let events = try transcribe(TestAudio.load(file))
+        let events = try SharedTranscriptions.get(file, cliDefaults: true).events
         #expect(events.finals.map(\.text) == expected)
+    }
+
+    /// Steno's default options (`recommendedArguments`) keep the equivalence: the CLI run with
+    /// the same options says the same. (On these files they also say what pocketsphinx's
+    /// defaults say: same words, less CPU.)
+    @Test(arguments: ["librivox/sense_and_sensibility_01_austen_64kb-0880.wav", "cards/005.wav"])
+    func defaultOptionsMatchTheCLIWithTheSameOptions(file: String) throws {
+        let cli = try runCLI(file, arguments: PocketSphinxConfiguration.recommendedArguments)
+        let events = try transcribe(TestAudio.load(file))
+        #expect(events.finals.map(\.text) == cli)
+        #expect(cli == (try recordedCLIOutput()[file]))
     }
 
     /// Confidences are the word posteriors pocketsphinx computes from the final lattice
@@ -42,7 +53,7 @@ let testFiles = [
                   let confidence = Double(fields[3]) else { return nil }
             return (word, confidence)
         }
-        let words = try transcribe(TestAudio.load("beckett.wav")).finals.flatMap(\.words)
+        let words = try SharedTranscriptions.get("beckett.wav", cliDefaults: true).events.finals.flatMap(\.words)
         #expect(words.map(\.text) == expected.map(\.0))
         for (word, (_, confidence)) in zip(words, expected) {
             #expect(abs(word.confidence - confidence) < 1e-6, "\(word.text)")
@@ -54,23 +65,7 @@ let testFiles = [
     /// run Resources/regenerate-cli-expected.sh).
     @Test(arguments: ["cards/001.wav", "cards/004.wav"])
     func recordingStillMatchesInstalledCLI(file: String) throws {
-        let model = PocketSphinxConfiguration()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/pocketsphinx_continuous")
-        process.arguments = [
-            "-infile", try TestAudio.resourceURL(file).path,
-            "-hmm", model.resolvedAcousticModel, "-lm", model.resolvedLanguageModel,
-            "-dict", model.resolvedDictionary, "-logfn", "/dev/null",
-        ]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
-        let lines = String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init).filter { !$0.isEmpty }
-        #expect(lines == (try recordedCLIOutput()[file]))
+        #expect(try runCLI(file) == (try recordedCLIOutput()[file]))
     }
 }
 
@@ -81,9 +76,8 @@ let testFiles = [
     /// words, results do not overlap, partials lie after the last final.
     @Test func timesAreOrderedAndInsideTheAudio() throws {
         let audio = try TestAudio.load("beckett.wav")
-        let recognizer = try SharedEngine.get().makePocketSphinxRecognizer()
-        let events = try transcribe(audio, with: recognizer)
-        #expect(recognizer.detectorDisagreements == 0)
+        let (events, disagreements) = try SharedTranscriptions.get("beckett.wav")
+        #expect(disagreements == 0)
         #expect(events.finals.count == 5)
         var partialText: String?
         var lastFinalEnd = 0.0
@@ -128,7 +122,7 @@ let testFiles = [
     @Test(arguments: [80000, 80050, 8123])
     func leadingSilenceMovesWordsByItsLength(silence: Int) throws {
         let audio = try TestAudio.load("librivox/sense_and_sensibility_01_austen_64kb-0880.wav")
-        let plain = try transcribe(audio).finals.flatMap(\.words)
+        let plain = try SharedTranscriptions.get(audio.name).events.finals.flatMap(\.words)
         let padded = try transcribe(audio.afterSilence(samples: silence)).finals.flatMap(\.words)
         let shift = Double(silence) / 16000
         #expect(padded.map(\.text) == plain.map(\.text))
@@ -241,8 +235,7 @@ let testFiles = [
     /// Speech events alternate, lie inside the audio, and bracket the words: each final's
     /// words lie in one speech segment (give or take a frame or two of alignment).
     @Test func speechEventsBracketTheWords() throws {
-        let audio = try TestAudio.load("beckett.wav")
-        let events = try transcribe(audio)
+        let events = try SharedTranscriptions.get("beckett.wav").events
         let speech = events.speech
         #expect(speech.count == 10)
         #expect(speech.enumerated().allSatisfy { $0.offset % 2 == 0 ? $0.element.started : !$0.element.started })
@@ -258,7 +251,7 @@ let testFiles = [
     /// does not care about chunking either.
     @Test func standaloneDetectorAgreesWithTheRecognizer() throws {
         let audio = try TestAudio.load("beckett.wav")
-        let recognized = try transcribe(audio).speech
+        let recognized = try SharedTranscriptions.get("beckett.wav").events.speech
         for chunk in [320, 4999] {
             let detector = try SharedEngine.get().makeSpeechDetector()
             var events: [TranscriberEvent] = []
@@ -327,9 +320,9 @@ let testFiles = [
             try decoder.endUtterance()
             return decoder.segmentation
         }
-        let file = try TestAudio.load("cards/005.wav")
+        let file = try TestAudio.load("cards/002.wav")
         let fresh = try decodeWhole(file)
-        _ = try decodeWhole(TestAudio.load("librivox/sense_and_sensibility_01_austen_64kb-0920.wav"))
+        _ = try decodeWhole(TestAudio.load("cards/005.wav"))
         let carried = try decodeWhole(file)  // only ps_start_stream in between
         try decoder.resetForReuse()
         let reset = try decodeWhole(file)

@@ -77,15 +77,19 @@ struct TestDataError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// The engine most tests share (one model load for the whole run; decoders are pooled).
+/// The engines tests share (one model load each for the whole run; decoders are pooled).
 enum SharedEngine {
-    private static let cache = Locked<PocketSphinxEngine?>(nil)
+    private static let cache = Locked<[Bool: PocketSphinxEngine]>([:])
 
-    static func get() throws -> PocketSphinxEngine {
-        try cache.withLock { engine in
-            if let engine { return engine }
-            let made = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(maxIdleDecoders: 8))
-            engine = made
+    /// `cliDefaults`: pocketsphinx's own options, as `pocketsphinx_continuous` runs; otherwise
+    /// Steno's default configuration (`recommendedArguments`).
+    static func get(cliDefaults: Bool = false) throws -> PocketSphinxEngine {
+        try cache.withLock { engines in
+            if let engine = engines[cliDefaults] { return engine }
+            var configuration = PocketSphinxConfiguration(maxIdleDecoders: 8)
+            if cliDefaults { configuration.arguments = [] }
+            let made = try PocketSphinxEngine(configuration: configuration)
+            engines[cliDefaults] = made
             return made
         }
     }
@@ -105,8 +109,9 @@ func transcribe(_ audio: TestAudio, with recognizer: any SpeechRecognizer, chunk
     return events
 }
 
-func transcribe(_ audio: TestAudio, chunk: Int = 320, options: RecognizerOptions = RecognizerOptions()) throws -> [TranscriberEvent] {
-    let recognizer = try SharedEngine.get().makeRecognizer(options: options)
+func transcribe(_ audio: TestAudio, chunk: Int = 320, options: RecognizerOptions = RecognizerOptions(),
+                cliDefaults: Bool = false) throws -> [TranscriberEvent] {
+    let recognizer = try SharedEngine.get(cliDefaults: cliDefaults).makeRecognizer(options: options)
     return try transcribe(audio, with: recognizer, chunk: chunk)
 }
 
@@ -141,4 +146,59 @@ func recordedCLIOutput() throws -> [String: [String]] {
         result[parts[0]] = parts[1].components(separatedBy: " | ")
     }
     return result
+}
+
+/// Runs `pocketsphinx_continuous -infile` (installed by the project's bootstrap) on a test
+/// resource; returns the utterances it printed.
+func runCLI(_ file: String, arguments: [String] = []) throws -> [String] {
+    let model = PocketSphinxConfiguration()
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/pocketsphinx_continuous")
+    process.arguments = [
+        "-infile", try TestAudio.resourceURL(file).path,
+        "-hmm", model.resolvedAcousticModel, "-lm", model.resolvedLanguageModel,
+        "-dict", model.resolvedDictionary, "-logfn", "/dev/null",
+    ] + arguments
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else { throw TestDataError("pocketsphinx_continuous failed on \(file)") }
+    return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init).filter { !$0.isEmpty }
+}
+
+/// Transcriptions several tests look at, made once per run (whichever test asks first).
+enum SharedTranscriptions {
+    typealias Result = (events: [TranscriberEvent], disagreements: Int)
+
+    /// One file's transcription: a test asking while another makes it waits for that one.
+    private final class Entry: @unchecked Sendable {
+        let lock = NSLock()
+        var result: Result?
+    }
+
+    private static let entries = Locked<[String: Entry]>([:])
+
+    /// `file` through a recognizer of the shared engine (Steno's defaults, 320-sample chunks,
+    /// or pocketsphinx's defaults with `cliDefaults`), with the recognizer's count of
+    /// detector disagreements.
+    static func get(_ file: String, cliDefaults: Bool = false) throws -> Result {
+        let entry = entries.withLock { entries in
+            let key = "\(file) \(cliDefaults)"
+            if let entry = entries[key] { return entry }
+            let entry = Entry()
+            entries[key] = entry
+            return entry
+        }
+        entry.lock.lock()
+        defer { entry.lock.unlock() }
+        if let done = entry.result { return done }
+        let recognizer = try SharedEngine.get(cliDefaults: cliDefaults).makePocketSphinxRecognizer()
+        let events = try transcribe(TestAudio.load(file), with: recognizer)
+        let result = (events, recognizer.detectorDisagreements)
+        entry.result = result
+        return result
+    }
 }
