@@ -98,8 +98,15 @@ final class StenoService: TransportDelegate {
             session.received(message, now: Clock.now())
         } else if context.channels.isViewer(id) {
             let error = ServerEvent.error(StenoError(.badMessage, "a viewer of a channel cannot send messages"))
-            context.handle.send(id, OutgoingMessage(kind: .text, bytes: error.encoded(seq: 0).bytes, sequenced: true))
-            context.metrics.errorSent(.badMessage)
+            let sent = context.handle.send(id, OutgoingMessage(kind: .text, bytes: error.encoded(seq: 0).bytes, sequenced: true))
+            if sent == .overflow {
+                // Like any must-deliver event that does not fit: the viewer is not reading.
+                context.metrics.errorSent(.slowConsumer)
+                context.handle.close(id, code: ErrorCode.slowConsumer.closeCode ?? 4008, reason: "slow_consumer",
+                                     discardQueued: true)
+            } else {
+                context.metrics.errorSent(.badMessage)
+            }
         }
     }
 
