@@ -313,11 +313,12 @@ final class LiveServer {
         server.stop()
     }
 
-    /// Drains (see `StenoServer.drain`); the server is stopped afterwards.
-    @discardableResult
-    func drain(timeout: Double) -> Bool {
+    /// Starts a drain (see `StenoServer.drain`) on another thread; the server is stopped at
+    /// its end. `wait()` returns what the drain returned.
+    func startDraining(timeout: Double) -> BackgroundJob<Bool> {
         stopped = true
-        return server.drain(timeout: timeout)
+        let server = self.server
+        return BackgroundJob { server.drain(timeout: timeout) }
     }
 
     func get(_ path: String, headers: [(String, String)] = []) throws -> TestHTTPResponse {
@@ -380,6 +381,8 @@ final class StenoClient {
     private(set) var audioSent = 0.0
     /// Time a blocked write waits before reading events in between.
     var writeSlice = 0.05
+    /// Called after each audio message with the seconds of audio sent so far.
+    var onAudioSent: ((Double) -> Void)?
 
     init(port: Int, path: String = "/v1/stream", headers: [(String, String)] = [],
          receiveBufferSize: Int? = nil, sendBufferSize: Int? = nil) throws {
@@ -405,6 +408,8 @@ final class StenoClient {
         let began = ContinuousClock.now
         var t = 0.0
         for message in messages {
+            // A session the server closed takes no more audio.
+            if isClosed { return }
             if let speed {
                 let due = began + .milliseconds(Int(t / speed * 1000))
                 while ContinuousClock.now < due {
@@ -415,6 +420,7 @@ final class StenoClient {
             try write { try ws.sendBinary(message, timeout: writeSlice) }
             t += input.messageDuration(message)
             audioSent += input.messageDuration(message)
+            onAudioSent?(audioSent)
             try readAvailable()
         }
     }
@@ -645,6 +651,39 @@ func wordOverlap(_ a: [String], _ b: [String]) -> Double {
 }
 
 // MARK: - Threads
+
+/// Numbers shared between threads.
+final class SharedCounters: Sendable {
+    private let values: Mutex<[Int]>
+    init(count: Int) { values = Mutex([Int](repeating: 0, count: count)) }
+    subscript(i: Int) -> Int {
+        get { values.withLock { $0[i] } }
+    }
+    func set(_ i: Int, _ value: Int) { values.withLock { $0[i] = value } }
+    var all: [Int] { values.withLock { $0 } }
+}
+
+/// A body running on a thread of its own.
+final class BackgroundJob<T: Sendable>: Sendable {
+    private let result = Mutex<T?>(nil)
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ body: @escaping @Sendable () -> T) {
+        let thread = Thread { [self] in
+            let value = body()
+            result.withLock { $0 = value }
+            done.signal()
+        }
+        thread.start()
+    }
+
+    /// Waits for the result (nil if it did not come within `timeout`).
+    func wait(timeout: Double = 120) -> T? {
+        guard done.wait(timeout: .now() + timeout) == .success else { return nil }
+        done.signal()
+        return result.withLock { $0 }
+    }
+}
 
 /// Runs each body on its own thread (blocking socket work must not occupy Swift
 /// concurrency's few threads) and returns their results in order.
