@@ -291,7 +291,7 @@ final class LiveServer {
 
     /// Tests get generous defaults (no idle timeout, room for parallel sessions); `configure`
     /// changes what a test is about.
-    init(_ configure: (inout ServerOptions) -> Void = { _ in }) throws {
+    init(engine: PocketSphinxEngine = SharedEngine.engine, _ configure: (inout ServerOptions) -> Void = { _ in }) throws {
         var options = ServerOptions()
         options.host = "127.0.0.1"
         options.port = 0
@@ -300,7 +300,7 @@ final class LiveServer {
         options.workers = 2
         configure(&options)
         let lines = log
-        server = StenoServer(options: options, engine: SharedEngine.engine,
+        server = StenoServer(options: options, engine: engine,
                              log: ServerLog(minimum: .debug, sink: { lines.append($0) }))
         port = try server.start()
     }
