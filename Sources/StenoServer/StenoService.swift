@@ -55,7 +55,9 @@ final class StenoService: TransportDelegate {
         if request.path == Self.streamPath {
             let now = Clock.now()
             pendingUpgrades.removeAll { now - $0 > 5 }
-            hasCapacity = sessionCount + pendingUpgrades.count < options.maxSessions
+            // Sessions whose protocol has closed (ended, cancelled, failed) hold no recognizer
+            // and take no more input, even while their connection finishes closing.
+            hasCapacity = registry.liveCount + pendingUpgrades.count < options.maxSessions
         } else if request.path == Self.listenPath {
             guard let name = request.queryValue("channel"), ChannelName.isValid(name) else {
                 return .reject(HTTPResponse(status: 400,
