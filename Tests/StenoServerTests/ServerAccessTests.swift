@@ -43,6 +43,23 @@ import Testing
         #expect(metrics[#"steno_handshakes_refused_total{reason="capacity"}"#] == 1)
     }
 
+    @Test func aSessionThatHasEndedNoLongerCountsAgainstCapacity() throws {
+        let server = try LiveServer { $0.maxSessions = 1 }
+        for round in 0..<4 {
+            let client = try server.connect()
+            // Like a client that is done once it has its `ended` and does not bother with
+            // the closing handshake.
+            client.ws.autoCloseReply = false
+            try client.start(Self.endgame)
+            try client.send(#"{"type":"end"}"#)
+            _ = try client.waitFor("ended")
+            let refused = try refusal(server)
+            #expect(refused == nil, "round \(round): the next session after ended got HTTP \(refused?.status ?? 0)")
+            client.disconnect()
+            #expect(eventually { server.server.sessionCount == 0 })
+        }
+    }
+
     @Test func withTokensAMissingOrWrongTokenGets401AndTheRightOneWorks() throws {
         let server = try LiveServer { $0.tokens = ["s3cret-token"] }
         for (path, headers) in [
