@@ -116,6 +116,41 @@ import Testing
         try watcher.ws.close()
     }
 
+    @Test func whenAPublisherEndsTheNextOneTakesOverAtOnce() throws {
+        let input = FormatInputs.pcm24k
+        let server = try LiveServer()
+        let viewer = try server.connect(path: "/v1/listen?channel=relay")
+        _ = try viewer.waitFor("joined")
+        var readies: [WireEvent] = []
+        var finals: [TestResult] = []
+        var previous: StenoClient?
+        for round in 0..<3 {
+            let publisher = try server.connect()
+            publisher.ws.autoCloseReply = false
+            readies.append(try publisher.start(input, extra: #""channel":"relay""#))
+            try publisher.send(audio: input.messages, of: input)
+            // The previous publisher's connection is closed only now, after this one started.
+            previous?.disconnect()
+            try publisher.send(#"{"type":"end"}"#)
+            _ = try publisher.waitFor("ended")
+            #expect(publisher.events.errors.isEmpty, "round \(round): \(publisher.events.errors)")
+            finals += publisher.events.finals
+            previous = publisher
+        }
+        previous?.disconnect()
+        #expect(try eventually(timeout: 60) {
+            try viewer.readAvailable()
+            return viewer.events.finals.count >= finals.count
+        })
+        #expect(viewer.events.finals == finals)
+        // Each publisher's events follow a fresh `joined` with its own start time.
+        let joins = viewer.events.filter { $0.type == "joined" }
+        #expect(joins.count == 4, "\(viewer.events.types)")
+        #expect(joins.dropFirst().map { $0.string("startedAt") } == readies.map { $0.string("startedAt") })
+        #expect(viewer.events.map(\.seq) == Array(1...viewer.events.count))
+        try viewer.ws.close()
+    }
+
     @Test func badChannelNamesAreRefusedAtTheHandshake() throws {
         let server = try LiveServer()
         for path in ["/v1/listen", "/v1/listen?channel=", "/v1/listen?channel=bad%20name", "/v1/listen?channel=a/b",
