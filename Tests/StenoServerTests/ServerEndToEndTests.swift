@@ -1,4 +1,5 @@
 import Foundation
+import StenoAudio
 import StenoCore
 import Testing
 @testable import StenoServer
@@ -45,6 +46,62 @@ enum FormatInputs {
             let overlap = wordOverlap(client.events.finalWords, original)
             #expect(overlap >= 0.6, "opus \(client.events.finalWords) against PCM \(original): \(overlap)")
         }
+        if input.name.hasPrefix("beckett") && input.format != FormatInputs.pcm16k.format {
+            // The same speech at another rate or through Opus: the words the two hear alike
+            // are reported at the same times (resampling and decoding must not shift the timeline).
+            let here = client.events.finals.flatMap(\.words)
+            let there = Reference.finals(FormatInputs.pcm16k).flatMap(\.words)
+            var matched = 0
+            var j = 0
+            for word in here {
+                guard let k = there[j...].firstIndex(where: { $0.word == word.word && abs($0.start - word.start) < 0.5 }) else { continue }
+                #expect(abs(there[k].start - word.start) <= 0.02, "\(name): \(word.word) at \(word.start), at 16 kHz \(there[k].start)")
+                matched += 1
+                j = k + 1
+            }
+            #expect(matched >= there.count / 2, "\(name): only \(matched) words in common")
+        }
+    }
+
+    @Test func theWordsDoNotDependOnHowTheAudioIsCarried() throws {
+        // The Endgame line as 100 ms mono s16le messages is the reference; the same samples in
+        // messages of random sizes, as stereo, and as 32-bit floats give the same finals.
+        let reference = FormatInputs.pcm24k
+        let samples = Speech.endgame24k
+        var generator = SplitMix(seed: 0xC0FFEE)
+        let bytes = reference.messages.flatMap { $0 }
+        var cuts: [[UInt8]] = []
+        var at = 0
+        while at < bytes.count {
+            let size = 2 * Int(1 + generator.next() % 4000)
+            cuts.append(Array(bytes[at..<min(bytes.count, at + size)]))
+            at += size
+        }
+        let variants = [
+            TestInput(name: "random message sizes", format: reference.format, messages: cuts),
+            TestInput(name: "stereo", format: .pcm(24000, channels: 2),
+                      messages: Speech.split(WAVFile(sampleRate: 24000, channels: 2, samples: samples.flatMap { [$0, $0] }).s16leBytes,
+                                             every: 9600)),
+            TestInput(name: "pcm_f32le", format: .pcm(24000, encoding: .pcmF32LE),
+                      messages: Speech.split(WAVFile(sampleRate: 24000, channels: 1, samples: samples).f32leBytes, every: 9600)),
+        ]
+        let server = try LiveServer()
+        for input in variants {
+            let client = try StenoClient.transcribe(input, on: server)
+            expectEndedNormally(client, audio: reference.duration, input.name)
+            #expect(client.events.finals == Reference.finals(reference), "\(input.name)")
+        }
+    }
+
+    @Test func withoutVolatileAndWordsOnlyFinalsWithoutWordsArrive() throws {
+        let input = FormatInputs.pcm24k
+        let server = try LiveServer()
+        let client = try StenoClient.transcribe(input, on: server, extra: #""volatile":false,"words":false"#)
+        expectEndedNormally(client, audio: input.duration)
+        #expect(!client.events.types.contains("volatile"))
+        #expect(client.events.filter { $0.type == "final" }.allSatisfy { $0.object["words"] == nil })
+        let strip = { (r: TestResult) in TestResult(start: r.start, end: r.end, text: r.text, words: []) }
+        #expect(client.events.finals.map(strip) == Reference.finals(input).map(strip))
     }
 
     @Test func finalizeMidSpeechDeliversItsFinalsFirstAndTheSessionGoesOn() throws {
