@@ -168,9 +168,8 @@ final class StenoService: TransportDelegate {
         draining = true
         context.log.info("draining: finalizing \(sessionCount) sessions; new connections are refused")
         for session in allSessions { session.input(.shutdown) }
-        for viewer in context.channels.viewers {
-            context.handle.close(viewer, code: 1001, reason: "shutting_down")
-        }
+        // Viewers stay until the sessions are done (StenoServer.drain closes them): the finals
+        // the drain produces are theirs too.
     }
 
     // MARK: -
