@@ -102,19 +102,19 @@ final class ServeProcess {
 
 /// Graceful shutdown: every session gets its finals, then `shutting_down` and close 1001.
 @Suite struct ServerShutdownTests {
-    @Test func drainFinalizesEverySessionThenCloses1001AndRefusesNewcomers() throws {
+    @Test func drainFinalizesEverySessionAndItsViewersThenCloses1001AndRefusesNewcomers() throws {
         let input = FormatInputs.pcm24k
         let server = try LiveServer()
+        let viewer = try server.connect(path: "/v1/listen?channel=drain")
+        _ = try viewer.waitFor("joined")
         let streaming = try server.connect()
-        try streaming.start(input)
+        try streaming.start(input, extra: #""channel":"drain""#)
         try streaming.send(audio: input.messages, of: input)
         // All the audio is in before the drain (so the words are those of the whole input).
         while !(streaming.events.contains { $0.type == "progress" && abs(($0.number("received") ?? 0) - input.duration) < 0.0015 }) {
             guard try streaming.next(timeout: 60) != nil else { break }
         }
         let waiting = try server.connect()
-        let viewer = try server.connect(path: "/v1/listen?channel=drain")
-        _ = try viewer.waitFor("joined")
 
         let drain = server.startDraining(timeout: 60)
         var sawDraining = false
@@ -138,8 +138,10 @@ final class ServeProcess {
         #expect(streaming.events.finals == Reference.finals(input), "the finals come before the close")
         try waiting.readUntilClose()
         expectFatal(waiting, "shutting_down", close: 1001, "a session that never started")
+        // The channel's viewer gets the finals the drain produced, then 1001.
         try viewer.readUntilClose()
         #expect(viewer.closeCode == 1001)
+        #expect(viewer.events.finals == streaming.events.finals, "viewer \(viewer.events.types)")
         #expect(drain.wait() == true, "every session finished within the drain timeout")
     }
 
