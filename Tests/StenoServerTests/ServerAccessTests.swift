@@ -98,6 +98,28 @@ import Testing
         #expect(try refusal(server) == nil)
     }
 
+    @Test func readyAnnouncesTheEngineAndTheLimitsTheServerRunsWith() throws {
+        let server = try LiveServer {
+            $0.maxFrameBytes = 32768
+            $0.bufferSeconds = 2.5
+            $0.maxSessionDuration = .seconds(600)
+            $0.idleTimeout = .seconds(45)
+            $0.outboundBytes = 262_144
+        }
+        let client = try server.connect()
+        let ready = try client.start(Self.endgame)
+        guard case .object(let engine)? = ready.object["engine"], case .object(let limits)? = ready.object["limits"] else {
+            Issue.record("ready without engine or limits: \(ready)")
+            return
+        }
+        #expect(engine["name"] == .string("pocketsphinx") && engine["language"] == .string("en-US"))
+        #expect(engine["sampleRate"] == .number(16000))
+        #expect(limits["maxFrameBytes"] == .number(32768) && limits["bufferSeconds"] == .number(2.5))
+        #expect(limits["maxSessionSeconds"] == .number(600) && limits["idleTimeoutSeconds"] == .number(45))
+        #expect(limits["outboundBytes"] == .number(262_144))
+        try client.end()
+    }
+
     @Test func healthzReportsSessionsAndViewers() throws {
         let server = try LiveServer()
         var response = try server.get("/healthz")

@@ -178,6 +178,18 @@ import Testing
         #expect(client.events.count == 1)
     }
 
+    @Test func aClientHeldBackByTheServerIsNotIdle() throws {
+        // The client cannot send while the server does not read; analysis moving on is activity.
+        let input = Self.endgame
+        let server = try LiveServer { $0.idleTimeout = .seconds(2); $0.bufferSeconds = 0.5 }
+        let client = try server.connect(sendBufferSize: 4096)
+        try client.start(input)
+        try client.send(audio: input.messages, of: input)
+        try client.end()
+        expectEndedNormally(client, audio: input.duration)
+        #expect(client.events.finals == Reference.finals(input))
+    }
+
     @Test func idleInASessionFinalizesThenCloses4010() throws {
         let input = Self.endgame
         let server = try LiveServer { $0.idleTimeout = .seconds(1) }
