@@ -27,6 +27,8 @@ import Testing
             expectEndedNormally(record, audio: input.duration, "session \(i)")
             #expect(record.events.finals == reference, "session \(i)")
         }
+        let ids = Set(try results.map { try $0.get().events.first?.string("session") ?? "" })
+        #expect(ids.count == 8 && !ids.contains(""), "session ids \(ids)")
         #expect(eventually { server.server.sessionCount == 0 })
         #expect(try server.metrics()["steno_sessions_total"] == 8)
     }

@@ -195,6 +195,7 @@ final class ServeProcess {
             expectWellFormed(record.events, audio: audioSent, "session \(i)")
             let finals = record.events.finals
             #expect(!finals.isEmpty, "session \(i) got no finals")
+            #expect(record.events.contains { $0.type == "progress" }, "session \(i): no progress while audio flowed")
             // The utterances that ended before the signal are those of the whole file; the last
             // one was cut by the drain.
             #expect(Array(finals.dropLast()) == Array(reference.prefix(max(0, finals.count - 1))), "session \(i): \(finals)")
