@@ -94,6 +94,39 @@ import Testing
         #expect(metrics[#"steno_errors_total{code="bad_audio"}"#] == 2)
     }
 
+    @Test func messagesAfterEndAreRefusedWithoutHarmAndCancelStillWorks() throws {
+        let input = Self.endgame
+        let server = try LiveServer()
+        let client = try server.connect()
+        try client.start(input)
+        try client.send(audio: input.messages, of: input)
+        try client.send(#"{"type":"end"}"#)
+        // Audio after end (one warning, however many frames), a second end, a finalize.
+        try client.send(audio: Array(input.messages.prefix(3)), of: input)
+        try client.send(#"{"type":"end"}"#)
+        try client.send(#"{"type":"finalize"}"#)
+        try client.readUntilClose()
+        expectEndedNormally(client, audio: input.duration, allowErrors: true)
+        #expect(client.events.errors.map(\.errorCode) == ["bad_message", "bad_message", "bad_message"], "\(client.events.errors)")
+        #expect(client.events.errors.allSatisfy { $0.bool("fatal") == false })
+        #expect(client.events.finals == Reference.finals(input))
+
+        // Cancel is honoured while ending, and right after start (before the recognizer is ready).
+        for early in [true, false] {
+            let c = try server.connect()
+            try c.send(StartMessage.text(input.format))
+            if !early {
+                try c.send(audio: input.messages, of: input)
+                try c.send(#"{"type":"end"}"#)
+            }
+            try c.send(#"{"type":"cancel"}"#)
+            try c.readUntilClose()
+            #expect(c.events.types == ["ready", "cancelled"] || (!early && c.events.last?.type == "cancelled"), "\(c.events.types)")
+            #expect(c.closeCode == 1000 && !c.events.types.contains("ended"))
+        }
+        #expect(eventually { server.server.sessionCount == 0 })
+    }
+
     @Test(arguments: [
         "audio", #"{"type":"finalize"}"#, #"{"type":"end"}"#, #"{"type":"cancel"}"#, "second start",
     ])
