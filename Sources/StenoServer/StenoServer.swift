@@ -87,9 +87,9 @@ public final class StenoServer: Sendable {
     public var sessionCount: Int { sessions.count }
 
     /// Graceful shutdown: refuse new connections (`/healthz` answers 503), finalize every
-    /// session and deliver its finals, close them with 1001, then stop. Sessions still open
-    /// after `timeout` seconds are closed at once. Returns true when every session finished
-    /// within the timeout.
+    /// session and deliver its finals (to its channel's viewers too), close the sessions and
+    /// then the viewers with 1001, then stop. Sessions still open after `timeout` seconds are
+    /// closed at once. Returns true when every session finished within the timeout.
     @discardableResult
     public func drain(timeout: Double) -> Bool {
         transport.handle.beginDraining()
@@ -101,6 +101,10 @@ public final class StenoServer: Sendable {
         if !clean {
             log.warning("drain timeout: closing \(sessions.liveCount) sessions now")
             for session in sessions.all { session.input(.shutdownDeadline) }
+        }
+        // Broadcast viewers last, once the publishers' finals were queued for them.
+        for viewer in context.channels.viewers {
+            transport.handle.close(viewer, code: 1001, reason: "shutting_down")
         }
         // Let the close frames (and the finals before them) reach the clients.
         let flushDeadline = Clock.now() + 2

@@ -55,7 +55,9 @@ final class StenoService: TransportDelegate {
         if request.path == Self.streamPath {
             let now = Clock.now()
             pendingUpgrades.removeAll { now - $0 > 5 }
-            hasCapacity = sessionCount + pendingUpgrades.count < options.maxSessions
+            // Sessions whose protocol has closed (ended, cancelled, failed) hold no recognizer
+            // and take no more input, even while their connection finishes closing.
+            hasCapacity = registry.liveCount + pendingUpgrades.count < options.maxSessions
         } else if request.path == Self.listenPath {
             guard let name = request.queryValue("channel"), ChannelName.isValid(name) else {
                 return .reject(HTTPResponse(status: 400,
@@ -98,8 +100,15 @@ final class StenoService: TransportDelegate {
             session.received(message, now: Clock.now())
         } else if context.channels.isViewer(id) {
             let error = ServerEvent.error(StenoError(.badMessage, "a viewer of a channel cannot send messages"))
-            context.handle.send(id, OutgoingMessage(kind: .text, bytes: error.encoded(seq: 0).bytes, sequenced: true))
-            context.metrics.errorSent(.badMessage)
+            let sent = context.handle.send(id, OutgoingMessage(kind: .text, bytes: error.encoded(seq: 0).bytes, sequenced: true))
+            if sent == .overflow {
+                // Like any must-deliver event that does not fit: the viewer is not reading.
+                context.metrics.errorSent(.slowConsumer)
+                context.handle.close(id, code: ErrorCode.slowConsumer.closeCode ?? 4008, reason: "slow_consumer",
+                                     discardQueued: true)
+            } else {
+                context.metrics.errorSent(.badMessage)
+            }
         }
     }
 
@@ -159,9 +168,8 @@ final class StenoService: TransportDelegate {
         draining = true
         context.log.info("draining: finalizing \(sessionCount) sessions; new connections are refused")
         for session in allSessions { session.input(.shutdown) }
-        for viewer in context.channels.viewers {
-            context.handle.close(viewer, code: 1001, reason: "shutting_down")
-        }
+        // Viewers stay until the sessions are done (StenoServer.drain closes them): the finals
+        // the drain produces are theirs too.
     }
 
     // MARK: -

@@ -146,6 +146,12 @@ final class StreamSession: Sendable {
             case .close(let code, let reason):
                 s.closeCode = code
                 s.closeReason = reason
+                // Nothing more is published: the channel is free for the next publisher now,
+                // not when this connection has finished closing.
+                if let channel = s.channel {
+                    server.channels.release(channel, session: sessionID)
+                    s.channel = nil
+                }
                 server.handle.close(connection, code: code, reason: reason, discardQueued: code == 4008)
             }
         }

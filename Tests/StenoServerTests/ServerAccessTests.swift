@@ -1,0 +1,196 @@
+import Foundation
+import StenoCore
+import Testing
+@testable import StenoServer
+
+/// What is decided at the handshake (capacity, tokens, origins) and the HTTP side of the
+/// server (/healthz, /metrics, the web client, 404s).
+@Suite struct ServerAccessTests {
+    static let endgame = FormatInputs.pcm24k
+
+    private func refusal(_ server: LiveServer, path: String = "/v1/stream", headers: [(String, String)] = []) throws -> TestHTTPResponse? {
+        switch try WebSocketTestClient.attempt(port: server.port, path: path, headers: headers, timeout: 30) {
+        case .upgraded(let client):
+            client.disconnect()
+            return nil
+        case .refused(let response):
+            return response
+        }
+    }
+
+    @Test func atMaxSessionsTheNextHandshakeGets503WithRetryAfterUntilOneEnds() throws {
+        let server = try LiveServer { $0.maxSessions = 2 }
+        let first = try server.connect()
+        try first.start(Self.endgame)
+        let second = try server.connect()
+        try second.start(Self.endgame)
+
+        let refused = try #require(try refusal(server), "a third session was accepted")
+        #expect(refused.status == 503)
+        #expect(Int(refused.header("retry-after") ?? "") ?? 0 > 0, "\(refused)")
+        // Viewers are not transcription sessions.
+        #expect(try refusal(server, path: "/v1/listen?channel=x") == nil)
+
+        try first.end()
+        #expect(first.closeCode == 1000)
+        #expect(eventually { server.server.sessionCount < 2 })
+        let third = try server.connect()
+        try third.start(Self.endgame)
+        try third.end()
+        #expect(third.closeCode == 1000)
+        try second.end()
+        let metrics = try server.metrics()
+        #expect(metrics[#"steno_handshakes_refused_total{reason="capacity"}"#] == 1)
+    }
+
+    @Test func aSessionThatHasEndedNoLongerCountsAgainstCapacity() throws {
+        let server = try LiveServer { $0.maxSessions = 1 }
+        for round in 0..<4 {
+            let client = try server.connect()
+            // Like a client that is done once it has its `ended` and does not bother with
+            // the closing handshake.
+            client.ws.autoCloseReply = false
+            try client.start(Self.endgame)
+            try client.send(#"{"type":"end"}"#)
+            _ = try client.waitFor("ended")
+            let refused = try refusal(server)
+            #expect(refused == nil, "round \(round): the next session after ended got HTTP \(refused?.status ?? 0)")
+            client.disconnect()
+            #expect(eventually { server.server.sessionCount == 0 })
+        }
+    }
+
+    @Test func withTokensAMissingOrWrongTokenGets401AndTheRightOneWorks() throws {
+        let server = try LiveServer { $0.tokens = ["s3cret-token"] }
+        for (path, headers) in [
+            ("/v1/stream", []),
+            ("/v1/stream", [("Authorization", "Bearer wrong")]),
+            ("/v1/stream", [("Authorization", "Bearer s3cret-toke")]),
+            ("/v1/stream?token=wrong", []),
+            ("/v1/stream?token=", []),
+            ("/v1/listen?channel=studio-a", []),
+        ] as [(String, [(String, String)])] {
+            let response = try #require(try refusal(server, path: path, headers: headers), "\(path) \(headers) was accepted")
+            #expect(response.status == 401, "\(path) \(headers): \(response)")
+        }
+        for (path, headers) in [
+            ("/v1/stream", [("Authorization", "Bearer s3cret-token")]),
+            ("/v1/stream?token=s3cret-token", []),
+        ] as [(String, [(String, String)])] {
+            let client = try server.connect(path: path, headers: headers)
+            try client.start(Self.endgame)
+            try client.end()
+            #expect(client.closeCode == 1000, "\(path)")
+        }
+        #expect(try refusal(server, path: "/v1/listen?channel=studio-a&token=s3cret-token") == nil)
+        let metrics = try server.metrics()
+        #expect(metrics[#"steno_handshakes_refused_total{reason="unauthorized"}"#] == 6)
+    }
+
+    @Test func anOriginNotAllowedGets403() throws {
+        let server = try LiveServer { $0.allowedOrigins = ["https://captions.example"] }
+        let response = try #require(try refusal(server, headers: [("Origin", "https://evil.example")]))
+        #expect(response.status == 403)
+        let viewer = try #require(try refusal(server, path: "/v1/listen?channel=a", headers: [("Origin", "http://localhost:8080")]))
+        #expect(viewer.status == 403)
+        // The allowed origin, and a client that is not a browser (no Origin), get in.
+        #expect(try refusal(server, headers: [("Origin", "https://captions.example")]) == nil)
+        #expect(try refusal(server) == nil)
+    }
+
+    @Test func readyAnnouncesTheEngineAndTheLimitsTheServerRunsWith() throws {
+        let server = try LiveServer {
+            $0.maxFrameBytes = 32768
+            $0.bufferSeconds = 2.5
+            $0.maxSessionDuration = .seconds(600)
+            $0.idleTimeout = .seconds(45)
+            $0.outboundBytes = 262_144
+        }
+        let client = try server.connect()
+        let ready = try client.start(Self.endgame)
+        guard case .object(let engine)? = ready.object["engine"], case .object(let limits)? = ready.object["limits"] else {
+            Issue.record("ready without engine or limits: \(ready)")
+            return
+        }
+        #expect(engine["name"] == .string("pocketsphinx") && engine["language"] == .string("en-US"))
+        #expect(engine["sampleRate"] == .number(16000))
+        #expect(limits["maxFrameBytes"] == .number(32768) && limits["bufferSeconds"] == .number(2.5))
+        #expect(limits["maxSessionSeconds"] == .number(600) && limits["idleTimeoutSeconds"] == .number(45))
+        #expect(limits["outboundBytes"] == .number(262_144))
+        try client.end()
+    }
+
+    @Test func healthzReportsSessionsAndViewers() throws {
+        let server = try LiveServer()
+        var response = try server.get("/healthz")
+        #expect(response.status == 200)
+        #expect(response.header("content-type")?.hasPrefix("application/json") == true)
+        guard case .object(let idle) = try JSONParser().parse(response.bodyText) else {
+            Issue.record("not an object: \(response.bodyText)")
+            return
+        }
+        #expect(idle["status"] == .string("ok"))
+        #expect(idle["version"] == .string(StenoServer.version))
+        #expect(idle["sessions"] == .number(0) && idle["viewers"] == .number(0))
+
+        let session = try server.connect()
+        try session.start(Self.endgame)
+        let viewer = try server.connect(path: "/v1/listen?channel=health")
+        _ = try viewer.waitFor("joined")
+        response = try server.get("/healthz")
+        guard case .object(let busy) = try JSONParser().parse(response.bodyText) else { return }
+        #expect(busy["sessions"] == .number(1) && busy["viewers"] == .number(1), "\(response.bodyText)")
+        try session.end()
+    }
+
+    @Test func metricsCountSessionsAudioEventsAndErrors() throws {
+        let input = Self.endgame
+        let server = try LiveServer()
+        let client = try server.connect()
+        try client.send("not json")
+        _ = try client.waitFor("error")
+        try client.start(input)
+        try client.send(audio: input.messages, of: input)
+        try client.end()
+        #expect(eventually { server.server.sessionCount == 0 })
+
+        let response = try server.get("/metrics")
+        #expect(response.status == 200)
+        #expect(response.header("content-type")?.hasPrefix("text/plain") == true)
+        #expect(response.bodyText.contains("# TYPE steno_sessions_total counter"))
+        let m = LiveServer.parseMetrics(response.bodyText)
+        #expect(m["steno_sessions_total"] == 1)
+        #expect(m["steno_sessions_active"] == 0)
+        #expect(abs((m["steno_audio_received_seconds_total"] ?? 0) - input.duration) < 0.01, "\(m["steno_audio_received_seconds_total"] ?? -1)")
+        #expect(abs((m["steno_audio_analyzed_seconds_total"] ?? 0) - input.duration) < 0.01)
+        let count = { (type: String) in client.events.filter { $0.type == type }.count }
+        for type in ["ready", "final", "ended", "error"] {
+            #expect(m[#"steno_events_sent_total{type="\#(type)"}"#] == Double(count(type)), "\(type)")
+        }
+        #expect(m[#"steno_errors_total{code="bad_message"}"#] == 1)
+        #expect(m["steno_session_duration_seconds_count"] == 1)
+        #expect((m["steno_recognizers_created_total"] ?? 0) >= 1)
+    }
+
+    @Test func theWebClientIsServedAndUnknownPathsAndTraversalGet404() throws {
+        let server = try LiveServer()
+        let index = try server.get("/")
+        #expect(index.status == 200)
+        #expect(index.header("content-type")?.hasPrefix("text/html") == true, "\(index)")
+        #expect(index.bodyText.lowercased().contains("<html"))
+        let script = try server.get("/steno-client.js")
+        #expect(script.status == 200)
+        #expect(script.header("content-type")?.contains("javascript") == true, "\(script)")
+        #expect(!script.body.isEmpty)
+
+        for path in ["/nope", "/v1/nope", "/v1/channels/none/captions.vtt", "/../Package.swift", "/%2e%2e/Package.swift",
+                     "/..%2fPackage.swift", "/web-client/../../Package.swift", "/%2e%2e%2f%2e%2e%2fetc/passwd",
+                     "/....//Package.swift", "/index.html/../../Package.swift"] {
+            let response = try server.get(path)
+            #expect(response.status == 404, "\(path): \(response)")
+            #expect(!response.bodyText.contains("PackageDescription") && !response.bodyText.contains("root:"), "\(path)")
+        }
+        // A path that is only a WebSocket endpoint, asked over plain HTTP.
+        #expect(try server.get("/v1/stream").status != 200)
+    }
+}

@@ -1,0 +1,204 @@
+import Foundation
+import StenoCore
+import Synchronization
+import Testing
+@testable import StenoServer
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `steno serve` run as a user runs it: a child process, its port read from its first line
+/// of output, its log in a file.
+final class ServeProcess {
+    let pid: pid_t
+    let port: Int
+    let logPath: String
+    private var exitStatus: Int32?
+
+    static let binary = Bundle.module.bundleURL.deletingLastPathComponent().appendingPathComponent("steno").path
+
+    init(_ arguments: [String], timeout: Double = 120) throws {
+        logPath = FileManager.default.temporaryDirectory.appendingPathComponent("steno-serve-\(UUID().uuidString).log").path
+        var out: [Int32] = [0, 0]
+        guard pipe(&out) == 0 else { throw TestClientError.io("pipe", errno) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, out[1], 1)
+        posix_spawn_file_actions_addopen(&actions, 2, logPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_addclose(&actions, out[0])
+        posix_spawn_file_actions_addclose(&actions, out[1])
+        // The test runner's threads block or ignore signals; the server must get SIGTERM.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for s in [SIGTERM, SIGINT, SIGPIPE] { sigaddset(&defaults, s) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        let argv: [UnsafeMutablePointer<CChar>?] = ([Self.binary] + arguments).map { strdup($0) } + [nil]
+        defer { for a in argv { free(a) } }
+        var child: pid_t = 0
+        let rc = posix_spawn(&child, Self.binary, &actions, &attributes, argv, environ)
+        Glibc.close(out[1])
+        guard rc == 0 else {
+            Glibc.close(out[0])
+            throw TestClientError.io("posix_spawn \(Self.binary)", rc)
+        }
+        pid = child
+        defer { Glibc.close(out[0]) }
+
+        // "steno 0.1.0 listening on http://127.0.0.1:PORT"
+        let deadline = Deadline(timeout)
+        var text = ""
+        var found: Int?
+        while found == nil {
+            var p = pollfd(fd: out[0], events: Int16(POLLIN), revents: 0)
+            guard poll(&p, 1, Int32(max(1, min(1000, deadline.remainingMilliseconds)))) >= 0 else { continue }
+            if deadline.hasPassed { break }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let n = read(out[0], &buffer, buffer.count)
+            if n == 0 { break }
+            if n > 0 { text += String(decoding: buffer[0..<n], as: UTF8.self) }
+            if let match = text.firstMatch(of: /listening on http:\/\/127\.0\.0\.1:(\d+)/) { found = Int(match.1) }
+        }
+        guard let found else {
+            kill(child, SIGKILL)
+            var status: Int32 = 0
+            waitpid(child, &status, 0)
+            throw TestClientError.protocolError("steno serve printed no port: \(text)\nlog: \((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "")")
+        }
+        port = found
+    }
+
+    deinit {
+        if exitStatus == nil {
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+        }
+        unlink(logPath)
+    }
+
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    func signal(_ number: Int32) { kill(pid, number) }
+
+    /// The exit status once the process ended (nil while it runs; -1 if killed by a signal).
+    func pollExit() -> Int32? {
+        if let exitStatus { return exitStatus }
+        var status: Int32 = 0
+        guard waitpid(pid, &status, WNOHANG) == pid else { return nil }
+        exitStatus = (status & 0x7f) == 0 ? (status >> 8) & 0xff : -1
+        return exitStatus
+    }
+}
+
+/// Graceful shutdown: every session gets its finals, then `shutting_down` and close 1001.
+@Suite struct ServerShutdownTests {
+    @Test func drainFinalizesEverySessionAndItsViewersThenCloses1001AndRefusesNewcomers() throws {
+        let input = FormatInputs.pcm24k
+        let server = try LiveServer()
+        let viewer = try server.connect(path: "/v1/listen?channel=drain")
+        _ = try viewer.waitFor("joined")
+        let streaming = try server.connect()
+        try streaming.start(input, extra: #""channel":"drain""#)
+        try streaming.send(audio: input.messages, of: input)
+        // All the audio is in before the drain (so the words are those of the whole input).
+        while !(streaming.events.contains { $0.type == "progress" && abs(($0.number("received") ?? 0) - input.duration) < 0.0015 }) {
+            guard try streaming.next(timeout: 60) != nil else { break }
+        }
+        let waiting = try server.connect()
+
+        let drain = server.startDraining(timeout: 60)
+        var sawDraining = false
+        var drainingBody = ""
+        #expect(eventually(timeout: 60) {
+            guard let health = try? HTTPTestClient.get(port: server.port, "/healthz") else { return true }  // already gone
+            if health.status == 503 {
+                sawDraining = true
+                drainingBody = health.bodyText
+            }
+            return health.status == 503
+        })
+        #expect(!sawDraining || drainingBody.contains(#""status":"draining""#), "\(drainingBody)")
+        if sawDraining, case .refused(let response)? = try? WebSocketTestClient.attempt(port: server.port, timeout: 30) {
+            #expect(response.status == 503, "a handshake while draining: \(response)")
+        }
+
+        try streaming.readUntilClose()
+        expectFatal(streaming, "shutting_down", close: 1001)
+        expectWellFormed(streaming.events, audio: input.duration)
+        #expect(streaming.events.finals == Reference.finals(input), "the finals come before the close")
+        try waiting.readUntilClose()
+        expectFatal(waiting, "shutting_down", close: 1001, "a session that never started")
+        // The channel's viewer gets the finals the drain produced, then 1001.
+        try viewer.readUntilClose()
+        #expect(viewer.closeCode == 1001)
+        #expect(viewer.events.finals == streaming.events.finals, "viewer \(viewer.events.types)")
+        #expect(drain.wait() == true, "every session finished within the drain timeout")
+    }
+
+    @Test func sigtermDrainsLiveSessionsThenTheProcessExits0() throws {
+        let drainTimeout = 30.0
+        let process = try ServeProcess(["serve", "--port", "0", "--drain-timeout", "\(Int(drainTimeout))",
+                                        "--idle-timeout", "0", "--max-sessions", "4", "--workers", "2"])
+        let port = process.port
+        let input = TestInput.pcm16k()
+
+        // Two sessions streaming speech in real time.
+        let sent = SharedCounters(count: 2)
+        let sessions = (0..<2).map { i in
+            BackgroundJob { () -> Result<(SessionRecord, Double), any Error> in
+                Result {
+                    let client = try StenoClient(port: port)
+                    try client.start(input)
+                    client.onAudioSent = { sent.set(i, Int($0 * 1000)) }
+                    do {
+                        try client.send(audio: input.messages, of: input, speed: 1)
+                        try client.send(#"{"type":"end"}"#)
+                    } catch is TestClientError {
+                        // The server closed while we were sending: read what it said.
+                    }
+                    try client.readUntilClose(timeout: 120)
+                    return (client.record, client.audioSent)
+                }
+            }
+        }
+        #expect(eventually(timeout: 120) { sent.all.allSatisfy { $0 >= 4000 } })
+
+        process.signal(SIGTERM)
+        let signalled = ContinuousClock.now
+        // While draining, /healthz says 503 (or, once the server has stopped, the port refuses).
+        var statuses: [Int] = []
+        while process.pollExit() == nil && ContinuousClock.now - signalled < .seconds(drainTimeout + 30) {
+            statuses.append((try? HTTPTestClient.get(port: port, "/healthz").status) ?? 0)
+            usleep(20_000)
+        }
+        let status = process.pollExit()
+        #expect(status == 0, "exit status \(status.map(String.init) ?? "none: still running")\n\(process.log)")
+        #expect(ContinuousClock.now - signalled < .seconds(drainTimeout + 5), "the process outlived its drain timeout")
+        let afterSignal = statuses.drop { $0 == 200 }
+        #expect(!afterSignal.isEmpty && afterSignal.allSatisfy { $0 == 503 || $0 == 0 }, "/healthz after SIGTERM: \(statuses)")
+        #expect(process.log.contains("drained: every session finished"), "\(process.log)")
+
+        let reference = Reference.finals(input)
+        for (i, job) in sessions.enumerated() {
+            let (record, audioSent) = try #require(job.wait(timeout: 60), "session \(i) hung").get()
+            expectFatal(record, "shutting_down", close: 1001, "session \(i)")
+            expectWellFormed(record.events, audio: audioSent, "session \(i)")
+            let finals = record.events.finals
+            #expect(!finals.isEmpty, "session \(i) got no finals")
+            #expect(record.events.contains { $0.type == "progress" }, "session \(i): no progress while audio flowed")
+            // The utterances that ended before the signal are those of the whole file; the last
+            // one was cut by the drain.
+            #expect(Array(finals.dropLast()) == Array(reference.prefix(max(0, finals.count - 1))), "session \(i): \(finals)")
+        }
+    }
+}
