@@ -54,8 +54,12 @@ let package = Package(
         // Benchmarks: `make bench` prints their tables.
         .executableTarget(
             name: "steno-bench",
-            dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoServer", "COpus", "CSoxr", "CPocketSphinx", "CStenoShims"],
+            dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoServer", "StenoTestSupport",
+                           "COpus", "CSoxr", "CPocketSphinx", "CStenoShims"],
             path: "bench/Sources/steno-bench"),
+
+        // Raw-socket WebSocket and HTTP clients for the server's tests and benchmarks.
+        .target(name: "StenoTestSupport", path: "Tests/StenoTestSupport"),
 
         .testTarget(name: "StenoCoreTests", dependencies: ["StenoCore"]),
         .testTarget(
@@ -72,7 +76,7 @@ let package = Package(
             resources: [.copy("Resources")]),
         .testTarget(
             name: "StenoServerTests",
-            dependencies: ["StenoServer", "steno", "COpus", "CStenoShims"],
+            dependencies: ["StenoServer", "StenoTestSupport", "steno", "COpus", "CStenoShims"],
             resources: [.copy("Resources")]),
     ]
 )

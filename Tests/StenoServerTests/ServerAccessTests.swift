@@ -2,6 +2,7 @@ import Foundation
 import StenoCore
 import Testing
 @testable import StenoServer
+import StenoTestSupport
 
 /// What is decided at the handshake (capacity, tokens, origins) and the HTTP side of the
 /// server (/healthz, /metrics, the web client, 404s).

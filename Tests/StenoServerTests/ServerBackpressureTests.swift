@@ -6,6 +6,7 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
+import StenoTestSupport
 #endif
 
 /// Flow control end to end: a client faster than analysis is held back by TCP without losing

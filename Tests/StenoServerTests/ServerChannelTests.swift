@@ -2,6 +2,7 @@ import Foundation
 import StenoCore
 import Testing
 @testable import StenoServer
+import StenoTestSupport
 
 /// Broadcast channels end to end: a publisher, viewers joining mid-stream, a viewer that does
 /// not read, a second would-be publisher, and the caption files.

@@ -3,6 +3,7 @@ import StenoCore
 import StenoSpeech
 import Testing
 @testable import StenoServer
+import StenoTestSupport
 
 /// Many sessions at once, clients that vanish, and audio that is noise or nonsense.
 @Suite struct ServerRobustnessTests {

@@ -6,6 +6,7 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
+import StenoTestSupport
 #endif
 
 /// `steno serve` run as a user runs it: a child process, its port read from its first line

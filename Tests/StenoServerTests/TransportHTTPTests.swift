@@ -2,6 +2,7 @@ import Foundation
 import StenoCore
 import Testing
 @testable import StenoServer
+import StenoTestSupport
 
 /// A temporary directory tree for static-file tests:
 ///   base/secret.txt            (outside the root)

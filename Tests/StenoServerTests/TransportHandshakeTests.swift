@@ -2,6 +2,7 @@ import Foundation
 import StenoCore
 import Testing
 @testable import StenoServer
+import StenoTestSupport
 
 @Suite struct TransportHandshakeTests {
     static func policyServer(capacity: Int = 100) throws -> TestServer {

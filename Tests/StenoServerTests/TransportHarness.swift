@@ -3,6 +3,7 @@ import StenoCore
 import Synchronization
 import Testing
 @testable import StenoServer
+import StenoTestSupport
 
 /// What the test delegate saw, readable from the test's thread.
 enum TransportEvent: Equatable, Sendable {

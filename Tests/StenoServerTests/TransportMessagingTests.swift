@@ -2,6 +2,7 @@ import Foundation
 import StenoCore
 import Testing
 @testable import StenoServer
+import StenoTestSupport
 
 @Suite struct TransportMessagingTests {
     @Test func fragmentedMessagesAreReassembled() throws {

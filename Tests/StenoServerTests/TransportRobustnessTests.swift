@@ -2,6 +2,7 @@ import Foundation
 import StenoCore
 import Testing
 @testable import StenoServer
+import StenoTestSupport
 
 @Suite struct TransportRobustnessTests {
     /// Every `closed` belongs to an `opened`, and none is reported twice.

@@ -10,6 +10,7 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
+import StenoTestSupport
 #endif
 
 // End-to-end test support: a real `StenoServer` on 127.0.0.1 (port 0) with the real

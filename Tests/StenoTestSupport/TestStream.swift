@@ -6,14 +6,14 @@ import Glibc
 
 /// Errors of the test clients. Every read and write has a deadline, so a test
 /// fails with `.timeout` instead of hanging.
-enum TestClientError: Error, CustomStringConvertible, Equatable {
+public enum TestClientError: Error, CustomStringConvertible, Equatable {
     case timeout(String)
     case closed(String)
     case io(String, Int32)
     case protocolError(String)
     case refused(TestHTTPResponse)
 
-    var description: String {
+    public var description: String {
         switch self {
         case .timeout(let what): "timed out: \(what)"
         case .closed(let what): "connection closed: \(what)"
@@ -28,9 +28,9 @@ enum TestClientError: Error, CustomStringConvertible, Equatable {
 /// `openssl s_client` child process (its stdin/stdout), with deadlines on every
 /// operation. Writes that time out keep their unsent bytes, which go out first on
 /// the next write or `flush`, so a stream is never left with half a frame.
-final class TestStream {
-    let readFD: Int32
-    let writeFD: Int32
+public final class TestStream {
+    public let readFD: Int32
+    public let writeFD: Int32
     private let child: pid_t?
     private var inbox: [UInt8] = []
     private var inboxStart = 0
@@ -52,7 +52,7 @@ final class TestStream {
 
     /// A TCP connection to `host:port`. `receiveBufferSize`/`sendBufferSize` set
     /// SO_RCVBUF/SO_SNDBUF before connecting (small values make a slow reader).
-    static func tcp(host: String = "127.0.0.1", port: Int, receiveBufferSize: Int? = nil, sendBufferSize: Int? = nil) throws -> TestStream {
+    public static func tcp(host: String = "127.0.0.1", port: Int, receiveBufferSize: Int? = nil, sendBufferSize: Int? = nil) throws -> TestStream {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestClientError.io("socket", errno) }
         if var size = receiveBufferSize.map(Int32.init) {
@@ -86,7 +86,7 @@ final class TestStream {
     /// not verified: tests use a self-signed one). Spawned with posix_spawn rather
     /// than Foundation's `Process`, whose `waitUntilExit` after `terminate` was seen
     /// to hang for minutes here.
-    static func tls(port: Int, openssl: String = "/usr/bin/openssl") throws -> TestStream {
+    public static func tls(port: Int, openssl: String = "/usr/bin/openssl") throws -> TestStream {
         var toChild: [Int32] = [0, 0]
         var fromChild: [Int32] = [0, 0]
         guard pipe(&toChild) == 0 else { throw TestClientError.io("pipe", errno) }
@@ -136,13 +136,13 @@ final class TestStream {
 
     /// Writes `bytes` (after any unsent bytes). Throws `.timeout` if the peer does not
     /// take them in time; what was not written stays queued.
-    func write(_ bytes: [UInt8], timeout: Double = 5) throws {
+    public func write(_ bytes: [UInt8], timeout: Double = 5) throws {
         unsent.append(contentsOf: bytes)
         try flush(timeout: timeout)
     }
 
     /// Writes the unsent bytes.
-    func flush(timeout: Double = 5) throws {
+    public func flush(timeout: Double = 5) throws {
         let deadline = Deadline(timeout)
         var sent = 0
         defer { unsent.removeFirst(sent) }
@@ -164,7 +164,7 @@ final class TestStream {
     }
 
     /// Half-closes (TCP) or closes the input of s_client: the server sees EOF.
-    func shutdownWrite() {
+    public func shutdownWrite() {
         if child == nil { Glibc.shutdown(writeFD, Int32(SHUT_WR)) } else { Glibc.close(writeFD) }
     }
 
@@ -173,7 +173,7 @@ final class TestStream {
     /// Reads what is available (waiting until something is, or the deadline).
     /// Returns false at end of stream.
     @discardableResult
-    func fill(deadline: Deadline) throws -> Bool {
+    public func fill(deadline: Deadline) throws -> Bool {
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
             let n = chunk.withUnsafeMutableBytes { Glibc.read(readFD, $0.baseAddress!, $0.count) }
@@ -195,10 +195,10 @@ final class TestStream {
         }
     }
 
-    var buffered: Int { inbox.count - inboxStart }
+    public var buffered: Int { inbox.count - inboxStart }
 
     /// Exactly `count` bytes.
-    func read(exactly count: Int, deadline: Deadline) throws -> [UInt8] {
+    public func read(exactly count: Int, deadline: Deadline) throws -> [UInt8] {
         while buffered < count {
             guard try fill(deadline: deadline) else { throw TestClientError.closed("after \(buffered) of \(count) bytes") }
         }
@@ -209,7 +209,7 @@ final class TestStream {
     }
 
     /// Bytes up to and including `delimiter`.
-    func read(through delimiter: [UInt8], deadline: Deadline, limit: Int = 1 << 20) throws -> [UInt8] {
+    public func read(through delimiter: [UInt8], deadline: Deadline, limit: Int = 1 << 20) throws -> [UInt8] {
         var searchFrom = inboxStart
         while true {
             if let end = find(delimiter, from: searchFrom) {
@@ -225,7 +225,7 @@ final class TestStream {
     }
 
     /// Everything until the peer closes.
-    func readToEnd(deadline: Deadline) throws -> [UInt8] {
+    public func readToEnd(deadline: Deadline) throws -> [UInt8] {
         while try fill(deadline: deadline) {}
         let out = Array(inbox[inboxStart...])
         inboxStart = inbox.count
@@ -234,7 +234,7 @@ final class TestStream {
     }
 
     /// Waits until the peer closes, discarding data. Returns the bytes discarded.
-    func awaitEOF(deadline: Deadline) throws -> Int {
+    public func awaitEOF(deadline: Deadline) throws -> Int {
         var total = 0
         while try fill(deadline: deadline) {
             total += buffered
@@ -276,7 +276,7 @@ final class TestStream {
         }
     }
 
-    func close() {
+    public func close() {
         if isClosed { return }
         isClosed = true
         Glibc.close(readFD)
@@ -290,24 +290,24 @@ final class TestStream {
 }
 
 /// A point in time to give up at.
-struct Deadline {
-    let end: ContinuousClock.Instant
+public struct Deadline {
+    public let end: ContinuousClock.Instant
 
-    init(_ seconds: Double) {
+    public init(_ seconds: Double) {
         end = .now + .milliseconds(Int(seconds * 1000))
     }
 
-    var remainingMilliseconds: Int {
+    public var remainingMilliseconds: Int {
         let d = end - .now
         let ms = d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
         return Int(ms)
     }
 
-    var hasPassed: Bool { ContinuousClock.now >= end }
+    public var hasPassed: Bool { ContinuousClock.now >= end }
 }
 
 /// Runs a program to completion (posix_spawn + waitpid); returns its exit status.
-func runProgram(_ path: String, _ arguments: [String]) throws -> Int32 {
+public func runProgram(_ path: String, _ arguments: [String]) throws -> Int32 {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }

@@ -1,7 +1,7 @@
 /// SHA-1 (FIPS 180-4), only to check `Sec-WebSocket-Accept` in the test client;
 /// Foundation on Linux has no hash functions.
-enum SHA1 {
-    static func hash(_ message: [UInt8]) -> [UInt8] {
+public enum SHA1 {
+    public static func hash(_ message: [UInt8]) -> [UInt8] {
         var h: [UInt32] = [0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0]
         var data = message
         let bitLength = UInt64(message.count) * 8

@@ -14,15 +14,15 @@ import Foundation
 /// A refused handshake throws `TestClientError.refused(response)` with the HTTP
 /// status, headers and body (or use `attempt` to get it as a value). Pings from the
 /// server are answered automatically. Every read and write has a deadline.
-final class WebSocketTestClient {
-    enum Message: Equatable, CustomStringConvertible {
+public final class WebSocketTestClient {
+    public enum Message: Equatable, CustomStringConvertible {
         case text(String)
         case binary([UInt8])
         /// A close frame: its status code (nil when the frame had none) and reason.
         case close(code: UInt16?, reason: String)
         case pong([UInt8])
 
-        var description: String {
+        public var description: String {
             switch self {
             case .text(let s): "text(\(s.count > 80 ? String(s.prefix(80)) + "…" : s))"
             case .binary(let b): "binary(\(b.count) bytes)"
@@ -32,22 +32,22 @@ final class WebSocketTestClient {
         }
     }
 
-    enum Opcode: UInt8 {
+    public enum Opcode: UInt8 {
         case continuation = 0, text = 1, binary = 2, close = 8, ping = 9, pong = 10
     }
 
-    enum Outcome {
+    public enum Outcome {
         case upgraded(WebSocketTestClient)
         case refused(TestHTTPResponse)
     }
 
-    let stream: TestStream
+    public let stream: TestStream
     /// The 101 response.
-    let handshake: TestHTTPResponse
+    public let handshake: TestHTTPResponse
     /// Answer pings with pongs inside `receive` (on by default).
-    var autoPong = true
+    public var autoPong = true
     /// Answer the server's close frame with a close frame (on by default).
-    var autoCloseReply = true
+    public var autoCloseReply = true
     /// Set once a close frame was received.
     private(set) var receivedClose: Message?
     private(set) var sentClose = false
@@ -62,7 +62,7 @@ final class WebSocketTestClient {
     // MARK: connecting
 
     /// Connects and upgrades; throws `.refused(response)` unless the server answers 101.
-    static func connect(port: Int, path: String = "/v1/stream", headers: [(String, String)] = [],
+    public static func connect(port: Int, path: String = "/v1/stream", headers: [(String, String)] = [],
                         tls: Bool = false, receiveBufferSize: Int? = nil, sendBufferSize: Int? = nil,
                         timeout: Double = 5) throws -> WebSocketTestClient {
         switch try attempt(port: port, path: path, headers: headers, tls: tls,
@@ -74,7 +74,7 @@ final class WebSocketTestClient {
 
     /// Connects and asks for an upgrade; returns the client, or the HTTP response of
     /// a refusal (with its body).
-    static func attempt(port: Int, path: String = "/v1/stream", headers: [(String, String)] = [],
+    public static func attempt(port: Int, path: String = "/v1/stream", headers: [(String, String)] = [],
                         tls: Bool = false, receiveBufferSize: Int? = nil, sendBufferSize: Int? = nil,
                         timeout: Double = 5) throws -> Outcome {
         let stream = tls
@@ -108,21 +108,21 @@ final class WebSocketTestClient {
     // MARK: sending
 
     /// Sends a text message, split into frames of `fragmentSize` payload bytes if given.
-    func sendText(_ text: String, fragmentSize: Int? = nil, timeout: Double = 5) throws {
+    public func sendText(_ text: String, fragmentSize: Int? = nil, timeout: Double = 5) throws {
         try sendMessage(.text, Array(text.utf8), fragmentSize: fragmentSize, timeout: timeout)
     }
 
     /// Sends a binary message, split into frames of `fragmentSize` payload bytes if given.
-    func sendBinary(_ bytes: [UInt8], fragmentSize: Int? = nil, timeout: Double = 5) throws {
+    public func sendBinary(_ bytes: [UInt8], fragmentSize: Int? = nil, timeout: Double = 5) throws {
         try sendMessage(.binary, bytes, fragmentSize: fragmentSize, timeout: timeout)
     }
 
-    func sendPing(_ payload: [UInt8] = [], timeout: Double = 5) throws {
+    public func sendPing(_ payload: [UInt8] = [], timeout: Double = 5) throws {
         try sendFrame(.ping, payload, timeout: timeout)
     }
 
     /// Sends a close frame (code and reason; no code means an empty close frame).
-    func sendClose(code: UInt16? = 1000, reason: String = "", timeout: Double = 5) throws {
+    public func sendClose(code: UInt16? = 1000, reason: String = "", timeout: Double = 5) throws {
         var payload: [UInt8] = []
         if let code { payload = [UInt8(code >> 8), UInt8(code & 0xff)] + Array(reason.utf8) }
         try sendFrame(.close, payload, timeout: timeout)
@@ -144,25 +144,25 @@ final class WebSocketTestClient {
 
     /// Sends one frame. `masked: false` or a raw `opcodeValue` make protocol
     /// violations on purpose.
-    func sendFrame(_ opcode: Opcode, _ payload: [UInt8], fin: Bool = true, masked: Bool = true, timeout: Double = 5) throws {
+    public func sendFrame(_ opcode: Opcode, _ payload: [UInt8], fin: Bool = true, masked: Bool = true, timeout: Double = 5) throws {
         try sendFrame(opcodeValue: opcode.rawValue, payload, fin: fin, masked: masked, timeout: timeout)
     }
 
-    func sendFrame(opcodeValue: UInt8, _ payload: [UInt8], fin: Bool = true, rsv: UInt8 = 0, masked: Bool = true, timeout: Double = 5) throws {
+    public func sendFrame(opcodeValue: UInt8, _ payload: [UInt8], fin: Bool = true, rsv: UInt8 = 0, masked: Bool = true, timeout: Double = 5) throws {
         try stream.write(Self.encodeFrame(opcodeValue: opcodeValue, payload, fin: fin, rsv: rsv, masked: masked), timeout: timeout)
     }
 
     /// Raw bytes, for garbage.
-    func sendRaw(_ bytes: [UInt8], timeout: Double = 5) throws {
+    public func sendRaw(_ bytes: [UInt8], timeout: Double = 5) throws {
         try stream.write(bytes, timeout: timeout)
     }
 
     /// Writes bytes left unsent by a write that timed out.
-    func flush(timeout: Double = 5) throws { try stream.flush(timeout: timeout) }
+    public func flush(timeout: Double = 5) throws { try stream.flush(timeout: timeout) }
 
-    var hasUnsentBytes: Bool { !stream.unsent.isEmpty }
+    public var hasUnsentBytes: Bool { !stream.unsent.isEmpty }
 
-    static func encodeFrame(opcodeValue: UInt8, _ payload: [UInt8], fin: Bool = true, rsv: UInt8 = 0, masked: Bool = true) -> [UInt8] {
+    public static func encodeFrame(opcodeValue: UInt8, _ payload: [UInt8], fin: Bool = true, rsv: UInt8 = 0, masked: Bool = true) -> [UInt8] {
         var frame: [UInt8] = [(fin ? 0x80 : 0) | (rsv & 0x7) << 4 | (opcodeValue & 0x0f)]
         let maskBit: UInt8 = masked ? 0x80 : 0
         switch payload.count {
@@ -190,7 +190,7 @@ final class WebSocketTestClient {
 
     /// The next message: text or binary (fragments joined), a pong, or the close
     /// frame. Pings are answered (if `autoPong`) and not returned.
-    func receive(timeout: Double = 5) throws -> Message {
+    public func receive(timeout: Double = 5) throws -> Message {
         let deadline = Deadline(timeout)
         var partial: (opcode: Opcode, data: [UInt8])?
         while true {
@@ -229,7 +229,7 @@ final class WebSocketTestClient {
     }
 
     /// Reads one frame as it is on the wire.
-    func readFrame(deadline: Deadline) throws -> (opcode: Opcode, fin: Bool, payload: [UInt8]) {
+    public func readFrame(deadline: Deadline) throws -> (opcode: Opcode, fin: Bool, payload: [UInt8]) {
         let head = try stream.read(exactly: 2, deadline: deadline)
         let fin = head[0] & 0x80 != 0
         guard head[0] & 0x70 == 0 else { throw TestClientError.protocolError("RSV bits set by the server") }
@@ -250,7 +250,7 @@ final class WebSocketTestClient {
     /// Reads messages until a close frame arrives (or the connection ends).
     /// Returns the messages before it and the close frame (nil if the stream just
     /// ended without one).
-    func receiveUntilClose(timeout: Double = 5) throws -> (messages: [Message], close: Message?) {
+    public func receiveUntilClose(timeout: Double = 5) throws -> (messages: [Message], close: Message?) {
         let deadline = Deadline(timeout)
         var messages: [Message] = []
         while true {
@@ -267,7 +267,7 @@ final class WebSocketTestClient {
     /// Closing handshake: sends a close frame, reads until the server's close frame,
     /// then waits for the server to end the TCP connection.
     @discardableResult
-    func close(code: UInt16? = 1000, reason: String = "", timeout: Double = 5) throws -> (messages: [Message], close: Message?) {
+    public func close(code: UInt16? = 1000, reason: String = "", timeout: Double = 5) throws -> (messages: [Message], close: Message?) {
         if !sentClose { try sendClose(code: code, reason: reason, timeout: timeout) }
         let result = receivedClose == nil ? try receiveUntilClose(timeout: timeout) : ([], receivedClose)
         _ = try? stream.awaitEOF(deadline: Deadline(timeout))
@@ -276,10 +276,10 @@ final class WebSocketTestClient {
     }
 
     /// Waits until the server ends the TCP connection (after a close frame).
-    func awaitDisconnect(timeout: Double = 5) throws {
+    public func awaitDisconnect(timeout: Double = 5) throws {
         _ = try stream.awaitEOF(deadline: Deadline(timeout))
     }
 
     /// Drops the TCP connection without a closing handshake.
-    func disconnect() { stream.close() }
+    public func disconnect() { stream.close() }
 }

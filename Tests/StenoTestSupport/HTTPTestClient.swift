@@ -1,30 +1,32 @@
 import Foundation
 
 /// An HTTP response as read off the wire: status line, header fields, body.
-struct TestHTTPResponse: Equatable, CustomStringConvertible {
-    var version = ""
-    var status = 0
-    var reason = ""
-    var headers: [(name: String, value: String)] = []
-    var body: [UInt8] = []
+public struct TestHTTPResponse: Equatable, CustomStringConvertible {
+    public var version = ""
+    public var status = 0
+    public var reason = ""
+    public var headers: [(name: String, value: String)] = []
+    public var body: [UInt8] = []
+
+    public init() {}
 
     /// The first value of header `name` (case-insensitive).
-    func header(_ name: String) -> String? {
+    public func header(_ name: String) -> String? {
         let n = name.lowercased()
         return headers.first { $0.name.lowercased() == n }?.value
     }
 
-    var bodyText: String { String(decoding: body, as: UTF8.self) }
+    public var bodyText: String { String(decoding: body, as: UTF8.self) }
 
-    var description: String { "HTTP \(status) \(reason) \(headers.map { "\($0.name): \($0.value)" }) body \(body.count) bytes" }
+    public var description: String { "HTTP \(status) \(reason) \(headers.map { "\($0.name): \($0.value)" }) body \(body.count) bytes" }
 
-    static func == (a: TestHTTPResponse, b: TestHTTPResponse) -> Bool {
+    public static func == (a: TestHTTPResponse, b: TestHTTPResponse) -> Bool {
         a.status == b.status && a.reason == b.reason && a.body == b.body
             && a.headers.elementsEqual(b.headers) { $0.name == $1.name && $0.value == $1.value }
     }
 
     /// Reads a status line and header fields from `stream` (not the body).
-    static func readHead(from stream: TestStream, deadline: Deadline) throws -> TestHTTPResponse {
+    public static func readHead(from stream: TestStream, deadline: Deadline) throws -> TestHTTPResponse {
         let head = try stream.read(through: Array("\r\n\r\n".utf8), deadline: deadline, limit: 64 * 1024)
         let text = String(decoding: head, as: UTF8.self)
         var lines = text.components(separatedBy: "\r\n").filter { !$0.isEmpty }
@@ -48,7 +50,7 @@ struct TestHTTPResponse: Equatable, CustomStringConvertible {
 
     /// Reads the body that follows the head: `Content-Length` bytes, or (without it)
     /// everything until the server closes. A HEAD response has no body.
-    mutating func readBody(from stream: TestStream, deadline: Deadline, isHead: Bool = false) throws {
+    public mutating func readBody(from stream: TestStream, deadline: Deadline, isHead: Bool = false) throws {
         if isHead || status == 101 || status == 204 || status == 304 { return }
         if let length = header("content-length").flatMap({ Int($0) }) {
             body = try stream.read(exactly: length, deadline: deadline)
@@ -59,8 +61,8 @@ struct TestHTTPResponse: Equatable, CustomStringConvertible {
 }
 
 /// One-shot HTTP/1.1 requests over a fresh connection.
-enum HTTPTestClient {
-    static func request(port: Int, method: String = "GET", path: String, headers: [(String, String)] = [],
+public enum HTTPTestClient {
+    public static func request(port: Int, method: String = "GET", path: String, headers: [(String, String)] = [],
                         tls: Bool = false, timeout: Double = 5) throws -> TestHTTPResponse {
         let stream = tls ? try TestStream.tls(port: port) : try TestStream.tcp(port: port)
         defer { stream.close() }
@@ -74,7 +76,7 @@ enum HTTPTestClient {
         return response
     }
 
-    static func get(port: Int, _ path: String, headers: [(String, String)] = [], tls: Bool = false) throws -> TestHTTPResponse {
+    public static func get(port: Int, _ path: String, headers: [(String, String)] = [], tls: Bool = false) throws -> TestHTTPResponse {
         try request(port: port, path: path, headers: headers, tls: tls)
     }
 }
