@@ -1,4 +1,5 @@
 import StenoCore
+import StenoSpeech
 import Synchronization
 
 /// A small, thread-safe metrics registry that renders the Prometheus text exposition

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import StenoSpeech
 import Synchronization
 
 #if canImport(Glibc)
@@ -676,28 +677,6 @@ private struct FIFO<Element> {
         storage.removeAll()
         headIndex = 0
         return elements
-    }
-}
-
-/// A value behind a lock, like `Synchronization.Mutex`, but built on a pthread mutex
-/// (`NSLock`) so that ThreadSanitizer sees the synchronization: on Linux `Mutex` waits
-/// with raw futex calls, which ThreadSanitizer cannot see, so every `Mutex` shows up in
-/// its reports as a data race and hides real ones.
-///
-/// Safety: `state` is only reached inside `withLock`, under the lock. Like `Mutex`, it is
-/// the caller's job not to let non-Sendable parts of the state escape from the closure.
-final class Locked<State>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var state: State
-
-    init(_ state: State) {
-        self.state = state
-    }
-
-    func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&state)
     }
 }
 

@@ -1,16 +1,21 @@
 import Foundation
 
-/// A value guarded by a lock. NSLock rather than Synchronization.Mutex: on Linux,
-/// ThreadSanitizer does not see Mutex's futex waits and reports false races.
-final class Locked<State>: @unchecked Sendable {
+/// A value guarded by a lock, like `Synchronization.Mutex`, but built on a pthread mutex
+/// (`NSLock`): on Linux `Mutex` waits with raw futex calls that ThreadSanitizer cannot see, so
+/// it reports every `Mutex` as a data race and hides real ones. StenoServer's worker pool and
+/// metrics, and the benchmarks, use it too.
+///
+/// Safety: `state` is only reached inside `withLock`, under the lock. Like `Mutex`, it is the
+/// caller's job not to let non-Sendable parts of the state escape from the closure.
+public final class Locked<State>: @unchecked Sendable {
     private let lock = NSLock()
     private var state: State
 
-    init(_ state: State) {
+    public init(_ state: State) {
         self.state = state
     }
 
-    func withLock<R>(_ body: (inout State) throws -> R) rethrows -> R {
+    public func withLock<R>(_ body: (inout State) throws -> R) rethrows -> R {
         lock.lock()
         defer { lock.unlock() }
         return try body(&state)

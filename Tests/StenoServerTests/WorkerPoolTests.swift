@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import StenoServer
+import StenoSpeech
 
 /// Waits long enough that only a hang (a bug) can fail it; never a timing assertion.
 private func waited(_ semaphore: DispatchSemaphore, seconds: Int = 60) -> Bool {

@@ -1,6 +1,7 @@
 import Foundation
 import StenoAudio
 import StenoCore
+import StenoSpeech
 import StenoTestSupport
 
 #if canImport(Glibc)
@@ -348,17 +349,6 @@ private final class Child {
         var status: Int32 = 0
         waitpid(pid, &status, 0)
         if let fd = stdoutFD { close(fd) }
-    }
-}
-
-private final class Locked<Value>: @unchecked Sendable {
-    private var value: Value
-    private let lock = NSLock()
-    init(_ value: Value) { self.value = value }
-    func withLock<R>(_ body: (inout Value) -> R) -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return body(&value)
     }
 }
 
