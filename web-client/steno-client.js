@@ -1,5 +1,6 @@
 /**
- * steno-client.js — the Steno live-captioning protocol (version 1) as one small ES module.
+ * steno-client.js — the Steno live-captioning protocol (version 1) as one small ES module:
+ * StenoClient publishes audio and receives its captions; StenoViewer follows a broadcast channel.
  *
  * No dependencies. Works in browsers and in any runtime with a standard `WebSocket`
  * (Node 20 with `--experimental-websocket`, Node 22+, Deno, Bun), or with a WebSocket
@@ -81,15 +82,65 @@
  *   Non-fatal server errors ('bad_message', 'bad_audio') arrive only as 'error' events.
  *   Promises still pending when the session closes reject with the StenoError that ended it.
  *
+ * Following a broadcast channel (read-only)
+ *
+ *   const viewer = StenoClient.listen('https://captions.example.org', 'studio-a', { token });
+ *   viewer.on('joined', (e) => e.resumed || startNewSection(e.startedAt));
+ *   viewer.on('final', (e) => addLine(e.start, e.end, e.text));
+ *   viewer.on('volatile', (e) => showGuess(e.text));
+ *   viewer.on('state', (s) => showStatus(s.state, s.delay, s.error));
+ *   // or: for await (const event of viewer) { … }
+ *
+ * StenoClient.listen(url, channel, options) → StenoViewer, already connecting.
+ * new StenoViewer(url, channel, options)
+ *   url      the server (https://host), its stream address (wss://host/v1/stream) or its
+ *            listen address; the viewer connects to <prefix>/v1/listen?channel=NAME[&token=T].
+ *   options  token         access token, added as ?token=
+ *            reconnect     reconnect when the connection drops (default true)
+ *            minDelay, maxDelay   backoff: minDelay·2^n seconds, at most maxDelay (0.5, 30),
+ *                          ±jitter (0.2 = ±20 %); 0 for the first retry after a 4008
+ *            firstAttempts reconnects tried before the first `joined` (default 3: a server that
+ *                          was never reached is more likely wrong than down)
+ *            maxAttempts   reconnects in a row after that (default Infinity)
+ *            WebSocket     the WebSocket constructor to use
+ *   start()          connects; resolves with the first `joined`, rejects (StenoError) if the
+ *                    viewer ends before one. Idempotent.
+ *   close()          stops following (no reconnect); `closed` resolves.
+ *   reconnectNow()   while waiting to reconnect, connect at once.
+ *   on/off/events()  as for StenoClient. Server events: 'joined', 'final', 'volatile',
+ *                    'speech', 'error' (non-fatal), 'event' (all of them); and
+ *                    'state'  {state, previous, attempt, delay?, code?, reason?, error?} on every
+ *                             change of `state`: 'connecting' → 'open' (a `joined` arrived) →
+ *                             'reconnecting' (delay = seconds until the next try, error = why)
+ *                             → 'connecting' … → 'closed';
+ *                    'close'  {code, reason, wasClean, error} once, when the viewer ends.
+ *                    The async iterator yields the server events across reconnects; it ends
+ *                    on close() or a close that means "do not retry" (1000), and throws the
+ *                    StenoError of any other end (e.g. a server that could not be reached).
+ *   Across reconnects: each `joined` carries an added `resumed` field, true when it is the
+ *   first `joined` of a new connection and has the `startedAt` of the broadcast already
+ *   followed (the same publisher). The backfill finals after it that were delivered before
+ *   are dropped, so every final arrives once. A `joined` with `resumed: false` is a new
+ *   broadcast (a new publisher, whose timeline starts again at 0).
+ *   Properties: state ('new' | 'connecting' | 'open' | 'reconnecting' | 'closed'), channel,
+ *   url, joined (the last `joined`), broadcasts (how many were seen), attempt,
+ *   reconnectDelay, lastSeq, error, ready, closed.
+ *
  * Helpers
  *   streamUrl(base, {token, path})  the WebSocket URL the client would use
+ *   listenUrl(base, channel, {token})            a viewer's WebSocket URL
+ *   captionsUrl(base, channel, 'vtt'|'srt'|'txt', {token})  the channel's captions over HTTP
+ *   isChannelName(name)             1–64 letters, digits, '-', '_', '.' (not '.' or '..')
  *   shouldReconnect(closeCode)      whether reconnecting after this close code makes sense
+ *   viewerShouldReconnect(closeCode)  the same for a viewer (only 1000 and protocol or
+ *                                   policy closes end a viewer)
  *   describeError(code)             a plain-language sentence for a protocol or close code
  *   opusPacketSamples(bytes)        samples at 48 kHz in one Opus packet (RFC 6716 TOC)
  */
 
 export const PROTOCOL_VERSION = 1;
 export const DEFAULT_STREAM_PATH = '/v1/stream';
+export const DEFAULT_LISTEN_PATH = '/v1/listen';
 
 /** Close codes of the protocol, by name. */
 export const CloseCode = Object.freeze({
@@ -175,6 +226,66 @@ export function streamUrl(base, { token, path = DEFAULT_STREAM_PATH } = {}) {
   return url.toString();
 }
 
+/** Whether `name` is a valid broadcast channel name: 1–64 letters, digits, '-', '_', '.', not '.' or '..'. */
+export function isChannelName(name) {
+  return typeof name === 'string' && /^[A-Za-z0-9._-]{1,64}$/.test(name) && name !== '.' && name !== '..';
+}
+
+/** `base` as a URL with the scheme set for `kind` ('ws' or 'http'), keeping the security. */
+function serverUrl(base, kind) {
+  const url = new URL(String(base), globalThis.location?.href);
+  const secure = url.protocol === 'https:' || url.protocol === 'wss:';
+  if (!['http:', 'https:', 'ws:', 'wss:'].includes(url.protocol)) {
+    throw new TypeError(`not a WebSocket or HTTP address: ${base}`);
+  }
+  url.protocol = kind === 'ws' ? (secure ? 'wss:' : 'ws:') : (secure ? 'https:' : 'http:');
+  url.hash = '';
+  url.search = '';
+  return url;
+}
+
+/** The path in front of the server's own routes: '' for 'https://host/v1/stream', '/steno' for '…/steno/v1/listen'. */
+function routePrefix(pathname) {
+  for (const route of [DEFAULT_STREAM_PATH, DEFAULT_LISTEN_PATH]) {
+    if (pathname.endsWith(route)) return pathname.slice(0, -route.length);
+  }
+  return pathname.replace(/\/+$/, '');
+}
+
+/**
+ * The viewer WebSocket URL of a channel: `base` may be the server (`https://host`), its stream
+ * address (`wss://host/v1/stream`, as the publishing page shows it) or its listen address.
+ */
+export function listenUrl(base, channel, { token } = {}) {
+  if (!isChannelName(channel)) throw new TypeError(`not a channel name: ${channel}`);
+  const url = serverUrl(base, 'ws');
+  url.pathname = routePrefix(url.pathname) + DEFAULT_LISTEN_PATH;
+  url.searchParams.set('channel', channel);
+  if (token != null && token !== '') url.searchParams.set('token', token);
+  return url.toString();
+}
+
+/** The HTTP address of a channel's captions so far: format 'vtt', 'srt' or 'txt'. */
+export function captionsUrl(base, channel, format = 'vtt', { token } = {}) {
+  if (!isChannelName(channel)) throw new TypeError(`not a channel name: ${channel}`);
+  if (!['vtt', 'srt', 'txt'].includes(format)) throw new TypeError(`no captions format ${format}`);
+  const url = serverUrl(base, 'http');
+  url.pathname = `${routePrefix(url.pathname)}/v1/channels/${channel}/captions.${format}`;
+  if (token != null && token !== '') url.searchParams.set('token', token);
+  return url.toString();
+}
+
+/**
+ * Whether a viewer should connect again after its connection closed with this code. Only
+ * closes that a new connection would repeat end a viewer: 1000 (the server ended it), 1002,
+ * 1003, 1007, 1008, 1009, 1010 and 4400 (protocol or policy problems). Everything else — a
+ * lost connection (1006), the server shutting down or restarting (1001, 1012), an internal
+ * error (1011), a slow link (4008) — is worth another try.
+ */
+export function viewerShouldReconnect(closeCode) {
+  return ![1000, 1002, 1003, 1007, 1008, 1009, 1010, 4400].includes(closeCode);
+}
+
 /**
  * Samples at 48 kHz held by one Opus packet, from its TOC byte (RFC 6716, section 3.1),
  * or 0 if the packet is malformed.
@@ -216,6 +327,43 @@ function deferred() {
   return { promise, resolve, reject };
 }
 
+/**
+ * An async iterator over the events `owner` (a StenoClient or StenoViewer) delivers from now
+ * on. The owner pushes to every sink in `owner._iterators` and finishes them when it closes;
+ * `owner.state === 'closed'` and `owner.error` describe a finished owner.
+ */
+function eventIterator(owner) {
+  const queue = [];
+  let wake = null;
+  let done = owner.state === 'closed';
+  let failure = done ? owner.error : null;
+  const sink = {
+    push: (event) => { queue.push(event); wake?.(); },
+    finish: (error) => { done = true; failure = error; wake?.(); },
+  };
+  if (!done) owner._iterators.add(sink);
+  const iterator = {
+    next: async () => {
+      while (queue.length === 0 && !done) {
+        await new Promise((resolve) => { wake = resolve; });
+        wake = null;
+      }
+      if (queue.length) return { value: queue.shift(), done: false };
+      if (failure) { const f = failure; failure = null; throw f; }
+      return { value: undefined, done: true };
+    },
+    return: async () => {
+      owner._iterators.delete(sink);
+      done = true;
+      queue.length = 0;
+      failure = null;
+      return { value: undefined, done: true };
+    },
+    [Symbol.asyncIterator]() { return iterator; },
+  };
+  return iterator;
+}
+
 const BYTES_PER_SAMPLE = { pcm_s16le: 2, pcm_f32le: 4 };
 
 export class StenoClient {
@@ -224,6 +372,16 @@ export class StenoClient {
     const client = new StenoClient(url, options);
     await client.start();
     return client;
+  }
+
+  /**
+   * Follows a broadcast channel: a StenoViewer, already connecting. Use its callbacks or
+   * `for await (const event of StenoClient.listen(url, 'studio-a')) …`.
+   */
+  static listen(url, channel, options = {}) {
+    const viewer = new StenoViewer(url, channel, options);
+    viewer.start().catch(() => {}); // the outcome arrives as events, `ready` and `closed`
+    return viewer;
   }
 
   constructor(url, options = {}) {
@@ -388,35 +546,7 @@ export class StenoClient {
   }
 
   events() {
-    const queue = [];
-    let wake = null;
-    let done = this.state === 'closed';
-    let failure = done ? this.error : null;
-    const sink = {
-      push: (event) => { queue.push(event); wake?.(); },
-      finish: (error) => { done = true; failure = error; wake?.(); },
-    };
-    if (!done) this._iterators.add(sink);
-    const iterator = {
-      next: async () => {
-        while (queue.length === 0 && !done) {
-          await new Promise((resolve) => { wake = resolve; });
-          wake = null;
-        }
-        if (queue.length) return { value: queue.shift(), done: false };
-        if (failure) { const f = failure; failure = null; throw f; }
-        return { value: undefined, done: true };
-      },
-      return: async () => {
-        this._iterators.delete(sink);
-        done = true;
-        queue.length = 0;
-        failure = null;
-        return { value: undefined, done: true };
-      },
-      [Symbol.asyncIterator]() { return iterator; },
-    };
-    return iterator;
+    return eventIterator(this);
   }
 
   [Symbol.asyncIterator]() {
@@ -545,6 +675,210 @@ export class StenoClient {
     this._emit('close', result);
     for (const sink of this._iterators) sink.finish(error);
     this._iterators.clear();
+  }
+}
+
+/**
+ * A read-only viewer of a broadcast channel (`/v1/listen?channel=NAME`) that stays with the
+ * channel: it reconnects with backoff when the connection drops, and does not deliver a
+ * final twice when the backfill after a reconnect repeats finals it already delivered.
+ */
+export class StenoViewer {
+  constructor(url, channel, options = {}) {
+    this.channel = channel;
+    this.url = listenUrl(url, channel, { token: options.token });
+    this.options = {
+      reconnect: true, minDelay: 0.5, maxDelay: 30, jitter: 0.2, firstAttempts: 3, maxAttempts: Infinity,
+      ...options,
+    };
+    this.state = 'new';
+    this.joined = null; // the last `joined` message
+    this.broadcasts = 0; // broadcasts seen (a `joined` that is not a resumption counts one)
+    this.attempt = 0; // connection attempts that failed in a row
+    this.reconnectDelay = null; // seconds to the next attempt while 'reconnecting'
+    this.lastSeq = 0;
+    this.error = null;
+
+    this._socket = null;
+    this._timer = null;
+    this._everJoined = false;
+    this._joinsOnSocket = 0;
+    this._lastFinalEnd = -Infinity;
+    this._listeners = new Map();
+    this._iterators = new Set();
+    this._ready = deferred();
+    this._closed = deferred();
+    this.ready = this._ready.promise;
+    this.closed = this._closed.promise;
+  }
+
+  /** Connects (once); resolves with the first `joined`, rejects if the viewer ends before one. */
+  start() {
+    if (this.state === 'new') this._connect();
+    return this.ready;
+  }
+
+  /** Stops following: closes the connection and cancels any reconnect. */
+  close(code = 1000, reason = '') {
+    if (this.state === 'closed') return this.closed;
+    const socket = this._socket;
+    this._socket = null;
+    if (socket) {
+      try { socket.close(code, reason); } catch { socket.close(); }
+    }
+    this._finish({ code, reason, wasClean: true }, null);
+    return this.closed;
+  }
+
+  /** While waiting to reconnect, connect at once (e.g. when the device comes back online). */
+  reconnectNow() {
+    if (this.state !== 'reconnecting') return false;
+    this._connect();
+    return true;
+  }
+
+  on(type, fn) {
+    if (!this._listeners.has(type)) this._listeners.set(type, new Set());
+    this._listeners.get(type).add(fn);
+    return () => this.off(type, fn);
+  }
+
+  off(type, fn) {
+    this._listeners.get(type)?.delete(fn);
+  }
+
+  events() {
+    return eventIterator(this);
+  }
+
+  [Symbol.asyncIterator]() {
+    return this.events();
+  }
+
+  // ---- internals -------------------------------------------------------------------------
+
+  _setState(state, details = {}) {
+    const previous = this.state;
+    if (state === previous) return;
+    this.state = state;
+    this._emit('state', { state, previous, attempt: this.attempt, ...details });
+  }
+
+  _connect() {
+    clearTimeout(this._timer);
+    this._timer = null;
+    this.reconnectDelay = null;
+    const WS = this.options.WebSocket || globalThis.WebSocket;
+    this._setState('connecting');
+    let socket;
+    try {
+      if (!WS) throw new Error('no WebSocket implementation is available');
+      socket = new WS(this.url);
+    } catch (e) {
+      this._finish({ code: null, reason: '', wasClean: false },
+        new StenoError('connection_failed', `Could not connect: ${e.message}`));
+      return;
+    }
+    this._socket = socket;
+    this._joinsOnSocket = 0;
+    let opened = false;
+    socket.onopen = () => { opened = true; };
+    socket.onmessage = (event) => { if (this._socket === socket) this._onMessage(event.data); };
+    socket.onerror = () => {}; // always followed by onclose
+    socket.onclose = (event) => {
+      if (this._socket !== socket) return; // closed by close() or replaced
+      this._socket = null;
+      this._onSocketClose(event, opened);
+    };
+  }
+
+  _onMessage(data) {
+    if (typeof data !== 'string') return;
+    let event;
+    try {
+      event = JSON.parse(data);
+    } catch {
+      return;
+    }
+    if (!event || typeof event.type !== 'string') return;
+    if (typeof event.seq === 'number') this.lastSeq = event.seq;
+    if (event.type === 'joined') {
+      // The first `joined` of a new connection with the broadcast's own start time continues
+      // the broadcast this viewer already follows: its backfill repeats finals already delivered.
+      const resumed = this._joinsOnSocket === 0 && this.joined !== null && event.startedAt === this.joined.startedAt;
+      this._joinsOnSocket += 1;
+      if (!resumed) {
+        this.broadcasts += 1;
+        this._lastFinalEnd = -Infinity;
+      }
+      event = { ...event, resumed };
+      this.joined = event;
+      this.attempt = 0;
+      this._everJoined = true;
+      this.error = null;
+      this._setState('open');
+      this._ready.resolve(event);
+    } else if (event.type === 'final' && typeof event.end === 'number') {
+      // Finals of one broadcast never overlap and their ends increase: one ending where an
+      // earlier one did (or before) is the backfill repeating it.
+      if (event.end <= this._lastFinalEnd + 0.0005) return;
+      this._lastFinalEnd = event.end;
+    }
+    this._emit(event.type, event);
+    this._emit('event', event);
+    for (const sink of this._iterators) sink.push(event);
+  }
+
+  _onSocketClose(event, opened) {
+    const info = { code: event.code, reason: event.reason || '', wasClean: !!event.wasClean };
+    let error;
+    if (!opened) {
+      error = new StenoError('connection_failed',
+        'Could not connect to the captioning server (it may be down, or refusing the token).', { closeCode: info.code });
+    } else {
+      const code = CLOSE_CODE_TO_ERROR.get(info.code) || (info.code === 1000 ? 'closed' : 'connection_lost');
+      error = new StenoError(code, info.reason && info.reason !== code ? info.reason : describeError(code),
+        { closeCode: info.code });
+    }
+    const limit = this._everJoined ? this.options.maxAttempts : this.options.firstAttempts;
+    const retry = this.options.reconnect && (!opened || viewerShouldReconnect(info.code)) && this.attempt < limit;
+    if (!retry) {
+      this._finish(info, info.code === 1000 && opened ? null : error);
+      return;
+    }
+    const { minDelay, maxDelay, jitter } = this.options;
+    const base = info.code === 4008 && this.attempt === 0 ? 0 : Math.min(maxDelay, minDelay * 2 ** this.attempt);
+    const delay = base * (1 - jitter + Math.random() * 2 * jitter);
+    this.attempt += 1;
+    this.reconnectDelay = delay;
+    this.error = error;
+    this._timer = setTimeout(() => { this._timer = null; this._connect(); }, delay * 1000);
+    this._setState('reconnecting', { delay, code: info.code, reason: info.reason, error });
+  }
+
+  _finish(info, error) {
+    if (this.state === 'closed') return;
+    clearTimeout(this._timer);
+    this._timer = null;
+    this.reconnectDelay = null;
+    this.error = error;
+    this._setState('closed', { code: info.code, reason: info.reason, error });
+    this._ready.reject(error || new StenoError('closed', 'The viewer was closed.', { closeCode: info.code }));
+    const result = { ...info, error };
+    this._closed.resolve(result);
+    this._emit('close', result);
+    for (const sink of this._iterators) sink.finish(error);
+    this._iterators.clear();
+  }
+
+  _emit(type, payload) {
+    for (const fn of [...(this._listeners.get(type) || [])]) {
+      try {
+        fn(payload, this);
+      } catch (e) {
+        setTimeout(() => { throw e; });
+      }
+    }
   }
 }
 
