@@ -1,7 +1,7 @@
 // The Steno page: microphone → session → captions. Protocol details live in steno-client.js,
 // capture and encoding in audio.js, caption files in transcript.js.
 
-import { StenoClient, describeError, shouldReconnect, streamUrl } from './steno-client.js';
+import { StenoClient, describeError, isChannelName, shouldReconnect, streamUrl } from './steno-client.js';
 import { MicrophoneCapture, describeMicrophoneError } from './audio.js';
 import { shortTime, toSRT, toText, toWebVTT } from './transcript.js';
 
@@ -14,6 +14,7 @@ const ui = {
   transcript: $('transcript'), finals: $('finals'), volatile: $('volatile'), jump: $('jump'),
   downloadTxt: $('download-txt'), downloadVtt: $('download-vtt'), downloadSrt: $('download-srt'), clear: $('clear'),
   server: $('server-url'), encoding: $('encoding'), language: $('language'), channel: $('channel'),
+  share: $('share'), shareChannel: $('share-channel'), viewerLink: $('viewer-link'), copyViewerLink: $('copy-viewer-link'),
 };
 
 const PARAGRAPH_GAP = 2.0; // seconds of silence between finals that start a new paragraph
@@ -320,7 +321,11 @@ function openSession() {
     ui.lag.classList.toggle('warn', session.lag > 3);
   }));
   session.on('error', current((event) => {
-    if (!event.fatal) showNotice(describeError(event.code), 'warning');
+    if (event.fatal) return;
+    // The server's own words say more than the generic sentence (e.g. a channel that already
+    // has a publisher, which leaves this session unpublished).
+    const said = event.code === 'bad_message' && event.message ? event.message : '';
+    showNotice(said ? `${said[0].toUpperCase()}${said.slice(1)}.` : describeError(event.code), 'warning');
   }));
   session.on('finalized', current((event) => {
     setVolatile(null);
@@ -526,6 +531,38 @@ ui.clear.addEventListener('click', () => {
   delete ui.status.dataset.finalized;
   updateButtons();
 });
+
+// ---- the viewer link -------------------------------------------------------------------------
+
+/** view.html?channel=NAME for the channel in Settings (and ?server= when it is not this one).
+ * The access token is left out: it would let everyone with the link publish too. */
+function updateShareLink() {
+  const name = ui.channel.value.trim();
+  ui.share.hidden = !isChannelName(name);
+  if (ui.share.hidden) return;
+  const link = new URL('view.html', location.href);
+  link.search = '';
+  link.hash = '';
+  link.searchParams.set('channel', name);
+  const server = ui.server.value.trim();
+  if (server && server !== defaultServer) link.searchParams.set('server', server);
+  ui.shareChannel.textContent = name;
+  ui.viewerLink.href = link.href;
+  ui.copyViewerLink.hidden = !navigator.clipboard;
+}
+
+ui.channel.addEventListener('input', updateShareLink);
+ui.server.addEventListener('input', updateShareLink);
+ui.copyViewerLink.addEventListener('click', async () => {
+  try {
+    await navigator.clipboard.writeText(ui.viewerLink.href);
+    ui.copyViewerLink.textContent = 'Copied';
+  } catch {
+    ui.copyViewerLink.textContent = 'Copy failed';
+  }
+  setTimeout(() => { ui.copyViewerLink.textContent = 'Copy link'; }, 2000);
+});
+updateShareLink();
 
 // The settings form has no submit: pressing Enter in a field must not reload the page.
 document.getElementById('settings').addEventListener('submit', (event) => event.preventDefault());

@@ -151,3 +151,29 @@ export async function cancelSession(StenoClient, url, wavBytes) {
     iteratorError: rec.iteratorError(),
   };
 }
+
+/**
+ * Publishes a WAV file to a broadcast channel, paced at `speed` times real time in 100 ms
+ * pieces (so viewers see volatile results as well as finals), then finalize() and end().
+ */
+export async function publishFile(StenoClient, url, wavBytes, channel, speed = 2) {
+  const wav = parseWav(wavBytes);
+  const client = new StenoClient(url, {
+    audio: { encoding: 'pcm_s16le', sampleRate: wav.sampleRate, channels: wav.channels },
+    channel,
+  });
+  const finals = [];
+  const errors = [];
+  client.on('final', ({ start, end, text }) => finals.push({ start, end, text }));
+  client.on('error', ({ code, message }) => errors.push({ code, message }));
+  const ready = await client.start();
+  const piece = Math.round(wav.sampleRate / 10) * 2 * wav.channels;
+  for (let offset = 0; offset < wav.data.length; offset += piece) {
+    client.sendAudio(wav.data.slice(offset, offset + piece));
+    await new Promise((resolve) => setTimeout(resolve, 100 / speed));
+  }
+  await client.finalize();
+  const ended = await client.end();
+  await client.closed;
+  return { ready, ended, finals, errors };
+}

@@ -1,0 +1,440 @@
+// The viewer page: follows a broadcast channel (`view.html?channel=NAME`) and shows its
+// captions. The protocol, reconnects and backfill de-duplication live in steno-client.js
+// (StenoViewer); this file is the page: sections per broadcast, status, display settings.
+
+import { StenoViewer, captionsUrl, describeError, isChannelName } from './steno-client.js';
+import { shortTime } from './transcript.js';
+
+const $ = (id) => document.getElementById(id);
+const ui = {
+  channelLabel: $('viewer-channel-label'), channel: $('viewer-channel'), status: $('viewer-status'),
+  join: $('viewer-join'), channelInput: $('viewer-channel-input'), joinError: $('viewer-join-error'),
+  notice: $('viewer-notice'), noticeText: $('viewer-notice-text'), reconnect: $('viewer-reconnect'),
+  captions: $('viewer-captions'), transcript: $('viewer-transcript'), placeholder: $('viewer-placeholder'),
+  finals: $('viewer-finals'), volatile: $('viewer-volatile'), jump: $('viewer-jump'),
+  toolbar: $('viewer-toolbar'), smaller: $('viewer-smaller'), larger: $('viewer-larger'), size: $('viewer-font-size'),
+  theme: $('viewer-theme'), fullscreen: $('viewer-fullscreen'),
+  downloads: { txt: $('viewer-download-txt'), vtt: $('viewer-download-vtt'), srt: $('viewer-download-srt') },
+};
+
+const PARAGRAPH_GAP = 2.0; // seconds of silence between finals that start a new paragraph
+const SIZES = [0.7, 0.85, 1, 1.15, 1.3, 1.5, 1.75, 2, 2.5, 3]; // text size steps (1 = the default)
+const THEMES = ['auto', 'light', 'dark', 'contrast'];
+
+let stickToBottom = true; // follow new text until the reader scrolls up
+
+// ---- settings from the page address (and remembered display settings) ---------------------
+
+const params = new URLSearchParams(location.search);
+const channel = (params.get('channel') || '').trim();
+const token = params.get('token') || '';
+// The server is the one that serves this page (in the same folder, so a path prefix of a
+// reverse proxy is kept), unless ?server= names another.
+const server = params.get('server') || new URL('./', location.href).href;
+// Seconds without any caption event after which the status says the broadcast may be over:
+// viewers are not told when a publisher leaves, so silence is all there is to go on.
+const quietSeconds = Math.max(1, Number(params.get('quiet')) || 30);
+
+function remembered(key) {
+  try { return localStorage.getItem(`steno-viewer-${key}`); } catch { return null; }
+}
+function remember(key, value) {
+  try { localStorage.setItem(`steno-viewer-${key}`, value); } catch { /* private mode: not remembered */ }
+}
+
+// ---- display: text size, theme, full screen ------------------------------------------------
+
+let sizeIndex = SIZES.indexOf(1);
+
+function nearestSize(scale) {
+  let best = SIZES.indexOf(1);
+  for (let i = 0; i < SIZES.length; i++) if (Math.abs(SIZES[i] - scale) < Math.abs(SIZES[best] - scale)) best = i;
+  return best;
+}
+
+function applySize(index, { save = true } = {}) {
+  sizeIndex = Math.max(0, Math.min(SIZES.length - 1, index));
+  const scale = SIZES[sizeIndex];
+  document.documentElement.style.setProperty('--caption-scale', String(scale));
+  ui.size.textContent = `${Math.round(scale * 100)}%`;
+  ui.size.dataset.scale = String(scale);
+  ui.smaller.disabled = sizeIndex === 0;
+  ui.larger.disabled = sizeIndex === SIZES.length - 1;
+  if (save) remember('size', String(scale));
+  followIfStuck();
+}
+
+function applyTheme(theme, { save = true } = {}) {
+  const value = THEMES.includes(theme) ? theme : 'auto';
+  if (value === 'auto') delete document.documentElement.dataset.theme;
+  else document.documentElement.dataset.theme = value;
+  ui.theme.value = value;
+  if (save) remember('theme', value);
+}
+
+const sizeParam = Number(params.get('size'));
+applySize(sizeParam > 0 ? nearestSize(sizeParam / 100) : nearestSize(Number(remembered('size')) || 1), { save: false });
+applyTheme(params.get('theme') || remembered('theme') || 'auto', { save: false });
+
+ui.smaller.addEventListener('click', () => applySize(sizeIndex - 1));
+ui.larger.addEventListener('click', () => applySize(sizeIndex + 1));
+ui.theme.addEventListener('change', () => applyTheme(ui.theme.value));
+
+document.addEventListener('keydown', (event) => {
+  if (event.ctrlKey || event.metaKey || event.altKey) return;
+  if (event.target.closest?.('input, select, textarea')) return;
+  if (event.key === '+' || event.key === '=') { applySize(sizeIndex + 1); event.preventDefault(); }
+  else if (event.key === '-' || event.key === '_') { applySize(sizeIndex - 1); event.preventDefault(); }
+});
+
+if (document.fullscreenEnabled) {
+  ui.fullscreen.hidden = false;
+  ui.fullscreen.addEventListener('click', () => {
+    if (document.fullscreenElement) document.exitFullscreen().catch(() => {});
+    else document.documentElement.requestFullscreen().catch(() => {});
+  });
+  document.addEventListener('fullscreenchange', () => {
+    const on = !!document.fullscreenElement;
+    ui.fullscreen.setAttribute('aria-pressed', String(on));
+    ui.fullscreen.textContent = on ? 'Exit full screen' : 'Full screen';
+    followIfStuck();
+  });
+}
+
+// ---- following the text ---------------------------------------------------------------------
+
+function followIfStuck() {
+  if (stickToBottom) ui.transcript.scrollTop = ui.transcript.scrollHeight;
+  ui.jump.hidden = stickToBottom;
+}
+
+ui.transcript.addEventListener('scroll', () => {
+  const { scrollTop, scrollHeight, clientHeight } = ui.transcript;
+  stickToBottom = scrollHeight - scrollTop - clientHeight < 24;
+  ui.jump.hidden = stickToBottom;
+});
+
+ui.jump.addEventListener('click', () => {
+  stickToBottom = true;
+  followIfStuck();
+  ui.transcript.focus();
+});
+
+// A size, theme or window change moves the text: stay at the end if that is where we were.
+if (typeof ResizeObserver !== 'undefined') new ResizeObserver(() => followIfStuck()).observe(ui.transcript);
+
+// ---- captions: one section per broadcast ----------------------------------------------------
+
+const broadcasts = []; // {startedAt, number, section, text, finalsEl, lastEnd, lastFinal}
+let current = null; // the broadcast captions go to; null until the latest one shows something
+let pendingStartedAt = null; // `startedAt` of the latest broadcast, before its section exists
+let volatileResult = null;
+
+function clockTime(iso) {
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return '';
+  const time = date.toLocaleTimeString(undefined, { hour: 'numeric', minute: '2-digit' });
+  return date.toDateString() === new Date().toDateString()
+    ? time
+    : `${date.toLocaleDateString(undefined, { month: 'short', day: 'numeric' })}, ${time}`;
+}
+
+/** The section of the current broadcast, made when it first has something to show. */
+function currentSection() {
+  if (current) return current;
+  const number = broadcasts.length + 1;
+  const section = document.createElement('section');
+  section.className = 'broadcast';
+  section.dataset.broadcast = String(number);
+  if (pendingStartedAt) section.dataset.startedAt = pendingStartedAt;
+  const heading = document.createElement('h3');
+  heading.className = 'broadcast-heading';
+  const when = pendingStartedAt ? clockTime(pendingStartedAt) : '';
+  heading.textContent = number === 1
+    ? (when ? `Broadcast started at ${when}` : 'Broadcast')
+    : (when ? `New broadcast, started at ${when}` : 'New broadcast');
+  const text = document.createElement('p');
+  text.className = 'caption-text';
+  const finalsEl = document.createElement('span');
+  finalsEl.className = 'finals';
+  text.append(finalsEl, ui.volatile); // the volatile line follows the latest finals
+  section.append(heading, text);
+  ui.finals.append(section);
+  current = { startedAt: pendingStartedAt, number, section, text, finalsEl, lastEnd: -Infinity, lastFinal: null };
+  broadcasts.push(current);
+  ui.transcript.classList.add('has-text');
+  return current;
+}
+
+function setVolatile(result) {
+  volatileResult = result && result.text ? result : null;
+  if (volatileResult) currentSection();
+  ui.volatile.textContent = volatileResult ? volatileResult.text : '';
+  followIfStuck();
+}
+
+function addFinal(event) {
+  // A final supersedes the volatile result over its range.
+  if (volatileResult && volatileResult.start < event.end) setVolatile(null);
+  const text = (event.text || '').trim();
+  if (!text) return;
+  const broadcast = currentSection();
+  // Already shown (a backfill after reconnecting repeats what this broadcast showed).
+  if (event.end <= broadcast.lastEnd + 0.0005) return;
+  const previous = broadcast.lastFinal;
+  const span = document.createElement('span');
+  span.className = 'final';
+  if (previous && event.start - previous.end >= PARAGRAPH_GAP) span.classList.add('paragraph');
+  span.textContent = `${text} `;
+  // Times on this broadcast's own timeline (each publisher's starts at 0).
+  span.title = `${shortTime(event.start)} – ${shortTime(event.end)}${broadcast.number > 1 ? ` (broadcast ${broadcast.number})` : ''}`;
+  span.dataset.start = event.start.toFixed(3);
+  span.dataset.end = event.end.toFixed(3);
+  broadcast.finalsEl.append(span);
+  broadcast.lastEnd = event.end;
+  broadcast.lastFinal = { start: event.start, end: event.end };
+  followIfStuck();
+}
+
+// ---- status ---------------------------------------------------------------------------------
+
+const status = {
+  connection: 'connecting', // connecting | open | reconnecting | closed
+  live: false, // caption activity seen since the latest `joined`
+  quiet: false, // … and then nothing for quietSeconds
+  lastEventAt: null,
+  restarted: false, // the latest broadcast followed another one on this page
+  reconnects: 0,
+};
+let quietTimer = null;
+
+function setStatus(state, text) {
+  ui.status.dataset.state = state;
+  ui.status.textContent = text;
+}
+
+function refreshStatus() {
+  switch (status.connection) {
+    case 'connecting':
+      setStatus('connecting', status.reconnects ? 'Reconnecting…' : 'Connecting…');
+      return;
+    case 'reconnecting':
+      setStatus('reconnecting', 'Disconnected — reconnecting');
+      return;
+    case 'closed':
+      setStatus('disconnected', 'Disconnected');
+      return;
+    default:
+      break;
+  }
+  if (status.live) {
+    setStatus('live', 'Live');
+  } else if (status.quiet) {
+    const since = status.lastEventAt ? ` since ${clockTime(status.lastEventAt.toISOString())}` : '';
+    setStatus('quiet', `No captions${since} — paused or ended`);
+  } else if (status.restarted) {
+    setStatus('waiting', 'A new broadcast started — waiting for captions');
+  } else if (current && current.lastFinal) {
+    setStatus('waiting', 'Connected — waiting for new captions');
+  } else {
+    setStatus('waiting', 'Waiting for the broadcast to start');
+  }
+}
+
+/** Any event from the channel: the quiet clock starts again. */
+function activity() {
+  status.lastEventAt = new Date();
+  clearTimeout(quietTimer);
+  quietTimer = setTimeout(onQuiet, quietSeconds * 1000);
+}
+
+function onQuiet() {
+  quietTimer = null;
+  // A publisher that leaves mid-utterance leaves its last guess showing: it will not be
+  // replaced now, and it may never have become final as it is.
+  if (volatileResult) setVolatile(null);
+  if (status.live) {
+    status.live = false;
+    status.quiet = true;
+  }
+  refreshStatus();
+}
+
+function markLive() {
+  status.live = true;
+  status.quiet = false;
+}
+
+function showNotice(text, { button = null } = {}) {
+  ui.noticeText.textContent = text;
+  ui.reconnect.hidden = !button;
+  if (button) ui.reconnect.textContent = button;
+  ui.notice.hidden = false;
+}
+
+function clearNotice() {
+  ui.notice.hidden = true;
+  ui.noticeText.textContent = '';
+}
+
+// ---- the connection -------------------------------------------------------------------------
+
+let viewer = null;
+
+function follow() {
+  const v = new StenoViewer(server, channel, { token });
+  viewer = v;
+  const mine = (fn) => (payload) => { if (viewer === v) fn(payload); };
+
+  v.on('state', mine(({ state, delay, error }) => {
+    status.connection = state;
+    if (state === 'connecting') {
+      if (status.reconnects) showNotice('Connecting to the captioning server again…');
+    } else if (state === 'open') {
+      clearNotice();
+    } else if (state === 'reconnecting') {
+      status.reconnects += 1;
+      status.live = false;
+      clearTimeout(quietTimer);
+      const why = error?.code === 'connection_failed' ? describeError('connection_failed') : describeError(error?.closeCode ?? error?.code);
+      const when = delay >= 1 ? `in ${Math.round(delay)} s` : 'now';
+      showNotice(`${why} Trying again ${when}. The captions so far stay here.`, { button: 'Reconnect now' });
+    } else if (state === 'closed') {
+      status.live = false;
+      clearTimeout(quietTimer);
+      if (volatileResult) setVolatile(null);
+      if (error) {
+        const why = error.code === 'connection_failed'
+          ? `Could not connect to the captioning server for channel “${channel}”. It may be down, or the link may need an access token.`
+          : describeError(error.code);
+        showNotice(why, { button: 'Try again' });
+      } else {
+        showNotice('The server ended this connection.', { button: 'Try again' });
+      }
+    }
+    refreshStatus();
+    keepAwake();
+  }));
+
+  v.on('joined', mine((event) => {
+    activity();
+    setVolatile(null); // a new connection sends the volatile showing again, if any
+    const same = current ? event.startedAt === current.startedAt : event.startedAt === pendingStartedAt;
+    if (!(event.resumed || same)) {
+      // A new broadcast (a new publisher, whose timeline starts again at 0): the captions
+      // so far stay, the new ones go below them.
+      status.restarted = broadcasts.some((b) => b.lastFinal);
+      current = null;
+      pendingStartedAt = event.startedAt;
+    }
+    status.live = false;
+    status.quiet = false;
+    refreshStatus();
+  }));
+
+  v.on('final', mine((event) => {
+    activity();
+    // Not a sign of life by itself: the backfill of a broadcast that has ended is finals too.
+    addFinal(event);
+    refreshStatus();
+  }));
+
+  v.on('volatile', mine((event) => {
+    activity();
+    markLive();
+    setVolatile(event);
+    refreshStatus();
+  }));
+
+  v.on('speech', mine(() => {
+    activity();
+    markLive();
+    refreshStatus();
+  }));
+
+  v.start().catch(() => {}); // failures arrive as 'state' events
+}
+
+ui.reconnect.addEventListener('click', () => {
+  if (viewer && viewer.state === 'reconnecting') {
+    viewer.reconnectNow();
+  } else if (!viewer || viewer.state === 'closed') {
+    status.reconnects += 1;
+    follow(); // the page keeps its captions and does not repeat those it shows
+  }
+});
+
+// Come back at once when the device is back online or the page is looked at again (phones
+// suspend pages in the background, and their connections with them).
+window.addEventListener('online', () => viewer?.reconnectNow());
+document.addEventListener('visibilitychange', () => {
+  if (document.visibilityState === 'visible') {
+    viewer?.reconnectNow();
+    keepAwake();
+  }
+});
+
+// Keep the screen on while following (phones and projectors dim otherwise). Needs a secure page.
+let wakeLock = null;
+async function keepAwake() {
+  const wanted = viewer && viewer.state !== 'closed' && document.visibilityState === 'visible';
+  try {
+    if (wanted && !wakeLock && navigator.wakeLock) {
+      wakeLock = await navigator.wakeLock.request('screen');
+      wakeLock.addEventListener('release', () => { wakeLock = null; });
+    } else if (!wanted && wakeLock) {
+      await wakeLock.release();
+      wakeLock = null;
+    }
+  } catch {
+    wakeLock = null; // not allowed here (e.g. not https, or battery saver): the screen may dim
+  }
+}
+
+// ---- start ----------------------------------------------------------------------------------
+
+function showJoinForm(message) {
+  ui.join.hidden = false;
+  ui.captions.hidden = true;
+  ui.toolbar.hidden = true;
+  ui.channelLabel.hidden = true;
+  setStatus('idle', 'Choose a channel');
+  if (message) {
+    ui.joinError.textContent = message;
+    ui.joinError.hidden = false;
+    ui.channelInput.setAttribute('aria-invalid', 'true');
+  }
+  ui.channelInput.focus();
+}
+
+ui.join.addEventListener('submit', (event) => {
+  event.preventDefault();
+  const name = ui.channelInput.value.trim();
+  if (!isChannelName(name)) {
+    showJoinForm(name
+      ? `“${name}” is not a channel name: use 1–64 letters, digits, “-”, “_” or “.”.`
+      : 'Enter the name of the channel to follow.');
+    return;
+  }
+  params.set('channel', name);
+  location.search = params.toString(); // a page address that can be shared and bookmarked
+});
+
+if (!channel) {
+  showJoinForm();
+} else if (!isChannelName(channel)) {
+  ui.channelInput.value = channel;
+  showJoinForm(`“${channel}” is not a channel name: use 1–64 letters, digits, “-”, “_” or “.”.`);
+} else {
+  document.title = `${channel} — Steno live captions`;
+  ui.channel.textContent = channel;
+  ui.channelLabel.hidden = false;
+  ui.captions.hidden = false;
+  ui.toolbar.hidden = false;
+  for (const [format, link] of Object.entries(ui.downloads)) {
+    link.href = captionsUrl(server, channel, format, { token });
+    link.download = `${channel}.${format}`;
+  }
+  refreshStatus();
+  follow();
+}
