@@ -3,6 +3,7 @@
 
 import { StenoClient, describeError, isChannelName, shouldReconnect, streamUrl } from './steno-client.js';
 import { MicrophoneCapture, describeMicrophoneError } from './audio.js';
+import { followNewText } from './scroll.js';
 import { shortTime, toSRT, toText, toWebVTT } from './transcript.js';
 
 const $ = (id) => document.getElementById(id);
@@ -49,7 +50,7 @@ let pcmFallback = false; // the server refused Opus once: use PCM from now on
 let sessionNumber = 0; // counts sessions, so that each starts a new paragraph
 const finals = []; // {start, end, text, words} on the transcript clock
 let volatileResult = null;
-let stickToBottom = true;
+const followIfStuck = followNewText(ui.transcript, ui.jump); // until the reader scrolls up
 
 // ---- status and notices ---------------------------------------------------------------------
 
@@ -140,23 +141,6 @@ function resetLevel() {
 }
 
 // ---- captions -------------------------------------------------------------------------------
-
-function followIfStuck() {
-  if (stickToBottom) ui.transcript.scrollTop = ui.transcript.scrollHeight;
-  ui.jump.hidden = stickToBottom;
-}
-
-ui.transcript.addEventListener('scroll', () => {
-  const { scrollTop, scrollHeight, clientHeight } = ui.transcript;
-  stickToBottom = scrollHeight - scrollTop - clientHeight < 24;
-  ui.jump.hidden = stickToBottom;
-});
-
-ui.jump.addEventListener('click', () => {
-  stickToBottom = true;
-  followIfStuck();
-  ui.transcript.focus();
-});
 
 function setVolatile(result) {
   volatileResult = result && result.text ? result : null;

@@ -366,7 +366,71 @@ function eventIterator(owner) {
 
 const BYTES_PER_SAMPLE = { pcm_s16le: 2, pcm_f32le: 4 };
 
-export class StenoClient {
+/** What StenoClient and StenoViewer share: callbacks and async iterators over server events. */
+class EventOwner {
+  constructor() {
+    this._listeners = new Map();
+    this._iterators = new Set();
+  }
+
+  on(type, fn) {
+    if (!this._listeners.has(type)) this._listeners.set(type, new Set());
+    this._listeners.get(type).add(fn);
+    return () => this.off(type, fn);
+  }
+
+  off(type, fn) {
+    this._listeners.get(type)?.delete(fn);
+  }
+
+  events() {
+    return eventIterator(this);
+  }
+
+  [Symbol.asyncIterator]() {
+    return this.events();
+  }
+
+  /** A server event from a WebSocket message (the server sends only JSON text); null if not one. */
+  _parseEvent(data) {
+    if (typeof data !== 'string') return null;
+    let event;
+    try {
+      event = JSON.parse(data);
+    } catch {
+      return null;
+    }
+    if (!event || typeof event.type !== 'string') return null;
+    if (typeof event.seq === 'number') this.lastSeq = event.seq;
+    return event;
+  }
+
+  /** A server event to the callbacks of its type, the 'event' callbacks and the iterators. */
+  _deliver(event) {
+    this._emit(event.type, event);
+    this._emit('event', event);
+    for (const sink of this._iterators) sink.push(event);
+  }
+
+  _emit(type, payload) {
+    for (const fn of [...(this._listeners.get(type) || [])]) {
+      try {
+        fn(payload, this);
+      } catch (e) {
+        // A failing callback must not break the protocol handling.
+        setTimeout(() => { throw e; });
+      }
+    }
+  }
+
+  /** Ends every iterator: normally, or by throwing `error`. */
+  _finishIterators(error) {
+    for (const sink of this._iterators) sink.finish(error);
+    this._iterators.clear();
+  }
+}
+
+export class StenoClient extends EventOwner {
   /** Construct, then await start(). */
   static async connect(url, options = {}) {
     const client = new StenoClient(url, options);
@@ -385,6 +449,7 @@ export class StenoClient {
   }
 
   constructor(url, options = {}) {
+    super();
     const audio = { encoding: 'pcm_s16le', sampleRate: 16000, channels: 1, ...(options.audio || {}) };
     if (!['pcm_s16le', 'pcm_f32le', 'opus'].includes(audio.encoding)) {
       // Let the server judge unknown encodings (it answers unsupported_audio), but warn early.
@@ -404,8 +469,6 @@ export class StenoClient {
     this._outbox = []; // frames waiting for `ready`: strings or ArrayBuffers
     this._outboxBytes = 0;
     this._carry = null; // PCM bytes that did not fill a whole sample frame yet
-    this._listeners = new Map();
-    this._iterators = new Set();
     this._finalizeWaiters = [];
     this._ended = deferred();
     this._cancelled = deferred();
@@ -533,26 +596,6 @@ export class StenoClient {
     return this.closed;
   }
 
-  // ---- events ----------------------------------------------------------------------------
-
-  on(type, fn) {
-    if (!this._listeners.has(type)) this._listeners.set(type, new Set());
-    this._listeners.get(type).add(fn);
-    return () => this.off(type, fn);
-  }
-
-  off(type, fn) {
-    this._listeners.get(type)?.delete(fn);
-  }
-
-  events() {
-    return eventIterator(this);
-  }
-
-  [Symbol.asyncIterator]() {
-    return this.events();
-  }
-
   // ---- internals -------------------------------------------------------------------------
 
   /** Returns a rejected promise when `name` is not allowed now, else undefined. */
@@ -578,27 +621,9 @@ export class StenoClient {
     }
   }
 
-  _emit(type, payload) {
-    for (const fn of [...(this._listeners.get(type) || [])]) {
-      try {
-        fn(payload, this);
-      } catch (e) {
-        // A failing callback must not break the protocol handling.
-        setTimeout(() => { throw e; });
-      }
-    }
-  }
-
   _onMessage(data) {
-    if (typeof data !== 'string') return; // the server sends only text
-    let event;
-    try {
-      event = JSON.parse(data);
-    } catch {
-      return;
-    }
-    if (!event || typeof event.type !== 'string') return;
-    if (typeof event.seq === 'number') this.lastSeq = event.seq;
+    const event = this._parseEvent(data);
+    if (!event) return;
 
     switch (event.type) {
       case 'ready':
@@ -632,9 +657,7 @@ export class StenoClient {
       default:
         break;
     }
-    this._emit(event.type, event);
-    this._emit('event', event);
-    for (const sink of this._iterators) sink.push(event);
+    this._deliver(event);
   }
 
   _onClose(event) {
@@ -673,8 +696,7 @@ export class StenoClient {
     const result = { ...info, error };
     this._closed.resolve(result);
     this._emit('close', result);
-    for (const sink of this._iterators) sink.finish(error);
-    this._iterators.clear();
+    this._finishIterators(error);
   }
 }
 
@@ -683,8 +705,9 @@ export class StenoClient {
  * channel: it reconnects with backoff when the connection drops, and does not deliver a
  * final twice when the backfill after a reconnect repeats finals it already delivered.
  */
-export class StenoViewer {
+export class StenoViewer extends EventOwner {
   constructor(url, channel, options = {}) {
+    super();
     this.channel = channel;
     this.url = listenUrl(url, channel, { token: options.token });
     this.options = {
@@ -704,8 +727,6 @@ export class StenoViewer {
     this._everJoined = false;
     this._joinsOnSocket = 0;
     this._lastFinalEnd = -Infinity;
-    this._listeners = new Map();
-    this._iterators = new Set();
     this._ready = deferred();
     this._closed = deferred();
     this.ready = this._ready.promise;
@@ -735,24 +756,6 @@ export class StenoViewer {
     if (this.state !== 'reconnecting') return false;
     this._connect();
     return true;
-  }
-
-  on(type, fn) {
-    if (!this._listeners.has(type)) this._listeners.set(type, new Set());
-    this._listeners.get(type).add(fn);
-    return () => this.off(type, fn);
-  }
-
-  off(type, fn) {
-    this._listeners.get(type)?.delete(fn);
-  }
-
-  events() {
-    return eventIterator(this);
-  }
-
-  [Symbol.asyncIterator]() {
-    return this.events();
   }
 
   // ---- internals -------------------------------------------------------------------------
@@ -793,15 +796,8 @@ export class StenoViewer {
   }
 
   _onMessage(data) {
-    if (typeof data !== 'string') return;
-    let event;
-    try {
-      event = JSON.parse(data);
-    } catch {
-      return;
-    }
-    if (!event || typeof event.type !== 'string') return;
-    if (typeof event.seq === 'number') this.lastSeq = event.seq;
+    let event = this._parseEvent(data);
+    if (!event) return;
     if (event.type === 'joined') {
       // The first `joined` of a new connection with the broadcast's own start time continues
       // the broadcast this viewer already follows: its backfill repeats finals already delivered.
@@ -824,9 +820,7 @@ export class StenoViewer {
       if (event.end <= this._lastFinalEnd + 0.0005) return;
       this._lastFinalEnd = event.end;
     }
-    this._emit(event.type, event);
-    this._emit('event', event);
-    for (const sink of this._iterators) sink.push(event);
+    this._deliver(event);
   }
 
   _onSocketClose(event, opened) {
@@ -867,18 +861,7 @@ export class StenoViewer {
     const result = { ...info, error };
     this._closed.resolve(result);
     this._emit('close', result);
-    for (const sink of this._iterators) sink.finish(error);
-    this._iterators.clear();
-  }
-
-  _emit(type, payload) {
-    for (const fn of [...(this._listeners.get(type) || [])]) {
-      try {
-        fn(payload, this);
-      } catch (e) {
-        setTimeout(() => { throw e; });
-      }
-    }
+    this._finishIterators(error);
   }
 }
 

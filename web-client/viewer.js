@@ -3,6 +3,7 @@
 // (StenoViewer); this file is the page: sections per broadcast, status, display settings.
 
 import { StenoViewer, captionsUrl, describeError, isChannelName } from './steno-client.js';
+import { followNewText } from './scroll.js';
 import { shortTime } from './transcript.js';
 
 const $ = (id) => document.getElementById(id);
@@ -21,7 +22,7 @@ const PARAGRAPH_GAP = 2.0; // seconds of silence between finals that start a new
 const SIZES = [0.7, 0.85, 1, 1.15, 1.3, 1.5, 1.75, 2, 2.5, 3]; // text size steps (1 = the default)
 const THEMES = ['auto', 'light', 'dark', 'contrast'];
 
-let stickToBottom = true; // follow new text until the reader scrolls up
+const followIfStuck = followNewText(ui.transcript, ui.jump); // until the reader scrolls up
 
 // ---- settings from the page address (and remembered display settings) ---------------------
 
@@ -102,23 +103,6 @@ if (document.fullscreenEnabled) {
 }
 
 // ---- following the text ---------------------------------------------------------------------
-
-function followIfStuck() {
-  if (stickToBottom) ui.transcript.scrollTop = ui.transcript.scrollHeight;
-  ui.jump.hidden = stickToBottom;
-}
-
-ui.transcript.addEventListener('scroll', () => {
-  const { scrollTop, scrollHeight, clientHeight } = ui.transcript;
-  stickToBottom = scrollHeight - scrollTop - clientHeight < 24;
-  ui.jump.hidden = stickToBottom;
-});
-
-ui.jump.addEventListener('click', () => {
-  stickToBottom = true;
-  followIfStuck();
-  ui.transcript.focus();
-});
 
 // A size, theme or window change moves the text: stay at the end if that is where we were.
 if (typeof ResizeObserver !== 'undefined') new ResizeObserver(() => followIfStuck()).observe(ui.transcript);
