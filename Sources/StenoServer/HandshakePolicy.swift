@@ -41,12 +41,17 @@ public struct HandshakePolicy: Sendable {
     /// Whether the request carries an accepted token, as `Authorization: Bearer T`
     /// or as `?token=T`.
     public func isAuthorized(_ request: UpgradeRequest) -> Bool {
-        if let header = request.headers["authorization"] {
+        isAuthorized(headers: request.headers, query: request.query)
+    }
+
+    /// The same for a plain HTTP request (the channels' caption files).
+    public func isAuthorized(headers: HTTPHeaders, query: [QueryItem]) -> Bool {
+        if let header = headers["authorization"] {
             let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
             if parts.count == 2, parts[0].lowercased() == "bearer",
                matches(String(parts[1]).trimmingSpaces) { return true }
         }
-        for item in request.query where item.name == "token" {
+        for item in query where item.name == "token" {
             if matches(item.value) { return true }
         }
         return false

@@ -151,6 +151,10 @@ final class StenoService: TransportDelegate {
             break
         }
         if request.path.hasPrefix("/v1/channels/") {
+            // A channel's captions are as private as the channel: the same tokens as /v1/listen.
+            if !policy.tokens.isEmpty && !policy.isAuthorized(headers: request.headers, query: request.query) {
+                return HTTPResponse(status: 401, text: "401 Unauthorized\n", headers: [("WWW-Authenticate", "Bearer")])
+            }
             return captions(path: request.path)
         }
         return nil

@@ -88,6 +88,38 @@ import StenoTestSupport
         #expect(metrics[#"steno_handshakes_refused_total{reason="unauthorized"}"#] == 6)
     }
 
+    @Test func withTokensAChannelsCaptionFilesNeedATokenToo() throws {
+        let server = try LiveServer { $0.tokens = ["s3cret-token"] }
+        let input = Self.endgame
+        let client = try server.connect(path: "/v1/stream?token=s3cret-token")
+        try client.start(input, extra: #""channel":"studio-a""#)
+        try client.send(audio: input.messages, of: input)
+        try client.end()
+        let words = client.events.finals.map(\.text).joined(separator: " ")
+        #expect(!words.isEmpty)
+
+        for (path, headers) in [
+            ("/v1/channels/studio-a/captions.txt", []),
+            ("/v1/channels/studio-a/captions.vtt?token=wrong", []),
+            ("/v1/channels/studio-a/captions.srt", [("Authorization", "Bearer wrong")]),
+            ("/v1/channels/unknown/captions.txt", []), // 401 before 404: no probing for names
+        ] as [(String, [(String, String)])] {
+            let response = try server.get(path, headers: headers)
+            #expect(response.status == 401 && response.header("WWW-Authenticate") == "Bearer", "\(path): \(response)")
+        }
+        for (path, headers) in [
+            ("/v1/channels/studio-a/captions.txt?token=s3cret-token", []),
+            ("/v1/channels/studio-a/captions.txt", [("Authorization", "Bearer s3cret-token")]),
+        ] as [(String, [(String, String)])] {
+            let response = try server.get(path, headers: headers)
+            #expect(response.status == 200, "\(path): \(response)")
+            let text = String(decoding: response.body, as: UTF8.self)
+            #expect(client.events.finals.allSatisfy { text.contains($0.text) }, "\(path): \(text)")
+        }
+        #expect(try server.get("/v1/channels/unknown/captions.txt?token=s3cret-token").status == 404)
+        #expect(try server.get("/healthz").status == 200, "health checks need no token")
+    }
+
     @Test func anOriginNotAllowedGets403() throws {
         let server = try LiveServer { $0.allowedOrigins = ["https://captions.example"] }
         let response = try #require(try refusal(server, headers: [("Origin", "https://evil.example")]))
