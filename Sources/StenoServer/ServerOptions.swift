@@ -72,6 +72,11 @@ public struct ServerOptions: Sendable, Equatable {
     public var tls: TLS?
     /// How long a shutdown waits for sessions to finalize before closing them anyway.
     public var drainTimeout: Duration
+    /// Each WebSocket is pinged this long after its last pong, and hung up on when it has
+    /// not answered for twice that plus 10 s; nil: never. This
+    /// finds viewers and clients that vanished without closing (a phone that lost its
+    /// network), which would otherwise hold their connection for good on a quiet channel.
+    public var keepAlive: Duration?
     /// Threads of the worker pool that runs decoding and recognition.
     public var workers: Int
     /// Log verbosity.
@@ -96,6 +101,7 @@ public struct ServerOptions: Sendable, Equatable {
         allowedOrigins = []
         tls = nil
         drainTimeout = .seconds(10)
+        keepAlive = .seconds(30)
         workers = defaults.cores
         logLevel = .info
         helpRequested = false
@@ -152,6 +158,10 @@ public struct ServerOptions: Sendable, Equatable {
         }
         if let value = values.single(.drainTimeout) {
             drainTimeout = .seconds(try Self.parseSeconds(value, in: 0...3600))
+        }
+        if let value = values.single(.keepAlive) {
+            let seconds = try Self.parseSeconds(value, in: 0...3600)
+            keepAlive = seconds == 0 ? nil : .seconds(max(1, seconds.rounded()))
         }
         if let value = values.single(.workers) { workers = try Self.parseInteger(value, in: 1...256) }
         if let value = values.single(.logLevel) { logLevel = try Self.parseLogLevel(value) }
@@ -281,6 +291,7 @@ public struct ServerOptions: Sendable, Equatable {
             (.cert, "TLS certificate (PEM); needs --key", "none (plain HTTP)"),
             (.key, "TLS private key (PEM); needs --cert", "none (plain HTTP)"),
             (.drainTimeout, "on shutdown, wait this long for sessions to finalize", seconds(options.drainTimeout)),
+            (.keepAlive, "ping WebSockets this often; hang up on ones that do not answer; 0 never", seconds(options.keepAlive)),
             (.workers, "threads for decoding and recognition", "\(options.workers)"),
             (.logLevel, LogLevel.allCases.map(\.rawValue).joined(separator: "|"), options.logLevel.rawValue),
         ]
@@ -314,6 +325,7 @@ public struct ServerOptions: Sendable, Equatable {
         case allowedOrigin = "allowed-origin"
         case cert, key
         case drainTimeout = "drain-timeout"
+        case keepAlive = "keepalive"
         case workers
         case logLevel = "log-level"
 
@@ -335,7 +347,7 @@ public struct ServerOptions: Sendable, Equatable {
             case .port, .maxSessions, .workers: return "N"
             case .model, .webRoot, .cert, .key: return "PATH"
             case .maxFrameBytes, .outboundBytes: return "BYTES"
-            case .bufferSeconds, .idleTimeout, .maxSessionSeconds, .drainTimeout: return "SECONDS"
+            case .bufferSeconds, .idleTimeout, .maxSessionSeconds, .drainTimeout, .keepAlive: return "SECONDS"
             case .token: return "TOKEN"
             case .allowedOrigin: return "ORIGIN"
             case .logLevel: return "LEVEL"

@@ -65,6 +65,8 @@ final class ServiceLoop: @unchecked Sendable {
     // C memory that must outlive the context.
     private let protocols: UnsafeMutablePointer<lws_protocols>
     private var cStrings: [UnsafeMutablePointer<CChar>] = []
+    /// The idle policy handed to the context: lws keeps the pointer for the context's life.
+    private let idlePolicy: UnsafeMutablePointer<lws_retry_bo_t>
     /// An `lws_sorted_usec_list_t` followed by a pointer back to this object.
     private let tickTimer: UnsafeMutableRawPointer
     /// Scratch for HTTP writes: `LWS_PRE` headroom plus one chunk.
@@ -78,6 +80,8 @@ final class ServiceLoop: @unchecked Sendable {
         staticFiles = configuration.webRoot.flatMap { StaticFiles(root: $0) }
         protocols = .allocate(capacity: 2)
         protocols.initialize(repeating: lws_protocols(), count: 2)
+        idlePolicy = .allocate(capacity: 1)
+        idlePolicy.initialize(to: lws_retry_bo_t())
         tickTimer = .allocate(byteCount: ServiceLoop.tickTimerSize, alignment: 16)
         tickTimer.initializeMemory(as: UInt8.self, repeating: 0, count: ServiceLoop.tickTimerSize)
         httpScratch = .allocate(byteCount: steno_lws_pre + ServiceLoop.httpChunk, alignment: 16)
@@ -85,6 +89,8 @@ final class ServiceLoop: @unchecked Sendable {
 
     deinit {
         protocols.deinitialize(count: 2)
+        idlePolicy.deinitialize(count: 1)
+        idlePolicy.deallocate()
         protocols.deallocate()
         for s in cStrings { free(s) }
         tickTimer.deallocate()
@@ -154,6 +160,15 @@ final class ServiceLoop: @unchecked Sendable {
             info.ssl_private_key_filepath = UnsafePointer(cString(key))
         }
         info.options = options
+        if cfg.keepAliveSeconds > 0 {
+            // lws pings a connection this long after its last pong and hangs up on one that
+            // stops answering: how peers that vanished without a FIN (a phone off the
+            // network) are noticed.
+            let ping = min(cfg.keepAliveSeconds, 20_000)
+            idlePolicy.pointee.secs_since_valid_ping = UInt16(ping)
+            idlePolicy.pointee.secs_since_valid_hangup = UInt16(min(2 * ping + 10, Int(UInt16.max)))
+            info.retry_and_idle_policy = UnsafePointer(idlePolicy)
+        }
 
         guard let ctx = lws_create_context(&info) else {
             throw StartError.contextCreationFailed("lws_create_context failed for \(host):\(cfg.port) (address in use, bad interface, or bad TLS files?)")

@@ -36,6 +36,7 @@ public final class StenoServer: Sendable {
         configuration.tlsKeyPath = options.tls?.privateKeyPath
         configuration.maxMessageSize = options.maxFrameBytes
         configuration.outboundByteLimit = options.outboundBytes
+        configuration.keepAliveSeconds = options.keepAlive.map { Int(Self.seconds($0).rounded()) } ?? 0
         configuration.webRoot = options.webRoot.isEmpty ? nil : options.webRoot
         configuration.serverName = "steno/\(Self.version)"
         configuration.sequencer = { bytes, seq in EncodedEvent.replacingSeq(in: bytes, with: seq) }

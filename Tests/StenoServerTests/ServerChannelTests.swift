@@ -152,6 +152,46 @@ import StenoTestSupport
         try viewer.ws.close()
     }
 
+    @Test func aViewerThatVanishedIsPingedThenHungUpOnWhileOneThatAnswersStays() throws {
+        // Pinged 1 s after connecting (and after each pong); hung up on after 12 s without a pong.
+        let server = try LiveServer { $0.keepAlive = .seconds(1) }
+        let port = server.port
+        let results = onThreads([
+            { @Sendable () throws -> String in
+                // Reads frames as they come and answers nothing, like a peer that is gone.
+                let gone = try WebSocketTestClient.connect(port: port, path: "/v1/listen?channel=quiet", timeout: 30)
+                var frames: [String] = []
+                let deadline = Deadline(60)
+                do {
+                    while !deadline.hasPassed {
+                        let frame = try gone.readFrame(deadline: Deadline(60))
+                        frames.append("\(frame.opcode)")
+                    }
+                } catch TestClientError.closed {
+                    return frames.joined(separator: " ") + " | hung up"
+                }
+                return frames.joined(separator: " ") + " | still open"
+            },
+            { @Sendable () throws -> String in
+                // Answers pings (inside receive) for as long as the other one takes to go.
+                let here = try WebSocketTestClient.connect(port: port, path: "/v1/listen?channel=quiet", timeout: 30)
+                let deadline = Deadline(20)
+                while !deadline.hasPassed {
+                    do { _ = try here.receive(timeout: 0.5) } catch TestClientError.timeout {}
+                }
+                try here.sendPing([7, 7])
+                var message = try here.receive(timeout: 10)
+                if case .text = message { message = try here.receive(timeout: 10) } // `joined`
+                // Still open, and the only viewer left (asked while this one is connected).
+                let health = try HTTPTestClient.get(port: port, "/healthz").bodyText
+                return "\(message) \(health.contains(#""viewers":1"#) ? "alone" : health)"
+            },
+        ])
+        let goneSaw = try results[0].get()
+        #expect(goneSaw.contains("ping") && goneSaw.hasSuffix("| hung up"), "\(goneSaw)")
+        #expect(try results[1].get() == "pong(2 bytes) alone")
+    }
+
     @Test func badChannelNamesAreRefusedAtTheHandshake() throws {
         let server = try LiveServer()
         for path in ["/v1/listen", "/v1/listen?channel=", "/v1/listen?channel=bad%20name", "/v1/listen?channel=a/b",
