@@ -519,7 +519,7 @@ ui.clear.addEventListener('click', () => {
 // ---- the viewer link -------------------------------------------------------------------------
 
 /** view.html?channel=NAME for the channel in Settings (and ?server= when it is not this one).
- * The access token is left out: it would let everyone with the link publish too. */
+ * The access token is left out: it may publish. For a server with tokens, add a --viewer-token. */
 function updateShareLink() {
   const name = ui.channel.value.trim();
   ui.share.hidden = !isChannelName(name);

@@ -9,15 +9,23 @@ public struct HandshakePolicy: Sendable {
     public var paths: Set<String>
     /// Accepted tokens; empty means no authentication.
     public var tokens: Set<String>
+    /// Tokens accepted only on `viewerPaths` (read-only access); they count only when
+    /// `tokens` is not empty.
+    public var viewerTokens: Set<String>
+    /// Paths where `viewerTokens` are accepted too, e.g. `/v1/listen`.
+    public var viewerPaths: Set<String>
     /// Allowed `Origin` values (e.g. `https://captions.example`); nil allows any.
     /// A request without `Origin` (not a browser) is allowed.
     public var allowedOrigins: Set<String>?
     /// `Retry-After` seconds sent with a 503 at capacity.
     public var retryAfterSeconds: Int
 
-    public init(paths: Set<String>, tokens: Set<String> = [], allowedOrigins: Set<String>? = nil, retryAfterSeconds: Int = 5) {
+    public init(paths: Set<String>, tokens: Set<String> = [], viewerTokens: Set<String> = [], viewerPaths: Set<String> = [],
+                allowedOrigins: Set<String>? = nil, retryAfterSeconds: Int = 5) {
         self.paths = paths
         self.tokens = tokens
+        self.viewerTokens = viewerTokens
+        self.viewerPaths = viewerPaths
         self.allowedOrigins = allowedOrigins
         self.retryAfterSeconds = retryAfterSeconds
     }
@@ -26,7 +34,7 @@ public struct HandshakePolicy: Sendable {
     /// of this kind fits.
     public func evaluate(_ request: UpgradeRequest, hasCapacity: Bool) -> UpgradeDecision {
         guard paths.contains(request.path) else { return .reject(status: 404) }
-        if !tokens.isEmpty && !isAuthorized(request) {
+        if !tokens.isEmpty && !isAuthorized(request, readOnly: viewerPaths.contains(request.path)) {
             return .reject(status: 401, headers: [("WWW-Authenticate", "Bearer")])
         }
         if let allowed = allowedOrigins, let origin = request.headers["origin"], !allowed.contains(origin) {
@@ -40,28 +48,30 @@ public struct HandshakePolicy: Sendable {
 
     /// Whether the request carries an accepted token, as `Authorization: Bearer T`
     /// or as `?token=T`.
-    public func isAuthorized(_ request: UpgradeRequest) -> Bool {
-        isAuthorized(headers: request.headers, query: request.query)
+    /// `readOnly`: a viewer token is good enough too.
+    public func isAuthorized(_ request: UpgradeRequest, readOnly: Bool = false) -> Bool {
+        isAuthorized(headers: request.headers, query: request.query, readOnly: readOnly)
     }
 
     /// The same for a plain HTTP request (the channels' caption files).
-    public func isAuthorized(headers: HTTPHeaders, query: [QueryItem]) -> Bool {
+    public func isAuthorized(headers: HTTPHeaders, query: [QueryItem], readOnly: Bool = false) -> Bool {
         if let header = headers["authorization"] {
             let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
             if parts.count == 2, parts[0].lowercased() == "bearer",
-               matches(String(parts[1]).trimmingSpaces) { return true }
+               matches(String(parts[1]).trimmingSpaces, readOnly: readOnly) { return true }
         }
         for item in query where item.name == "token" {
-            if matches(item.value) { return true }
+            if matches(item.value, readOnly: readOnly) { return true }
         }
         return false
     }
 
-    private func matches(_ candidate: String) -> Bool {
+    private func matches(_ candidate: String, readOnly: Bool) -> Bool {
         // Compare against every token without stopping early, so the time taken
         // does not tell how much of a token was right.
         var found = false
-        for token in tokens where constantTimeEqual(Array(token.utf8), Array(candidate.utf8)) {
+        let accepted = readOnly ? tokens.union(viewerTokens) : tokens
+        for token in accepted where constantTimeEqual(Array(token.utf8), Array(candidate.utf8)) {
             found = true
         }
         return found

@@ -66,6 +66,9 @@ public struct ServerOptions: Sendable, Equatable {
     public var maxSessionDuration: Duration?
     /// Accepted bearer tokens; empty: no authentication.
     public var tokens: [String]
+    /// Tokens that may only follow channels (`/v1/listen`, the caption files), for links
+    /// handed to an audience; they need `tokens` (publishing stays token-only).
+    public var viewerTokens: [String]
     /// Accepted `Origin` values of WebSocket handshakes, lowercased; empty: any origin.
     public var allowedOrigins: [String]
     /// TLS certificate and key; nil: plain HTTP and WebSocket.
@@ -98,6 +101,7 @@ public struct ServerOptions: Sendable, Equatable {
         idleTimeout = .seconds(30)
         maxSessionDuration = .seconds(4 * 3600)
         tokens = []
+        viewerTokens = []
         allowedOrigins = []
         tls = nil
         drainTimeout = .seconds(10)
@@ -145,6 +149,8 @@ public struct ServerOptions: Sendable, Equatable {
             maxSessionDuration = seconds == 0 ? nil : .seconds(seconds)
         }
         tokens = try values.list(.token).map { (value) throws(ServerOptionsError) in try Self.parseToken(value) }
+        viewerTokens = try values.list(.viewerToken).map { (value) throws(ServerOptionsError) in try Self.parseToken(value) }
+        if !viewerTokens.isEmpty && tokens.isEmpty { throw .viewerTokenWithoutToken }
         allowedOrigins = try values.list(.allowedOrigin).map { (value) throws(ServerOptionsError) in
             try Self.parseOrigin(value)
         }
@@ -287,6 +293,7 @@ public struct ServerOptions: Sendable, Equatable {
             (.idleTimeout, "close a session silent this long; 0 never", seconds(options.idleTimeout)),
             (.maxSessionSeconds, "longest session; 0 unlimited", seconds(options.maxSessionDuration)),
             (.token, "accepted bearer token; repeatable (env: comma-separated)", "none (no auth)"),
+            (.viewerToken, "token that may only follow channels; needs --token; repeatable", "none"),
             (.allowedOrigin, "accepted Origin, e.g. https://example.com; repeatable", "any origin"),
             (.cert, "TLS certificate (PEM); needs --key", "none (plain HTTP)"),
             (.key, "TLS private key (PEM); needs --cert", "none (plain HTTP)"),
@@ -322,6 +329,7 @@ public struct ServerOptions: Sendable, Equatable {
         case idleTimeout = "idle-timeout"
         case maxSessionSeconds = "max-session-seconds"
         case token
+        case viewerToken = "viewer-token"
         case allowedOrigin = "allowed-origin"
         case cert, key
         case drainTimeout = "drain-timeout"
@@ -334,12 +342,13 @@ public struct ServerOptions: Sendable, Equatable {
         var environmentName: String {
             switch self {
             case .token: return "STENO_TOKENS"
+            case .viewerToken: return "STENO_VIEWER_TOKENS"
             case .allowedOrigin: return "STENO_ALLOWED_ORIGINS"
             default: return "STENO_" + rawValue.uppercased().replacingOccurrences(of: "-", with: "_")
             }
         }
 
-        var isRepeatable: Bool { self == .token || self == .allowedOrigin }
+        var isRepeatable: Bool { self == .token || self == .viewerToken || self == .allowedOrigin }
 
         var valueName: String {
             switch self {
@@ -348,7 +357,7 @@ public struct ServerOptions: Sendable, Equatable {
             case .model, .webRoot, .cert, .key: return "PATH"
             case .maxFrameBytes, .outboundBytes: return "BYTES"
             case .bufferSeconds, .idleTimeout, .maxSessionSeconds, .drainTimeout, .keepAlive: return "SECONDS"
-            case .token: return "TOKEN"
+            case .token, .viewerToken: return "TOKEN"
             case .allowedOrigin: return "ORIGIN"
             case .logLevel: return "LEVEL"
             }
@@ -564,6 +573,8 @@ public enum ServerOptionsError: Error, Sendable, Equatable, CustomStringConverti
     case certificateWithoutKey
     /// `--key` without `--cert`.
     case keyWithoutCertificate
+    /// `--viewer-token` without `--token`.
+    case viewerTokenWithoutToken
 
     public var description: String {
         switch self {
@@ -580,6 +591,8 @@ public enum ServerOptionsError: Error, Sendable, Equatable, CustomStringConverti
             return "--cert needs --key as well: TLS needs the certificate and its private key"
         case .keyWithoutCertificate:
             return "--key needs --cert as well: TLS needs the certificate and its private key"
+        case .viewerTokenWithoutToken:
+            return "--viewer-token needs --token as well: without it anyone could publish while viewers need a token"
         }
     }
 }

@@ -42,6 +42,8 @@ final class StenoService: TransportDelegate {
         self.policy = HandshakePolicy(
             paths: [Self.streamPath, Self.listenPath],
             tokens: Set(options.tokens),
+            viewerTokens: Set(options.viewerTokens),
+            viewerPaths: [Self.listenPath],
             allowedOrigins: options.allowedOrigins.isEmpty ? nil : Set(options.allowedOrigins))
     }
 
@@ -152,7 +154,7 @@ final class StenoService: TransportDelegate {
         }
         if request.path.hasPrefix("/v1/channels/") {
             // A channel's captions are as private as the channel: the same tokens as /v1/listen.
-            if !policy.tokens.isEmpty && !policy.isAuthorized(headers: request.headers, query: request.query) {
+            if !policy.tokens.isEmpty && !policy.isAuthorized(headers: request.headers, query: request.query, readOnly: true) {
                 return HTTPResponse(status: 401, text: "401 Unauthorized\n", headers: [("WWW-Authenticate", "Bearer")])
             }
             return captions(path: request.path)

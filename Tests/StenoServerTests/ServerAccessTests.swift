@@ -88,8 +88,11 @@ import StenoTestSupport
         #expect(metrics[#"steno_handshakes_refused_total{reason="unauthorized"}"#] == 6)
     }
 
-    @Test func withTokensAChannelsCaptionFilesNeedATokenToo() throws {
-        let server = try LiveServer { $0.tokens = ["s3cret-token"] }
+    @Test func withTokensAChannelsCaptionFilesNeedATokenTooAndViewerTokensOnlyView() throws {
+        let server = try LiveServer {
+            $0.tokens = ["s3cret-token"]
+            $0.viewerTokens = ["look-only"]
+        }
         let input = Self.endgame
         let client = try server.connect(path: "/v1/stream?token=s3cret-token")
         try client.start(input, extra: #""channel":"studio-a""#)
@@ -117,6 +120,18 @@ import StenoTestSupport
             #expect(client.events.finals.allSatisfy { text.contains($0.text) }, "\(path): \(text)")
         }
         #expect(try server.get("/v1/channels/unknown/captions.txt?token=s3cret-token").status == 404)
+
+        // A viewer token follows channels and reads their captions, and cannot publish.
+        #expect(try server.get("/v1/channels/studio-a/captions.vtt?token=look-only").status == 200)
+        #expect(try server.get("/v1/channels/studio-a/captions.vtt", headers: [("Authorization", "Bearer look-only")]).status == 200)
+        #expect(try refusal(server, path: "/v1/listen?channel=studio-a&token=look-only") == nil)
+        for (path, headers) in [
+            ("/v1/stream?token=look-only", []),
+            ("/v1/stream", [("Authorization", "Bearer look-only")]),
+        ] as [(String, [(String, String)])] {
+            let response = try #require(try refusal(server, path: path, headers: headers), "\(path) \(headers) was accepted")
+            #expect(response.status == 401, "\(path): \(response)")
+        }
         #expect(try server.get("/healthz").status == 200, "health checks need no token")
     }
 

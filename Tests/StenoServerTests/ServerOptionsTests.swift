@@ -147,6 +147,18 @@ private func failure(_ arguments: [String], _ environment: [String: String] = [:
         #expect(options.tokens == ["a", "b"])
     }
 
+    @Test func viewerTokensNeedTokensAndComeFromFlagsOrEnvironment() throws {
+        #expect(failure(["--viewer-token", "look"]) == .viewerTokenWithoutToken)
+        #expect(failure([], ["STENO_VIEWER_TOKENS": "look"]) == .viewerTokenWithoutToken)
+        let options = try parse(["--token", "pub", "--viewer-token", "look", "--viewer-token", "see"])
+        #expect(options.tokens == ["pub"] && options.viewerTokens == ["look", "see"])
+        let fromEnvironment = try parse([], ["STENO_TOKENS": "pub", "STENO_VIEWER_TOKENS": "look,see"])
+        #expect(fromEnvironment.viewerTokens == ["look", "see"])
+        #expect(failure(["--token", "pub", "--viewer-token", "b@d token"]) != nil)
+        #expect(ServerOptions.Option.viewerToken.environmentName == "STENO_VIEWER_TOKENS")
+        #expect(ServerOptions.helpText(defaults: machine).contains("--viewer-token TOKEN"))
+    }
+
     @Test func environmentNamesFollowTheFlags() {
         #expect(ServerOptions.Option.maxSessionSeconds.environmentName == "STENO_MAX_SESSION_SECONDS")
         #expect(ServerOptions.Option.webRoot.environmentName == "STENO_WEB_ROOT")
