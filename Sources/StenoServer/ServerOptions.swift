@@ -75,8 +75,8 @@ public struct ServerOptions: Sendable, Equatable {
     public var tls: TLS?
     /// How long a shutdown waits for sessions to finalize before closing them anyway.
     public var drainTimeout: Duration
-    /// Each WebSocket is pinged this long after its last pong, and hung up on when it has
-    /// not answered for twice that plus 10 s; nil: never. This
+    /// Each WebSocket is pinged this long after it was last heard from (a pong or any
+    /// message), and hung up on when silent for twice that plus 10 s; nil: never. This
     /// finds viewers and clients that vanished without closing (a phone that lost its
     /// network), which would otherwise hold their connection for good on a quiet channel.
     public var keepAlive: Duration?

@@ -19,6 +19,8 @@ final class LiveConnection {
     var closeCode: UInt16?
     var closeReason = ""
     var closeDeadline: ContinuousClock.Instant?
+    /// When data from the peer last counted as proof that it is there (keepalive).
+    var lastConfirmed: ContinuousClock.Instant?
 
     init(id: ConnectionID, wsi: OpaquePointer, request: UpgradeRequest) {
         self.id = id
@@ -161,9 +163,9 @@ final class ServiceLoop: @unchecked Sendable {
         }
         info.options = options
         if cfg.keepAliveSeconds > 0 {
-            // lws pings a connection this long after its last pong and hangs up on one that
-            // stops answering: how peers that vanished without a FIN (a phone off the
-            // network) are noticed.
+            // lws pings a connection this long after it was last heard from (a pong, or data:
+            // see confirmAlive) and hangs up on one that stays silent: how peers that vanished
+            // without a FIN (a phone off the network) are noticed.
             let ping = min(cfg.keepAliveSeconds, 20_000)
             idlePolicy.pointee.secs_since_valid_ping = UInt16(ping)
             idlePolicy.pointee.secs_since_valid_hangup = UInt16(min(2 * ping + 10, Int(UInt16.max)))
@@ -414,9 +416,22 @@ final class ServiceLoop: @unchecked Sendable {
         return 0
     }
 
+    /// Data from the peer proves it is there as well as a pong does: without this, a client
+    /// sending audio faster than it is analyzed, whose pong waits in the socket behind audio
+    /// the server is not reading yet (flow control), would be hung up on by the keepalive.
+    /// At most once a second per connection (it moves an lws timer).
+    private func confirmAlive(_ c: LiveConnection) {
+        guard configuration.keepAliveSeconds > 0 else { return }
+        let now = ContinuousClock.now
+        if let last = c.lastConfirmed, now - last < .seconds(1) { return }
+        c.lastConfirmed = now
+        lws_validity_confirmed(c.wsi)
+    }
+
     private func receive(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
         guard let id = connectionID(of: wsi), let c = connections[id] else { return -1 }
         if c.closeCode != nil { return 0 }  // closing: the session is over
+        confirmAlive(c)
         let final = lws_is_final_fragment(wsi) != 0
         let piece = UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length)
         let limit = configuration.maxMessageSize

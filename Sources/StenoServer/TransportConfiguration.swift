@@ -35,8 +35,8 @@ public struct TransportConfiguration: Sendable {
     /// After `close(…)`, how long queued messages may take to flush before the
     /// connection is cut without a close frame, in seconds.
     public var closeFlushTimeout: Double = 10
-    /// Seconds after the last pong at which libwebsockets pings a WebSocket connection; it
-    /// hangs up on one without a pong for twice that plus 10 s. 0: never.
+    /// Seconds after a WebSocket was last heard from (a pong or any data) at which
+    /// libwebsockets pings it; it hangs up on one silent for twice that plus 10 s. 0: never.
     public var keepAliveSeconds: Int = 0
     /// `Retry-After` seconds sent with the 503 refusal while draining.
     public var drainingRetryAfter: Int = 5

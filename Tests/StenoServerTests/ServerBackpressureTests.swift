@@ -60,9 +60,33 @@ import StenoTestSupport
         #expect(blocked > 0, "no write was ever held back")
     }
 
+    @Test func aClientHeldBackByFlowControlIsNotTakenForGoneByTheKeepalive() throws {
+        // Pinged after 1 s, hung up on after 12 s without proof of life, while the client
+        // never answers a ping: the audio it sends is that proof, also when the server reads
+        // it late because analysis holds the client back.
+        let input = Self.minute
+        let server = try LiveServer {
+            $0.bufferSeconds = 3
+            $0.keepAlive = .seconds(1)
+        }
+        let client = try server.connect(sendBufferSize: 16 * 1024)
+        client.ws.autoPong = false
+        try client.start(input)
+        try client.send(audio: input.messages, of: input)
+        try client.end()
+        expectEndedNormally(client, audio: input.duration)
+        #expect(client.blockedWrites > 0, "the client was never held back: the test did not press")
+        #expect(client.events.finals == Reference.finals(input))
+    }
+
     @Test func aClientThatDoesNotReadIsClosedWith4008AndAParallelSessionIsUnaffected() throws {
         let input = TestInput.pcm16k()
-        let server = try LiveServer { $0.outboundBytes = 4096 }
+        let server = try LiveServer {
+            $0.outboundBytes = 4096
+            // A reader that stops also stops answering pings: keep the keepalive out of it, so
+            // that the 4008 path is what ends it even on a slow machine.
+            $0.keepAlive = nil
+        }
         let port = server.port
 
         let results = onThreads([

@@ -23,7 +23,12 @@ import StenoTestSupport
     @Test func viewersGetBackfillAndLiveEventsAndASlowViewerHurtsNobody() throws {
         let input = TestInput.pcm16k()
         let (firstHalf, secondHalf, _) = input.split(at: 5.2)
-        let server = try LiveServer { $0.outboundBytes = 64 * 1024 }
+        let server = try LiveServer {
+            $0.outboundBytes = 64 * 1024
+            // A reader that stops also stops answering pings: keep the keepalive out of it, so
+            // that the 4008 path is what ends it even on a slow machine.
+            $0.keepAlive = nil
+        }
 
         let publisher = try server.connect()
         let ready = try publisher.start(input, extra: #""channel":"studio-a""#)
@@ -100,7 +105,12 @@ import StenoTestSupport
     }
 
     @Test func aViewerThatTalksWithoutReadingIsClosedWith4008EvenWhenNothingIsPublished() throws {
-        let server = try LiveServer { $0.outboundBytes = 16 * 1024 }
+        let server = try LiveServer {
+            $0.outboundBytes = 16 * 1024
+            // A reader that stops also stops answering pings: keep the keepalive out of it, so
+            // that the 4008 path is what ends it even on a slow machine.
+            $0.keepAlive = nil
+        }
         let watcher = try server.connect(path: "/v1/listen?channel=quiet")
         _ = try watcher.waitFor("joined")
         let slow = try server.connect(path: "/v1/listen?channel=quiet", receiveBufferSize: 2048)
