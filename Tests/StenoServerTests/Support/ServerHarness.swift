@@ -298,6 +298,10 @@ final class LiveServer {
         options.port = 0
         options.maxSessions = 16
         options.idleTimeout = nil
+        // Test clients answer pings only while they read, and many wait on one thread while
+        // another does the work; on a loaded machine that can outlast the keepalive. The
+        // keepalive tests turn it on.
+        options.keepAlive = nil
         options.workers = 2
         configure(&options)
         let lines = log
@@ -347,6 +351,17 @@ final class LiveServer {
         try StenoClient(port: port, path: path, headers: headers,
                         receiveBufferSize: receiveBufferSize, sendBufferSize: sendBufferSize)
     }
+}
+
+/// How a client that floods the server and never reads ends: with the 4008 close frame, or,
+/// when its unread flood is still in the server's socket as the server closes, with a TCP
+/// reset that takes the close frame (waiting in the client's full receive buffer) with it.
+/// A client that does not read cannot be promised the frame; the tests check the server's
+/// decision through its `slow_consumer` count as well.
+func expectSlowConsumerClose(_ client: StenoClient, _ what: String, sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(client.isClosed, "\(what): still open", sourceLocation: sourceLocation)
+    #expect(client.closeCode == 4008 || client.closeCode == nil,
+            "\(what): close \(client.closeCode.map(String.init) ?? "none")", sourceLocation: sourceLocation)
 }
 
 /// Polls until `condition` holds; false if it did not within `timeout` (a guard, not a timing).
