@@ -160,32 +160,12 @@ private struct AudioBench {
             let packets = try encodeOpus(try resampleAll(speech, from: speechRate, to: rate), rate: rate, frameSize: rate / 50)
             let format = try AudioFormat(encoding: .opus, sampleRate: rate, channels: 1)
             for path in AudioIngest.OpusPath.allCases {
-                var sink = 0  // keeps the optimizer honest
-                let zeroCopy = {
-                    guard let ingest = try? AudioIngest(format: format, opusPath: path) else { return }
-                    for packet in packets {
-                        sink &+= (try? withMessage(packet) { raw throws(StenoError) in
-                            try ingest.ingest(raw) { samples, _ in samples.count }
-                        }) ?? 0
-                    }
-                    sink &+= ingest.flush().count
-                }
-                let array = {
-                    guard let ingest = try? AudioIngest(format: format, opusPath: path) else { return }
-                    var output: [Float] = []
-                    output.reserveCapacity(4096)
-                    for packet in packets {
-                        output.removeAll(keepingCapacity: true)
-                        _ = try? withMessage(packet) { raw throws(StenoError) in try ingest.ingest(raw, appendingTo: &output) }
-                        sink &+= output.count
-                    }
-                    sink &+= ingest.flush().count
-                }
-                let floor = { sink &+= opusFloor(packets, rate: rate, path: path) }
-                let results = measure([zeroCopy, array, floor])
+                let sink = Sink()
+                let floor = { sink.total &+= opusFloor(packets, rate: rate, path: path) }
+                let results = measure(pipelineRuns(packets, sink: sink) { try? AudioIngest(format: format, opusPath: path) } + [floor])
                 print(row(["\(rate / 1000) kHz", path == .direct ? "direct 16k" : "\(rate / 1000)k + soxr"]
                     + cells(results)))
-                if sink == 42 { print("") }
+                if sink.total == 42 { print("") }
             }
         }
     }
@@ -246,32 +226,12 @@ private struct AudioBench {
                 Array(bytes[$0..<min(bytes.count, $0 + messageBytes)])
             }
             let format = try AudioFormat(encoding: encoding, sampleRate: rate, channels: channels)
-            var sink = 0
-            let zeroCopy = {
-                guard let ingest = try? AudioIngest(format: format) else { return }
-                for message in messages {
-                    sink &+= (try? withMessage(message) { raw throws(StenoError) in
-                        try ingest.ingest(raw) { samples, _ in samples.count }
-                    }) ?? 0
-                }
-                sink &+= ingest.flush().count
-            }
-            let array = {
-                guard let ingest = try? AudioIngest(format: format) else { return }
-                var output: [Float] = []
-                output.reserveCapacity(4096)
-                for message in messages {
-                    output.removeAll(keepingCapacity: true)
-                    _ = try? withMessage(message) { raw throws(StenoError) in try ingest.ingest(raw, appendingTo: &output) }
-                    sink &+= output.count
-                }
-                sink &+= ingest.flush().count
-            }
-            let floor = { sink &+= pcmFloor(messages, rate: rate, encoding: encoding, channels: channels) }
-            let results = measure([zeroCopy, array, floor])
+            let sink = Sink()
+            let floor = { sink.total &+= pcmFloor(messages, rate: rate, encoding: encoding, channels: channels) }
+            let results = measure(pipelineRuns(messages, sink: sink) { try? AudioIngest(format: format) } + [floor])
             let name = "\(encoding.rawValue)\(channels == 2 ? " stereo" : "")"
             print(row([String(format: "%g kHz", Double(rate) / 1000), name] + cells(results)))
-            if sink == 42 { print("") }
+            if sink.total == 42 { print("") }
         }
     }
 
@@ -343,6 +303,35 @@ private struct AudioBench {
 }
 
 /// `withUnsafeBytes` for a typed-throws body.
+/// Adds up what the measured code produced, so that the optimizer cannot drop it.
+private final class Sink { var total = 0 }
+
+/// The pipeline over `messages`, twice: samples handed over in place, and appended to a
+/// reused array. A fresh `AudioIngest` each run, as a session would make one.
+private func pipelineRuns(_ messages: [[UInt8]], sink: Sink, make: @escaping () -> AudioIngest?) -> [() -> Void] {
+    let zeroCopy = {
+        guard let ingest = make() else { return }
+        for message in messages {
+            sink.total &+= (try? withMessage(message) { raw throws(StenoError) in
+                try ingest.ingest(raw) { samples, _ in samples.count }
+            }) ?? 0
+        }
+        sink.total &+= ingest.flush().count
+    }
+    let array = {
+        guard let ingest = make() else { return }
+        var output: [Float] = []
+        output.reserveCapacity(4096)
+        for message in messages {
+            output.removeAll(keepingCapacity: true)
+            _ = try? withMessage(message) { raw throws(StenoError) in try ingest.ingest(raw, appendingTo: &output) }
+            sink.total &+= output.count
+        }
+        sink.total &+= ingest.flush().count
+    }
+    return [zeroCopy, array]
+}
+
 private func withMessage<T>(_ bytes: [UInt8], _ body: (UnsafeRawBufferPointer) throws(StenoError) -> T) throws(StenoError) -> T {
     try bytes.withUnsafeBytes { raw in Result { () throws(StenoError) in try body(raw) } }.get()
 }

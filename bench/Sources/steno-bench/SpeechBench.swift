@@ -192,20 +192,26 @@ private struct SpeechBench {
         return threadCPU() - start
     }
 
-    /// Decodes a file on a recognizer from `engine`, fed `settings.chunk` samples at a time.
-    private func decode(_ file: BenchFile, engine: PocketSphinxEngine, partials: Bool = true) throws -> (cpu: Double, text: String, words: [Word]) {
-        let recognizer = try engine.makePocketSphinxRecognizer(options: RecognizerOptions(partialResults: partials))
-        let floats = file.samples.map { Float($0) / 32768 }
+    /// `samples` into `recognizer`, `settings.chunk` at a time; the events it returned.
+    private func feed(_ samples: [Float], to recognizer: PocketSphinxRecognizer) throws -> [TranscriberEvent] {
         var events: [TranscriberEvent] = []
-        let start = threadCPU()
         var offset = 0
-        try floats.withUnsafeBufferPointer { buffer in
+        try samples.withUnsafeBufferPointer { buffer in
             while offset < buffer.count {
                 let end = min(buffer.count, offset + settings.chunk)
                 events += try recognizer.accept(UnsafeBufferPointer(rebasing: buffer[offset..<end]))
                 offset = end
             }
         }
+        return events
+    }
+
+    /// Decodes a file on a recognizer from `engine`, fed `settings.chunk` samples at a time.
+    private func decode(_ file: BenchFile, engine: PocketSphinxEngine, partials: Bool = true) throws -> (cpu: Double, text: String, words: [Word]) {
+        let recognizer = try engine.makePocketSphinxRecognizer(options: RecognizerOptions(partialResults: partials))
+        let floats = file.samples.map { Float($0) / 32768 }
+        let start = threadCPU()
+        var events = try feed(floats, to: recognizer)
         events += try recognizer.finish()
         let cpu = threadCPU() - start
         let finals = events.compactMap { event -> RecognitionResult? in
@@ -396,16 +402,7 @@ private struct SpeechBench {
         var perFile: [[String]] = []
         let start = threadCPU()
         for file in files {
-            let floats = file.samples.map { Float($0) / 32768 }
-            var events: [TranscriberEvent] = []
-            var offset = 0
-            try floats.withUnsafeBufferPointer { buffer in
-                while offset < buffer.count {
-                    let end = min(buffer.count, offset + settings.chunk)
-                    events += try recognizer.accept(UnsafeBufferPointer(rebasing: buffer[offset..<end]))
-                    offset = end
-                }
-            }
+            var events = try feed(file.samples.map { Float($0) / 32768 }, to: recognizer)
             events += try recognizer.endUtterance()
             perFile.append(events.flatMap { event -> [String] in
                 if case .final(let result) = event { return result.words.map(\.text) } else { return [] }
