@@ -243,8 +243,14 @@ public struct EncodedEvent: Sendable, Hashable {
     /// Rewrites the `seq` of an encoded event's bytes (`{"type":"<kind>","seq":N,…}`) to `newSeq`
     /// without decoding it: for a transport that numbers events as it writes them, so that `seq`
     /// stays 1, 2, 3 … on the wire even after unsent replaceable events were dropped.
-    /// Returns nil if `bytes` does not begin the way every encoded event does.
+    /// Returns nil, meaning "send them as they are", if `bytes` already carry `newSeq` (the
+    /// common case: nothing was dropped) or do not begin the way every encoded event does.
     public static func replacingSeq(in bytes: [UInt8], with newSeq: UInt64) -> [UInt8]? {
+        bytes.withUnsafeBufferPointer { replacingSeq(in: $0, with: newSeq) }
+    }
+
+    /// The same over bytes in place: the transport's queued frame, not copied to look at it.
+    public static func replacingSeq(in bytes: UnsafeBufferPointer<UInt8>, with newSeq: UInt64) -> [UInt8]? {
         let marker = Array(#","seq":"#.utf8)
         // The type is a known kind without quotes or commas: the first marker is the seq's.
         guard bytes.count > 10, bytes[0] == UInt8(ascii: "{"),
@@ -257,8 +263,12 @@ public struct EncodedEvent: Sendable, Hashable {
         guard end > start else { return nil }
         var w = JSONWriter(capacity: 20)
         w.integer(newSeq)
-        var out = bytes
-        out.replaceSubrange(start..<end, with: w.bytes)
+        if bytes[start..<end].elementsEqual(w.bytes) { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count - (end - start) + w.bytes.count)
+        out += bytes[..<start]
+        out += w.bytes
+        out += bytes[end...]
         return out
     }
 }

@@ -45,9 +45,10 @@ public struct TransportConfiguration: Sendable {
     public var webRoot: String?
     /// Numbers `sequenced` messages as they are written: given a message's bytes and its
     /// ordinal among the sequenced messages written to that connection (1, 2, 3 …), returns
-    /// the bytes to write (nil keeps them). The session layer puts the wire `seq` here, so
+    /// the bytes to write (nil keeps them). The bytes are the queued frame itself, valid only
+    /// during the call. The session layer puts the wire `seq` here, so
     /// that it has no gaps even when unsent replaceable messages were dropped.
-    public var sequencer: (@Sendable ([UInt8], UInt64) -> [UInt8]?)?
+    public var sequencer: (@Sendable (UnsafeBufferPointer<UInt8>, UInt64) -> [UInt8]?)?
     /// Value of the `Server` header.
     public var serverName: String = "steno"
     public var log: TransportLogHandler = TransportConfiguration.standardErrorLog

@@ -17,12 +17,10 @@ public final class TransportHandle: Sendable {
     /// `pthread_self()` of the service thread while it runs, else 0.
     let serviceThread = Atomic<UInt>(0)
     let outboundByteLimit: Int
-    let drainingRetryAfter: Int
-    let sequencer: (@Sendable ([UInt8], UInt64) -> [UInt8]?)?
+    let sequencer: (@Sendable (UnsafeBufferPointer<UInt8>, UInt64) -> [UInt8]?)?
 
-    init(outboundByteLimit: Int, drainingRetryAfter: Int, sequencer: (@Sendable ([UInt8], UInt64) -> [UInt8]?)? = nil) {
+    init(outboundByteLimit: Int, sequencer: (@Sendable (UnsafeBufferPointer<UInt8>, UInt64) -> [UInt8]?)? = nil) {
         self.outboundByteLimit = outboundByteLimit
-        self.drainingRetryAfter = drainingRetryAfter
         self.sequencer = sequencer
         state = Mutex(SharedState())
     }
@@ -148,9 +146,14 @@ public final class TransportHandle: Sendable {
                 return (message, more, ordinal)
             } ?? (nil, false, 0)
         }
-        // Renumber outside the lock: it copies the payload.
-        guard let message = taken, ordinal > 0, let sequencer,
-              let bytes = sequencer(message.payloadBytes, ordinal) else { return (taken, more) }
+        // Renumber outside the lock; the sequencer reads the frame in place and copies only
+        // when the number changes.
+        guard let message = taken, ordinal > 0, let sequencer else { return (taken, more) }
+        let frame = message.frame
+        let renumbered = withExtendedLifetime(frame) {
+            sequencer(UnsafeBufferPointer(start: frame.payload, count: frame.payloadCount), ordinal)
+        }
+        guard let bytes = renumbered else { return (message, more) }
         return (OutgoingMessage(kind: message.kind, bytes: bytes, delivery: message.delivery), more)
     }
 

@@ -38,11 +38,6 @@ public struct OutgoingMessage: Sendable {
         frame = FrameBuffer(copying: bytes)
     }
 
-    /// The payload, copied.
-    var payloadBytes: [UInt8] {
-        Array(UnsafeBufferPointer(start: frame.payload, count: frame.payloadCount))
-    }
-
     public static func text(_ text: String, delivery: OutboundDelivery = .mustDeliver) -> OutgoingMessage {
         OutgoingMessage(kind: .text, bytes: text.utf8, delivery: delivery)
     }

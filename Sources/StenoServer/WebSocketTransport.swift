@@ -43,7 +43,6 @@ public final class WebSocketTransport: Sendable {
     public init(configuration: TransportConfiguration) {
         self.configuration = configuration
         handle = TransportHandle(outboundByteLimit: configuration.outboundByteLimit,
-                                 drainingRetryAfter: configuration.drainingRetryAfter,
                                  sequencer: configuration.sequencer)
     }
 
