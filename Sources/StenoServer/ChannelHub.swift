@@ -71,18 +71,17 @@ final class ChannelHub: Sendable {
                  on name: String, from session: String) {
         guard event.kind.isBroadcast else { return }
         state.withLock { s in
-            guard var channel = s.channels[name], channel.publisher == session else { return }
+            guard let viewers = s.channels[name]?.viewers, s.channels[name]?.publisher == session else { return }
+            // In place: a copy of the channel would copy its whole list of finals per event.
             switch event.kind {
             case .final:
-                if let final { channel.finals.append(final) }
-                channel.showingVolatile = nil
+                if let final { s.channels[name]?.finals.append(final) }
+                s.channels[name]?.showingVolatile = nil
             case .volatile:
-                channel.showingVolatile = volatile
+                s.channels[name]?.showingVolatile = volatile
             default:
                 break
             }
-            let viewers = channel.viewers
-            s.channels[name] = channel
             for viewer in viewers { deliver(event, to: viewer, &s) }
         }
     }
