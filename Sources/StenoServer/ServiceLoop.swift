@@ -8,7 +8,6 @@ import Synchronization
 final class LiveConnection {
     let id: ConnectionID
     let wsi: OpaquePointer
-    let request: UpgradeRequest
     /// Fragments of the message being received.
     var rx: [UInt8] = []
     var inMessage = false
@@ -22,10 +21,9 @@ final class LiveConnection {
     /// When data from the peer last counted as proof that it is there (keepalive).
     var lastConfirmed: ContinuousClock.Instant?
 
-    init(id: ConnectionID, wsi: OpaquePointer, request: UpgradeRequest) {
+    init(id: ConnectionID, wsi: OpaquePointer) {
         self.id = id
         self.wsi = wsi
-        self.request = request
     }
 }
 
@@ -373,11 +371,11 @@ final class ServiceLoop: @unchecked Sendable {
             // asks: just hang up.
             return -1
         }
-        let request = UpgradeRequest(path: uriPath(wsi) ?? "", query: queryItems(wsi), headers: requestHeaders(wsi), remoteAddress: peerAddress(wsi))
         if handle.isDraining {
             return refuse(wsi, HTTPResponse(status: 503, text: "503 Service Unavailable\n",
                                             headers: [("Retry-After", String(configuration.drainingRetryAfter))]))
         }
+        let request = UpgradeRequest(path: uriPath(wsi) ?? "", query: queryItems(wsi), headers: requestHeaders(wsi), remoteAddress: peerAddress(wsi))
         let decision = delegate.decideUpgrade(request)
         defer { drainCommands() }
         switch decision {
@@ -408,7 +406,7 @@ final class ServiceLoop: @unchecked Sendable {
         let id = ConnectionID(rawValue: nextID)
         nextID += 1
         lws_set_opaque_user_data(wsi, UnsafeMutableRawPointer(bitPattern: UInt(id.rawValue)))
-        let c = LiveConnection(id: id, wsi: wsi, request: request)
+        let c = LiveConnection(id: id, wsi: wsi)
         connections[id] = c
         handle.register(id)
         delegate.opened(id, request: request)
