@@ -38,7 +38,7 @@ public struct TranscriptAssembler: Sendable {
     /// The volatile result the client is showing (non-empty text), or nil.
     public private(set) var showingVolatile: RecognitionResult?
     /// End of the last final emitted (0 before the first).
-    public private(set) var lastFinalEnd: Double = 0
+    public var lastFinalEnd: Double { finals.last?.range.end ?? 0 }
 
     public init(options: Options = Options()) {
         self.options = options
@@ -91,7 +91,6 @@ public struct TranscriptAssembler: Sendable {
             return clearVolatile()
         }
         finals.append(result)
-        lastFinalEnd = result.range.end
         var events: [ServerEvent] = [.final(result, includeWords: options.words)]
         if let showing = showingVolatile {
             showingVolatile = nil

@@ -37,7 +37,6 @@ final class StreamSession: Sendable {
         var closeReason = ""
         var lastReportedAnalyzed = 0.0
         var maxLag = 0.0
-        var finalCount = 0
         var channel: String?
         var transportClosed = false
     }
@@ -162,8 +161,6 @@ final class StreamSession: Sendable {
         server.metrics.eventSent(event.kind.rawValue)
         if let code = event.errorCode { server.metrics.errorSent(code) }
         switch event.kind {
-        case .final:
-            s.finalCount += 1
         case .ended:
             if let at = s.endSubmittedAt { server.metrics.endLatencySeconds.observe(Clock.now() - at) }
         default:
@@ -277,7 +274,7 @@ final class StreamSession: Sendable {
             line += " by the client"
         }
         line += ": \(Format.seconds(m.receivedSeconds)) s of audio in \(Format.seconds(seconds)) s, "
-        line += "analyzed \(Format.seconds(m.analyzedSeconds)) s, \(s.finalCount) finals, max lag \(Format.seconds(s.maxLag)) s"
+        line += "analyzed \(Format.seconds(m.analyzedSeconds)) s, \(m.finals.count) finals, max lag \(Format.seconds(s.maxLag)) s"
         return line
     }
 
