@@ -228,6 +228,9 @@ public struct EncodedEvent: Sendable, Hashable {
     /// Every other event must be delivered.
     public var isReplaceable: Bool { kind.isReplaceable }
 
+    /// How an outbound queue treats it: a newer event of its kind replaces it, or it must go.
+    public var delivery: OutboundDelivery { isReplaceable ? .replaceable(key: kind.rawValue) : .mustDeliver }
+
     /// The same event with another `seq`, without re-encoding the rest. An outbound queue that
     /// drops replaced events can renumber on send to keep `seq` gapless (1, 2, 3 …), and a
     /// broadcast viewer's feed numbers the relayed events in its own sequence.

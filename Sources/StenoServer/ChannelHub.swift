@@ -138,11 +138,9 @@ final class ChannelHub: Sendable {
 
     /// Queues an event for a viewer; a viewer whose queue is full is closed with 4008.
     private func deliver(_ event: EncodedEvent, to viewer: ConnectionID, _ s: inout State) {
-        let delivery: OutboundDelivery = event.isReplaceable ? .replaceable(key: event.kind.rawValue) : .mustDeliver
-        let result = handle.send(viewer, OutgoingMessage(kind: .text, bytes: event.bytes, delivery: delivery, sequenced: true))
+        let result = handle.send(viewer, OutgoingMessage(kind: .text, bytes: event.bytes, delivery: event.delivery, sequenced: true))
         if result == .overflow {
-            metrics.errorSent(.slowConsumer)
-            handle.close(viewer, code: ErrorCode.slowConsumer.closeCode ?? 4008, reason: "slow_consumer", discardQueued: true)
+            metrics.closeSlowConsumer(viewer, on: handle)
         } else {
             metrics.eventSent(event.kind.rawValue)
         }

@@ -72,3 +72,12 @@ public struct ServerLog: Sendable {
         sink("\(Clock.wall().iso8601) \(level.label) \(message())")
     }
 }
+
+extension StenoMetrics {
+    /// A viewer whose queue overflowed is not reading: counted, and closed with 4008 at once,
+    /// its queue discarded. (Sessions go through their state machine instead.)
+    func closeSlowConsumer(_ id: ConnectionID, on handle: TransportHandle) {
+        errorSent(.slowConsumer)
+        handle.close(id, code: ErrorCode.slowConsumer.closeCode ?? 4008, reason: "slow_consumer", discardQueued: true)
+    }
+}

@@ -105,9 +105,7 @@ final class StenoService: TransportDelegate {
             let sent = context.handle.send(id, OutgoingMessage(kind: .text, bytes: error.encoded(seq: 0).bytes, sequenced: true))
             if sent == .overflow {
                 // Like any must-deliver event that does not fit: the viewer is not reading.
-                context.metrics.errorSent(.slowConsumer)
-                context.handle.close(id, code: ErrorCode.slowConsumer.closeCode ?? 4008, reason: "slow_consumer",
-                                     discardQueued: true)
+                context.metrics.closeSlowConsumer(id, on: context.handle)
             } else {
                 context.metrics.errorSent(.badMessage)
             }

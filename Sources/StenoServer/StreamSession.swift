@@ -166,8 +166,7 @@ final class StreamSession: Sendable {
         default:
             break
         }
-        let delivery: OutboundDelivery = event.isReplaceable ? .replaceable(key: event.kind.rawValue) : .mustDeliver
-        let message = OutgoingMessage(kind: .text, bytes: event.bytes, delivery: delivery, sequenced: true)
+        let message = OutgoingMessage(kind: .text, bytes: event.bytes, delivery: event.delivery, sequenced: true)
         if let channel = s.channel, event.kind.isBroadcast {
             server.channels.publish(event, final: event.kind == .final ? s.machine.finals.last : nil,
                                     volatile: s.machine.showingVolatile, on: channel, from: sessionID)

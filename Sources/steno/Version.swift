@@ -1,3 +1,6 @@
+import StenoServer
+
 enum StenoVersion {
-    static let string = "0.1.0"
+    /// One version for the binary and the server it runs (the `Server` header, /healthz).
+    static let string = StenoServer.version
 }
