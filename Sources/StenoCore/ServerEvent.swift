@@ -130,9 +130,7 @@ public enum ServerEvent: Sendable, Hashable {
         w.beginObject()
         w.field("type", kind.rawValue)
         w.key("seq")
-        let seqStart = w.bytes.count
         w.integer(seq)
-        let seqEnd = w.bytes.count
         switch self {
         case .ready(let info):
             w.field("session", info.session)
@@ -177,7 +175,7 @@ public enum ServerEvent: Sendable, Hashable {
         w.endObject()
         var errorCode: ErrorCode?
         if case .error(let error) = self { errorCode = error.code }
-        return EncodedEvent(kind: kind, seq: seq, bytes: w.bytes, seqDigits: seqStart..<seqEnd, errorCode: errorCode)
+        return EncodedEvent(kind: kind, seq: seq, bytes: w.bytes, errorCode: errorCode)
     }
 
     private static func writeResult(_ result: RecognitionResult, includeWords: Bool, into w: inout JSONWriter) {
@@ -210,14 +208,11 @@ public struct EncodedEvent: Sendable, Hashable {
     public let bytes: [UInt8]
     /// For an `error` event, its code (so the server can count errors without parsing).
     public let errorCode: ErrorCode?
-    /// Where the digits of `seq` sit in `bytes` (for `resequenced`).
-    private let seqDigits: Range<Int>
 
-    init(kind: ServerEventKind, seq: UInt64, bytes: [UInt8], seqDigits: Range<Int>, errorCode: ErrorCode? = nil) {
+    init(kind: ServerEventKind, seq: UInt64, bytes: [UInt8], errorCode: ErrorCode? = nil) {
         self.kind = kind
         self.seq = seq
         self.bytes = bytes
-        self.seqDigits = seqDigits
         self.errorCode = errorCode
     }
 
@@ -235,12 +230,9 @@ public struct EncodedEvent: Sendable, Hashable {
     /// drops replaced events can renumber on send to keep `seq` gapless (1, 2, 3 …), and a
     /// broadcast viewer's feed numbers the relayed events in its own sequence.
     public func resequenced(_ newSeq: UInt64) -> EncodedEvent {
-        var w = JSONWriter(capacity: 20)
-        w.integer(newSeq)
-        var newBytes = bytes
-        newBytes.replaceSubrange(seqDigits, with: w.bytes)
-        let newRange = seqDigits.lowerBound..<(seqDigits.lowerBound + w.bytes.count)
-        return EncodedEvent(kind: kind, seq: newSeq, bytes: newBytes, seqDigits: newRange, errorCode: errorCode)
+        // nil: already `newSeq` (every encoded event has the shape replacingSeq looks for).
+        let newBytes = Self.replacingSeq(in: bytes, with: newSeq) ?? bytes
+        return EncodedEvent(kind: kind, seq: newSeq, bytes: newBytes, errorCode: errorCode)
     }
 
     /// Rewrites the `seq` of an encoded event's bytes (`{"type":"<kind>","seq":N,…}`) to `newSeq`
