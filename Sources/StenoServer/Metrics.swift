@@ -462,7 +462,7 @@ public final class StenoMetrics: Sendable {
     public let audioReceivedSeconds: Counter
     /// `steno_audio_analyzed_seconds_total`: audio the recognizers have processed.
     public let audioAnalyzedSeconds: Counter
-    /// `steno_lag_seconds`: received minus analyzed, observed at each `progress` event.
+    /// `steno_lag_seconds`: received minus analyzed, sampled per session at every tick.
     public let lagSeconds: Histogram
     /// `steno_events_sent_total{type}`: events sent to clients, by `type`.
     public let eventsSent: MetricFamily<Counter>
@@ -506,7 +506,7 @@ public final class StenoMetrics: Sendable {
         audioAnalyzedSeconds = registry.counter(
             "steno_audio_analyzed_seconds_total", help: "Seconds of audio analyzed by the recognizers.")
         lagSeconds = registry.histogram(
-            "steno_lag_seconds", help: "Audio received but not yet analyzed, in seconds, at each progress event.",
+            "steno_lag_seconds", help: "Audio received but not yet analyzed, in seconds, sampled per session every 0.25 s.",
             buckets: Self.latencyBuckets)
         eventsSent = registry.counter("steno_events_sent_total", help: "Events sent to clients, by type.", labels: ["type"])
         errors = registry.counter("steno_errors_total", help: "Error events sent to clients, by code.", labels: ["code"])
