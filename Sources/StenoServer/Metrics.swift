@@ -468,6 +468,10 @@ public final class StenoMetrics: Sendable {
     public let eventsSent: MetricFamily<Counter>
     /// `steno_errors_total{code}`: `error` events, by protocol code.
     public let errors: MetricFamily<Counter>
+    /// The children of `eventsSent` and `errors`, looked up once: they are counted per event
+    /// and per viewer, and a family lookup takes its lock and hashes the labels.
+    private let eventCounters: [String: Counter]
+    private let errorCounters: [ErrorCode: Counter]
     /// `steno_outbound_queue_bytes`: events waiting to be written, all connections together.
     public let outboundQueueBytes: Gauge
     /// `steno_inbound_buffered_audio_seconds`: audio received but not yet analyzed, all
@@ -508,8 +512,12 @@ public final class StenoMetrics: Sendable {
         lagSeconds = registry.histogram(
             "steno_lag_seconds", help: "Audio received but not yet analyzed, in seconds, sampled per session every 0.25 s.",
             buckets: Self.latencyBuckets)
-        eventsSent = registry.counter("steno_events_sent_total", help: "Events sent to clients, by type.", labels: ["type"])
-        errors = registry.counter("steno_errors_total", help: "Error events sent to clients, by code.", labels: ["code"])
+        let eventsSent = registry.counter("steno_events_sent_total", help: "Events sent to clients, by type.", labels: ["type"])
+        let errors = registry.counter("steno_errors_total", help: "Error events sent to clients, by code.", labels: ["code"])
+        self.eventsSent = eventsSent
+        self.errors = errors
+        eventCounters = Dictionary(uniqueKeysWithValues: Self.eventTypes.map { ($0, eventsSent.labels($0)) })
+        errorCounters = Dictionary(uniqueKeysWithValues: ErrorCode.allCases.map { ($0, errors.labels($0.rawValue)) })
         outboundQueueBytes = registry.gauge(
             "steno_outbound_queue_bytes", help: "Bytes of events waiting to be sent, all connections.")
         inboundBufferedAudioSeconds = registry.gauge(
@@ -523,19 +531,17 @@ public final class StenoMetrics: Sendable {
         recognizersCreated = registry.counter("steno_recognizers_created_total", help: "Speech recognizers created.")
         decodersCreated = registry.counter("steno_opus_decoders_created_total", help: "Opus decoders created.")
 
-        for type in Self.eventTypes { _ = eventsSent.labels(type) }
-        for code in ErrorCode.allCases { _ = errors.labels(code.rawValue) }
         for reason in Self.refusalReasons { _ = handshakesRefused.labels(reason) }
     }
 
     /// Counts an event sent to a client.
     public func eventSent(_ type: String) {
-        eventsSent.labels(type).increment()
+        (eventCounters[type] ?? eventsSent.labels(type)).increment()
     }
 
     /// Counts an `error` event.
     public func errorSent(_ code: ErrorCode) {
-        errors.labels(code.rawValue).increment()
+        (errorCounters[code] ?? errors.labels(code.rawValue)).increment()
     }
 
     /// Publishes the worker pool's state, read at each scrape:
