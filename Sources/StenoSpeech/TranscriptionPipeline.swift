@@ -70,9 +70,11 @@ public final class TranscriptionPipeline {
     /// Throws `bad_audio` for PCM that is not whole sample frames (nothing is consumed), and
     /// `internal` if the recognizer failed.
     public func append(_ message: UnsafeRawBufferPointer) throws(StenoError) -> Output {
-        scratch.removeAll(keepingCapacity: true)
-        let report = try ingest.ingest(message, appendingTo: &scratch)
-        return Output(events: try feed(scratch), warning: report.concealment)
+        // The decoded samples straight from the ingest's buffer to the recognizer, uncopied.
+        let (events, report) = try ingest.ingest(message) { samples, report in
+            (Result { () throws(StenoError) in try feed(samples) }, report)
+        }
+        return Output(events: try events.get(), warning: report.concealment)
     }
 
     /// `append` for a byte array.
@@ -145,15 +147,23 @@ public final class TranscriptionPipeline {
         return try feed(scratch)
     }
 
-    /// Feeds samples to the recognizer; `record` keeps them in the history (new audio only).
     private func feed(_ samples: [Float], record: Bool = true) throws(StenoError) -> [TranscriberEvent] {
+        var result: Result<[TranscriberEvent], StenoError> = .success([])
+        samples.withUnsafeBufferPointer { buffer in
+            result = Result { () throws(StenoError) in try feed(buffer, record: record) }
+        }
+        return try result.get()
+    }
+
+    /// Feeds samples to the recognizer; `record` keeps them in the history (new audio only).
+    private func feed(_ samples: UnsafeBufferPointer<Float>, record: Bool = true) throws(StenoError) -> [TranscriberEvent] {
         guard !samples.isEmpty, !finished else { return [] }
         if record { remember(samples) }
         recognizerSamples += samples.count
         return map(try recognizer.accept(samples))
     }
 
-    private func remember(_ samples: [Float]) {
+    private func remember(_ samples: UnsafeBufferPointer<Float>) {
         history.append(contentsOf: samples)
         if history.count > 2 * historyLimit {
             let drop = history.count - historyLimit
