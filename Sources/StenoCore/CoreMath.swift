@@ -38,3 +38,11 @@ enum CoreMath {
         return x.magnitude >= 4_503_599_627_370_496 || exactInteger(x) != nil
     }
 }
+
+extension Duration {
+    /// The duration in seconds, as a Double (options, metrics, logs).
+    public var inSeconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}

@@ -219,8 +219,7 @@ public final class Histogram: Sendable {
 
     /// Records a duration in seconds.
     public func observe(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        observe(Double(seconds) + Double(attoseconds) / 1e18)
+        observe(duration.inSeconds)
     }
 
     /// Cumulative counts per bound (the last is `+Inf`, the total count) and the sum.

@@ -36,7 +36,7 @@ public final class StenoServer: Sendable {
         configuration.tlsKeyPath = options.tls?.privateKeyPath
         configuration.maxMessageSize = options.maxFrameBytes
         configuration.outboundByteLimit = options.outboundBytes
-        configuration.keepAliveSeconds = options.keepAlive.map { Int(Self.seconds($0).rounded()) } ?? 0
+        configuration.keepAliveSeconds = options.keepAlive.map { Int($0.inSeconds.rounded()) } ?? 0
         configuration.webRoot = options.webRoot.isEmpty ? nil : options.webRoot
         configuration.serverName = "steno/\(Self.version)"
         configuration.sequencer = { bytes, seq in EncodedEvent.replacingSeq(in: bytes, with: seq) }
@@ -54,8 +54,8 @@ public final class StenoServer: Sendable {
         let limits = SessionLimits(
             maxFrameBytes: options.maxFrameBytes,
             bufferSeconds: options.bufferSeconds,
-            maxSessionSeconds: options.maxSessionDuration.map(Self.seconds) ?? 0,
-            idleTimeoutSeconds: options.idleTimeout.map(Self.seconds) ?? 0,
+            maxSessionSeconds: options.maxSessionDuration.map(\.inSeconds) ?? 0,
+            idleTimeoutSeconds: options.idleTimeout.map(\.inSeconds) ?? 0,
             outboundBytes: options.outboundBytes)
         self.context = ServerContext(
             handle: transport.handle,
@@ -122,10 +122,5 @@ public final class StenoServer: Sendable {
         if !pool.shutdown(.drain, timeout: .seconds(2)) {
             pool.shutdown(.immediate)
         }
-    }
-
-    private static func seconds(_ duration: Duration) -> Double {
-        let (s, attoseconds) = duration.components
-        return Double(s) + Double(attoseconds) / 1e18
     }
 }

@@ -86,8 +86,7 @@ enum Serve {
         FileHandleOutput.stdout("steno \(StenoVersion.string) listening on \(scheme)://\(host):\(port)\n")
 
         stop.wait()
-        let drainSeconds = Double(options.drainTimeout.components.seconds)
-            + Double(options.drainTimeout.components.attoseconds) / 1e18
+        let drainSeconds = options.drainTimeout.inSeconds
         log.info("signal received: draining (at most \(drainSeconds) s)")
         // A second signal while draining stops at once.
         DispatchQueue.global().async {
