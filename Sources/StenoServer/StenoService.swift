@@ -153,7 +153,7 @@ final class StenoService: TransportDelegate {
         if request.path.hasPrefix("/v1/channels/") {
             // A channel's captions are as private as the channel: the same tokens as /v1/listen.
             if !policy.tokens.isEmpty && !policy.isAuthorized(headers: request.headers, query: request.query, readOnly: true) {
-                return HTTPResponse(status: 401, text: "401 Unauthorized\n", headers: [("WWW-Authenticate", "Bearer")])
+                return .plain(status: 401, headers: [("WWW-Authenticate", "Bearer")])
             }
             return captions(path: request.path)
         }
@@ -190,7 +190,7 @@ final class StenoService: TransportDelegate {
                   default: nil
               },
               let finals = context.channels.finals(of: String(parts[0])) else {
-            return HTTPResponse(status: 404, text: "404 Not Found\n")
+            return .plain(status: 404)
         }
         return HTTPResponse(status: 200, contentType: format.contentType,
                             body: Array(Captions.render(finals, as: format).utf8),

@@ -162,7 +162,7 @@ public enum UpgradeDecision: Sendable, Equatable {
 
     /// A refusal with a short plain-text body naming the status.
     public static func reject(status: Int, headers: [(String, String)] = []) -> UpgradeDecision {
-        .reject(HTTPResponse(status: status, text: "\(status) \(HTTPResponse.reasonPhrase(status))\n", headers: headers))
+        .reject(.plain(status: status, headers: headers))
     }
 }
 
@@ -213,6 +213,11 @@ public struct HTTPResponse: Sendable, Equatable {
     public static func == (a: HTTPResponse, b: HTTPResponse) -> Bool {
         a.status == b.status && a.contentType == b.contentType && a.body == b.body
             && a.headers.elementsEqual(b.headers) { $0.name == $1.name && $0.value == $1.value }
+    }
+
+    /// A response whose plain-text body names the status: "404 Not Found".
+    public static func plain(status: Int, headers: [(String, String)] = []) -> HTTPResponse {
+        HTTPResponse(status: status, text: "\(status) \(reasonPhrase(status))\n", headers: headers)
     }
 
     static func reasonPhrase(_ status: Int) -> String {
