@@ -365,15 +365,14 @@ final class ServiceLoop: @unchecked Sendable {
             break
         case "h2c":
             // Not offered (HTTP/1.1 only).
-            return refuse(wsi, HTTPResponse(status: 400, text: "400 Bad Request\n"))
+            return refuse(wsi, .plain(status: 400))
         default:
             // lws has already answered an unknown upgrade with 403 itself and still
             // asks: just hang up.
             return -1
         }
         if handle.isDraining {
-            return refuse(wsi, HTTPResponse(status: 503, text: "503 Service Unavailable\n",
-                                            headers: [("Retry-After", String(configuration.drainingRetryAfter))]))
+            return refuse(wsi, .plain(status: 503, headers: [("Retry-After", String(configuration.drainingRetryAfter))]))
         }
         let request = UpgradeRequest(path: uriPath(wsi) ?? "", query: queryItems(wsi), headers: requestHeaders(wsi), remoteAddress: peerAddress(wsi))
         let decision = delegate.decideUpgrade(request)
@@ -458,22 +457,25 @@ final class ServiceLoop: @unchecked Sendable {
         }
         if final {
             c.inMessage = false
-            if !c.rxDiscarding && c.closeCode == nil {
-                // The joined fragments are handed over as they are (no copy).
-                let bytes = c.rx
-                c.rx = []
-                let message: IncomingMessage = c.rxIsBinary ? .binary(bytes) : .text(String(decoding: bytes, as: UTF8.self))
-                delegate.received(id, message)
-                drainCommands()
-            }
+            let bytes = c.rx
+            let complete = !c.rxDiscarding && c.closeCode == nil
             c.rx = []
             c.rxDiscarding = false
+            // The joined fragments are handed over as they are (no copy).
+            if complete { deliver(id, binary: c.rxIsBinary, bytes) }
         }
         return 0
     }
 
     private func deliver(_ id: ConnectionID, binary: Bool, _ bytes: UnsafeRawBufferPointer) {
-        let message: IncomingMessage = binary ? .binary([UInt8](bytes)) : .text(String(decoding: bytes, as: UTF8.self))
+        deliver(id, binary ? .binary([UInt8](bytes)) : .text(String(decoding: bytes, as: UTF8.self)))
+    }
+
+    private func deliver(_ id: ConnectionID, binary: Bool, _ bytes: [UInt8]) {
+        deliver(id, binary ? .binary(bytes) : .text(String(decoding: bytes, as: UTF8.self)))
+    }
+
+    private func deliver(_ id: ConnectionID, _ message: IncomingMessage) {
         delegate.received(id, message)
         drainCommands()
     }
@@ -533,7 +535,7 @@ final class ServiceLoop: @unchecked Sendable {
         }
         let isHead = method == .head
         guard method == .get || isHead else {
-            let response = HTTPResponse(status: 405, text: "405 Method Not Allowed\n", headers: [("Allow", "GET, HEAD")])
+            let response = HTTPResponse.plain(status: 405, headers: [("Allow", "GET, HEAD")])
             return startHTTPResponse(wsi, response, includeBody: true, close: true)
         }
         let request = HTTPRequest(method: method, path: path, query: queryItems(wsi), headers: requestHeaders(wsi), remoteAddress: peerAddress(wsi))
@@ -541,7 +543,7 @@ final class ServiceLoop: @unchecked Sendable {
         drainCommands()
         let response = answer
             ?? staticFiles?.response(for: path)
-            ?? HTTPResponse(status: 404, text: "404 Not Found\n")
+            ?? .plain(status: 404)
         return startHTTPResponse(wsi, response, includeBody: !isHead, close: false)
     }
 
