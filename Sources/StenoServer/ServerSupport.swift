@@ -18,19 +18,7 @@ struct ServerContext: Sendable {
 }
 
 /// Clocks: monotonic seconds for timeouts and latencies, UTC for `startedAt`.
-enum Clock {
-    static func now() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
-
-    static func wall() -> UTCTime {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return UTCTime(millisecondsSince1970: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000)
-    }
-}
+typealias Clock = SessionClock
 
 enum Format {
     /// Seconds with millisecond precision, no trailing zeros.

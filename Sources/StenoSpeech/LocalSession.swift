@@ -124,13 +124,20 @@ public final class LocalSession {
         }
     }
 
-    private static func now() -> Double {
+    private static func now() -> Double { SessionClock.now() }
+    private static func wallClock() -> UTCTime { SessionClock.wall() }
+}
+
+/// The clocks a session's state machine is given: monotonic seconds for its timers, and the
+/// wall clock for `startedAt`. Shared by local sessions and the server's.
+public enum SessionClock {
+    public static func now() -> Double {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 
-    private static func wallClock() -> UTCTime {
+    public static func wall() -> UTCTime {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         return UTCTime(millisecondsSince1970: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000)
