@@ -26,6 +26,9 @@ public struct Word: Sendable, Hashable {
         self.range = range
         self.confidence = confidence
     }
+
+    /// The confidence as the protocol carries it: 0…1, and 0 for NaN or infinity.
+    public var validConfidence: Double { confidence.isFinite ? min(max(confidence, 0), 1) : 0 }
 }
 
 /// A recognition result over a time range: the text and, when asked for, its words.

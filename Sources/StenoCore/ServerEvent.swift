@@ -191,7 +191,7 @@ public enum ServerEvent: Sendable, Hashable {
             w.field("start", seconds: word.range.start)
             w.field("end", seconds: word.range.end)
             w.key("confidence")
-            w.decimal(min(max(word.confidence.isFinite ? word.confidence : 0, 0), 1), places: 3)
+            w.decimal(word.validConfidence, places: 3)
             w.endObject()
         }
         w.endArray()

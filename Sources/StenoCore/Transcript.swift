@@ -118,8 +118,7 @@ public struct TranscriptAssembler: Sendable {
             guard !text.isEmpty else { continue }
             let wordStart = min(max(Self.quantize(word.range.start, otherwise: start), start), end)
             let wordEnd = min(max(Self.quantize(word.range.end, otherwise: wordStart), wordStart), end)
-            let confidence = word.confidence.isFinite ? min(max(word.confidence, 0), 1) : 0
-            words.append(Word(text, range: TimeRange(start: wordStart, end: wordEnd), confidence: confidence))
+            words.append(Word(text, range: TimeRange(start: wordStart, end: wordEnd), confidence: word.validConfidence))
         }
         var text = Self.trimmed(raw.text)
         if text.isEmpty && !words.isEmpty {
