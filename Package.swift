@@ -2,7 +2,9 @@
 import PackageDescription
 
 // C libraries come from Debian packages (installed by scripts/bootstrap.sh);
-// nothing is fetched from outside.
+// nothing is fetched from outside. Data flows one way through the modules:
+//   StenoTransport (socket bytes) → StenoServer (routes, sessions) → StenoSession
+//   (decode → resample → recognize) → events → StenoTransport (outbound queues).
 let package = Package(
     name: "Steno",
     platforms: [.macOS(.v15)],
@@ -11,6 +13,8 @@ let package = Package(
         .library(name: "StenoCore", targets: ["StenoCore"]),
         .library(name: "StenoAudio", targets: ["StenoAudio"]),
         .library(name: "StenoSpeech", targets: ["StenoSpeech"]),
+        .library(name: "StenoSession", targets: ["StenoSession"]),
+        .library(name: "StenoTransport", targets: ["StenoTransport"]),
         .library(name: "StenoServer", targets: ["StenoServer"]),
     ],
     targets: [
@@ -28,55 +32,77 @@ let package = Package(
             name: "CPocketSphinx", pkgConfig: "pocketsphinx",
             providers: [.apt(["libpocketsphinx-dev", "libsphinxbase-dev", "pocketsphinx-en-us"])]),
 
-        // What Swift cannot call directly: variadic C functions and macros.
-        .target(
-            name: "CStenoShims",
-            dependencies: ["CLibWebSockets", "COpus", "CPocketSphinx"]),
+        // One shim per C library: what Swift cannot call (variadic functions, macros).
+        .target(name: "CLwsShims", dependencies: ["CLibWebSockets"]),
+        .target(name: "COpusShims", dependencies: ["COpus"]),
+        .target(name: "CPocketSphinxShims", dependencies: ["CPocketSphinx"]),
 
-        // Pure Swift: wire messages, session state machine, transcripts, captions, flow control.
+        // Generic rooms, nothing Steno-specific: a lock, the worker pool, a metrics registry.
+        .target(name: "StenoSync"),
+        .target(name: "StenoWorkers", dependencies: ["StenoSync"]),
+        .target(name: "StenoPrometheus", dependencies: ["StenoSync"]),
+
+        // Pure Swift: wire messages, the session state machine, transcripts, captions, flow control.
         .target(name: "StenoCore"),
-        // PCM conversion, Opus decoding, resampling, the audio clock.
+        // PCM conversion, Opus decoding, resampling, the audio clock, WAV files.
         .target(
             name: "StenoAudio",
-            dependencies: ["StenoCore", "COpus", "CSoxr", "CStenoShims"]),
-        // The recognizer protocol and the pocketsphinx transcriber.
+            dependencies: ["StenoCore", "COpus", "COpusShims", "CSoxr"]),
+        // The recognizer room: the recognizer protocol, pocketsphinx, the speech detector.
         .target(
             name: "StenoSpeech",
-            dependencies: ["StenoCore", "StenoAudio", "CPocketSphinx", "CStenoShims"]),
-        // The only module that touches libwebsockets.
+            dependencies: ["StenoCore", "StenoSync", "CPocketSphinx", "CPocketSphinxShims"]),
+        // The session driver: one session's pipeline (decode → resample → recognize), used by
+        // `steno transcribe` and by the server.
+        .target(
+            name: "StenoSession",
+            dependencies: ["StenoCore", "StenoAudio", "StenoSpeech"]),
+        // The libwebsockets transport: the only module that touches a wsi.
+        .target(
+            name: "StenoTransport",
+            dependencies: ["StenoCore", "CLibWebSockets", "CLwsShims"]),
+        // The service: routes, sessions, channels, Steno's metrics, static files.
         .target(
             name: "StenoServer",
-            dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "CLibWebSockets", "CStenoShims"]),
+            dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoSession", "StenoTransport",
+                           "StenoWorkers", "StenoPrometheus", "StenoSync"]),
+        // The command line: serve, transcribe, and one flag parser for all of them.
         .executableTarget(
             name: "steno",
-            dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoServer"]),
+            dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoSession", "StenoServer"]),
 
         // Benchmarks: `make bench` prints their tables.
         .executableTarget(
             name: "steno-bench",
-            dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoServer", "StenoTestSupport",
-                           "COpus", "CSoxr", "CPocketSphinx", "CStenoShims"],
+            dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoSession", "StenoServer",
+                           "StenoSync", "StenoTestSupport",
+                           "COpus", "COpusShims", "CSoxr", "CPocketSphinx"],
             path: "bench/Sources/steno-bench"),
 
         // Raw-socket WebSocket and HTTP clients for the server's tests and benchmarks.
-        .target(name: "StenoTestSupport", path: "Tests/StenoTestSupport"),
+        .target(name: "StenoTestSupport", dependencies: ["StenoCore", "StenoTransport"], path: "Tests/StenoTestSupport"),
 
         .testTarget(name: "StenoCoreTests", dependencies: ["StenoCore"]),
+        .testTarget(name: "StenoWorkersTests", dependencies: ["StenoWorkers"]),
+        .testTarget(name: "StenoPrometheusTests", dependencies: ["StenoPrometheus"]),
         .testTarget(
             name: "StenoAudioTests",
-            dependencies: ["StenoAudio", "COpus", "CStenoShims"],
+            dependencies: ["StenoAudio", "COpus", "COpusShims"],
             resources: [.copy("Resources")]),
         .testTarget(
             name: "StenoSpeechTests",
-            dependencies: ["StenoSpeech", "StenoAudio"],
+            dependencies: ["StenoSpeech", "StenoAudio", "StenoSession", "StenoSync"],
+            resources: [.copy("Resources")]),
+        .testTarget(
+            name: "StenoTransportTests",
+            dependencies: ["StenoTransport", "StenoTestSupport"]),
+        .testTarget(
+            name: "StenoServerTests",
+            dependencies: ["StenoServer", "StenoTestSupport", "steno", "COpus", "COpusShims"],
             resources: [.copy("Resources")]),
         .testTarget(
             name: "StenoCLITests",
             dependencies: ["steno", "StenoCore"],
-            resources: [.copy("Resources")]),
-        .testTarget(
-            name: "StenoServerTests",
-            dependencies: ["StenoServer", "StenoTestSupport", "steno", "COpus", "CStenoShims"],
             resources: [.copy("Resources")]),
     ]
 )

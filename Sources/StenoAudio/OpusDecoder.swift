@@ -1,5 +1,5 @@
 import COpus
-import CStenoShims
+import COpusShims
 import StenoCore
 
 /// Decodes an Opus stream, one packet per call, to mono `Float` samples at `outputRate`.

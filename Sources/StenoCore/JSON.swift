@@ -497,6 +497,13 @@ public struct JSONWriter: Sendable {
         decimal(value, places: 3)
     }
 
+    /// Seconds written as `seconds(_:)` writes them, as text: for logs, messages and help.
+    public static func secondsText(_ value: Double) -> String {
+        var w = JSONWriter(capacity: 16)
+        w.seconds(value)
+        return w.text
+    }
+
     /// Any number: integral values up to 2^53 as integers, others in Swift's shortest form.
     public mutating func number(_ value: Double) {
         separate()

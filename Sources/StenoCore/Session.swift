@@ -532,11 +532,7 @@ public struct SessionMachine: Sendable {
         }
     }
 
-    private func seconds(_ value: Double) -> String {
-        var w = JSONWriter(capacity: 16)
-        w.seconds(value)
-        return w.text
-    }
+    private func seconds(_ value: Double) -> String { JSONWriter.secondsText(value) }
 
     /// Ends input on the server's initiative: finalize, then close with the reason's error.
     private mutating func windDown(_ reason: EndReason, into out: inout [SessionAction]) {

@@ -1,4 +1,5 @@
 import StenoCore
+import StenoTransport
 import Synchronization
 
 /// Broadcast channels: a `start` with `"channel":NAME` publishes the session's

@@ -1,3 +1,5 @@
+import StenoTransport
+
 /// The checks an upgrade request passes before any session exists, in the order
 /// the protocol answers them: unknown path (404), missing or wrong token (401),
 /// origin not allowed (403), no capacity (503 + `Retry-After`).

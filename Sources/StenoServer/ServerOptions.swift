@@ -1,3 +1,4 @@
+import StenoCore
 import Foundation
 
 /// The options of `steno serve`, from command-line flags and environment variables.
@@ -271,7 +272,7 @@ public struct ServerOptions: Sendable, Equatable {
         let options = ServerOptions(defaults: defaults)
         func seconds(_ duration: Duration?) -> String {
             guard let duration else { return "0" }
-            return MetricsText.number(Double(duration.components.seconds))
+            return JSONWriter.secondsText(Double(duration.components.seconds))
         }
         var lines = [
             "Usage: steno serve [options]",
@@ -288,7 +289,7 @@ public struct ServerOptions: Sendable, Equatable {
             (.webRoot, "folder served at /", options.webRoot),
             (.maxSessions, "most transcription sessions at once (≈100 MB each)", "\(options.maxSessions)"),
             (.maxFrameBytes, "largest WebSocket message, bytes", "\(options.maxFrameBytes)"),
-            (.bufferSeconds, "audio a session may hold unanalyzed", MetricsText.number(options.bufferSeconds)),
+            (.bufferSeconds, "audio a session may hold unanalyzed", JSONWriter.secondsText(options.bufferSeconds)),
             (.outboundBytes, "unsent events a connection may hold, bytes", "\(options.outboundBytes)"),
             (.idleTimeout, "close a session silent this long; 0 never", seconds(options.idleTimeout)),
             (.maxSessionSeconds, "longest session; 0 unlimited", seconds(options.maxSessionDuration)),
@@ -502,7 +503,7 @@ public struct ServerOptions: Sendable, Equatable {
 
     /// Plain decimal seconds: `30`, `2.5`, `.5`. No sign, exponent or unit.
     private static func parseSeconds(_ value: Value, in range: ClosedRange<Double>) throws(ServerOptionsError) -> Double {
-        let expected = "seconds from \(MetricsText.number(range.lowerBound)) to \(MetricsText.number(range.upperBound)), such as 30 or 2.5"
+        let expected = "seconds from \(JSONWriter.secondsText(range.lowerBound)) to \(JSONWriter.secondsText(range.upperBound)), such as 30 or 2.5"
         let text = value.text
         if text.hasPrefix("-") {
             let rest = text.dropFirst()

@@ -1,5 +1,8 @@
 import StenoCore
+import StenoSession
 import StenoSpeech
+import StenoTransport
+import StenoWorkers
 import Synchronization
 
 #if canImport(Glibc)
@@ -20,14 +23,6 @@ struct ServerContext: Sendable {
 /// Clocks: monotonic seconds for timeouts and latencies, UTC for `startedAt`.
 typealias Clock = SessionClock
 
-enum Format {
-    /// Seconds with millisecond precision, no trailing zeros.
-    static func seconds(_ value: Double) -> String {
-        var w = JSONWriter(capacity: 16)
-        w.seconds(value)
-        return String(decoding: w.bytes, as: UTF8.self)
-    }
-}
 
 /// The server's log: one line per event worth knowing, to stderr, with a UTC timestamp.
 public struct ServerLog: Sendable {

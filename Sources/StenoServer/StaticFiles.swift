@@ -1,4 +1,5 @@
 import Foundation
+import StenoTransport
 
 /// Files of the web client, served from one directory.
 ///

@@ -1,5 +1,8 @@
 import StenoCore
+import StenoSession
 import StenoSpeech
+import StenoTransport
+import StenoWorkers
 
 #if canImport(Glibc)
 import Glibc
@@ -37,7 +40,6 @@ public final class StenoServer: Sendable {
         configuration.maxMessageSize = options.maxFrameBytes
         configuration.outboundByteLimit = options.outboundBytes
         configuration.keepAliveSeconds = options.keepAlive.map { Int($0.inSeconds.rounded()) } ?? 0
-        configuration.webRoot = options.webRoot.isEmpty ? nil : options.webRoot
         configuration.serverName = "steno/\(Self.version)"
         configuration.sequencer = { bytes, seq in EncodedEvent.replacingSeq(in: bytes, with: seq) }
         configuration.log = { level, message in

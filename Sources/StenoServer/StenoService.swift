@@ -1,5 +1,9 @@
 import StenoCore
+import StenoPrometheus
+import StenoSession
 import StenoSpeech
+import StenoTransport
+import StenoWorkers
 import Synchronization
 
 /// The open `/v1/stream` sessions, by connection: written on the lws thread, read from any
@@ -29,6 +33,8 @@ final class StenoService: TransportDelegate {
     let context: ServerContext
     let options: ServerOptions
     private let policy: HandshakePolicy
+    /// The web client's files, served for paths no route takes.
+    private let staticFiles: StaticFiles?
     private let registry: SessionRegistry
     /// When upgrades were accepted whose connection has not opened yet: they count against
     /// capacity for a few seconds (an accepted handshake that never completes expires).
@@ -39,6 +45,7 @@ final class StenoService: TransportDelegate {
         self.context = context
         self.options = options
         self.registry = registry
+        self.staticFiles = options.webRoot.isEmpty ? nil : StaticFiles(root: options.webRoot)
         self.policy = HandshakePolicy(
             paths: [Self.streamPath, Self.listenPath],
             tokens: Set(options.tokens),
@@ -157,7 +164,7 @@ final class StenoService: TransportDelegate {
             }
             return captions(path: request.path)
         }
-        return nil
+        return staticFiles?.response(for: request.path)
     }
 
     func tick() {

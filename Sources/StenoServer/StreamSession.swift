@@ -1,6 +1,9 @@
 import StenoAudio
 import StenoCore
+import StenoSession
 import StenoSpeech
+import StenoTransport
+import StenoWorkers
 import Synchronization
 
 /// One `/v1/stream` connection: StenoCore's `SessionMachine` driving a `TranscriptionPipeline`
@@ -272,8 +275,8 @@ final class StreamSession: Sendable {
         } else {
             line += " by the client"
         }
-        line += ": \(Format.seconds(m.receivedSeconds)) s of audio in \(Format.seconds(seconds)) s, "
-        line += "analyzed \(Format.seconds(m.analyzedSeconds)) s, \(m.finals.count) finals, max lag \(Format.seconds(s.maxLag)) s"
+        line += ": \(JSONWriter.secondsText(m.receivedSeconds)) s of audio in \(JSONWriter.secondsText(seconds)) s, "
+        line += "analyzed \(JSONWriter.secondsText(m.analyzedSeconds)) s, \(m.finals.count) finals, max lag \(JSONWriter.secondsText(s.maxLag)) s"
         return line
     }
 

@@ -1,5 +1,5 @@
 import CPocketSphinx
-import CStenoShims
+import CPocketSphinxShims
 import Foundation
 import StenoCore
 

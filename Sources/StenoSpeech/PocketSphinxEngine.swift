@@ -1,8 +1,9 @@
 import CPocketSphinx
-import CStenoShims
+import CPocketSphinxShims
 import Dispatch
 import Foundation
 import StenoCore
+import StenoSync
 
 /// The pocketsphinx speech engine: the model configuration and a pool of decoders.
 ///

@@ -1,5 +1,6 @@
 import StenoAudio
 import StenoCore
+import StenoSession
 import StenoSpeech
 
 #if canImport(Glibc)

@@ -1,5 +1,5 @@
 import COpus
-import CStenoShims
+import COpusShims
 import Foundation
 @testable import StenoAudio
 import StenoCore

@@ -1,5 +1,6 @@
 import StenoAudio
 import StenoCore
+import StenoSession
 import Testing
 @testable import StenoSpeech
 

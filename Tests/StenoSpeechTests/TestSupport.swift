@@ -1,5 +1,6 @@
 import Foundation
 import StenoCore
+import StenoSync
 import Testing
 @testable import StenoSpeech
 

@@ -1,8 +1,9 @@
 import COpus
-import CStenoShims
+import COpusShims
 import Foundation
 import StenoAudio
 import StenoCore
+import StenoSession
 import StenoSpeech
 import Synchronization
 import Testing

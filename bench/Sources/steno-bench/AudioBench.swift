@@ -15,7 +15,7 @@
 
 import COpus
 import CSoxr
-import CStenoShims
+import COpusShims
 import Foundation
 import StenoAudio
 import StenoCore

@@ -2,6 +2,7 @@ import Foundation
 import StenoAudio
 import StenoCore
 import StenoSpeech
+import StenoSync
 import StenoTestSupport
 
 #if canImport(Glibc)

@@ -26,6 +26,7 @@
 import CPocketSphinx
 import Foundation
 import StenoCore
+import StenoSession
 import StenoSpeech
 
 func runSpeechBench(_ arguments: [String]) {

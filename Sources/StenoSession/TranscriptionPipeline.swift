@@ -1,5 +1,6 @@
 import StenoAudio
 import StenoCore
+import StenoSpeech
 
 /// One session's audio path, shared by the server and `steno transcribe`: the bytes of each
 /// binary message → `AudioIngest` (PCM conversion or Opus decoding, resampling to the

@@ -1,7 +1,8 @@
 import Foundation
 import StenoCore
 import Testing
-@testable import StenoServer
+import StenoTestSupport
+@testable import StenoTransport
 
 @Suite struct TransportBasicsTests {
     @Test func portZeroReportsTheBoundPortAndLogsIt() throws {

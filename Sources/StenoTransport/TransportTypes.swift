@@ -1,4 +1,4 @@
-import CStenoShims
+import CLwsShims
 import StenoCore
 
 // Values that cross between the transport and the session layer. None of them

@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import StenoSpeech
+import StenoSync
 import Synchronization
 
 #if canImport(Glibc)

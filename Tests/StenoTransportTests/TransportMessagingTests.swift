@@ -1,7 +1,7 @@
 import Foundation
 import StenoCore
 import Testing
-@testable import StenoServer
+@testable import StenoTransport
 import StenoTestSupport
 
 @Suite struct TransportMessagingTests {

@@ -1,12 +1,13 @@
 import Foundation
 import StenoCore
 import Synchronization
-import Testing
-@testable import StenoServer
-import StenoTestSupport
+import StenoTransport
+
+// A libwebsockets transport with a recording, echoing delegate, for tests of the transport
+// and of what the service puts on top of it (handshake policy, static files).
 
 /// What the test delegate saw, readable from the test's thread.
-enum TransportEvent: Equatable, Sendable {
+public enum TransportEvent: Equatable, Sendable {
     case opened(ConnectionID, UpgradeRequest)
     case received(ConnectionID, IncomingMessage)
     case tooLarge(ConnectionID)
@@ -15,44 +16,53 @@ enum TransportEvent: Equatable, Sendable {
 }
 
 /// Shared between the test (any thread) and the delegate (lws thread).
-final class TestControl: Sendable {
-    struct Settings: Sendable {
-        var echo = true
-        var capacity = Int.max
-        var policy = HandshakePolicy(paths: ["/v1/stream", "/v1/listen"])
-        var routes: [String: HTTPResponse] = [:]
+public final class TestControl: Sendable {
+    public struct Settings: Sendable {
+        public var echo = true
+        public var capacity = Int.max
+        /// The upgrade decision, given whether one more connection fits under `capacity`.
+        /// By default `/v1/stream` and `/v1/listen` are accepted (503 at capacity), the rest 404.
+        public var decide: @Sendable (UpgradeRequest, _ hasCapacity: Bool) -> UpgradeDecision = { request, hasCapacity in
+            guard ["/v1/stream", "/v1/listen"].contains(request.path) else { return .reject(status: 404) }
+            return hasCapacity ? .accept : .reject(status: 503, headers: [("Retry-After", "5")])
+        }
+        public var routes: [String: HTTPResponse] = [:]
+        /// Answers GET/HEAD requests that no route takes (e.g. static files).
+        public var files: (@Sendable (String) -> HTTPResponse?)?
         /// Pause reading as soon as a connection opens.
-        var pauseOnOpen = false
+        public var pauseOnOpen = false
         /// Pause reading from inside `received` once a connection got this many messages.
-        var pauseAfter: Int?
+        public var pauseAfter: Int?
+
+        public init() {}
     }
 
-    let settings: Mutex<Settings>
+    public let settings: Mutex<Settings>
     private let log = Mutex<[TransportEvent]>([])
     private let ticks = Atomic<Int>(0)
-    let logLines = Mutex<[String]>([])
+    public let logLines = Mutex<[String]>([])
 
-    init(_ settings: Settings) { self.settings = Mutex(settings) }
+    public init(_ settings: Settings) { self.settings = Mutex(settings) }
 
-    func record(_ e: TransportEvent) { log.withLock { $0.append(e) } }
-    func tick() { ticks.add(1, ordering: .relaxed) }
-    var tickCount: Int { ticks.load(ordering: .relaxed) }
-    var events: [TransportEvent] { log.withLock { $0 } }
+    public func record(_ e: TransportEvent) { log.withLock { $0.append(e) } }
+    public func tick() { ticks.add(1, ordering: .relaxed) }
+    public var tickCount: Int { ticks.load(ordering: .relaxed) }
+    public var events: [TransportEvent] { log.withLock { $0 } }
 
-    var openedIDs: [ConnectionID] {
+    public var openedIDs: [ConnectionID] {
         events.compactMap { if case .opened(let id, _) = $0 { id } else { nil } }
     }
 
-    func received(_ id: ConnectionID) -> [IncomingMessage] {
+    public func received(_ id: ConnectionID) -> [IncomingMessage] {
         events.compactMap { if case .received(id, let m) = $0 { m } else { nil } }
     }
 
-    func wasClosed(_ id: ConnectionID) -> Bool { events.contains(.closed(id)) }
+    public func wasClosed(_ id: ConnectionID) -> Bool { events.contains(.closed(id)) }
 
     /// Polls until `condition` holds; false if it did not within `timeout` (a guard
     /// against hanging, not a timing assertion).
     @discardableResult
-    func wait(timeout: Double = 10, _ condition: () -> Bool) -> Bool {
+    public func wait(timeout: Double = 10, _ condition: () -> Bool) -> Bool {
         let deadline = Deadline(timeout)
         while !condition() {
             if deadline.hasPassed { return false }
@@ -62,7 +72,7 @@ final class TestControl: Sendable {
     }
 
     /// Waits for the `n`-th connection to open and returns its id.
-    func awaitOpened(count n: Int = 1, timeout: Double = 10) throws -> ConnectionID {
+    public func awaitOpened(count n: Int = 1, timeout: Double = 10) throws -> ConnectionID {
         guard wait(timeout: timeout, { openedIDs.count >= n }) else {
             throw TestClientError.timeout("waiting for connection \(n) to open")
         }
@@ -72,29 +82,29 @@ final class TestControl: Sendable {
 
 /// Echoes messages back, records everything, and decides upgrades with a
 /// `HandshakePolicy`.
-final class EchoDelegate: TransportDelegate {
+public final class EchoDelegate: TransportDelegate {
     let handle: TransportHandle
     let control: TestControl
     private var open = 0
     private var receivedCount: [ConnectionID: Int] = [:]
 
-    init(handle: TransportHandle, control: TestControl) {
+    public init(handle: TransportHandle, control: TestControl) {
         self.handle = handle
         self.control = control
     }
 
-    func decideUpgrade(_ request: UpgradeRequest) -> UpgradeDecision {
+    public func decideUpgrade(_ request: UpgradeRequest) -> UpgradeDecision {
         let s = control.settings.withLock { $0 }
-        return s.policy.evaluate(request, hasCapacity: open < s.capacity)
+        return s.decide(request, open < s.capacity)
     }
 
-    func opened(_ id: ConnectionID, request: UpgradeRequest) {
+    public func opened(_ id: ConnectionID, request: UpgradeRequest) {
         open += 1
         control.record(.opened(id, request))
         if control.settings.withLock({ $0.pauseOnOpen }) { handle.setReading(id, false) }
     }
 
-    func received(_ id: ConnectionID, _ message: IncomingMessage) {
+    public func received(_ id: ConnectionID, _ message: IncomingMessage) {
         control.record(.received(id, message))
         receivedCount[id, default: 0] += 1
         let settings = control.settings.withLock { $0 }
@@ -110,34 +120,35 @@ final class EchoDelegate: TransportDelegate {
         }
     }
 
-    func tooLarge(_ id: ConnectionID, limit: Int) {
+    public func tooLarge(_ id: ConnectionID, limit: Int) {
         control.record(.tooLarge(id))
         handle.send(id, .text(#"{"type":"error","code":"too_large"}"#))
         handle.close(id, code: 1009, reason: "too_large")
     }
 
-    func closed(_ id: ConnectionID) {
+    public func closed(_ id: ConnectionID) {
         open -= 1
         control.record(.closed(id))
     }
 
-    func http(_ request: HTTPRequest) -> HTTPResponse? {
-        control.settings.withLock { $0.routes[request.path] }
+    public func http(_ request: HTTPRequest) -> HTTPResponse? {
+        let s = control.settings.withLock { $0 }
+        return s.routes[request.path] ?? s.files?(request.path)
     }
 
-    func tick() { control.tick() }
+    public func tick() { control.tick() }
 
-    func drainingStarted() { control.record(.drainingStarted) }
+    public func drainingStarted() { control.record(.drainingStarted) }
 }
 
 /// A transport with an `EchoDelegate`, listening on 127.0.0.1 port 0.
-final class TestServer {
-    let transport: WebSocketTransport
-    let control: TestControl
-    let port: Int
-    var handle: TransportHandle { transport.handle }
+public final class TestServer {
+    public let transport: WebSocketTransport
+    public let control: TestControl
+    public let port: Int
+    public var handle: TransportHandle { transport.handle }
 
-    init(_ settings: TestControl.Settings = .init(), configure: (inout TransportConfiguration) -> Void = { _ in }) throws {
+    public init(_ settings: TestControl.Settings = .init(), configure: (inout TransportConfiguration) -> Void = { _ in }) throws {
         let control = TestControl(settings)
         var config = TransportConfiguration()
         config.host = "127.0.0.1"
@@ -149,12 +160,12 @@ final class TestServer {
         port = try transport.start(delegate: EchoDelegate(handle: transport.handle, control: control))
     }
 
-    func stop() { transport.stop() }
+    public func stop() { transport.stop() }
 
     deinit { transport.stop() }
 
     /// A client connected to `path`, and the server-side id of its connection.
-    func connect(path: String = "/v1/stream", headers: [(String, String)] = [], receiveBufferSize: Int? = nil,
+    public func connect(path: String = "/v1/stream", headers: [(String, String)] = [], receiveBufferSize: Int? = nil,
                  sendBufferSize: Int? = nil, tls: Bool = false) throws -> (WebSocketTestClient, ConnectionID) {
         let before = control.openedIDs.count
         let client = try WebSocketTestClient.connect(port: port, path: path, headers: headers, tls: tls,

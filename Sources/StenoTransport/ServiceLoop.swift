@@ -1,5 +1,5 @@
 import CLibWebSockets
-import CStenoShims
+import CLwsShims
 import Foundation
 import StenoCore
 import Synchronization
@@ -50,7 +50,6 @@ final class ServiceLoop: @unchecked Sendable {
     let configuration: TransportConfiguration
     let handle: TransportHandle
     let delegate: any TransportDelegate
-    let staticFiles: StaticFiles?
     let stopRequested = Atomic<Bool>(false)
 
     private var context: OpaquePointer?
@@ -77,7 +76,6 @@ final class ServiceLoop: @unchecked Sendable {
         self.configuration = configuration
         self.handle = handle
         self.delegate = delegate
-        staticFiles = configuration.webRoot.flatMap { StaticFiles(root: $0) }
         protocols = .allocate(capacity: 2)
         protocols.initialize(repeating: lws_protocols(), count: 2)
         idlePolicy = .allocate(capacity: 1)
@@ -539,11 +537,8 @@ final class ServiceLoop: @unchecked Sendable {
             return startHTTPResponse(wsi, response, includeBody: true, close: true)
         }
         let request = HTTPRequest(method: method, path: path, query: queryItems(wsi), headers: requestHeaders(wsi), remoteAddress: peerAddress(wsi))
-        let answer = delegate.http(request)
+        let response = delegate.http(request) ?? .plain(status: 404)
         drainCommands()
-        let response = answer
-            ?? staticFiles?.response(for: path)
-            ?? .plain(status: 404)
         return startHTTPResponse(wsi, response, includeBody: !isHead, close: false)
     }
 

@@ -2,8 +2,8 @@ import Dispatch
 import Foundation
 import Synchronization
 import Testing
-@testable import StenoServer
-import StenoSpeech
+@testable import StenoWorkers
+import StenoSync
 
 /// Waits long enough that only a hang (a bug) can fail it; never a timing assertion.
 private func waited(_ semaphore: DispatchSemaphore, seconds: Int = 60) -> Bool {

@@ -1,4 +1,5 @@
 import StenoCore
+import StenoSpeech
 
 #if canImport(Glibc)
 import Glibc

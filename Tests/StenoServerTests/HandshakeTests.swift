@@ -1,14 +1,17 @@
 import Foundation
 import StenoCore
 import Testing
-@testable import StenoServer
 import StenoTestSupport
+import StenoTransport
+@testable import StenoServer
 
-@Suite struct TransportHandshakeTests {
+/// `HandshakePolicy` deciding upgrades on a real transport: the refusals as clients see them.
+@Suite struct HandshakeTests {
     static func policyServer(capacity: Int = 100) throws -> TestServer {
         var settings = TestControl.Settings()
-        settings.policy = HandshakePolicy(paths: ["/v1/stream", "/v1/listen"], tokens: ["s3cret"],
-                                          allowedOrigins: ["https://ok.example"], retryAfterSeconds: 7)
+        let policy = HandshakePolicy(paths: ["/v1/stream", "/v1/listen"], tokens: ["s3cret"],
+                                     allowedOrigins: ["https://ok.example"], retryAfterSeconds: 7)
+        settings.decide = { request, hasCapacity in policy.evaluate(request, hasCapacity: hasCapacity) }
         settings.capacity = capacity
         return try TestServer(settings)
     }
@@ -105,35 +108,5 @@ import StenoTestSupport
         #expect(r.header("Connection")?.lowercased() == "close")
         #expect(r.header("Server") == "steno")
         #expect(try stream.awaitEOF(deadline: Deadline(10)) == 0)
-    }
-
-    @Test func drainingRefusesNewUpgradesWith503AndLetsTheDelegateCloseWith1001() throws {
-        let server = try TestServer { $0.drainingRetryAfter = 3 }
-        let (a, aID) = try server.connect()
-        let (b, bID) = try server.connect()
-        server.handle.beginDraining()
-        #expect(server.handle.isDraining)
-        #expect(server.control.wait { server.control.events.contains(.drainingStarted) })
-        switch try WebSocketTestClient.attempt(port: server.port) {
-        case .upgraded: Issue.record("accepted while draining")
-        case .refused(let r):
-            #expect(r.status == 503)
-            #expect(r.header("Retry-After") == "3")
-        }
-        // Open sessions keep working until the session layer closes them.
-        try a.sendText("still")
-        #expect(try a.receive() == .text("still"))
-        for id in [aID, bID] {
-            server.handle.send(id, .text(#"{"type":"final"}"#))
-            server.handle.close(id, code: 1001, reason: "shutting_down")
-        }
-        for c in [a, b] {
-            let (messages, close) = try c.receiveUntilClose()
-            #expect(messages == [.text(#"{"type":"final"}"#)])
-            #expect(close == .close(code: 1001, reason: "shutting_down"))
-        }
-        #expect(server.control.wait { server.handle.connectionCount == 0 })
-        server.stop()
-        #expect(server.control.events.filter { if case .closed = $0 { true } else { false } }.count == 2)
     }
 }

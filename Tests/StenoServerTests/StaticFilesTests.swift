@@ -1,8 +1,9 @@
 import Foundation
 import StenoCore
+import StenoTestSupport
+import StenoTransport
 import Testing
 @testable import StenoServer
-import StenoTestSupport
 
 /// A temporary directory tree for static-file tests:
 ///   base/secret.txt            (outside the root)
@@ -46,58 +47,16 @@ final class WebRootFixture {
     deinit { try? FileManager.default.removeItem(at: base) }
 }
 
-@Suite struct TransportHTTPTests {
+/// The web client's files through a real transport: content types, and every way out of the
+/// root refused (libwebsockets decodes the path before `StaticFiles` sees it).
+@Suite struct StaticFilesTests {
     static func server(_ fixture: WebRootFixture? = nil) throws -> TestServer {
         var settings = TestControl.Settings()
         settings.routes["/healthz"] = HTTPResponse(status: 200, contentType: "application/json",
                                                    text: #"{"status":"ok","sessions":0}"#, headers: [("X-Steno", "yes")])
-        settings.routes["/draining"] = HTTPResponse(status: 503, contentType: "application/json",
-                                                    text: #"{"status":"draining"}"#, headers: [("Retry-After", "5")])
-        return try TestServer(settings) { config in config.webRoot = fixture?.root.path }
-    }
-
-    @Test func dynamicRoutesAnswerWithStatusTypeHeadersAndBody() throws {
-        let server = try Self.server()
-        let r = try HTTPTestClient.get(port: server.port, "/healthz")
-        #expect(r.status == 200)
-        #expect(r.header("Content-Type") == "application/json")
-        #expect(r.header("X-Steno") == "yes")
-        #expect(r.header("Content-Length") == String(r.body.count))
-        #expect(r.bodyText == #"{"status":"ok","sessions":0}"#)
-
-        let d = try HTTPTestClient.get(port: server.port, "/draining")
-        #expect(d.status == 503)
-        #expect(d.header("Retry-After") == "5")
-
-        let head = try HTTPTestClient.request(port: server.port, method: "HEAD", path: "/healthz")
-        #expect(head.status == 200)
-        #expect(head.header("Content-Length") == "28")
-        #expect(head.body.isEmpty)
-
-        #expect(try HTTPTestClient.get(port: server.port, "/metrics").status == 404)
-    }
-
-    @Test func onlyGetAndHeadAreServed() throws {
-        let server = try Self.server()
-        let r = try HTTPTestClient.request(port: server.port, method: "POST", path: "/healthz",
-                                           headers: [("Content-Length", "0")])
-        #expect(r.status == 405)
-        #expect(r.header("Allow") == "GET, HEAD")
-        let del = try HTTPTestClient.request(port: server.port, method: "DELETE", path: "/healthz")
-        #expect(del.status == 405)
-    }
-
-    @Test func keepAliveServesSeveralRequestsOnOneConnection() throws {
-        let server = try Self.server()
-        let stream = try TestStream.tcp(port: server.port)
-        for _ in 0..<3 {
-            try stream.write(Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
-            var r = try TestHTTPResponse.readHead(from: stream, deadline: Deadline(5))
-            try r.readBody(from: stream, deadline: Deadline(5))
-            #expect(r.status == 200)
-            #expect(r.bodyText.contains("ok"))
-        }
-        stream.close()
+        let files = fixture.flatMap { StaticFiles(root: $0.root.path) }
+        settings.files = { path in files?.response(for: path) }
+        return try TestServer(settings)
     }
 
     @Test func staticFilesHaveTheirContentTypes() throws {

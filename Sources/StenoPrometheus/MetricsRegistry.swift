@@ -1,5 +1,4 @@
-import StenoCore
-import StenoSpeech
+import StenoSync
 import Synchronization
 
 /// A small, thread-safe metrics registry that renders the Prometheus text exposition
@@ -219,7 +218,8 @@ public final class Histogram: Sendable {
 
     /// Records a duration in seconds.
     public func observe(_ duration: Duration) {
-        observe(duration.inSeconds)
+        let (seconds, attoseconds) = duration.components
+        observe(Double(seconds) + Double(attoseconds) * 1e-18)
     }
 
     /// Cumulative counts per bound (the last is `+Inf`, the total count) and the sum.
@@ -438,130 +438,44 @@ final class AtomicDouble: Sendable {
     }
 }
 
-// MARK: - The metrics Steno publishes
-
-/// Every metric the server publishes, registered on one registry.
-///
-/// Times are seconds. Audio seconds are on the audio timeline (samples received at the
-/// declared rate), not wall-clock time. The transport updates these as things happen;
-/// ``attach(pool:)`` adds the worker pool's gauges, read at each scrape.
-public final class StenoMetrics: Sendable {
-    public let registry: MetricsRegistry
-
-    /// `steno_sessions_active`: transcription sessions open now.
-    public let sessionsActive: Gauge
-    /// `steno_sessions_total`: transcription sessions started (a `ready` was sent).
-    public let sessionsTotal: Counter
-    /// `steno_handshakes_refused_total{reason}`: WebSocket upgrades refused before a
-    /// session existed; reasons `unauthorized`, `forbidden_origin`, `capacity`, `draining`.
-    public let handshakesRefused: MetricFamily<Counter>
-    /// `steno_viewers_active`: broadcast viewers connected now.
-    public let viewersActive: Gauge
-    /// `steno_audio_received_seconds_total`: audio received from clients.
-    public let audioReceivedSeconds: Counter
-    /// `steno_audio_analyzed_seconds_total`: audio the recognizers have processed.
-    public let audioAnalyzedSeconds: Counter
-    /// `steno_lag_seconds`: received minus analyzed, sampled per session at every tick.
-    public let lagSeconds: Histogram
-    /// `steno_events_sent_total{type}`: events sent to clients, by `type`.
-    public let eventsSent: MetricFamily<Counter>
-    /// `steno_errors_total{code}`: `error` events, by protocol code.
-    public let errors: MetricFamily<Counter>
-    /// The children of `eventsSent` and `errors`, looked up once: they are counted per event
-    /// and per viewer, and a family lookup takes its lock and hashes the labels.
-    private let eventCounters: [String: Counter]
-    private let errorCounters: [ErrorCode: Counter]
-    /// `steno_outbound_queue_bytes`: events waiting to be written, all connections together.
-    public let outboundQueueBytes: Gauge
-    /// `steno_inbound_buffered_audio_seconds`: audio received but not yet analyzed, all
-    /// sessions together.
-    public let inboundBufferedAudioSeconds: Gauge
-    /// `steno_session_duration_seconds`: how long sessions lasted, wall clock, at close.
-    public let sessionDurationSeconds: Histogram
-    /// `steno_end_latency_seconds`: from receiving `end` to sending `ended`, wall clock.
-    public let endLatencySeconds: Histogram
-    /// `steno_recognizers_created_total`: speech recognizers created.
-    public let recognizersCreated: Counter
-    /// `steno_opus_decoders_created_total`: Opus decoders created.
-    public let decodersCreated: Counter
-
-    /// The event types of the protocol; their series exist from the start at 0.
-    public static let eventTypes = [
-        "ready", "volatile", "final", "speech", "progress", "finalized", "ended", "cancelled", "error", "joined",
-    ]
-    /// Handshake refusal reasons; their series exist from the start at 0.
-    public static let refusalReasons = ["unauthorized", "forbidden_origin", "capacity", "draining"]
-
-    /// Buckets for lag and latency: 50 ms to 30 s.
-    public static let latencyBuckets: [Double] = [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30]
-    /// Buckets for session durations: 1 s to 4 h.
-    public static let durationBuckets: [Double] = [1, 5, 15, 30, 60, 300, 900, 1800, 3600, 7200, 14400]
-
-    public init(registry: MetricsRegistry = MetricsRegistry()) {
-        self.registry = registry
-        sessionsActive = registry.gauge("steno_sessions_active", help: "Transcription sessions open now.")
-        sessionsTotal = registry.counter("steno_sessions_total", help: "Transcription sessions started.")
-        handshakesRefused = registry.counter(
-            "steno_handshakes_refused_total", help: "WebSocket handshakes refused, by reason.", labels: ["reason"])
-        viewersActive = registry.gauge("steno_viewers_active", help: "Broadcast viewers connected now.")
-        audioReceivedSeconds = registry.counter(
-            "steno_audio_received_seconds_total", help: "Seconds of audio received from clients.")
-        audioAnalyzedSeconds = registry.counter(
-            "steno_audio_analyzed_seconds_total", help: "Seconds of audio analyzed by the recognizers.")
-        lagSeconds = registry.histogram(
-            "steno_lag_seconds", help: "Audio received but not yet analyzed, in seconds, sampled per session every 0.25 s.",
-            buckets: Self.latencyBuckets)
-        let eventsSent = registry.counter("steno_events_sent_total", help: "Events sent to clients, by type.", labels: ["type"])
-        let errors = registry.counter("steno_errors_total", help: "Error events sent to clients, by code.", labels: ["code"])
-        self.eventsSent = eventsSent
-        self.errors = errors
-        eventCounters = Dictionary(uniqueKeysWithValues: Self.eventTypes.map { ($0, eventsSent.labels($0)) })
-        errorCounters = Dictionary(uniqueKeysWithValues: ErrorCode.allCases.map { ($0, errors.labels($0.rawValue)) })
-        outboundQueueBytes = registry.gauge(
-            "steno_outbound_queue_bytes", help: "Bytes of events waiting to be sent, all connections.")
-        inboundBufferedAudioSeconds = registry.gauge(
-            "steno_inbound_buffered_audio_seconds", help: "Seconds of audio received but not yet analyzed, all sessions.")
-        sessionDurationSeconds = registry.histogram(
-            "steno_session_duration_seconds", help: "Wall-clock duration of finished sessions.",
-            buckets: Self.durationBuckets)
-        endLatencySeconds = registry.histogram(
-            "steno_end_latency_seconds", help: "Wall-clock time from receiving end to sending ended.",
-            buckets: Self.latencyBuckets)
-        recognizersCreated = registry.counter("steno_recognizers_created_total", help: "Speech recognizers created.")
-        decodersCreated = registry.counter("steno_opus_decoders_created_total", help: "Opus decoders created.")
-
-        for reason in Self.refusalReasons { _ = handshakesRefused.labels(reason) }
-    }
-
-    /// Counts an event sent to a client.
-    public func eventSent(_ type: String) {
-        (eventCounters[type] ?? eventsSent.labels(type)).increment()
-    }
-
-    /// Counts an `error` event.
-    public func errorSent(_ code: ErrorCode) {
-        (errorCounters[code] ?? errors.labels(code.rawValue)).increment()
-    }
-
-    /// Publishes the worker pool's state, read at each scrape:
-    /// `steno_workers`, `steno_workers_busy`, `steno_preparers_busy`,
-    /// `steno_worker_queue_depth` (jobs waiting in all lanes) and
-    /// `steno_worker_jobs_completed_total`.
-    public func attach(pool: WorkerPool) {
-        registry.sampledGauge("steno_workers", help: "Worker threads for recognition work.") {
-            Double(pool.workerCount)
+/// Checks on the text format, for tests of what a registry exposes.
+public enum MetricsExposition {
+    /// Whether `line` is a sample line as the 0.0.4 text format allows it:
+    /// `name{label="value",…} number` (for tests of what a registry prints).
+    public static func isSampleLine(_ line: Substring) -> Bool {
+        guard let space = line.lastIndex(of: " ") else { return false }
+        let series = line[..<space]
+        let value = line[line.index(after: space)...]
+        guard ["+Inf", "-Inf", "NaN"].contains(value) || Double(value) != nil else { return false }
+        guard let brace = series.firstIndex(of: "{") else {
+            return MetricsText.isValidMetricName(String(series))
         }
-        registry.sampledGauge("steno_workers_busy", help: "Worker threads running a job now.") {
-            Double(pool.stats.busyWorkers)
+        guard series.last == "}", MetricsText.isValidMetricName(String(series[..<brace])) else { return false }
+        // Walk label="value" pairs, honouring escapes inside values.
+        var rest = series[series.index(after: brace)..<series.index(before: series.endIndex)]
+        while !rest.isEmpty {
+            guard let equals = rest.firstIndex(of: "="), MetricsText.isValidLabelName(String(rest[..<equals])) else {
+                return false
+            }
+            rest = rest[rest.index(after: equals)...]
+            guard rest.first == "\"" else { return false }
+            rest = rest.dropFirst()
+            var closed = false
+            while let character = rest.first {
+                rest = rest.dropFirst()
+                if character == "\\" {
+                    guard let escaped = rest.first, ["\\", "\"", "n"].contains(escaped) else { return false }
+                    rest = rest.dropFirst()
+                } else if character == "\"" {
+                    closed = true
+                    break
+                } else if character == "\n" {
+                    return false
+                }
+            }
+            guard closed else { return false }
+            if rest.first == "," { rest = rest.dropFirst() } else if !rest.isEmpty { return false }
         }
-        registry.sampledGauge("steno_preparers_busy", help: "Preparation threads running a job now.") {
-            Double(pool.stats.busyPreparers)
-        }
-        registry.sampledGauge("steno_worker_queue_depth", help: "Jobs waiting for a worker, all sessions.") {
-            Double(pool.stats.queuedJobs)
-        }
-        registry.sampledCounter("steno_worker_jobs_completed_total", help: "Jobs the worker pool has completed.") {
-            Double(pool.stats.completedJobs)
-        }
+        return true
     }
 }

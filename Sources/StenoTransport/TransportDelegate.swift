@@ -26,8 +26,8 @@ public protocol TransportDelegate: AnyObject {
     /// once for every `opened`, and never for anything else.
     func closed(_ id: ConnectionID)
 
-    /// A plain HTTP request. Return nil to let the transport serve a static file from
-    /// the web root (or answer 404).
+    /// A plain HTTP request (GET or HEAD; the transport answers 405 to other methods
+    /// itself). Return nil for 404.
     func http(_ request: HTTPRequest) -> HTTPResponse?
 
     /// Periodic tick (`TransportConfiguration.tickInterval`), for idle timeouts,

@@ -40,9 +40,6 @@ public struct TransportConfiguration: Sendable {
     public var keepAliveSeconds: Int = 0
     /// `Retry-After` seconds sent with the 503 refusal while draining.
     public var drainingRetryAfter: Int = 5
-    /// Directory of static files served for GET/HEAD requests the delegate leaves
-    /// unanswered; nil serves none.
-    public var webRoot: String?
     /// Numbers `sequenced` messages as they are written: given a message's bytes and its
     /// ordinal among the sequenced messages written to that connection (1, 2, 3 …), returns
     /// the bytes to write (nil keeps them). The bytes are the queued frame itself, valid only
