@@ -20,9 +20,6 @@ struct ServerContext: Sendable {
     let sessionConfiguration: SessionConfiguration
 }
 
-/// Clocks: monotonic seconds for timeouts and latencies, UTC for `startedAt`.
-typealias Clock = SessionClock
-
 
 /// The server's log: one line per event worth knowing, to stderr, with a UTC timestamp.
 public struct ServerLog: Sendable {
@@ -52,7 +49,7 @@ public struct ServerLog: Sendable {
 
     private func emit(_ level: Level, _ message: () -> String) {
         guard level >= minimum else { return }
-        sink("\(Clock.wall().iso8601) \(level.label) \(message())")
+        sink("\(SessionClock.wall().iso8601) \(level.label) \(message())")
     }
 }
 

@@ -74,7 +74,7 @@ public final class StenoServer: Sendable {
     /// Starts listening; returns the port (the real one when `options.port` is 0).
     @discardableResult
     public func start() throws -> Int {
-        let service = StenoService(context: context, options: options, registry: sessions)
+        let service = Router(context: context, options: options, registry: sessions)
         let port = try transport.start(delegate: service)
         let scheme = options.tls == nil ? "http" : "https"
         let host = options.host.contains(":") ? "[\(options.host)]" : options.host
@@ -95,9 +95,9 @@ public final class StenoServer: Sendable {
     /// closed at once. Returns true when every session finished within the timeout.
     @discardableResult
     public func drain(timeout: Double) -> Bool {
-        transport.handle.beginDraining()
-        let deadline = Clock.now() + max(0, timeout)
-        while sessions.liveCount > 0 && Clock.now() < deadline {
+        transport.handle.perform { delegate in (delegate as? Router)?.startDraining() }
+        let deadline = SessionClock.now() + max(0, timeout)
+        while sessions.liveCount > 0 && SessionClock.now() < deadline {
             usleep(20_000)
         }
         let clean = sessions.liveCount == 0
@@ -110,8 +110,8 @@ public final class StenoServer: Sendable {
             transport.handle.close(viewer, code: 1001, reason: "shutting_down")
         }
         // Let the close frames (and the finals before them) reach the clients.
-        let flushDeadline = Clock.now() + 2
-        while transport.handle.connectionCount > 0 && Clock.now() < flushDeadline {
+        let flushDeadline = SessionClock.now() + 2
+        while transport.handle.connectionCount > 0 && SessionClock.now() < flushDeadline {
             usleep(20_000)
         }
         stop()

@@ -73,7 +73,7 @@ final class StreamSession: Sendable {
     func received(_ message: IncomingMessage, now: Double) {
         switch message {
         case .text(let text):
-            input(.text(text, now: now, wallClock: Clock.wall()))
+            input(.text(text, now: now, wallClock: SessionClock.wall()))
         case .binary(let bytes):
             input(.audio(bytes, now: now))
         }
@@ -113,7 +113,7 @@ final class StreamSession: Sendable {
             case .startPipeline(let request):
                 startPipeline(request)
                 if let channel = request.channel {
-                    if server.channels.claim(channel, session: sessionID, startedAt: s.machine.startedAt ?? Clock.wall(),
+                    if server.channels.claim(channel, session: sessionID, startedAt: s.machine.startedAt ?? SessionClock.wall(),
                                              includeWords: request.words) {
                         s.channel = channel
                     } else {
@@ -132,14 +132,14 @@ final class StreamSession: Sendable {
             case .submitFinalize(let through):
                 submit { pipeline throws(StenoError) in
                     let events = try pipeline.finalize(through: through)
-                    return ([.results(events, analyzedThrough: pipeline.analyzedSeconds, now: Clock.now()),
+                    return ([.results(events, analyzedThrough: pipeline.analyzedSeconds, now: SessionClock.now()),
                              .finalizeCompleted], 0)
                 }
             case .submitEnd:
-                s.endSubmittedAt = Clock.now()
+                s.endSubmittedAt = SessionClock.now()
                 submit { pipeline throws(StenoError) in
                     let events = try pipeline.finish()
-                    return ([.results(events, analyzedThrough: pipeline.receivedSeconds, now: Clock.now()),
+                    return ([.results(events, analyzedThrough: pipeline.receivedSeconds, now: SessionClock.now()),
                              .endCompleted], 0)
                 }
             case .cancelPipeline:
@@ -165,7 +165,7 @@ final class StreamSession: Sendable {
         if let code = event.errorCode { server.metrics.errorSent(code) }
         switch event.kind {
         case .ended:
-            if let at = s.endSubmittedAt { server.metrics.endLatencySeconds.observe(Clock.now() - at) }
+            if let at = s.endSubmittedAt { server.metrics.endLatencySeconds.observe(SessionClock.now() - at) }
         default:
             break
         }
@@ -202,7 +202,7 @@ final class StreamSession: Sendable {
     private func submitAudio(_ chunk: AudioChunk) {
         submit { pipeline throws(StenoError) in
             let output = try pipeline.append(chunk.bytes)
-            var inputs: [SessionInput] = [.results(output.events, analyzedThrough: pipeline.analyzedSeconds, now: Clock.now())]
+            var inputs: [SessionInput] = [.results(output.events, analyzedThrough: pipeline.analyzedSeconds, now: SessionClock.now())]
             if let warning = output.warning, !chunk.headerIsMalformed {
                 inputs.append(.pipelineWarning(warning))
             }
@@ -267,7 +267,7 @@ final class StreamSession: Sendable {
 
     private func summary(_ s: State) -> String {
         let m = s.machine
-        let seconds = Clock.now() - s.openedAt
+        let seconds = SessionClock.now() - s.openedAt
         server.metrics.sessionDurationSeconds.observe(seconds)
         var line = "session \(sessionID) \(connection) closed"
         if let code = s.closeCode {

@@ -263,8 +263,8 @@ final class ServiceLoop: @unchecked Sendable {
                     lws_callback_on_writable(c.wsi)
                 case .setReading(let id, let reading):
                     if let c = connections[id] { setReading(c.wsi, reading) }
-                case .drainingStarted:
-                    delegate.drainingStarted()
+                case .perform(let body):
+                    body(delegate)
                 }
             }
         }
@@ -368,9 +368,6 @@ final class ServiceLoop: @unchecked Sendable {
             // lws has already answered an unknown upgrade with 403 itself and still
             // asks: just hang up.
             return -1
-        }
-        if handle.isDraining {
-            return refuse(wsi, .plain(status: 503, headers: [("Retry-After", String(configuration.drainingRetryAfter))]))
         }
         let request = UpgradeRequest(path: uriPath(wsi) ?? "", query: queryItems(wsi), headers: requestHeaders(wsi), remoteAddress: peerAddress(wsi))
         let decision = delegate.decideUpgrade(request)

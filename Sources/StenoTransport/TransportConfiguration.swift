@@ -38,8 +38,6 @@ public struct TransportConfiguration: Sendable {
     /// Seconds after a WebSocket was last heard from (a pong or any data) at which
     /// libwebsockets pings it; it hangs up on one silent for twice that plus 10 s. 0: never.
     public var keepAliveSeconds: Int = 0
-    /// `Retry-After` seconds sent with the 503 refusal while draining.
-    public var drainingRetryAfter: Int = 5
     /// Numbers `sequenced` messages as they are written: given a message's bytes and its
     /// ordinal among the sequenced messages written to that connection (1, 2, 3 …), returns
     /// the bytes to write (nil keeps them). The bytes are the queued frame itself, valid only

@@ -8,8 +8,7 @@
 /// from any other thread).
 public protocol TransportDelegate: AnyObject {
     /// A WebSocket upgrade arrived. Decide before any session exists: route, auth,
-    /// origin, capacity. (While the transport is draining it refuses with 503 itself
-    /// and does not ask.)
+    /// origin, capacity, draining.
     func decideUpgrade(_ request: UpgradeRequest) -> UpgradeDecision
 
     /// An accepted upgrade completed; `id` is now open.
@@ -33,15 +32,10 @@ public protocol TransportDelegate: AnyObject {
     /// Periodic tick (`TransportConfiguration.tickInterval`), for idle timeouts,
     /// progress reports and session limits.
     func tick()
-
-    /// `beginDraining()` was called: new upgrades are now refused with 503. The
-    /// session layer finalizes its sessions and closes them with 1001.
-    func drainingStarted()
 }
 
 extension TransportDelegate {
     public func tooLarge(_ id: ConnectionID, limit: Int) {}
     public func http(_ request: HTTPRequest) -> HTTPResponse? { nil }
     public func tick() {}
-    public func drainingStarted() {}
 }

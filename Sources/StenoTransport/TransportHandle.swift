@@ -80,18 +80,13 @@ public final class TransportHandle: Sendable {
         }
     }
 
-    /// New upgrades are refused with 503 from now on, and the delegate's
-    /// `drainingStarted()` runs on the service thread. Idempotent.
-    public func beginDraining() {
+    /// Runs `body` on the service thread with the delegate, soon (right after the current
+    /// callback when called from the service thread): how other threads hand the session
+    /// layer work that must happen where its state lives.
+    public func perform(_ body: @escaping @Sendable (any TransportDelegate) -> Void) {
         let wake = !isServiceThread
-        state.withLock { s in
-            guard !s.draining else { return }
-            s.draining = true
-            s.post(.drainingStarted, wake: wake)
-        }
+        state.withLock { s in s.post(.perform(body), wake: wake) }
     }
-
-    public var isDraining: Bool { state.withLock { $0.draining } }
 
     /// The port the server listens on, once started.
     public var port: Int? { state.withLock { $0.port } }
@@ -111,7 +106,7 @@ public final class TransportHandle: Sendable {
         }
     }
 
-    var isServiceThread: Bool {
+    public var isServiceThread: Bool {
         let t = serviceThread.load(ordering: .acquiring)
         return t != 0 && pthread_equal(pthread_t(t), pthread_self()) != 0
     }
@@ -227,7 +222,7 @@ enum ServiceCommand: Sendable {
     case writable(ConnectionID)
     case close(ConnectionID, code: UInt16, reason: String)
     case setReading(ConnectionID, Bool)
-    case drainingStarted
+    case perform(@Sendable (any TransportDelegate) -> Void)
 }
 
 struct SharedState: Sendable {
@@ -235,7 +230,6 @@ struct SharedState: Sendable {
     var commands: [ServiceCommand] = []
     /// A wake-up is pending (the service thread will look at `commands`).
     var wakePending = false
-    var draining = false
     var context: LwsContextRef?
     var port: Int?
 

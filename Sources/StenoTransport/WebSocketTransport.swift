@@ -11,7 +11,6 @@ import Synchronization
 /// let sessions = Sessions(handle: transport.handle)   // a TransportDelegate
 /// let port = try transport.start(delegate: sessions)
 /// …
-/// transport.handle.beginDraining()   // sessions finalize, close with 1001
 /// transport.stop()
 /// ```
 public final class WebSocketTransport: Sendable {

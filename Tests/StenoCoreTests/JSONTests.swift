@@ -116,6 +116,8 @@ import Testing
         // A deterministic pseudo-random walk over bytes JSON cares about.
         var state: UInt64 = 0x9E37_79B9_7F4A_7C15
         let alphabet = Array("{}[]\",:0123456789-+.eEtrufalsn \\u\u{7f}é".utf8) + [0x00, 0x0A, 0xFF, 0xC3]
+        var parsed = 0
+        var refused = 0
         for _ in 0..<3000 {
             var bytes: [UInt8] = []
             let length = Int(state % 40)
@@ -124,9 +126,28 @@ import Testing
                 bytes.append(alphabet[Int((state >> 33) % UInt64(alphabet.count))])
             }
             state = state &* 6364136223846793005 &+ 1442695040888963407
-            _ = try? parser.parse(bytes)
-            _ = try? ClientMessage.parse(utf8: bytes)
+            // Either a value that survives writing and reading again, or an error that points
+            // inside the input; a client message is either parsed or refused with a code.
+            do {
+                let value = try parser.parse(bytes)
+                var writer = JSONWriter()
+                writer.value(value)
+                #expect(try parser.parse(writer.bytes) == value, "round trip of \(bytes)")
+                parsed += 1
+            } catch let error as JSONError {
+                #expect((0...bytes.count).contains(error.offset), "\(error) for \(bytes.count) bytes")
+                refused += 1
+            } catch {
+                Issue.record("not a JSONError: \(error)")
+            }
+            do {
+                _ = try ClientMessage.parse(utf8: bytes)
+            } catch {
+                #expect(!error.message.isEmpty)
+            }
         }
+        // The walk reaches both outcomes (a change of generator that stops it should be noticed).
+        #expect(parsed > 0 && refused > 0, "parsed \(parsed), refused \(refused)")
     }
 }
 

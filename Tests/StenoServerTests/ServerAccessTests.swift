@@ -29,6 +29,13 @@ import StenoTestSupport
         let refused = try #require(try refusal(server), "a third session was accepted")
         #expect(refused.status == 503)
         #expect(Int(refused.header("retry-after") ?? "") ?? 0 > 0, "\(refused)")
+        #expect(refused.bodyText.contains(#""status":"full""#), "\(refused.bodyText)")
+        // Readiness and a page's plain GET of the route say the same.
+        let ready = try server.get("/readyz")
+        #expect(ready.status == 503 && ready.bodyText.contains(#""status":"full""#), "\(ready.bodyText)")
+        #expect(ready.header("retry-after") != nil)
+        let probe = try server.get("/v1/stream")
+        #expect(probe.status == 503 && probe.bodyText.contains(#""retryAfter":"#), "\(probe.bodyText)")
         // Viewers are not transcription sessions.
         #expect(try refusal(server, path: "/v1/listen?channel=x") == nil)
 
@@ -42,6 +49,21 @@ import StenoTestSupport
         try second.end()
         let metrics = try server.metrics()
         #expect(metrics[#"steno_handshakes_refused_total{reason="capacity"}"#] == 1)
+    }
+
+    @Test func aPlainGetOfTheRoutesSaysWhatTheHandshakeWouldGet() throws {
+        let server = try LiveServer { $0.tokens = ["s3cret-token"] }
+        #expect(try server.get("/readyz").status == 200)
+        let missing = try server.get("/v1/stream")
+        #expect(missing.status == 401 && missing.header("www-authenticate") == "Bearer")
+        #expect(try server.get("/v1/stream?token=wrong").status == 401)
+        let fine = try server.get("/v1/stream?token=s3cret-token")
+        #expect(fine.status == 426 && fine.header("upgrade") == "websocket", "\(fine)")
+        #expect(try server.get("/v1/listen?token=s3cret-token").status == 400, "no channel")
+        #expect(try server.get("/v1/listen?channel=x&token=s3cret-token").status == 426)
+        // Nothing was refused at a handshake.
+        let metrics = try server.metrics()
+        #expect(metrics[#"steno_handshakes_refused_total{reason="unauthorized"}"#] == 0)
     }
 
     @Test func aSessionThatHasEndedNoLongerCountsAgainstCapacity() throws {
@@ -186,7 +208,11 @@ import StenoTestSupport
         let viewer = try server.connect(path: "/v1/listen?channel=health")
         _ = try viewer.waitFor("joined")
         response = try server.get("/healthz")
-        guard case .object(let busy) = try JSONParser().parse(response.bodyText) else { return }
+        let parsed = try JSONParser().parse(response.bodyText)
+        guard case .object(let busy) = parsed else {
+            Issue.record("not an object: \(response.bodyText)")
+            return
+        }
         #expect(busy["sessions"] == .number(1) && busy["viewers"] == .number(1), "\(response.bodyText)")
         try session.end()
     }

@@ -12,7 +12,8 @@ public enum TransportEvent: Equatable, Sendable {
     case received(ConnectionID, IncomingMessage)
     case tooLarge(ConnectionID)
     case closed(ConnectionID)
-    case drainingStarted
+    /// A `TransportHandle.perform` body ran on the service thread.
+    case performed(onServiceThread: Bool)
 }
 
 /// Shared between the test (any thread) and the delegate (lws thread).
@@ -83,8 +84,8 @@ public final class TestControl: Sendable {
 /// Echoes messages back, records everything, and decides upgrades with a
 /// `HandshakePolicy`.
 public final class EchoDelegate: TransportDelegate {
-    let handle: TransportHandle
-    let control: TestControl
+    public let handle: TransportHandle
+    public let control: TestControl
     private var open = 0
     private var receivedCount: [ConnectionID: Int] = [:]
 
@@ -138,7 +139,6 @@ public final class EchoDelegate: TransportDelegate {
 
     public func tick() { control.tick() }
 
-    public func drainingStarted() { control.record(.drainingStarted) }
 }
 
 /// A transport with an `EchoDelegate`, listening on 127.0.0.1 port 0.

@@ -58,20 +58,15 @@ import StenoTestSupport
         stream.close()
     }
 
-    @Test func drainingRefusesNewUpgradesWith503AndLetsTheDelegateCloseWith1001() throws {
-        let server = try TestServer { $0.drainingRetryAfter = 3 }
+    @Test func performRunsOnTheServiceThreadWhileConnectionsKeepWorking() throws {
+        let server = try TestServer()
         let (a, aID) = try server.connect()
         let (b, bID) = try server.connect()
-        server.handle.beginDraining()
-        #expect(server.handle.isDraining)
-        #expect(server.control.wait { server.control.events.contains(.drainingStarted) })
-        switch try WebSocketTestClient.attempt(port: server.port) {
-        case .upgraded: Issue.record("accepted while draining")
-        case .refused(let r):
-            #expect(r.status == 503)
-            #expect(r.header("Retry-After") == "3")
+        let handle = server.handle
+        server.handle.perform { delegate in
+            (delegate as? EchoDelegate)?.control.record(.performed(onServiceThread: handle.isServiceThread))
         }
-        // Open sessions keep working until the session layer closes them.
+        #expect(server.control.wait { server.control.events.contains(.performed(onServiceThread: true)) })
         try a.sendText("still")
         #expect(try a.receive() == .text("still"))
         for id in [aID, bID] {

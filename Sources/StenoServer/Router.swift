@@ -23,10 +23,11 @@ final class SessionRegistry: Sendable {
     var all: [StreamSession] { sessions.withLock { Array($0.values) } }
 }
 
-/// The session layer on top of the transport: routes, sessions, viewers, HTTP endpoints,
-/// ticks and draining. Not `Sendable`: the transport calls it on the lws service thread only,
-/// and its own state (`pendingUpgrades`, `draining`) is touched nowhere else.
-final class StenoService: TransportDelegate {
+/// The session layer on top of the transport: it routes upgrades and HTTP requests to
+/// sessions, viewers and endpoints, ticks them, and decides admission and draining.
+/// Not `Sendable`: the transport calls it on the lws service thread only, and its own state
+/// (`pendingUpgrades`, `draining`) is touched nowhere else.
+final class Router: TransportDelegate {
     static let streamPath = "/v1/stream"
     static let listenPath = "/v1/listen"
 
@@ -60,28 +61,15 @@ final class StenoService: TransportDelegate {
     // MARK: TransportDelegate (lws thread)
 
     func decideUpgrade(_ request: UpgradeRequest) -> UpgradeDecision {
-        var hasCapacity = true
-        if request.path == Self.streamPath {
-            let now = Clock.now()
-            pendingUpgrades.removeAll { now - $0 > 5 }
-            // Sessions whose protocol has closed (ended, cancelled, failed) hold no recognizer
-            // and take no more input, even while their connection finishes closing.
-            hasCapacity = registry.liveCount + pendingUpgrades.count < options.maxSessions
-        } else if request.path == Self.listenPath {
-            guard let name = request.queryValue("channel"), ChannelName.isValid(name) else {
-                return .reject(HTTPResponse(status: 400,
-                    text: "400 Bad Request: /v1/listen needs ?channel=NAME (1-64 letters, digits, '-', '_', '.')\n"))
-            }
-        }
-        let decision = policy.evaluate(request, hasCapacity: hasCapacity)
+        let decision = admission(path: request.path, query: request.query, headers: request.headers)
         switch decision {
         case .accept:
-            if request.path == Self.streamPath { pendingUpgrades.append(Clock.now()) }
+            if request.path == Self.streamPath { pendingUpgrades.append(SessionClock.now()) }
         case .reject(let response):
             let reason: String? = switch response.status {
             case 401: "unauthorized"
             case 403: "forbidden_origin"
-            case 503: "capacity"
+            case 503: draining ? "draining" : "capacity"
             default: nil
             }
             if let reason { context.metrics.handshakesRefused.labels(reason).increment() }
@@ -89,10 +77,45 @@ final class StenoService: TransportDelegate {
         return decision
     }
 
+    /// What an upgrade to `path` would get now: the one place that decides routes, tokens,
+    /// origins, capacity and draining, for handshakes and for the plain-GET diagnosis.
+    private func admission(path: String, query: [QueryItem], headers: HTTPHeaders) -> UpgradeDecision {
+        let request = UpgradeRequest(path: path, query: query, headers: headers)
+        if path == Self.listenPath {
+            guard let name = request.queryValue("channel"), ChannelName.isValid(name) else {
+                return .reject(HTTPResponse(status: 400,
+                    text: "400 Bad Request: /v1/listen needs ?channel=NAME (1-64 letters, digits, '-', '_', '.')\n"))
+            }
+        }
+        let refusal = self.refusal(for: path)
+        let decision = policy.evaluate(request, hasCapacity: refusal == nil)
+        guard case .reject(let response) = decision, response.status == 503, let refusal else { return decision }
+        // The 503 says why and when to come back, in a form a page can read (`GET /v1/stream`).
+        var w = JSONWriter(capacity: 48)
+        w.beginObject()
+        w.field("status", refusal)
+        w.field("retryAfter", integer: policy.retryAfterSeconds)
+        w.endObject()
+        return .reject(HTTPResponse(status: 503, contentType: "application/json", body: w.bytes,
+                                    headers: response.headers))
+    }
+
+    /// Why a new connection to `path` would be refused for lack of room: "draining" while the
+    /// server shuts down, "full" at capacity; nil when it fits.
+    private func refusal(for path: String) -> String? {
+        if draining { return "draining" }
+        guard path == Self.streamPath else { return nil }
+        let now = SessionClock.now()
+        pendingUpgrades.removeAll { now - $0 > 5 }
+        // Sessions whose protocol has closed (ended, cancelled, failed) hold no recognizer
+        // and take no more input, even while their connection finishes closing.
+        return registry.liveCount + pendingUpgrades.count < options.maxSessions ? nil : "full"
+    }
+
     func opened(_ id: ConnectionID, request: UpgradeRequest) {
-        let now = Clock.now()
+        let now = SessionClock.now()
         if request.path == Self.listenPath, let name = request.queryValue("channel") {
-            context.channels.addViewer(id, channel: name, now: Clock.wall())
+            context.channels.addViewer(id, channel: name, now: SessionClock.wall())
             context.log.info("viewer \(id) joined channel \(name) from \(request.remoteAddress)")
             return
         }
@@ -106,7 +129,7 @@ final class StenoService: TransportDelegate {
 
     func received(_ id: ConnectionID, _ message: IncomingMessage) {
         if let session = registry[id] {
-            session.received(message, now: Clock.now())
+            session.received(message, now: SessionClock.now())
         } else if context.channels.isViewer(id) {
             let error = ServerEvent.error(StenoError(.badMessage, "a viewer of a channel cannot send messages"))
             let sent = context.handle.send(id, OutgoingMessage(kind: .text, bytes: error.encoded(seq: 0).bytes, sequenced: true))
@@ -139,6 +162,27 @@ final class StenoService: TransportDelegate {
 
     func http(_ request: HTTPRequest) -> HTTPResponse? {
         switch request.path {
+        case "/readyz":
+            // Readiness for a load balancer: 200 while a new session would be admitted.
+            let refusal = refusal(for: Self.streamPath)
+            var w = JSONWriter(capacity: 48)
+            w.beginObject()
+            w.field("status", refusal ?? "ready")
+            if refusal != nil { w.field("retryAfter", integer: policy.retryAfterSeconds) }
+            w.endObject()
+            return HTTPResponse(status: refusal == nil ? 200 : 503, contentType: "application/json", body: w.bytes,
+                                headers: [("Cache-Control", "no-store")]
+                                    + (refusal == nil ? [] : [("Retry-After", String(policy.retryAfterSeconds))]))
+        case Self.streamPath, Self.listenPath:
+            // A plain GET of a WebSocket route says what the handshake would get (browsers
+            // cannot read the status of a refused handshake): 426 when it would be accepted.
+            switch admission(path: request.path, query: request.query, headers: request.headers) {
+            case .accept:
+                return .plain(status: 426, headers: [("Upgrade", "websocket"), ("Cache-Control", "no-store")])
+            case .reject(var response):
+                response.headers.append((name: "Cache-Control", value: "no-store"))
+                return response
+            }
         case "/healthz":
             var w = JSONWriter(capacity: 96)
             w.beginObject()
@@ -168,14 +212,16 @@ final class StenoService: TransportDelegate {
     }
 
     func tick() {
-        let now = Clock.now()
+        let now = SessionClock.now()
         for session in allSessions {
             session.input(.tick(now: now))
             context.metrics.lagSeconds.observe(session.lag)
         }
     }
 
-    func drainingStarted() {
+    /// The server is shutting down: new connections are refused with 503, sessions finalize.
+    func startDraining() {
+        guard !draining else { return }
         draining = true
         context.log.info("draining: finalizing \(sessionCount) sessions; new connections are refused")
         for session in allSessions { session.input(.shutdown) }
