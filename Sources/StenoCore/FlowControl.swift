@@ -1,13 +1,8 @@
-// Flow-control policy for one connection, independent of any transport.
-//
-// Outbound: `OutboundQueue` holds messages not yet written to the socket, bounded
-// in bytes. Messages with the same replacement key (a `volatile` caption, a
-// `progress` report) supersede each other while unsent; everything else must be
-// delivered, so when it does not fit the queue says so instead of dropping it.
-//
-// Inbound: `InboundBudget` counts audio received but not yet analyzed and says when
-// to stop reading the socket and when to start again, with hysteresis so reading
-// is not toggled on every frame.
+// Outbound flow control for one connection, independent of any transport: `OutboundQueue`
+// holds messages not yet written to the socket, bounded in bytes. Messages with the same
+// replacement key (a `volatile` caption, a `progress` report) supersede each other while
+// unsent; everything else must be delivered, so when it does not fit the queue says so
+// instead of dropping it. (Inbound flow control is the session machine's: `pauseReading`.)
 
 /// How a queued outbound message may be treated before it is sent.
 public enum OutboundDelivery: Hashable, Sendable {
@@ -28,8 +23,6 @@ public enum OutboundDelivery: Hashable, Sendable {
 /// unchanged: nothing is dropped silently; the caller decides (the protocol closes
 /// the connection with 4008).
 public struct OutboundQueue<Element> {
-    public static var defaultByteLimit: Int { 1 << 20 }
-
     public enum EnqueueResult: Equatable, Sendable {
         /// Appended.
         case queued
@@ -59,7 +52,7 @@ public struct OutboundQueue<Element> {
     private var base = 0
     private var keyed: [String: Int] = [:]  // replacement key -> sequence number
 
-    public init(byteLimit: Int = OutboundQueue.defaultByteLimit) {
+    public init(byteLimit: Int) {
         precondition(byteLimit > 0, "byteLimit must be positive")
         self.byteLimit = byteLimit
     }
@@ -150,63 +143,3 @@ public struct OutboundQueue<Element> {
 
 extension OutboundQueue: Sendable where Element: Sendable {}
 extension OutboundQueue.Slot: Sendable where Element: Sendable {}
-
-/// Audio received but not yet analyzed, against a high-water mark in seconds.
-///
-/// `received` reports `.pause` once when the pending audio reaches the high-water
-/// mark; `analyzed` reports `.resume` once when, while paused, it has drained to the
-/// low-water mark (half the high-water mark). Audio that still arrives while paused
-/// (already in socket or library buffers) is counted, never refused.
-public struct InboundBudget: Equatable, Sendable {
-    public static let defaultHighWaterSeconds = 10.0
-
-    public enum Signal: Equatable, Sendable {
-        case none
-        /// Stop reading the socket.
-        case pause
-        /// Start reading the socket again.
-        case resume
-    }
-
-    public let highWater: Double
-    public var lowWater: Double { highWater / 2 }
-    /// Seconds of audio received and not yet analyzed.
-    public private(set) var pending = 0.0
-    /// Whether reading is (or should be) paused.
-    public private(set) var isPaused = false
-
-    public init(highWaterSeconds: Double = InboundBudget.defaultHighWaterSeconds) {
-        precondition(highWaterSeconds > 0, "high-water mark must be positive")
-        highWater = highWaterSeconds
-    }
-
-    /// Counts `seconds` of newly received audio.
-    public mutating func received(_ seconds: Double) -> Signal {
-        pending += max(0, seconds)
-        if !isPaused && pending >= highWater {
-            isPaused = true
-            return .pause
-        }
-        return .none
-    }
-
-    /// Counts `seconds` of audio that analysis has consumed.
-    public mutating func analyzed(_ seconds: Double) -> Signal {
-        pending = max(0, pending - max(0, seconds))
-        if isPaused && pending <= lowWater {
-            isPaused = false
-            return .resume
-        }
-        return .none
-    }
-
-    /// Forgets all pending audio (e.g. on `cancel`); resumes if paused.
-    public mutating func reset() -> Signal {
-        pending = 0
-        if isPaused {
-            isPaused = false
-            return .resume
-        }
-        return .none
-    }
-}

@@ -123,14 +123,18 @@ public enum ServerEvent: Sendable, Hashable {
         }
     }
 
-    /// The event as a JSON text carrying `seq`: `{"type":…,"seq":N,…}`.
-    /// Times are written with millisecond precision, confidences with at most 3 decimals.
-    public func encoded(seq: UInt64) -> EncodedEvent {
+    /// The event as a JSON text with a place for its number: `{"type":…,"seq":0,…}`, where
+    /// the `0` is what the connection that delivers it replaces with the event's `seq` (see
+    /// `EncodedEvent.seqDigits`). Times are written with millisecond precision, confidences
+    /// with at most 3 decimals.
+    public func encoded() -> EncodedEvent {
         var w = JSONWriter(capacity: 160)
         w.beginObject()
         w.field("type", kind.rawValue)
         w.key("seq")
-        w.integer(seq)
+        let digitsStart = w.bytes.count
+        w.integer(0)
+        let seqDigits = digitsStart..<w.bytes.count
         switch self {
         case .ready(let info):
             w.field("session", info.session)
@@ -175,8 +179,12 @@ public enum ServerEvent: Sendable, Hashable {
         w.endObject()
         var errorCode: ErrorCode?
         if case .error(let error) = self { errorCode = error.code }
-        return EncodedEvent(kind: kind, seq: seq, bytes: w.bytes, errorCode: errorCode)
+        return EncodedEvent(kind: kind, seq: 0, bytes: w.bytes, seqDigits: seqDigits, errorCode: errorCode)
     }
+
+    /// The event numbered `seq`, as a client receives it (tests, and local sessions, which
+    /// are their own client).
+    public func encoded(seq: UInt64) -> EncodedEvent { encoded().numbered(seq) }
 
     private static func writeResult(_ result: RecognitionResult, includeWords: Bool, into w: inout JSONWriter) {
         w.field("start", seconds: result.range.start)
@@ -200,19 +208,28 @@ public enum ServerEvent: Sendable, Hashable {
 
 /// An event encoded for the wire: the JSON bytes plus what the outbound queue needs to know.
 ///
+/// Events are numbered by whoever delivers them, in the order the client receives them: the
+/// server's connection numbers each event as it writes it (so an unsent `volatile` replaced by
+/// a newer one leaves no gap), a local session as it hands them out. Until then `bytes` carry
+/// `"seq":0`; `seqDigits` says where that number is, so it is replaced without parsing.
+///
 /// Guarantees: `bytes` is one JSON object, UTF-8, beginning `{"type":"<kind>","seq":<seq>`.
 public struct EncodedEvent: Sendable, Hashable {
     public let kind: ServerEventKind
+    /// The number written in `bytes`; 0 until the event is numbered.
     public let seq: UInt64
     /// The UTF-8 JSON text, ready for a WebSocket text frame.
     public let bytes: [UInt8]
+    /// Where the digits of `seq` are in `bytes`.
+    public let seqDigits: Range<Int>
     /// For an `error` event, its code (so the server can count errors without parsing).
     public let errorCode: ErrorCode?
 
-    init(kind: ServerEventKind, seq: UInt64, bytes: [UInt8], errorCode: ErrorCode? = nil) {
+    init(kind: ServerEventKind, seq: UInt64, bytes: [UInt8], seqDigits: Range<Int>, errorCode: ErrorCode? = nil) {
         self.kind = kind
         self.seq = seq
         self.bytes = bytes
+        self.seqDigits = seqDigits
         self.errorCode = errorCode
     }
 
@@ -226,44 +243,17 @@ public struct EncodedEvent: Sendable, Hashable {
     /// How an outbound queue treats it: a newer event of its kind replaces it, or it must go.
     public var delivery: OutboundDelivery { isReplaceable ? .replaceable(key: kind.rawValue) : .mustDeliver }
 
-    /// The same event with another `seq`, without re-encoding the rest. An outbound queue that
-    /// drops replaced events can renumber on send to keep `seq` gapless (1, 2, 3 …), and a
-    /// broadcast viewer's feed numbers the relayed events in its own sequence.
-    public func resequenced(_ newSeq: UInt64) -> EncodedEvent {
-        // nil: already `newSeq` (every encoded event has the shape replacingSeq looks for).
-        let newBytes = Self.replacingSeq(in: bytes, with: newSeq) ?? bytes
-        return EncodedEvent(kind: kind, seq: newSeq, bytes: newBytes, errorCode: errorCode)
-    }
-
-    /// Rewrites the `seq` of an encoded event's bytes (`{"type":"<kind>","seq":N,…}`) to `newSeq`
-    /// without decoding it: for a transport that numbers events as it writes them, so that `seq`
-    /// stays 1, 2, 3 … on the wire even after unsent replaceable events were dropped.
-    /// Returns nil, meaning "send them as they are", if `bytes` already carry `newSeq` (the
-    /// common case: nothing was dropped) or do not begin the way every encoded event does.
-    public static func replacingSeq(in bytes: [UInt8], with newSeq: UInt64) -> [UInt8]? {
-        bytes.withUnsafeBufferPointer { replacingSeq(in: $0, with: newSeq) }
-    }
-
-    /// The same over bytes in place: the transport's queued frame, not copied to look at it.
-    public static func replacingSeq(in bytes: UnsafeBufferPointer<UInt8>, with newSeq: UInt64) -> [UInt8]? {
-        let marker = Array(#","seq":"#.utf8)
-        // The type is a known kind without quotes or commas: the first marker is the seq's.
-        guard bytes.count > 10, bytes[0] == UInt8(ascii: "{"),
-              let at = (1..<max(1, bytes.count - marker.count)).first(where: { i in
-                  bytes[i] == marker[0] && bytes[i..<(i + marker.count)].elementsEqual(marker)
-              }) else { return nil }
-        let start = at + marker.count
-        var end = start
-        while end < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[end]) { end += 1 }
-        guard end > start else { return nil }
-        var w = JSONWriter(capacity: 20)
-        w.integer(newSeq)
-        if bytes[start..<end].elementsEqual(w.bytes) { return nil }
+    /// The same event carrying `seq`, the rest of its bytes unchanged.
+    public func numbered(_ seq: UInt64) -> EncodedEvent {
+        var digits = JSONWriter(capacity: 20)
+        digits.integer(seq)
         var out: [UInt8] = []
-        out.reserveCapacity(bytes.count - (end - start) + w.bytes.count)
-        out += bytes[..<start]
-        out += w.bytes
-        out += bytes[end...]
-        return out
+        out.reserveCapacity(bytes.count - seqDigits.count + digits.bytes.count)
+        out += bytes[..<seqDigits.lowerBound]
+        out += digits.bytes
+        out += bytes[seqDigits.upperBound...]
+        let start = seqDigits.lowerBound
+        return EncodedEvent(kind: kind, seq: seq, bytes: out, seqDigits: start..<(start + digits.bytes.count),
+                            errorCode: errorCode)
     }
 }

@@ -74,7 +74,7 @@ public struct AudioChunk: Sendable, Hashable {
 
 /// What the server must do, in the order given.
 public enum SessionAction: Sendable, Hashable {
-    /// Queue this event on the connection (it carries its `seq` and whether it is replaceable).
+    /// Queue this event on the connection, which numbers it (`seq`) as it delivers it.
     case send(EncodedEvent)
     /// Create the decode/recognize pipeline for this request. `ready` is sent right after;
     /// if the pipeline cannot be made, feed `.pipelineFailed`.
@@ -88,6 +88,11 @@ public enum SessionAction: Sendable, Hashable {
     case submitEnd
     /// Stop the pipeline and discard audio not yet analyzed. Nothing is fed back.
     case cancelPipeline
+    /// Stop reading the client's socket: `limits.bufferSeconds` of audio wait for analysis
+    /// (TCP backpressure on the client). Said once; `resumeReading` follows.
+    case pauseReading
+    /// Read the socket again: the backlog has drained to half the buffer (hysteresis).
+    case resumeReading
     /// Close the WebSocket with this code after the queued events are sent.
     /// `reason` is short ASCII (≤ 123 bytes). Nothing follows a close.
     case close(code: UInt16, reason: String)
@@ -166,6 +171,16 @@ public enum SessionPhase: Sendable, Hashable {
     /// The peer went away.
     case disconnected
 
+    /// The WebSocket close the session asked for (nil while open, and when the peer left).
+    public var close: (code: UInt16, reason: String)? {
+        switch self {
+        case .ended: return (1000, "ended")
+        case .cancelled: return (1000, "cancelled")
+        case .failed(let code): return (code.closeCode ?? 1011, code.rawValue)
+        default: return nil
+        }
+    }
+
     /// True once the session has closed or asked to close: no input produces anything more.
     public var isClosed: Bool {
         switch self {
@@ -177,9 +192,10 @@ public enum SessionPhase: Sendable, Hashable {
 
 /// The protocol logic of one session. See the top of Session.swift for the decisions it embodies.
 ///
-/// Guarantees: every event it sends carries `seq` 1, 2, 3 … in the order of the returned
-/// actions; a fatal error is always followed by its close; nothing is returned after a close;
-/// it never traps on any input.
+/// Guarantees: events come out in the order the client must see them (the connection numbers
+/// them); a fatal error is always followed by its close; nothing is returned after a close;
+/// `pauseReading` and `resumeReading` alternate, starting with a pause; it never traps on any
+/// input.
 public struct SessionMachine: Sendable {
     public let id: String
     public let configuration: SessionConfiguration
@@ -197,7 +213,6 @@ public struct SessionMachine: Sendable {
 
     private var stage: Stage = .awaitingStart
     private var assembler = TranscriptAssembler()
-    private var nextSeq: UInt64 = 1
     /// `through` of each outstanding finalize, oldest first.
     private var pendingFinalizes: [Double] = []
     /// Audio received, in samples at `unitRate` (the PCM rate, or 48 kHz for Opus).
@@ -255,8 +270,8 @@ public struct SessionMachine: Sendable {
     /// Whether results carry words (the start request's `words`).
     public var includesWords: Bool { request?.words ?? true }
 
-    /// The seq the next event will carry.
-    public var upcomingSeq: UInt64 { nextSeq }
+    /// Whether the machine has asked for the socket not to be read (inbound backpressure).
+    public private(set) var isReadingPaused = false
 
     // MARK: Inputs
 
@@ -333,8 +348,7 @@ public struct SessionMachine: Sendable {
     }
 
     private mutating func emit(_ event: ServerEvent, into out: inout [SessionAction]) {
-        out.append(.send(event.encoded(seq: nextSeq)))
-        nextSeq += 1
+        out.append(.send(event.encoded()))
     }
 
     /// Fatal error: cancel the pipeline, send the error, close with its code.
@@ -343,7 +357,12 @@ public struct SessionMachine: Sendable {
         pendingFinalizes.removeAll()
         stage = .closed(.failed(code))
         emit(.error(StenoError(code, message)), into: &out)
-        out.append(.close(code: code.closeCode ?? 1011, reason: code.rawValue))
+        closeConnection(into: &out)
+    }
+
+    /// The close the phase just reached asks for (`SessionPhase.close` owns the codes).
+    private func closeConnection(into out: inout [SessionAction]) {
+        if let close = phase.close { out.append(.close(code: close.code, reason: close.reason)) }
     }
 
     private mutating func receiveText(byteCount: Int, now: Double, wallClock: UTCTime,
@@ -424,7 +443,7 @@ public struct SessionMachine: Sendable {
         stage = .closed(.cancelled)
         out.append(.cancelPipeline)
         emit(.cancelled(through: through), into: &out)
-        out.append(.close(code: 1000, reason: "cancelled"))
+        closeConnection(into: &out)
     }
 
     private mutating func receiveAudio(_ bytes: [UInt8], now: Double, into out: inout [SessionAction]) {
@@ -463,6 +482,7 @@ public struct SessionMachine: Sendable {
             receivedUnits += Int64(frames)
             out.append(.submitAudio(AudioChunk(bytes: bytes, start: start,
                                                duration: Double(frames) / unitRate)))
+            regulateReading(into: &out)
         } else {
             let samples: Int
             let malformed: Bool
@@ -477,6 +497,7 @@ public struct SessionMachine: Sendable {
             receivedUnits += Int64(samples)
             out.append(.submitAudio(AudioChunk(bytes: bytes, start: start, duration: Double(samples) / unitRate,
                                                headerIsMalformed: malformed)))
+            regulateReading(into: &out)
             if malformed {
                 emit(.error(StenoError(.badAudio,
                     "an Opus packet of \(bytes.count) bytes has an unreadable header; concealed")), into: &out)
@@ -497,6 +518,23 @@ public struct SessionMachine: Sendable {
                 lastActivity = max(lastActivity, now)
             }
         }
+        regulateReading(into: &out)
+    }
+
+    /// Inbound backpressure: at `limits.bufferSeconds` of audio waiting for analysis the
+    /// socket stops being read; it is read again once the backlog is down to half (so reading
+    /// is not toggled on every frame). Audio that still arrives while paused (already in
+    /// socket or library buffers) is accepted, never refused.
+    private mutating func regulateReading(into out: inout [SessionAction]) {
+        let highWater = max(0.1, configuration.limits.bufferSeconds)
+        let backlog = backlogSeconds
+        if !isReadingPaused && backlog >= highWater {
+            isReadingPaused = true
+            out.append(.pauseReading)
+        } else if isReadingPaused && backlog <= highWater / 2 {
+            isReadingPaused = false
+            out.append(.resumeReading)
+        }
     }
 
     private mutating func completeFinalize(into out: inout [SessionAction]) {
@@ -514,11 +552,11 @@ public struct SessionMachine: Sendable {
         if let code = reason.errorCode {
             stage = .closed(.failed(code))
             emit(.error(StenoError(code, endMessage(reason))), into: &out)
-            out.append(.close(code: code.closeCode ?? 1011, reason: code.rawValue))
+            closeConnection(into: &out)
         } else {
             stage = .closed(.ended)
             emit(.ended(duration: receivedSeconds), into: &out)
-            out.append(.close(code: 1000, reason: "ended"))
+            closeConnection(into: &out)
         }
     }
 

@@ -56,8 +56,7 @@ final class ChannelHub: Sendable {
             channel.includeWords = includeWords
             channel.finals = []
             channel.showingVolatile = nil
-            var feed = ViewerFeed(channel: name, startedAt: startedAt)
-            let joined = feed.welcome(backfill: [], includeWords: includeWords)
+            let joined = ViewerWelcome.events(channel: name, startedAt: startedAt, backfill: [], includeWords: includeWords)
             for viewer in channel.viewers {
                 for event in joined { deliver(event, to: viewer, &s) }
             }
@@ -105,9 +104,8 @@ final class ChannelHub: Sendable {
             channel.viewers.insert(id)
             s.channels[name] = channel
             s.viewerChannel[id] = name
-            var feed = ViewerFeed(channel: name, startedAt: channel.startedAt ?? now)
-            let welcome = feed.welcome(backfill: channel.finals, showingVolatile: channel.showingVolatile,
-                                       includeWords: channel.includeWords)
+            let welcome = ViewerWelcome.events(channel: name, startedAt: channel.startedAt ?? now, backfill: channel.finals,
+                                               showingVolatile: channel.showingVolatile, includeWords: channel.includeWords)
             for event in welcome { deliver(event, to: id, &s) }
         }
         metrics.viewersActive.increment()
@@ -139,7 +137,7 @@ final class ChannelHub: Sendable {
 
     /// Queues an event for a viewer; a viewer whose queue is full is closed with 4008.
     private func deliver(_ event: EncodedEvent, to viewer: ConnectionID, _ s: inout State) {
-        let result = handle.send(viewer, OutgoingMessage(kind: .text, bytes: event.bytes, delivery: event.delivery, sequenced: true))
+        let result = handle.send(viewer, OutgoingMessage(event))
         if result == .overflow {
             metrics.closeSlowConsumer(viewer, on: handle)
         } else {

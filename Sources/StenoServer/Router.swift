@@ -132,7 +132,7 @@ final class Router: TransportDelegate {
             session.received(message, now: SessionClock.now())
         } else if context.channels.isViewer(id) {
             let error = ServerEvent.error(StenoError(.badMessage, "a viewer of a channel cannot send messages"))
-            let sent = context.handle.send(id, OutgoingMessage(kind: .text, bytes: error.encoded(seq: 0).bytes, sequenced: true))
+            let sent = context.handle.send(id, OutgoingMessage(error.encoded()))
             if sent == .overflow {
                 // Like any must-deliver event that does not fit: the viewer is not reading.
                 context.metrics.closeSlowConsumer(id, on: context.handle)
@@ -152,7 +152,9 @@ final class Router: TransportDelegate {
 
     func closed(_ id: ConnectionID) {
         if let session = registry.remove(id) {
-            if let summary = session.transportClosed() { context.log.info(summary) }
+            let summary = session.transportClosed()
+            context.log.info(summary.line)
+            context.metrics.sessionDurationSeconds.observe(summary.seconds)
             context.metrics.sessionsActive.decrement()
         } else if context.channels.isViewer(id) {
             context.channels.removeViewer(id)

@@ -53,6 +53,13 @@ public struct ServerLog: Sendable {
     }
 }
 
+extension OutgoingMessage {
+    /// An event as a text message; its connection writes its `seq` as it sends it.
+    init(_ event: EncodedEvent) {
+        self.init(kind: .text, bytes: event.bytes, delivery: event.delivery, ordinalSlot: event.seqDigits)
+    }
+}
+
 extension StenoMetrics {
     /// A viewer whose queue overflowed is not reading: counted, and closed with 4008 at once,
     /// its queue discarded. (Sessions go through their state machine instead.)

@@ -41,7 +41,6 @@ public final class StenoServer: Sendable {
         configuration.outboundByteLimit = options.outboundBytes
         configuration.keepAliveSeconds = options.keepAlive.map { Int($0.inSeconds.rounded()) } ?? 0
         configuration.serverName = "steno/\(Self.version)"
-        configuration.sequencer = { bytes, seq in EncodedEvent.replacingSeq(in: bytes, with: seq) }
         configuration.log = { level, message in
             switch level {
             case .error: log.error(message)

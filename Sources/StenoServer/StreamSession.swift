@@ -31,17 +31,16 @@ final class StreamSession: Sendable {
     private let state: Mutex<State>
 
     private struct State: Sendable {
+        /// The protocol: what was received and analyzed, the phase, and how the session closed.
         var machine: SessionMachine
-        var budget: InboundBudget
         /// Monotonic time the client's `end` was submitted (for the end-to-`ended` latency).
         var endSubmittedAt: Double?
         var openedAt: Double
-        var closeCode: UInt16?
-        var closeReason = ""
-        var lastReportedAnalyzed = 0.0
+        /// How much of `machine.analyzedSeconds` the process-wide counter has been given.
+        var analyzedCounted = 0.0
         var maxLag = 0.0
+        /// The channel this session publishes to, until it closes.
         var channel: String?
-        var transportClosed = false
     }
 
     init(connection: ConnectionID, remoteAddress: String, server: ServerContext, now: Double) {
@@ -52,10 +51,7 @@ final class StreamSession: Sendable {
         self.lane = server.pool.makeLane(label: "session \(sessionID)")
         self.pipeline = LaneLocal(nil, lane: lane)
         let machine = SessionMachine(id: sessionID, configuration: server.sessionConfiguration, now: now)
-        self.state = Mutex(State(
-            machine: machine,
-            budget: InboundBudget(highWaterSeconds: max(0.1, server.sessionConfiguration.limits.bufferSeconds)),
-            openedAt: now))
+        self.state = Mutex(State(machine: machine, openedAt: now))
     }
 
     // MARK: Inputs
@@ -69,6 +65,19 @@ final class StreamSession: Sendable {
         }
     }
 
+    /// Runs the machine on `inputs` (from the lane) and counts what analysis got through.
+    private func input(_ inputs: [SessionInput]) {
+        state.withLock { s in
+            for input in inputs { perform(s.machine.handle(input), &s) }
+            let analyzed = s.machine.analyzedSeconds
+            if analyzed > s.analyzedCounted {
+                server.metrics.audioAnalyzedSeconds.add(analyzed - s.analyzedCounted)
+                s.analyzedCounted = analyzed
+            }
+            s.maxLag = max(s.maxLag, s.machine.backlogSeconds)
+        }
+    }
+
     /// A message from the client (lws thread).
     func received(_ message: IncomingMessage, now: Double) {
         switch message {
@@ -79,22 +88,17 @@ final class StreamSession: Sendable {
         }
     }
 
-    /// The connection is gone (lws thread). Stops the pipeline and gives the recognizer back.
-    /// Returns the summary for the log, once.
-    func transportClosed() -> String? {
-        let line = state.withLock { s -> String? in
-            guard !s.transportClosed else { return nil }
-            s.transportClosed = true
+    /// The connection is gone (lws thread): the machine stops the pipeline if it still runs.
+    /// Returns how the session went, for the log and the duration metric.
+    func transportClosed() -> (line: String, seconds: Double) {
+        state.withLock { s in
             perform(s.machine.handle(.peerClosed), &s)
-            if let channel = s.channel { server.channels.release(channel, session: sessionID) }
             return summary(s)
         }
-        releasePipeline()
-        return line
     }
 
     /// Seconds of audio waiting for analysis (for /metrics).
-    var bufferedSeconds: Double { state.withLock { $0.budget.pending } }
+    var bufferedSeconds: Double { state.withLock { $0.machine.backlogSeconds } }
 
     /// Whether the protocol has closed (ended, cancelled, failed, or the peer left).
     var isClosed: Bool { state.withLock { $0.machine.isClosed } }
@@ -125,37 +129,35 @@ final class StreamSession: Sendable {
                     + (request.channel.map { " on channel \($0)" } ?? ""))
             case .submitAudio(let chunk):
                 server.metrics.audioReceivedSeconds.add(chunk.duration)
-                if s.budget.received(chunk.duration) == .pause {
-                    server.handle.setReading(connection, false)
-                }
                 submitAudio(chunk)
+            case .pauseReading:
+                server.handle.setReading(connection, false)
+            case .resumeReading:
+                server.handle.setReading(connection, true)
             case .submitFinalize(let through):
                 submit { pipeline throws(StenoError) in
                     let events = try pipeline.finalize(through: through)
-                    return ([.results(events, analyzedThrough: pipeline.analyzedSeconds, now: SessionClock.now()),
-                             .finalizeCompleted], 0)
+                    return [.results(events, analyzedThrough: pipeline.analyzedSeconds, now: SessionClock.now()),
+                            .finalizeCompleted]
                 }
             case .submitEnd:
                 s.endSubmittedAt = SessionClock.now()
                 submit { pipeline throws(StenoError) in
                     let events = try pipeline.finish()
-                    return ([.results(events, analyzedThrough: pipeline.receivedSeconds, now: SessionClock.now()),
-                             .endCompleted], 0)
+                    return [.results(events, analyzedThrough: pipeline.receivedSeconds, now: SessionClock.now()),
+                            .endCompleted]
                 }
             case .cancelPipeline:
-                if s.budget.reset() == .resume { server.handle.setReading(connection, true) }
                 releasePipeline()
             case .close(let code, let reason):
-                s.closeCode = code
-                s.closeReason = reason
-                // Nothing more is published: the channel is free for the next publisher now,
-                // not when this connection has finished closing.
-                if let channel = s.channel {
-                    server.channels.release(channel, session: sessionID)
-                    s.channel = nil
-                }
                 server.handle.close(connection, code: code, reason: reason, discardQueued: code == 4008)
             }
+        }
+        // Once the protocol has closed nothing more is published: the channel is free for the
+        // next publisher now, not when this connection has finished closing.
+        if s.machine.isClosed, let channel = s.channel {
+            server.channels.release(channel, session: sessionID)
+            s.channel = nil
         }
     }
 
@@ -169,7 +171,7 @@ final class StreamSession: Sendable {
         default:
             break
         }
-        let message = OutgoingMessage(kind: .text, bytes: event.bytes, delivery: event.delivery, sequenced: true)
+        let message = OutgoingMessage(event)
         if let channel = s.channel, event.kind.isBroadcast {
             server.channels.publish(event, final: event.kind == .final ? s.machine.finals.last : nil,
                                     volatile: s.machine.showingVolatile, on: channel, from: sessionID)
@@ -206,16 +208,16 @@ final class StreamSession: Sendable {
             if let warning = output.warning, !chunk.headerIsMalformed {
                 inputs.append(.pipelineWarning(warning))
             }
-            return (inputs, chunk.duration)
+            return inputs
         }
     }
 
-    /// Queues a pipeline job. `body` returns the inputs to feed back and the seconds of
-    /// audio it consumed from the inbound budget. A thrown error fails the session with
-    /// `internal`; a missing pipeline (it failed to start, or was cancelled) does nothing.
-    private func submit(_ body: @escaping @Sendable (TranscriptionPipeline) throws(StenoError) -> ([SessionInput], Double)) {
+    /// Queues a pipeline job. `body` returns the inputs to feed back. A thrown error fails the
+    /// session with `internal`; a missing pipeline (it failed to start, or was cancelled) does
+    /// nothing.
+    private func submit(_ body: @escaping @Sendable (TranscriptionPipeline) throws(StenoError) -> [SessionInput]) {
         lane.submit { [self] in
-            let outcome: Result<([SessionInput], Double), StenoError>? = pipeline.withValue { value in
+            let outcome: Result<[SessionInput], StenoError>? = pipeline.withValue { value in
                 guard let p = value else { return nil }
                 do throws(StenoError) {
                     return .success(try body(p))
@@ -226,29 +228,13 @@ final class StreamSession: Sendable {
                 }
             }
             switch outcome {
-            case .success(let (inputs, consumed))?:
-                feedBack(inputs, consumed: consumed)
+            case .success(let inputs)?:
+                input(inputs)
             case .failure(let error)?:
                 server.log.error("session \(sessionID): pipeline failed: \(error.message)")
                 input(.pipelineFailed(error.message))
             case nil:
                 break
-            }
-        }
-    }
-
-    /// Results from the lane: into the machine, and audio out of the inbound budget.
-    private func feedBack(_ inputs: [SessionInput], consumed: Double) {
-        state.withLock { s in
-            for input in inputs { perform(s.machine.handle(input), &s) }
-            let analyzed = s.machine.analyzedSeconds
-            if analyzed > s.lastReportedAnalyzed {
-                server.metrics.audioAnalyzedSeconds.add(analyzed - s.lastReportedAnalyzed)
-                s.lastReportedAnalyzed = analyzed
-            }
-            s.maxLag = max(s.maxLag, s.machine.backlogSeconds)
-            if consumed > 0, s.budget.analyzed(consumed) == .resume {
-                server.handle.setReading(connection, true)
             }
         }
     }
@@ -265,19 +251,20 @@ final class StreamSession: Sendable {
 
     // MARK: -
 
-    private func summary(_ s: State) -> String {
+    /// One line on how the session went, and how long it lasted (wall clock).
+    private func summary(_ s: State) -> (line: String, seconds: Double) {
         let m = s.machine
         let seconds = SessionClock.now() - s.openedAt
-        server.metrics.sessionDurationSeconds.observe(seconds)
         var line = "session \(sessionID) \(connection) closed"
-        if let code = s.closeCode {
-            line += " (\(code) \(s.closeReason))"
+        if let close = m.phase.close {
+            line += " (\(close.code) \(close.reason))"
         } else {
             line += " by the client"
         }
         line += ": \(JSONWriter.secondsText(m.receivedSeconds)) s of audio in \(JSONWriter.secondsText(seconds)) s, "
-        line += "analyzed \(JSONWriter.secondsText(m.analyzedSeconds)) s, \(m.finals.count) finals, max lag \(JSONWriter.secondsText(s.maxLag)) s"
-        return line
+        line += "analyzed \(JSONWriter.secondsText(m.analyzedSeconds)) s, \(m.finals.count) finals, "
+        line += "max lag \(JSONWriter.secondsText(s.maxLag)) s"
+        return (line, seconds)
     }
 
     private static func makeID() -> String {

@@ -15,7 +15,8 @@ import Glibc
 ///
 /// Not `Sendable`: use it from one thread.
 public final class LocalSession {
-    /// Every event sent so far, in order.
+    /// Every event sent so far, in order, numbered as a client receives them (a local
+    /// session is its own connection: this is where its `seq` comes from).
     public private(set) var events: [EncodedEvent] = []
     /// Called with each event as it is sent.
     public var onEvent: ((EncodedEvent) -> Void)?
@@ -77,8 +78,9 @@ public final class LocalSession {
     private func perform(_ action: SessionAction) {
         switch action {
         case .send(let event):
-            events.append(event)
-            onEvent?(event)
+            let numbered = event.numbered(UInt64(events.count + 1))
+            events.append(numbered)
+            onEvent?(numbered)
         case .startPipeline(let request):
             do throws(StenoError) {
                 let recognizer = try engine.makeRecognizer(options: RecognizerOptions())
@@ -105,6 +107,8 @@ public final class LocalSession {
         case .cancelPipeline:
             pipeline?.cancel()
             pipeline = nil
+        case .pauseReading, .resumeReading:
+            break  // the caller feeds audio in its own thread, at its own pace
         case .close(let code, _):
             closeCode = code
         }

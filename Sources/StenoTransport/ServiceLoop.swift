@@ -477,10 +477,9 @@ final class ServiceLoop: @unchecked Sendable {
 
     private func writeable(_ wsi: OpaquePointer) -> Int32 {
         guard let id = connectionID(of: wsi), let c = connections[id] else { return 0 }
-        let (message, more) = handle.takeNext(id)
-        if let message {
-            let frame = message.frame
-            let kind = message.kind == .text ? LWS_WRITE_TEXT : LWS_WRITE_BINARY
+        let (taken, messageKind, more) = handle.takeNext(id)
+        if let frame = taken {
+            let kind = messageKind == .text ? LWS_WRITE_TEXT : LWS_WRITE_BINARY
             // One lws_write per WRITEABLE. If the socket takes only part of it, lws
             // keeps the rest and sends it before calling WRITEABLE again.
             let n = lws_write(wsi, frame.payload, frame.payloadCount, kind)

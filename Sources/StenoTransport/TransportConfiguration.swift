@@ -38,12 +38,6 @@ public struct TransportConfiguration: Sendable {
     /// Seconds after a WebSocket was last heard from (a pong or any data) at which
     /// libwebsockets pings it; it hangs up on one silent for twice that plus 10 s. 0: never.
     public var keepAliveSeconds: Int = 0
-    /// Numbers `sequenced` messages as they are written: given a message's bytes and its
-    /// ordinal among the sequenced messages written to that connection (1, 2, 3 …), returns
-    /// the bytes to write (nil keeps them). The bytes are the queued frame itself, valid only
-    /// during the call. The session layer puts the wire `seq` here, so
-    /// that it has no gaps even when unsent replaceable messages were dropped.
-    public var sequencer: (@Sendable (UnsafeBufferPointer<UInt8>, UInt64) -> [UInt8]?)?
     /// Value of the `Server` header.
     public var serverName: String = "steno"
     public var log: TransportLogHandler = TransportConfiguration.standardErrorLog

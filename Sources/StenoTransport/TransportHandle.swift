@@ -17,11 +17,9 @@ public final class TransportHandle: Sendable {
     /// `pthread_self()` of the service thread while it runs, else 0.
     let serviceThread = Atomic<UInt>(0)
     let outboundByteLimit: Int
-    let sequencer: (@Sendable (UnsafeBufferPointer<UInt8>, UInt64) -> [UInt8]?)?
 
-    init(outboundByteLimit: Int, sequencer: (@Sendable (UnsafeBufferPointer<UInt8>, UInt64) -> [UInt8]?)? = nil) {
+    init(outboundByteLimit: Int) {
         self.outboundByteLimit = outboundByteLimit
-        self.sequencer = sequencer
         state = Mutex(SharedState())
     }
 
@@ -126,30 +124,25 @@ public final class TransportHandle: Sendable {
         _ = removed
     }
 
-    /// The next message to write to `id`, and whether more are queued after it.
-    func takeNext(_ id: ConnectionID) -> (message: OutgoingMessage?, more: Bool) {
+    /// The next frame to write to `id` (numbered, if its message has an ordinal slot), and
+    /// whether more are queued after it.
+    func takeNext(_ id: ConnectionID) -> (frame: FrameBuffer?, kind: OutgoingMessage.Kind, more: Bool) {
         let (taken, more, ordinal) = state.withLock { s -> (OutgoingMessage?, Bool, UInt64) in
             s.modify(id) { c -> (OutgoingMessage?, Bool, UInt64) in
                 let message = c.outbound.dequeue()
                 let more = !c.outbound.isEmpty
                 c.writeScheduled = more
                 var ordinal: UInt64 = 0
-                if message?.sequenced == true {
-                    c.sequencedWritten += 1
-                    ordinal = c.sequencedWritten
+                if message?.ordinalSlot != nil {
+                    c.ordinalsWritten += 1
+                    ordinal = c.ordinalsWritten
                 }
                 return (message, more, ordinal)
             } ?? (nil, false, 0)
         }
-        // Renumber outside the lock; the sequencer reads the frame in place and copies only
-        // when the number changes.
-        guard let message = taken, ordinal > 0, let sequencer else { return (taken, more) }
-        let frame = message.frame
-        let renumbered = withExtendedLifetime(frame) {
-            sequencer(UnsafeBufferPointer(start: frame.payload, count: frame.payloadCount), ordinal)
-        }
-        guard let bytes = renumbered else { return (message, more) }
-        return (OutgoingMessage(kind: message.kind, bytes: bytes, delivery: message.delivery), more)
+        // The one copy of the bytes, into the frame, outside the lock.
+        guard let message = taken else { return (nil, .text, more) }
+        return (FrameBuffer(message, ordinal: ordinal), message.kind, more)
     }
 
     func takeCommands() -> [ServiceCommand] {
@@ -210,8 +203,9 @@ struct SharedConnection: Sendable {
     var closeRequested = false
     /// The service thread has been (or will be) asked for a WRITEABLE callback.
     var writeScheduled = false
-    /// `sequenced` messages taken for writing so far (the last one's ordinal).
-    var sequencedWritten: UInt64 = 0
+    /// Numbered messages taken for writing so far (the last one's ordinal): the one count
+    /// behind every `seq` a client sees.
+    var ordinalsWritten: UInt64 = 0
 
     init(outbound: OutboundQueue<OutgoingMessage>) {
         self.outbound = outbound

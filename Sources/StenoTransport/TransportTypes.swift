@@ -19,59 +19,77 @@ public enum IncomingMessage: Sendable, Equatable {
     case binary([UInt8])
 }
 
-/// A message to send, encoded once and shareable between connections (a broadcast
-/// final goes to every viewer without another copy of its bytes).
+/// A message to send. Its bytes are shared, not copied, between the connections it goes to
+/// (a broadcast final to every viewer); each connection copies them once, into the frame it
+/// writes.
 public struct OutgoingMessage: Sendable {
     public enum Kind: Sendable, Equatable { case text, binary }
 
     public let kind: Kind
     public let delivery: OutboundDelivery
-    /// Numbered as it is written, by `TransportConfiguration.sequencer`.
-    public let sequenced: Bool
-    let frame: FrameBuffer
+    public let bytes: [UInt8]
+    /// Where the connection writes the message's ordinal as it writes the message: the decimal
+    /// number 1, 2, 3 … of this message among the numbered messages written to that
+    /// connection replaces these bytes. Numbering at write time keeps the numbers gapless
+    /// even when unsent replaceable messages were dropped. nil: not numbered.
+    public let ordinalSlot: Range<Int>?
 
-    public init(kind: Kind, bytes: some Collection<UInt8>, delivery: OutboundDelivery = .mustDeliver,
-                sequenced: Bool = false) {
+    public init(kind: Kind, bytes: [UInt8], delivery: OutboundDelivery = .mustDeliver, ordinalSlot: Range<Int>? = nil) {
         self.kind = kind
         self.delivery = delivery
-        self.sequenced = sequenced
-        frame = FrameBuffer(copying: bytes)
+        self.bytes = bytes
+        self.ordinalSlot = ordinalSlot.map { $0.clamped(to: 0..<bytes.count) }
     }
 
     public static func text(_ text: String, delivery: OutboundDelivery = .mustDeliver) -> OutgoingMessage {
-        OutgoingMessage(kind: .text, bytes: text.utf8, delivery: delivery)
+        OutgoingMessage(kind: .text, bytes: Array(text.utf8), delivery: delivery)
     }
 
-    public static func binary(_ bytes: some Collection<UInt8>, delivery: OutboundDelivery = .mustDeliver) -> OutgoingMessage {
+    public static func binary(_ bytes: [UInt8], delivery: OutboundDelivery = .mustDeliver) -> OutgoingMessage {
         OutgoingMessage(kind: .binary, bytes: bytes, delivery: delivery)
     }
 
     /// Payload size in bytes (what counts against the outbound limit).
-    public var byteCount: Int { frame.payloadCount }
+    public var byteCount: Int { bytes.count }
 }
 
 /// Payload bytes with `LWS_PRE` bytes of headroom in front, as `lws_write` needs.
 ///
 /// `@unchecked Sendable`: the payload is written once in `init` and never changed.
 /// The headroom is scratch space that `lws_write` fills with the frame header; it is
-/// only ever touched on the lws service thread, one write at a time, so sharing one
-/// buffer between connections is safe.
+/// only ever touched on the lws service thread, one write at a time.
 final class FrameBuffer: @unchecked Sendable {
     let storage: UnsafeMutableRawPointer
     let payloadCount: Int
 
-    init(copying bytes: some Collection<UInt8>) {
+    /// `message`'s bytes, with `ordinal` written in its slot if it has one.
+    init(_ message: OutgoingMessage, ordinal: UInt64) {
         let pre = steno_lws_pre
-        let count = bytes.count
+        var digits: [UInt8] = []
+        let slot = message.ordinalSlot ?? 0..<0
+        if message.ordinalSlot != nil {
+            var n = ordinal
+            repeat {
+                digits.append(UInt8(ascii: "0") + UInt8(n % 10))
+                n /= 10
+            } while n > 0
+            digits.reverse()
+        }
+        let bytes = message.bytes
+        let count = bytes.count - slot.count + digits.count
         payloadCount = count
         storage = UnsafeMutableRawPointer.allocate(byteCount: pre + max(count, 1), alignment: 16)
-        let payload = UnsafeMutableRawBufferPointer(start: storage + pre, count: count)
-        let copied: Void? = bytes.withContiguousStorageIfAvailable { src in
-            payload.copyMemory(from: UnsafeRawBufferPointer(src))
+        let out = storage + pre
+        bytes.withUnsafeBytes { src in
+            guard let base = src.baseAddress else { return }
+            out.copyMemory(from: base, byteCount: slot.lowerBound)
+            let tail = bytes.count - slot.upperBound
+            if tail > 0 {
+                (out + slot.lowerBound + digits.count).copyMemory(from: base + slot.upperBound, byteCount: tail)
+            }
         }
-        if copied == nil {
-            var i = 0
-            for b in bytes { payload[i] = b; i += 1 }
+        digits.withUnsafeBytes { d in
+            if let base = d.baseAddress { (out + slot.lowerBound).copyMemory(from: base, byteCount: d.count) }
         }
     }
 

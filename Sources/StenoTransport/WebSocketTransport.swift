@@ -41,8 +41,7 @@ public final class WebSocketTransport: Sendable {
 
     public init(configuration: TransportConfiguration) {
         self.configuration = configuration
-        handle = TransportHandle(outboundByteLimit: configuration.outboundByteLimit,
-                                 sequencer: configuration.sequencer)
+        handle = TransportHandle(outboundByteLimit: configuration.outboundByteLimit)
     }
 
     deinit {

@@ -24,11 +24,6 @@ import Testing
         #expect(q.dequeue() == nil)
     }
 
-    @Test func defaultLimitIsOneMebibyte() {
-        let q = OutboundQueue<Int>()
-        #expect(q.byteLimit == 1 << 20)
-    }
-
     @Test func mustDeliverOverflowIsReportedAndNothingIsDropped() {
         var q = OutboundQueue<String>(byteLimit: 100)
         #expect(q.enqueue("f1", size: 60) == .queued)
@@ -107,47 +102,5 @@ import Testing
         let volatiles = got.filter { $0 >= volatileBase }
         #expect(volatiles == volatiles.sorted())
         #expect(volatiles.last == volatileBase + 4998)
-    }
-}
-
-@Suite struct InboundBudgetTests {
-    @Test func defaultHighWaterIsTenSeconds() {
-        #expect(InboundBudget().highWater == 10)
-        #expect(InboundBudget().lowWater == 5)
-    }
-
-    @Test func pausesWhenFullAndResumesOnlyAtHalf() {
-        var b = InboundBudget(highWaterSeconds: 10)
-        #expect(b.received(4) == .none)
-        #expect(b.received(5.9) == .none)
-        #expect(b.received(0.1) == .pause)
-        #expect(b.isPaused)
-        // Audio already in flight while paused is counted, and pause is said once.
-        #expect(b.received(1) == .none)
-        #expect(b.pending == 11)
-        #expect(b.analyzed(3) == .none)   // 8 s: still above half
-        #expect(b.analyzed(2.5) == .none) // 5.5 s
-        #expect(b.isPaused)
-        #expect(b.analyzed(0.5) == .resume) // 5 s: drained to half
-        #expect(!b.isPaused)
-        #expect(b.analyzed(1) == .none)
-        #expect(b.received(1) == .none)    // 5 s: below the high-water mark again
-    }
-
-    @Test func analyzedNeverGoesNegative() {
-        var b = InboundBudget(highWaterSeconds: 2)
-        _ = b.received(1)
-        #expect(b.analyzed(5) == .none)
-        #expect(b.pending == 0)
-        #expect(b.received(1.5) == .none)
-        #expect(b.received(0.5) == .pause)
-    }
-
-    @Test func resetResumes() {
-        var b = InboundBudget(highWaterSeconds: 1)
-        #expect(b.received(2) == .pause)
-        #expect(b.reset() == .resume)
-        #expect(b.pending == 0)
-        #expect(b.reset() == .none)
     }
 }

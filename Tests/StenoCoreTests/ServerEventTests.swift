@@ -103,15 +103,6 @@ func word(_ text: String, _ start: Double, _ end: Double, _ confidence: Double =
         #expect(!ServerEvent.final(result(0, 0, "a"), includeWords: true).encoded(seq: 1).isReplaceable)
         #expect(!ServerEvent.error(StenoError(.badAudio, "")).encoded(seq: 1).isReplaceable)
     }
-
-    @Test func resequencing() {
-        let event = ServerEvent.finalized(through: 1.5).encoded(seq: 9)
-        let renumbered = event.resequenced(10)
-        #expect(renumbered.text == #"{"type":"finalized","seq":10,"through":1.5}"#)
-        #expect(renumbered.seq == 10)
-        #expect(renumbered.resequenced(3).text == #"{"type":"finalized","seq":3,"through":1.5}"#)
-        #expect(renumbered.resequenced(3) == ServerEvent.finalized(through: 1.5).encoded(seq: 3))
-    }
 }
 
 @Suite struct UTCTimeTests {
@@ -136,21 +127,18 @@ func word(_ text: String, _ start: Double, _ end: Double, _ confidence: Double =
     }
 }
 
-@Suite struct ViewerFeedTests {
-    @Test func welcomeThenRelayWithOwnSeq() {
-        var feed = ViewerFeed(channel: "studio-a", startedAt: UTCTime(millisecondsSince1970: 0))
-        let welcome = feed.welcome(backfill: [result(0, 1, "one"), result(1, 2, "two")],
-                                   showingVolatile: result(2, 3, "thr"), includeWords: false)
-        #expect(welcome.map(\.text) == [
+@Suite struct ViewerWelcomeTests {
+    @Test func joinedThenBackfillThenTheVolatileShowing() {
+        let welcome = ViewerWelcome.events(channel: "studio-a", startedAt: UTCTime(millisecondsSince1970: 0),
+                                           backfill: [result(0, 1, "one"), result(1, 2, "two")],
+                                           showingVolatile: result(2, 3, "thr"), includeWords: false)
+        #expect(welcome.enumerated().map { $0.element.numbered(UInt64($0.offset + 1)).text } == [
             #"{"type":"joined","seq":1,"channel":"studio-a","startedAt":"1970-01-01T00:00:00.000Z"}"#,
             #"{"type":"final","seq":2,"start":0,"end":1,"text":"one"}"#,
             #"{"type":"final","seq":3,"start":1,"end":2,"text":"two"}"#,
             #"{"type":"volatile","seq":4,"start":2,"end":3,"text":"thr"}"#,
         ])
-        #expect(feed.relay(ServerEvent.progress(received: 1, analyzed: 1).encoded(seq: 40)) == nil)
-        #expect(feed.relay(ServerEvent.finalized(through: 1).encoded(seq: 41)) == nil)
-        #expect(feed.relay(ServerEvent.speech(.ended, at: 3).encoded(seq: 42))?.text
-            == #"{"type":"speech","seq":5,"state":"ended","at":3}"#)
-        #expect(feed.relay(ServerEvent.final(result(2, 3, "three"), includeWords: false).encoded(seq: 43))?.seq == 6)
+        #expect(ViewerWelcome.events(channel: "c", startedAt: UTCTime(millisecondsSince1970: 0), backfill: [],
+                                     showingVolatile: result(0, 0, ""), includeWords: true).map(\.kind) == [.joined])
     }
 }

@@ -3,7 +3,8 @@ import Testing
 
 // MARK: - Harness
 
-/// Drives a SessionMachine and keeps a readable log of what it asked for.
+/// Drives a SessionMachine and keeps a readable log of what it asked for. It numbers the
+/// events it is sent as the connection would (the machine leaves `seq` to the connection).
 struct Harness {
     var machine: SessionMachine
     var now: Double = 100
@@ -24,9 +25,18 @@ struct Harness {
     /// Feeds one input; returns its actions described as short strings.
     @discardableResult
     mutating func feed(_ input: SessionInput) -> [String] {
-        let actions = machine.handle(input)
+        var actions: [SessionAction] = []
+        for action in machine.handle(input) {
+            guard case .send(let event) = action else {
+                actions.append(action)
+                continue
+            }
+            #expect(event.seq == 0, "the machine does not number events")
+            let numbered = event.numbered(UInt64(sent.count + 1))
+            sent.append(numbered)
+            actions.append(.send(numbered))
+        }
         all += actions
-        for case .send(let event) in actions { sent.append(event) }
         return actions.map(Self.describe)
     }
 
@@ -89,6 +99,10 @@ struct Harness {
             return "end"
         case .cancelPipeline:
             return "cancelPipeline"
+        case .pauseReading:
+            return "pause"
+        case .resumeReading:
+            return "resume"
         case .close(let code, let reason):
             return "close \(code) \(reason)"
         }
@@ -290,6 +304,23 @@ let everyInput: [SessionInput] = [
 // MARK: - Results, finalize, end, cancel
 
 @Suite struct SessionFlowTests {
+    @Test func readingPausesAtTheBufferAndResumesAtHalfOfIt() {
+        var h = Harness(limits: SessionLimits(bufferSeconds: 2))
+        h.start()
+        #expect(h.audio(Harness.pcm(seconds: 1)) == ["audio 0+1"])
+        #expect(h.audio(Harness.pcm(seconds: 1)) == ["audio 1+1", "pause"])
+        #expect(h.machine.isReadingPaused)
+        // What was already in flight is still taken, and the pause is not repeated.
+        #expect(h.audio(Harness.pcm(seconds: 0.5)) == ["audio 2+0.5"])
+        #expect(h.results([], analyzed: 1) == [], "1.5 s still waiting")
+        #expect(h.results([], analyzed: 1.5) == ["resume"], "down to half the buffer")
+        #expect(!h.machine.isReadingPaused)
+        #expect(h.results([], analyzed: 2.5) == [])
+        #expect(h.audio(Harness.pcm(seconds: 2)) == ["audio 2.5+2", "pause"])
+        // Closing needs no resume: nothing follows a close.
+        #expect(h.text(#"{"type":"cancel"}"#).last == "close 1000 cancelled")
+    }
+
     @Test func resultsBecomeEventsWithIncreasingSeq() {
         var h = Harness()
         h.start()

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import StenoCore
 import Testing
@@ -140,6 +141,43 @@ import StenoTestSupport
         for (_, id) in clients { #expect(server.handle.send(id, shared) == .queued) }
         for (c, _) in clients { #expect(try c.receive() == .text(#"{"type":"final","text":"hello all"}"#)) }
         #expect(server.handle.connectionCount == 5)
+    }
+
+    @Test func eachConnectionNumbersItsMessagesAsItWritesThem() throws {
+        var settings = TestControl.Settings()
+        settings.echo = false
+        let server = try TestServer(settings)
+        let (a, aID) = try server.connect()
+        let (b, bID) = try server.connect()
+        @Sendable func numbered(_ text: String, replaceable: Bool = false) -> OutgoingMessage {
+            let bytes = Array(#"{"n":0,"t":"\#(text)"}"#.utf8)
+            return OutgoingMessage(kind: .text, bytes: bytes, delivery: replaceable ? .replaceable(key: "v") : .mustDeliver,
+                                   ordinalSlot: 5..<6)
+        }
+        // Queued on the service thread, so nothing is written before all are queued: the
+        // replaced message leaves no gap, and unnumbered messages take no number.
+        let done = DispatchSemaphore(value: 0)
+        let handle = server.handle
+        handle.perform { _ in
+            handle.send(aID, numbered("first"))
+            handle.send(aID, numbered("v1", replaceable: true))
+            handle.send(aID, .binary([1, 2]))
+            handle.send(aID, numbered("v2", replaceable: true))
+            handle.send(aID, numbered("last"))
+            handle.send(bID, numbered("other"))
+            done.signal()
+        }
+        done.wait()
+        #expect(try a.receive() == .text(#"{"n":1,"t":"first"}"#))
+        #expect(try a.receive() == .binary([1, 2]))
+        #expect(try a.receive() == .text(#"{"n":2,"t":"v2"}"#))
+        #expect(try a.receive() == .text(#"{"n":3,"t":"last"}"#))
+        #expect(try b.receive() == .text(#"{"n":1,"t":"other"}"#), "numbers are per connection")
+        // Numbers of ten digits and more fit, and an empty slot is an insertion.
+        for _ in 2...1_000 { server.handle.send(bID, OutgoingMessage(kind: .text, bytes: [], ordinalSlot: 0..<0)) }
+        var last = WebSocketTestClient.Message.text("")
+        for _ in 2...1_000 { last = try b.receive() }
+        #expect(last == .text("1000"))
     }
 
     @Test func pausedReadingReceivesNothingAndResumeDeliversEverything() throws {
