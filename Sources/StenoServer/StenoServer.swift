@@ -32,13 +32,11 @@ public final class StenoServer: Sendable {
         metrics.attach(pool: pool)
         self.pool = pool
 
-        var configuration = TransportConfiguration()
-        configuration.host = options.host
-        configuration.port = options.port
+        var configuration = TransportConfiguration(
+            host: options.host, port: options.port,
+            maxMessageSize: options.maxFrameBytes, outboundByteLimit: options.outboundBytes)
         configuration.tlsCertificatePath = options.tls?.certificatePath
         configuration.tlsKeyPath = options.tls?.privateKeyPath
-        configuration.maxMessageSize = options.maxFrameBytes
-        configuration.outboundByteLimit = options.outboundBytes
         configuration.keepAliveSeconds = options.keepAlive.map { Int($0.inSeconds.rounded()) } ?? 0
         configuration.serverName = "steno/\(Self.version)"
         configuration.log = { level, message in
@@ -75,10 +73,8 @@ public final class StenoServer: Sendable {
     public func start() throws -> Int {
         let service = Router(context: context, options: options, registry: sessions)
         let port = try transport.start(delegate: service)
-        let scheme = options.tls == nil ? "http" : "https"
-        let host = options.host.contains(":") ? "[\(options.host)]" : options.host
-        log.info("listening on \(scheme)://\(host):\(port) (web client at /, sessions at /v1/stream), "
-            + "\(options.workers) workers, at most \(options.maxSessions) sessions")
+        // Where it listens is announced once, by whoever started it (`steno serve` prints it).
+        log.info("serving with \(options.workers) workers, at most \(options.maxSessions) sessions")
         return port
     }
 

@@ -20,16 +20,16 @@ public typealias TransportLogHandler = @Sendable (TransportLogLevel, String) -> 
 /// Settings of the WebSocket/HTTP transport.
 public struct TransportConfiguration: Sendable {
     /// Address to listen on: an IPv4/IPv6 address, or `""`/`"0.0.0.0"`/`"::"` for all.
-    public var host: String = "127.0.0.1"
+    public var host: String
     /// Port; 0 picks a free one (read it from `WebSocketTransport.start()`).
-    public var port: Int = 8080
+    public var port: Int
     /// PEM certificate and key paths; both set means TLS (wss/https).
     public var tlsCertificatePath: String?
     public var tlsKeyPath: String?
     /// Largest incoming message (all fragments together), in bytes.
-    public var maxMessageSize: Int = 64 * 1024
+    public var maxMessageSize: Int
     /// Largest amount of unsent outbound data per connection, in bytes.
-    public var outboundByteLimit: Int = 1 << 20
+    public var outboundByteLimit: Int
     /// How often the delegate's `tick()` runs, in seconds.
     public var tickInterval: Double = 0.25
     /// After `close(…)`, how long queued messages may take to flush before the
@@ -42,7 +42,13 @@ public struct TransportConfiguration: Sendable {
     public var serverName: String = "steno"
     public var log: TransportLogHandler = TransportConfiguration.standardErrorLog
 
-    public init() {}
+    /// The settings a service must choose; the rest have defaults.
+    public init(host: String, port: Int, maxMessageSize: Int, outboundByteLimit: Int) {
+        self.host = host
+        self.port = port
+        self.maxMessageSize = maxMessageSize
+        self.outboundByteLimit = outboundByteLimit
+    }
 
     public var usesTLS: Bool { tlsCertificatePath != nil && tlsKeyPath != nil }
 

@@ -33,7 +33,7 @@ public final class TransportHandle: Sendable {
             // In place (no copy of the connection's queue is ever held, so enqueuing
             // never copies its storage).
             let outcome = s.modify(id) { c -> (SendResult, Bool)? in
-                if c.closeRequested { return nil }
+                if c.closeRequest != nil { return nil }
                 let result = c.outbound.enqueue(message, size: message.byteCount, delivery: message.delivery)
                 if result == .overflow { return (.overflow, false) }
                 let schedule = !c.writeScheduled
@@ -58,12 +58,12 @@ public final class TransportHandle: Sendable {
         let code = TransportHandle.mayBeSent(code) ? code : 1011
         state.withLock { s in
             let first = s.modify(id) { c -> Bool in
-                if c.closeRequested { return false }
-                c.closeRequested = true
+                if c.closeRequest != nil { return false }
+                c.closeRequest = (code, reason)
                 if discardQueued { c.outbound.removeAll() }
                 return true
             }
-            if first == true { s.post(.close(id, code: code, reason: reason), wake: wake) }
+            if first == true { s.post(.close(id), wake: wake) }
         }
     }
 
@@ -122,6 +122,11 @@ public final class TransportHandle: Sendable {
         // The queue (and its frames) is released outside the lock.
         let removed = state.withLock { s in s.connections.removeValue(forKey: id) }
         _ = removed
+    }
+
+    /// The close requested for `id`, if any.
+    func closeRequest(_ id: ConnectionID) -> (code: UInt16, reason: String)? {
+        state.withLock { $0.connections[id]?.closeRequest }
     }
 
     /// The next frame to write to `id` (numbered, if its message has an ordinal slot), and
@@ -199,8 +204,8 @@ struct LwsContextRef: @unchecked Sendable {
 /// Per-connection state shared between callers of `send` and the service thread.
 struct SharedConnection: Sendable {
     var outbound: OutboundQueue<OutgoingMessage>
-    /// A close was requested: no more sends.
-    var closeRequested = false
+    /// The close requested (code and reason, sent once the queue is written): no more sends.
+    var closeRequest: (code: UInt16, reason: String)?
     /// The service thread has been (or will be) asked for a WRITEABLE callback.
     var writeScheduled = false
     /// Numbered messages taken for writing so far (the last one's ordinal): the one count
@@ -214,7 +219,7 @@ struct SharedConnection: Sendable {
 
 enum ServiceCommand: Sendable {
     case writable(ConnectionID)
-    case close(ConnectionID, code: UInt16, reason: String)
+    case close(ConnectionID)
     case setReading(ConnectionID, Bool)
     case perform(@Sendable (any TransportDelegate) -> Void)
 }

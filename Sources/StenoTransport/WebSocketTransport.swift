@@ -83,10 +83,6 @@ public final class WebSocketTransport: Sendable {
         switch outcome.withLock({ $0 }) {
         case .success(let port):
             run.withLock { $0 = .running(loop: loop, ended: ended) }
-            let scheme = configuration.usesTLS ? "wss" : "ws"
-            let web = configuration.usesTLS ? "https" : "http"
-            let host = configuration.host.contains(":") ? "[\(configuration.host)]" : (configuration.host.isEmpty ? "0.0.0.0" : configuration.host)
-            configuration.log(.info, "listening on \(scheme)://\(host):\(port) (\(web) on the same port)")
             return port
         case .failure(let error):
             ended.wait()

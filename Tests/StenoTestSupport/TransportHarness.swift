@@ -150,9 +150,8 @@ public final class TestServer {
 
     public init(_ settings: TestControl.Settings = .init(), configure: (inout TransportConfiguration) -> Void = { _ in }) throws {
         let control = TestControl(settings)
-        var config = TransportConfiguration()
-        config.host = "127.0.0.1"
-        config.port = 0
+        var config = TransportConfiguration(host: "127.0.0.1", port: 0, maxMessageSize: 64 * 1024,
+                                            outboundByteLimit: 1 << 20)
         config.log = { level, line in control.logLines.withLock { $0.append("\(level): \(line)") } }
         configure(&config)
         transport = WebSocketTransport(configuration: config)

@@ -149,65 +149,40 @@ import StenoTestSupport
         let (dir, cert, key) = try Self.makeCertificate()
         defer { try? FileManager.default.removeItem(at: dir) }
         var settings = TestControl.Settings()
-        print("TLSDBG 3", ContinuousClock.now)
         settings.routes["/healthz"] = HTTPResponse(status: 200, contentType: "application/json", text: #"{"status":"ok"}"#)
-        print("TLSDBG 4", ContinuousClock.now)
         let server = try TestServer(settings) { config in
             config.tlsCertificatePath = cert
             config.tlsKeyPath = key
         }
-        print("TLSDBG 8", ContinuousClock.now)
-        #expect(server.control.logLines.withLock { $0 }.contains { $0.contains("listening on wss://127.0.0.1:\(server.port)") })
-        print("TLSDBG 9", ContinuousClock.now)
+        #expect(server.transport.configuration.usesTLS)
 
         let (client, id) = try server.connect(tls: true)
-        print("TLSDBG 11", ContinuousClock.now)
         try client.sendText("over tls")
-        print("TLSDBG 12", ContinuousClock.now)
         #expect(try client.receive() == .text("over tls"))
-        print("TLSDBG 13", ContinuousClock.now)
         let bytes = (0..<50_000).map { UInt8(truncatingIfNeeded: $0) }
-        print("TLSDBG 14", ContinuousClock.now)
         try client.sendBinary(bytes, fragmentSize: 9000)
-        print("TLSDBG 15", ContinuousClock.now)
         #expect(try client.receive() == .binary(bytes))
-        print("TLSDBG 16", ContinuousClock.now)
         server.handle.send(id, .text("pushed"))
-        print("TLSDBG 17", ContinuousClock.now)
         #expect(try client.receive() == .text("pushed"))
-        print("TLSDBG 18", ContinuousClock.now)
         let (_, close) = try client.close(code: 1000)
-        print("TLSDBG 19", ContinuousClock.now)
         #expect(close == .close(code: 1000, reason: ""))
-        print("TLSDBG 20", ContinuousClock.now)
 
         let https = try HTTPTestClient.get(port: server.port, "/healthz", tls: true)
-        print("TLSDBG 22", ContinuousClock.now)
         #expect(https.status == 200)
-        print("TLSDBG 23", ContinuousClock.now)
         #expect(https.bodyText == #"{"status":"ok"}"#)
-        print("TLSDBG 24", ContinuousClock.now)
 
         // Plain HTTP on the TLS port is refused without harm.
         let plain = try TestStream.tcp(port: server.port)
-        print("TLSDBG 27", ContinuousClock.now)
         try? plain.write(Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
-        print("TLSDBG 28", ContinuousClock.now)
         _ = try? plain.readToEnd(deadline: Deadline(15))
-        print("TLSDBG 29", ContinuousClock.now)
         plain.close()
-        print("TLSDBG 30", ContinuousClock.now)
         let (again, _) = try server.connect(tls: true)
-        print("TLSDBG 31", ContinuousClock.now)
         try again.sendText("again")
-        print("TLSDBG 32", ContinuousClock.now)
         #expect(try again.receive() == .text("again"))
-        print("TLSDBG 33", ContinuousClock.now)
     }
 
     @Test func aMissingCertificateFailsToStart() throws {
-        var config = TransportConfiguration()
-        config.port = 0
+        var config = TransportConfiguration(host: "127.0.0.1", port: 0, maxMessageSize: 65536, outboundByteLimit: 65536)
         config.tlsCertificatePath = "/nonexistent/cert.pem"
         config.tlsKeyPath = "/nonexistent/key.pem"
         config.log = { _, _ in }
@@ -220,8 +195,8 @@ import StenoTestSupport
 
     @Test func aTakenPortFailsToStart() throws {
         let first = try TestServer()
-        var config = TransportConfiguration()
-        config.port = first.port
+        var config = TransportConfiguration(host: "127.0.0.1", port: first.port, maxMessageSize: 65536,
+                                            outboundByteLimit: 65536)
         config.log = { _, _ in }
         let transport = WebSocketTransport(configuration: config)
         #expect(throws: WebSocketTransport.StartError.self) {

@@ -1,0 +1,73 @@
+/// Joins the pieces of one connection's incoming WebSocket messages, as libwebsockets hands
+/// them over (a message may arrive in several RECEIVE callbacks), and enforces the size limit
+/// on whole messages, fragments together. Pure: no lws, no I/O, testable without sockets.
+struct MessageAssembler {
+    enum Outcome: Equatable {
+        /// The message is not complete yet (or is being dropped).
+        case pending
+        /// A complete message.
+        case message(IncomingMessage)
+        /// The message went over the limit: what was buffered is dropped, and so is the rest
+        /// of it as it arrives. Reported once per message.
+        case tooLarge
+    }
+
+    /// Largest message accepted, in bytes.
+    let limit: Int
+    private var buffer: [UInt8] = []
+    private var inMessage = false
+    private var isBinary = false
+    private var discarding = false
+
+    init(limit: Int) {
+        self.limit = limit
+    }
+
+    /// One piece of a message: `binary` is the message's type (read with its first piece),
+    /// `final` whether this piece ends it.
+    mutating func receive(_ piece: UnsafeRawBufferPointer, binary: Bool, final: Bool) -> Outcome {
+        if !inMessage {
+            inMessage = true
+            isBinary = binary
+            discarding = false
+            // The common case: a whole message in one piece, with a single copy out of
+            // lws's buffer.
+            if final && piece.count <= limit {
+                inMessage = false
+                return .message(Self.message(binary: isBinary, piece))
+            }
+        }
+        var outcome = Outcome.pending
+        if !discarding {
+            if buffer.count + piece.count > limit {
+                discarding = true
+                buffer = []
+                outcome = .tooLarge
+            } else {
+                buffer.append(contentsOf: piece)
+            }
+        }
+        if final {
+            inMessage = false
+            let bytes = buffer
+            buffer = []
+            if !discarding {
+                // The joined fragments are handed over as they are (no copy).
+                outcome = .message(isBinary ? .binary(bytes) : .text(String(decoding: bytes, as: UTF8.self)))
+            }
+            discarding = false
+        }
+        return outcome
+    }
+
+    /// Forgets a message in progress (the connection is closing).
+    mutating func reset() {
+        buffer = []
+        inMessage = false
+        discarding = false
+    }
+
+    private static func message(binary: Bool, _ bytes: UnsafeRawBufferPointer) -> IncomingMessage {
+        binary ? .binary([UInt8](bytes)) : .text(String(decoding: bytes, as: UTF8.self))
+    }
+}

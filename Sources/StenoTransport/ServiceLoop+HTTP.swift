@@ -1,0 +1,186 @@
+import CLibWebSockets
+import CLwsShims
+import Foundation
+import StenoCore
+import Synchronization
+
+extension ServiceLoop {
+    // MARK: - HTTP
+
+    func http(_ wsi: OpaquePointer) -> Int32 {
+        var uriPointer: UnsafeMutablePointer<CChar>?
+        var uriLength: Int32 = 0
+        let m = lws_http_get_uri_and_method(wsi, &uriPointer, &uriLength)
+        let path: String
+        if let uriPointer, uriLength >= 0 {
+            path = String(decoding: UnsafeRawBufferPointer(start: uriPointer, count: Int(uriLength)), as: UTF8.self)
+        } else {
+            path = "/"
+        }
+        let method: HTTPMethod
+        switch m {
+        case Int32(LWSHUMETH_GET): method = .get
+        case Int32(LWSHUMETH_HEAD): method = .head
+        default: method = .other(Self.methodName(m))
+        }
+        let isHead = method == .head
+        guard method == .get || isHead else {
+            let response = HTTPResponse.plain(status: 405, headers: [("Allow", "GET, HEAD")])
+            return startHTTPResponse(wsi, response, includeBody: true, close: true)
+        }
+        let request = HTTPRequest(method: method, path: path, query: queryItems(wsi), headers: requestHeaders(wsi), remoteAddress: peerAddress(wsi))
+        let response = delegate.http(request) ?? .plain(status: 404)
+        drainCommands()
+        return startHTTPResponse(wsi, response, includeBody: !isHead, close: false)
+    }
+
+    static func methodName(_ m: Int32) -> String {
+        switch m {
+        case Int32(LWSHUMETH_POST): "POST"
+        case Int32(LWSHUMETH_OPTIONS): "OPTIONS"
+        case Int32(LWSHUMETH_PUT): "PUT"
+        case Int32(LWSHUMETH_PATCH): "PATCH"
+        case Int32(LWSHUMETH_DELETE): "DELETE"
+        case Int32(LWSHUMETH_CONNECT): "CONNECT"
+        default: "UNKNOWN"
+        }
+    }
+
+    func startHTTPResponse(_ wsi: OpaquePointer, _ response: HTTPResponse, includeBody: Bool, close: Bool) -> Int32 {
+        guard let bytes = encodeResponse(wsi, response, includeBody: includeBody, close: close) else { return -1 }
+        httpResponses[wsi] = PendingHTTPResponse(bytes: bytes, closeAfter: close)
+        lws_callback_on_writable(wsi)
+        return 0
+    }
+
+    func httpWriteable(_ wsi: OpaquePointer) -> Int32 {
+        guard let pending = httpResponses[wsi] else { return 0 }
+        let remaining = pending.bytes.count - pending.offset
+        let n = min(remaining, LwsContextStorage.httpChunk)
+        let last = n == remaining
+        let pre = steno_lws_pre
+        pending.bytes.withUnsafeBytes { src in
+            (storage.httpScratch + pre).copyMemory(from: src.baseAddress! + pending.offset, byteCount: n)
+        }
+        let written = lws_write(wsi, (storage.httpScratch + pre).assumingMemoryBound(to: UInt8.self), n,
+                                last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP)
+        if written < n { return -1 }
+        pending.offset += n
+        if !last {
+            lws_callback_on_writable(wsi)
+            return 0
+        }
+        httpResponses[wsi] = nil
+        if pending.closeAfter { return -1 }
+        // Ready for the next request on a keep-alive connection, or close.
+        return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
+    }
+
+    /// Status line and headers (made by lws, which knows the request's HTTP
+    /// version and adds the `Server` header), then the body.
+    func encodeResponse(_ wsi: OpaquePointer, _ response: HTTPResponse, includeBody: Bool, close: Bool) -> [UInt8]? {
+        var fields: [(String, String)] = [("content-type:", response.contentType),
+                                          ("content-length:", String(response.body.count))]
+        for h in response.headers {
+            fields.append((Self.headerToken(h.name) + ":", Self.headerValue(h.value)))
+        }
+        if close { fields.append(("connection:", "close")) }
+        let capacity = 512 + fields.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count + 4 }
+        var header = [UInt8](repeating: 0, count: capacity)
+        let length: Int? = header.withUnsafeMutableBufferPointer { buf -> Int? in
+            let start = buf.baseAddress!
+            let end = start + buf.count
+            var p: UnsafeMutablePointer<UInt8>? = start
+            let status = UInt32(clamping: max(100, min(999, response.status)))
+            if lws_add_http_header_status(wsi, status, &p, end) != 0 { return nil }
+            for (name, value) in fields {
+                let failed = name.withCString { n in
+                    value.withCString { v in
+                        lws_add_http_header_by_name(wsi, UnsafeRawPointer(n).assumingMemoryBound(to: UInt8.self),
+                                                    UnsafeRawPointer(v).assumingMemoryBound(to: UInt8.self),
+                                                    Int32(value.utf8.count), &p, end) != 0
+                    }
+                }
+                if failed { return nil }
+            }
+            if lws_finalize_http_header(wsi, &p, end) != 0 { return nil }
+            guard let p else { return nil }
+            return p - start
+        }
+        guard let length else { return nil }
+        header.removeSubrange(length...)
+        if includeBody { header.append(contentsOf: response.body) }
+        return header
+    }
+
+    /// A header name reduced to token characters (no injection of other fields).
+    static func headerToken(_ name: String) -> String {
+        String(name.lowercased().unicodeScalars.filter { c in
+            c.isASCII && (c.properties.isAlphabetic || ("0"..."9").contains(c) || "-_.!#$%&'*+^`|~".unicodeScalars.contains(c))
+        }.map(Character.init))
+    }
+
+    /// A header value without control characters (no CR/LF injection).
+    static func headerValue(_ value: String) -> String {
+        String(value.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7f }.map(Character.init))
+    }
+
+    // MARK: - Request details
+
+    func headerValue(_ wsi: OpaquePointer, _ token: lws_token_indexes) -> String? {
+        let total = Int(lws_hdr_total_length(wsi, token))
+        guard total > 0 else { return nil }
+        var buffer = [CChar](repeating: 0, count: total + 1)
+        let n = lws_hdr_copy(wsi, &buffer, Int32(buffer.count), token)
+        guard n >= 0 else { return nil }
+        return String(decoding: buffer[0..<Int(n)].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    func uriPath(_ wsi: OpaquePointer) -> String? {
+        headerValue(wsi, WSI_TOKEN_GET_URI)
+    }
+
+    func requestHeaders(_ wsi: OpaquePointer) -> HTTPHeaders {
+        var headers = HTTPHeaders()
+        let wanted: [(String, lws_token_indexes)] = [
+            ("authorization", WSI_TOKEN_HTTP_AUTHORIZATION),
+            ("origin", WSI_TOKEN_ORIGIN),
+            ("host", WSI_TOKEN_HOST),
+            ("user-agent", WSI_TOKEN_HTTP_USER_AGENT),
+            ("sec-websocket-protocol", WSI_TOKEN_PROTOCOL),
+            ("x-forwarded-for", WSI_TOKEN_X_FORWARDED_FOR),
+        ]
+        for (name, token) in wanted {
+            if let v = headerValue(wsi, token) { headers.add(name, v) }
+        }
+        return headers
+    }
+
+    /// Query parameters: lws splits them at `&` and percent-decodes each.
+    func queryItems(_ wsi: OpaquePointer) -> [QueryItem] {
+        let total = Int(lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_URI_ARGS))
+        guard total > 0 else { return [] }
+        var buffer = [CChar](repeating: 0, count: total + 1)
+        var items: [QueryItem] = []
+        var index: Int32 = 0
+        while index < 256 {
+            let n = lws_hdr_copy_fragment(wsi, &buffer, Int32(buffer.count), WSI_TOKEN_HTTP_URI_ARGS, index)
+            if n < 0 { break }
+            index += 1
+            let text = String(decoding: buffer[0..<Int(n)].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            if text.isEmpty { continue }
+            if let eq = text.firstIndex(of: "=") {
+                items.append(QueryItem(name: String(text[..<eq]), value: String(text[text.index(after: eq)...])))
+            } else {
+                items.append(QueryItem(name: text, value: ""))
+            }
+        }
+        return items
+    }
+
+    func peerAddress(_ wsi: OpaquePointer) -> String {
+        var buffer = [CChar](repeating: 0, count: 64)
+        guard lws_get_peer_simple(wsi, &buffer, buffer.count) != nil else { return "" }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

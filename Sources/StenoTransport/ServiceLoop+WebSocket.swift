@@ -1,0 +1,144 @@
+import CLibWebSockets
+import CLwsShims
+import Foundation
+import StenoCore
+import Synchronization
+
+extension ServiceLoop {
+    // MARK: - WebSocket connections
+
+    func connectionID(of wsi: OpaquePointer) -> ConnectionID? {
+        guard let raw = lws_get_opaque_user_data(wsi) else { return nil }
+        return ConnectionID(rawValue: UInt64(UInt(bitPattern: raw)))
+    }
+
+    func confirmUpgrade(_ wsi: OpaquePointer, upgrade: String) -> Int32 {
+        switch upgrade.lowercased() {
+        case "websocket":
+            break
+        case "h2c":
+            // Not offered (HTTP/1.1 only).
+            return refuse(wsi, .plain(status: 400))
+        default:
+            // lws has already answered an unknown upgrade with 403 itself and still
+            // asks: just hang up.
+            return -1
+        }
+        let request = UpgradeRequest(path: uriPath(wsi) ?? "", query: queryItems(wsi), headers: requestHeaders(wsi), remoteAddress: peerAddress(wsi))
+        let decision = delegate.decideUpgrade(request)
+        defer { drainCommands() }
+        switch decision {
+        case .accept:
+            pendingUpgrades[wsi] = request
+            return 0
+        case .reject(let response):
+            return refuse(wsi, response)
+        }
+    }
+
+    /// Answers an upgrade request with an HTTP response and hangs up. lws 4.1 lets
+    /// HTTP_CONFIRM_UPGRADE write the answer itself (as `lws_return_http_status`
+    /// does) and return -1: the connection is then closed after lws flushed what it
+    /// could not send at once.
+    func refuse(_ wsi: OpaquePointer, _ response: HTTPResponse) -> Int32 {
+        guard let bytes = encodeResponse(wsi, response, includeBody: true, close: true) else { return -1 }
+        let pre = steno_lws_pre
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: pre + bytes.count, alignment: 16)
+        defer { buffer.deallocate() }
+        bytes.withUnsafeBytes { (buffer + pre).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        _ = lws_write(wsi, (buffer + pre).assumingMemoryBound(to: UInt8.self), bytes.count, LWS_WRITE_HTTP_FINAL)
+        return -1
+    }
+
+    func established(_ wsi: OpaquePointer) -> Int32 {
+        guard let request = pendingUpgrades.removeValue(forKey: wsi) else { return -1 }
+        let id = ConnectionID(rawValue: nextID)
+        nextID += 1
+        lws_set_opaque_user_data(wsi, UnsafeMutableRawPointer(bitPattern: UInt(id.rawValue)))
+        let c = LiveConnection(id: id, wsi: wsi, maxMessageSize: configuration.maxMessageSize)
+        connections[id] = c
+        handle.register(id)
+        delegate.opened(id, request: request)
+        drainCommands()
+        return 0
+    }
+
+    /// Data from the peer proves it is there as well as a pong does: without this, a client
+    /// sending audio faster than it is analyzed, whose pong waits in the socket behind audio
+    /// the server is not reading yet (flow control), would be hung up on by the keepalive.
+    /// At most once a second per connection (it moves an lws timer).
+    func confirmAlive(_ c: LiveConnection) {
+        guard configuration.keepAliveSeconds > 0 else { return }
+        let now = ContinuousClock.now
+        if let last = c.lastConfirmed, now - last < .seconds(1) { return }
+        c.lastConfirmed = now
+        lws_validity_confirmed(c.wsi)
+    }
+
+    func receive(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+        guard let id = connectionID(of: wsi), let c = connections[id] else { return -1 }
+        if c.closing != nil { return 0 }  // closing: the session is over
+        confirmAlive(c)
+        let piece = UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length)
+        switch c.assembler.receive(piece, binary: lws_frame_is_binary(wsi) != 0, final: lws_is_final_fragment(wsi) != 0) {
+        case .pending:
+            break
+        case .message(let message):
+            delegate.received(id, message)
+            drainCommands()
+        case .tooLarge:
+            delegate.tooLarge(id, limit: configuration.maxMessageSize)
+            drainCommands()
+        }
+        return 0
+    }
+
+    func writeable(_ wsi: OpaquePointer) -> Int32 {
+        guard let id = connectionID(of: wsi), let c = connections[id] else { return 0 }
+        let (taken, messageKind, more) = handle.takeNext(id)
+        if let frame = taken {
+            let kind = messageKind == .text ? LWS_WRITE_TEXT : LWS_WRITE_BINARY
+            // One lws_write per WRITEABLE. If the socket takes only part of it, lws
+            // keeps the rest and sends it before calling WRITEABLE again.
+            let n = lws_write(wsi, frame.payload, frame.payloadCount, kind)
+            if n < frame.payloadCount { return -1 }
+            if more || c.closing != nil { lws_callback_on_writable(wsi) }
+            return 0
+        }
+        if c.closing != nil, let (code, closeReason) = handle.closeRequest(id) {
+            var reason = Array(closeReason.utf8.prefix(123))
+            while !reason.isEmpty, String(validatingUTF8Bytes: reason) == nil { reason.removeLast() }
+            reason.withUnsafeMutableBufferPointer { r in
+                lws_close_reason(wsi, lws_close_status(UInt32(code)), r.baseAddress, r.count)
+            }
+            return -1
+        }
+        return 0
+    }
+
+    /// The connection on `wsi` is gone: tell the delegate, once.
+    func finish(_ wsi: OpaquePointer) {
+        guard let id = connectionID(of: wsi) else { return }
+        lws_set_opaque_user_data(wsi, nil)
+        guard connections.removeValue(forKey: id) != nil else { return }
+        closing.remove(id)
+        handle.unregister(id)
+        delegate.closed(id)
+        drainCommands()
+    }
+}
+
+private extension String {
+    init?(validatingUTF8Bytes bytes: [UInt8]) {
+        var it = bytes.makeIterator()
+        var decoder = UTF8()
+        loop: while true {
+            switch decoder.decode(&it) {
+            case .scalarValue: continue
+            case .emptyInput: break loop
+            case .error: return nil
+            }
+        }
+        self = String(decoding: bytes, as: UTF8.self)
+    }
+}
