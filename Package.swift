@@ -38,9 +38,9 @@ let package = Package(
         .target(name: "CPocketSphinxShims", dependencies: ["CPocketSphinx"]),
 
         // Generic rooms, nothing Steno-specific: a lock, the worker pool, a metrics registry.
-        .target(name: "StenoSync"),
-        .target(name: "StenoWorkers", dependencies: ["StenoSync"]),
-        .target(name: "StenoPrometheus", dependencies: ["StenoSync"]),
+        .target(name: "StenoSystem", dependencies: ["StenoCore"]),
+        .target(name: "StenoWorkers", dependencies: ["StenoSystem"]),
+        .target(name: "StenoPrometheus", dependencies: ["StenoSystem"]),
 
         // Pure Swift: wire messages, the session state machine, transcripts, captions, flow control.
         .target(name: "StenoCore"),
@@ -51,36 +51,36 @@ let package = Package(
         // The recognizer room: the recognizer protocol, pocketsphinx, the speech detector.
         .target(
             name: "StenoSpeech",
-            dependencies: ["StenoCore", "StenoSync", "CPocketSphinx", "CPocketSphinxShims"]),
+            dependencies: ["StenoCore", "StenoSystem", "CPocketSphinx", "CPocketSphinxShims"]),
         // The session driver: one session's pipeline (decode → resample → recognize), used by
         // `steno transcribe` and by the server.
         .target(
             name: "StenoSession",
-            dependencies: ["StenoCore", "StenoAudio", "StenoSpeech"]),
+            dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoSystem"]),
         // The libwebsockets transport: the only module that touches a wsi.
         .target(
             name: "StenoTransport",
-            dependencies: ["StenoCore", "CLibWebSockets", "CLwsShims"]),
+            dependencies: ["StenoCore", "StenoSystem", "CLibWebSockets", "CLwsShims"]),
         // The service: routes, sessions, channels, Steno's metrics, static files.
         .target(
             name: "StenoServer",
             dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoSession", "StenoTransport",
-                           "StenoWorkers", "StenoPrometheus", "StenoSync"]),
+                           "StenoWorkers", "StenoPrometheus", "StenoSystem"]),
         // The command line: serve, transcribe, and one flag parser for all of them.
         .executableTarget(
             name: "steno",
-            dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoSession", "StenoServer"]),
+            dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoSession", "StenoServer", "StenoSystem"]),
 
         // Benchmarks: `make bench` prints their tables.
         .executableTarget(
             name: "steno-bench",
             dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoSession", "StenoServer",
-                           "StenoSync", "StenoTestSupport",
+                           "StenoSystem", "StenoTestSupport",
                            "COpus", "COpusShims", "CSoxr", "CPocketSphinx"],
             path: "bench/Sources/steno-bench"),
 
         // Raw-socket WebSocket and HTTP clients for the server's tests and benchmarks.
-        .target(name: "StenoTestSupport", dependencies: ["StenoCore", "StenoTransport"], path: "Tests/StenoTestSupport"),
+        .target(name: "StenoTestSupport", dependencies: ["StenoCore", "StenoSystem", "StenoTransport"], path: "Tests/StenoTestSupport"),
 
         .testTarget(name: "StenoCoreTests", dependencies: ["StenoCore"]),
         .testTarget(name: "StenoWorkersTests", dependencies: ["StenoWorkers"]),
@@ -91,14 +91,14 @@ let package = Package(
             resources: [.copy("Resources")]),
         .testTarget(
             name: "StenoSpeechTests",
-            dependencies: ["StenoSpeech", "StenoAudio", "StenoSession", "StenoSync"],
+            dependencies: ["StenoSpeech", "StenoAudio", "StenoSession", "StenoSystem"],
             resources: [.copy("Resources")]),
         .testTarget(
             name: "StenoTransportTests",
             dependencies: ["StenoTransport", "StenoTestSupport"]),
         .testTarget(
             name: "StenoServerTests",
-            dependencies: ["StenoServer", "StenoTestSupport", "steno", "COpus", "COpusShims"],
+            dependencies: ["StenoServer", "StenoSystem", "StenoTestSupport", "steno", "COpus", "COpusShims"],
             resources: [.copy("Resources")]),
         .testTarget(
             name: "StenoCLITests",

@@ -1,4 +1,4 @@
-import StenoSync
+import StenoSystem
 import Synchronization
 
 /// A small, thread-safe metrics registry that renders the Prometheus text exposition

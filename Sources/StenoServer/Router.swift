@@ -2,6 +2,7 @@ import StenoCore
 import StenoPrometheus
 import StenoSession
 import StenoSpeech
+import StenoSystem
 import StenoTransport
 import StenoWorkers
 import Synchronization
@@ -64,7 +65,7 @@ final class Router: TransportDelegate {
         let decision = admission(path: request.path, query: request.query, headers: request.headers)
         switch decision {
         case .accept:
-            if request.path == Self.streamPath { pendingUpgrades.append(SessionClock.now()) }
+            if request.path == Self.streamPath { pendingUpgrades.append(SystemClock.now()) }
         case .reject(let response):
             let reason: String? = switch response.status {
             case 401: "unauthorized"
@@ -105,7 +106,7 @@ final class Router: TransportDelegate {
     private func refusal(for path: String) -> String? {
         if draining { return "draining" }
         guard path == Self.streamPath else { return nil }
-        let now = SessionClock.now()
+        let now = SystemClock.now()
         pendingUpgrades.removeAll { now - $0 > 5 }
         // Sessions whose protocol has closed (ended, cancelled, failed) hold no recognizer
         // and take no more input, even while their connection finishes closing.
@@ -113,9 +114,9 @@ final class Router: TransportDelegate {
     }
 
     func opened(_ id: ConnectionID, request: UpgradeRequest) {
-        let now = SessionClock.now()
+        let now = SystemClock.now()
         if request.path == Self.listenPath, let name = request.queryValue("channel") {
-            context.channels.addViewer(id, channel: name, now: SessionClock.wall())
+            context.channels.addViewer(id, channel: name, now: SystemClock.wall())
             context.log.info("viewer \(id) joined channel \(name) from \(request.remoteAddress)")
             return
         }
@@ -129,7 +130,7 @@ final class Router: TransportDelegate {
 
     func received(_ id: ConnectionID, _ message: IncomingMessage) {
         if let session = registry[id] {
-            session.received(message, now: SessionClock.now())
+            session.received(message, now: SystemClock.now())
         } else if context.channels.isViewer(id) {
             let error = ServerEvent.error(StenoError(.badMessage, "a viewer of a channel cannot send messages"))
             let sent = context.handle.send(id, OutgoingMessage(error.encoded()))
@@ -214,7 +215,7 @@ final class Router: TransportDelegate {
     }
 
     func tick() {
-        let now = SessionClock.now()
+        let now = SystemClock.now()
         for session in allSessions {
             session.input(.tick(now: now))
             context.metrics.lagSeconds.observe(session.lag)

@@ -1,4 +1,5 @@
 import StenoCore
+import StenoSystem
 import Foundation
 
 /// The options of `steno serve`, from command-line flags and environment variables.
@@ -15,23 +16,6 @@ import Foundation
 /// checks values without touching the file system (whether the model and web root exist
 /// is for the server to check at start).
 public struct ServerOptions: Sendable, Equatable {
-    /// The server's log verbosity, least verbose first.
-    public enum LogLevel: String, Sendable, CaseIterable, Comparable {
-        case error, warning, info, debug, trace
-
-        private var rank: Int {
-            switch self {
-            case .error: return 0
-            case .warning: return 1
-            case .info: return 2
-            case .debug: return 3
-            case .trace: return 4
-            }
-        }
-
-        public static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rank < rhs.rank }
-    }
-
     /// A certificate and its private key, both PEM files.
     public struct TLS: Sendable, Equatable {
         public var certificatePath: String

@@ -1,6 +1,7 @@
 import StenoCore
 import StenoSession
 import StenoSpeech
+import StenoSystem
 import StenoTransport
 import StenoWorkers
 
@@ -20,10 +21,10 @@ public final class StenoServer: Sendable {
     private let pool: WorkerPool
     private let context: ServerContext
     private let sessions = SessionRegistry()
-    private let log: ServerLog
+    private let log: Log
 
     /// Builds a server. The engine is shared by all sessions (each gets its own recognizer).
-    public init(options: ServerOptions, engine: any SpeechEngine, log: ServerLog = ServerLog()) {
+    public init(options: ServerOptions, engine: any SpeechEngine, log: Log = Log()) {
         self.options = options
         self.log = log
         let metrics = StenoMetrics()
@@ -39,13 +40,7 @@ public final class StenoServer: Sendable {
         configuration.tlsKeyPath = options.tls?.privateKeyPath
         configuration.keepAliveSeconds = options.keepAlive.map { Int($0.inSeconds.rounded()) } ?? 0
         configuration.serverName = "steno/\(Self.version)"
-        configuration.log = { level, message in
-            switch level {
-            case .error: log.error(message)
-            case .warning: log.warning(message)
-            case .info: log.info(message)
-            }
-        }
+        configuration.log = log
         let transport = WebSocketTransport(configuration: configuration)
         self.transport = transport
 
@@ -91,8 +86,8 @@ public final class StenoServer: Sendable {
     @discardableResult
     public func drain(timeout: Double) -> Bool {
         transport.handle.perform { delegate in (delegate as? Router)?.startDraining() }
-        let deadline = SessionClock.now() + max(0, timeout)
-        while sessions.liveCount > 0 && SessionClock.now() < deadline {
+        let deadline = SystemClock.now() + max(0, timeout)
+        while sessions.liveCount > 0 && SystemClock.now() < deadline {
             usleep(20_000)
         }
         let clean = sessions.liveCount == 0
@@ -105,8 +100,8 @@ public final class StenoServer: Sendable {
             transport.handle.close(viewer, code: 1001, reason: "shutting_down")
         }
         // Let the close frames (and the finals before them) reach the clients.
-        let flushDeadline = SessionClock.now() + 2
-        while transport.handle.connectionCount > 0 && SessionClock.now() < flushDeadline {
+        let flushDeadline = SystemClock.now() + 2
+        while transport.handle.connectionCount > 0 && SystemClock.now() < flushDeadline {
             usleep(20_000)
         }
         stop()

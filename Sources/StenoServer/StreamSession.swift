@@ -2,6 +2,7 @@ import StenoAudio
 import StenoCore
 import StenoSession
 import StenoSpeech
+import StenoSystem
 import StenoTransport
 import StenoWorkers
 import Synchronization
@@ -82,7 +83,7 @@ final class StreamSession: Sendable {
     func received(_ message: IncomingMessage, now: Double) {
         switch message {
         case .text(let text):
-            input(.text(text, now: now, wallClock: SessionClock.wall()))
+            input(.text(text, now: now, wallClock: SystemClock.wall()))
         case .binary(let bytes):
             input(.audio(bytes, now: now))
         }
@@ -117,7 +118,7 @@ final class StreamSession: Sendable {
             case .startPipeline(let request):
                 startPipeline(request)
                 if let channel = request.channel {
-                    if server.channels.claim(channel, session: sessionID, startedAt: s.machine.startedAt ?? SessionClock.wall(),
+                    if server.channels.claim(channel, session: sessionID, startedAt: s.machine.startedAt ?? SystemClock.wall(),
                                              includeWords: request.words) {
                         s.channel = channel
                     } else {
@@ -137,14 +138,14 @@ final class StreamSession: Sendable {
             case .submitFinalize(let through):
                 submit { pipeline throws(StenoError) in
                     let events = try pipeline.finalize(through: through)
-                    return [.results(events, analyzedThrough: pipeline.analyzedSeconds, now: SessionClock.now()),
+                    return [.results(events, analyzedThrough: pipeline.analyzedSeconds, now: SystemClock.now()),
                             .finalizeCompleted]
                 }
             case .submitEnd:
-                s.endSubmittedAt = SessionClock.now()
+                s.endSubmittedAt = SystemClock.now()
                 submit { pipeline throws(StenoError) in
                     let events = try pipeline.finish()
-                    return [.results(events, analyzedThrough: pipeline.receivedSeconds, now: SessionClock.now()),
+                    return [.results(events, analyzedThrough: pipeline.receivedSeconds, now: SystemClock.now()),
                             .endCompleted]
                 }
             case .cancelPipeline:
@@ -167,7 +168,7 @@ final class StreamSession: Sendable {
         if let code = event.errorCode { server.metrics.errorSent(code) }
         switch event.kind {
         case .ended:
-            if let at = s.endSubmittedAt { server.metrics.endLatencySeconds.observe(SessionClock.now() - at) }
+            if let at = s.endSubmittedAt { server.metrics.endLatencySeconds.observe(SystemClock.now() - at) }
         default:
             break
         }
@@ -204,7 +205,7 @@ final class StreamSession: Sendable {
     private func submitAudio(_ chunk: AudioChunk) {
         submit { pipeline throws(StenoError) in
             let output = try pipeline.append(chunk.bytes)
-            var inputs: [SessionInput] = [.results(output.events, analyzedThrough: pipeline.analyzedSeconds, now: SessionClock.now())]
+            var inputs: [SessionInput] = [.results(output.events, analyzedThrough: pipeline.analyzedSeconds, now: SystemClock.now())]
             if let warning = output.warning, !chunk.headerIsMalformed {
                 inputs.append(.pipelineWarning(warning))
             }
@@ -254,7 +255,7 @@ final class StreamSession: Sendable {
     /// One line on how the session went, and how long it lasted (wall clock).
     private func summary(_ s: State) -> (line: String, seconds: Double) {
         let m = s.machine
-        let seconds = SessionClock.now() - s.openedAt
+        let seconds = SystemClock.now() - s.openedAt
         var line = "session \(sessionID) \(connection) closed"
         if let close = m.phase.close {
             line += " (\(close.code) \(close.reason))"

@@ -1,5 +1,6 @@
 import StenoCore
 import StenoSpeech
+import StenoSystem
 
 #if canImport(Glibc)
 import Glibc
@@ -129,22 +130,6 @@ public final class LocalSession {
         }
     }
 
-    private static func now() -> Double { SessionClock.now() }
-    private static func wallClock() -> UTCTime { SessionClock.wall() }
-}
-
-/// The clocks a session's state machine is given: monotonic seconds for its timers, and the
-/// wall clock for `startedAt`. Shared by local sessions and the server's.
-public enum SessionClock {
-    public static func now() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
-
-    public static func wall() -> UTCTime {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return UTCTime(millisecondsSince1970: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000)
-    }
+    private static func now() -> Double { SystemClock.now() }
+    private static func wallClock() -> UTCTime { SystemClock.wall() }
 }

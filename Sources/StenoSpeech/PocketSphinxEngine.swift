@@ -3,7 +3,7 @@ import CPocketSphinxShims
 import Dispatch
 import Foundation
 import StenoCore
-import StenoSync
+import StenoSystem
 
 /// The pocketsphinx speech engine: the model configuration and a pool of decoders.
 ///

@@ -1,4 +1,5 @@
 import CLibWebSockets
+import StenoSystem
 import Synchronization
 
 // The C entry points libwebsockets calls, as global functions. Each finds its Swift
@@ -23,20 +24,20 @@ func stenoTickCallback(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?) {
 }
 
 /// Where lws log lines go (warnings and errors only).
-let lwsLogSink = Mutex<TransportLogHandler?>(nil)
+let lwsLogSink = Mutex<Log?>(nil)
 
 func stenoLwsLogEmit(_ level: Int32, _ line: UnsafePointer<CChar>?) {
     guard let line else { return }
     var text = String(decoding: UnsafeRawBufferPointer(start: line, count: strlen(line)), as: UTF8.self)
     while text.last == "\n" || text.last == "\r" { text.removeLast() }
-    let mapped: TransportLogLevel = (level & Int32(LLL_ERR)) != 0 ? .error : .warning
+    let mapped: LogLevel = (level & Int32(LLL_ERR)) != 0 ? .error : .warning
     let sink = lwsLogSink.withLock { $0 }
     sink?(mapped, "lws: " + text)
 }
 
 /// Routes lws logging (warnings and errors) to `handler`. Process-wide: the last
 /// transport started wins.
-func installLwsLogging(_ handler: @escaping TransportLogHandler) {
+func installLwsLogging(_ handler: Log) {
     lwsLogSink.withLock { sink in
         sink = handler
         // Under the lock: lws keeps the level in a plain global.

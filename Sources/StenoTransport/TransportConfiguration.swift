@@ -1,21 +1,4 @@
-import Foundation
-
-public enum TransportLogLevel: Int, Sendable, Comparable, CustomStringConvertible {
-    case error, warning, info
-
-    public static func < (a: TransportLogLevel, b: TransportLogLevel) -> Bool { a.rawValue < b.rawValue }
-
-    public var description: String {
-        switch self {
-        case .error: "error"
-        case .warning: "warning"
-        case .info: "info"
-        }
-    }
-}
-
-/// Where the transport (and libwebsockets, at warning and error level) logs.
-public typealias TransportLogHandler = @Sendable (TransportLogLevel, String) -> Void
+import StenoSystem
 
 /// Settings of the WebSocket/HTTP transport.
 public struct TransportConfiguration: Sendable {
@@ -40,7 +23,8 @@ public struct TransportConfiguration: Sendable {
     public var keepAliveSeconds: Int = 0
     /// Value of the `Server` header.
     public var serverName: String = "steno"
-    public var log: TransportLogHandler = TransportConfiguration.standardErrorLog
+    /// Where the transport, and libwebsockets at warning and error level, log.
+    public var log = Log()
 
     /// The settings a service must choose; the rest have defaults.
     public init(host: String, port: Int, maxMessageSize: Int, outboundByteLimit: Int) {
@@ -51,8 +35,4 @@ public struct TransportConfiguration: Sendable {
     }
 
     public var usesTLS: Bool { tlsCertificatePath != nil && tlsKeyPath != nil }
-
-    public static let standardErrorLog: TransportLogHandler = { level, message in
-        FileHandle.standardError.write(Data("steno: \(level): \(message)\n".utf8))
-    }
 }

@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import StenoSync
+import StenoSystem
 import Synchronization
 
 #if canImport(Glibc)

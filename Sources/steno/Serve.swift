@@ -2,6 +2,7 @@ import Dispatch
 import StenoCore
 import StenoServer
 import StenoSpeech
+import StenoSystem
 
 #if canImport(Glibc)
 import Glibc
@@ -33,13 +34,7 @@ enum Serve {
             return 0
         }
 
-        let level: ServerLog.Level = switch options.logLevel {
-            case .error: .error
-            case .warning: .warning
-            case .info: .info
-            case .debug, .trace: .debug
-        }
-        let log = ServerLog(minimum: level)
+        let log = Log(minimum: options.logLevel)
         if options.logLevel >= .trace {
             try? PocketSphinxEngine.setLogFile("/dev/stderr")
         }

@@ -1,6 +1,6 @@
 import Foundation
 import StenoCore
-import StenoSync
+import StenoSystem
 import Testing
 @testable import StenoSpeech
 

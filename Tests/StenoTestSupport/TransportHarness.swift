@@ -1,5 +1,6 @@
 import Foundation
 import StenoCore
+import StenoSystem
 import Synchronization
 import StenoTransport
 
@@ -152,7 +153,7 @@ public final class TestServer {
         let control = TestControl(settings)
         var config = TransportConfiguration(host: "127.0.0.1", port: 0, maxMessageSize: 64 * 1024,
                                             outboundByteLimit: 1 << 20)
-        config.log = { level, line in control.logLines.withLock { $0.append("\(level): \(line)") } }
+        config.log = Log(minimum: .debug, sink: { line in control.logLines.withLock { $0.append(line) } })
         configure(&config)
         transport = WebSocketTransport(configuration: config)
         self.control = control

@@ -185,7 +185,7 @@ import StenoTestSupport
         var config = TransportConfiguration(host: "127.0.0.1", port: 0, maxMessageSize: 65536, outboundByteLimit: 65536)
         config.tlsCertificatePath = "/nonexistent/cert.pem"
         config.tlsKeyPath = "/nonexistent/key.pem"
-        config.log = { _, _ in }
+        config.log = .silent
         let transport = WebSocketTransport(configuration: config)
         let control = TestControl(.init())
         #expect(throws: WebSocketTransport.StartError.self) {
@@ -197,7 +197,7 @@ import StenoTestSupport
         let first = try TestServer()
         var config = TransportConfiguration(host: "127.0.0.1", port: first.port, maxMessageSize: 65536,
                                             outboundByteLimit: 65536)
-        config.log = { _, _ in }
+        config.log = .silent
         let transport = WebSocketTransport(configuration: config)
         #expect(throws: WebSocketTransport.StartError.self) {
             try transport.start(delegate: EchoDelegate(handle: transport.handle, control: TestControl(.init())))

@@ -3,7 +3,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import StenoWorkers
-import StenoSync
+import StenoSystem
 
 /// Waits long enough that only a hang (a bug) can fail it; never a timing assertion.
 private func waited(_ semaphore: DispatchSemaphore, seconds: Int = 60) -> Bool {

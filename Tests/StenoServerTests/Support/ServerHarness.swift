@@ -5,6 +5,7 @@ import StenoAudio
 import StenoCore
 import StenoSession
 import StenoSpeech
+import StenoSystem
 import Synchronization
 import Testing
 @testable import StenoServer
@@ -307,7 +308,7 @@ final class LiveServer {
         configure(&options)
         let lines = log
         server = StenoServer(options: options, engine: engine,
-                             log: ServerLog(minimum: .debug, sink: { lines.append($0) }))
+                             log: Log(minimum: .debug, sink: { lines.append($0) }))
         port = try server.start()
     }
 

@@ -2,7 +2,7 @@ import Foundation
 import StenoAudio
 import StenoCore
 import StenoSpeech
-import StenoSync
+import StenoSystem
 import StenoTestSupport
 
 #if canImport(Glibc)
