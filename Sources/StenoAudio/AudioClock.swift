@@ -106,6 +106,20 @@ public struct AudioClock: Sendable, Hashable {
         segments.append(Segment(inputStart: inputSamples, outputStart: outputSamples))
     }
 
+    /// Records a hole in the input: `n` samples at the declared rate that never arrived. The
+    /// next output sample is the first after the hole. Call it right after `endSegment()`
+    /// (a flush), so that nothing of the input before the hole is still to come out.
+    public mutating func skipInput(_ n: Int) {
+        guard n > 0 else { return }
+        inputSamples += n
+        let last = segments.count - 1
+        if segments[last].outputStart == outputSamples {
+            segments[last].inputStart = inputSamples
+        } else {
+            segments.append(Segment(inputStart: inputSamples, outputStart: outputSamples))
+        }
+    }
+
     private func segment(containingOutput k: Int) -> Segment {
         // Last segment whose output starts at or before k (binary search; segments are few).
         var low = 0, high = segments.count - 1

@@ -186,6 +186,18 @@ public final class AudioIngest {
         return appended
     }
 
+    /// A hole of `seconds` in the input (audio the client no longer has): flushes what the
+    /// resampler holds (appended to `output`), restarts the Opus decoder (what follows is not
+    /// the continuation of what came before), and moves the clock past the hole.
+    @discardableResult
+    public func skip(seconds: Double, flushingInto output: inout [Float]) -> Int {
+        let appended = flush(appendingTo: &output)
+        opus?.reset()
+        let samples = seconds.isFinite ? Int((max(0, seconds) * Double(clock.inputRate)).rounded()) : 0
+        clock.skipInput(samples)
+        return appended
+    }
+
     /// `flush(appendingTo:)` into a new array.
     public func flush() -> [Float] {
         var output: [Float] = []

@@ -24,21 +24,47 @@ public struct StartRequest: Sendable, Hashable {
     }
 }
 
+/// A `resume`: continue a session whose connection dropped, on this new connection.
+public struct ResumeRequest: Sendable, Hashable {
+    /// The session id (`ready.session`).
+    public var session: String
+    /// The secret `ready.resumeToken` gave the client.
+    public var resumeToken: String
+    /// The last `seq` the client received (0 if none): every event after it is sent again.
+    public var after: UInt64
+
+    public init(session: String, resumeToken: String, after: UInt64) {
+        self.session = session
+        self.resumeToken = resumeToken
+        self.after = after
+    }
+}
+
 /// A client text message.
 public enum ClientMessage: Sendable, Hashable {
     case start(StartRequest)
+    /// `{"type":"resume","session":…,"resumeToken":…,"after":SEQ}`, instead of `start`.
+    case resume(ResumeRequest)
     /// `{"type":"finalize"}`, optionally `"through":T` (seconds, ≥ 0).
     case finalize(through: Double?)
     case end
     case cancel
+    /// `{"type":"gap","duration":D}`: D seconds of audio the client does not have (lost while
+    /// it was disconnected): the timeline advances by D without audio.
+    case gap(duration: Double)
+
+    /// The longest gap one message may declare, in seconds.
+    public static let maxGapSeconds = 3600.0
 
     /// The wire name of the message's `type`.
     public var typeName: String {
         switch self {
         case .start: return "start"
+        case .resume: return "resume"
         case .finalize: return "finalize"
         case .end: return "end"
         case .cancel: return "cancel"
+        case .gap: return "gap"
         }
     }
 
@@ -93,9 +119,23 @@ public enum ClientMessage: Sendable, Hashable {
             return .end
         case "cancel":
             return .cancel
+        case "resume":
+            let session = try fields.requiredString("session")
+            let token = try fields.requiredString("resumeToken")
+            guard let after = try fields.requiredInteger("after"), after >= 0 else {
+                throw StenoError(.badMessage, "field \"after\" must be the last seq received, 0 or more")
+            }
+            return .resume(ResumeRequest(session: session, resumeToken: token, after: UInt64(after)))
+        case "gap":
+            guard let duration = try fields.optionalNumber("duration"), duration > 0,
+                  duration <= maxGapSeconds else {
+                throw StenoError(.badMessage,
+                    "field \"duration\" must be the seconds of audio skipped, more than 0 and at most 3600")
+            }
+            return .gap(duration: duration)
         default:
             throw StenoError(.badMessage,
-                "unknown message type \"\(clippedForError(type))\"; expected start, finalize, end or cancel")
+                "unknown message type \"\(clippedForError(type))\"; expected start, resume, finalize, end, cancel or gap")
         }
     }
 
@@ -183,7 +223,7 @@ private struct Fields {
 }
 
 /// Shortens client-supplied text quoted back in an error message.
-func clippedForError(_ text: String, _ limit: Int = 64) -> String {
+public func clippedForError(_ text: String, _ limit: Int = 64) -> String {
     text.count <= limit ? text : String(text.prefix(limit)) + "…"
 }
 

@@ -9,6 +9,7 @@ public enum ErrorCode: String, Sendable, CaseIterable, Hashable {
     case sessionLimit = "session_limit"
     case idle = "idle"
     case shuttingDown = "shutting_down"
+    case resumeFailed = "resume_failed"
     case `internal` = "internal"
 
     /// The WebSocket close code that follows a fatal error of this kind; nil for non-fatal codes.
@@ -22,6 +23,7 @@ public enum ErrorCode: String, Sendable, CaseIterable, Hashable {
         case .sessionLimit: return 4009
         case .idle: return 4010
         case .shuttingDown: return 1001
+        case .resumeFailed: return 4404
         case .internal: return 1011
         }
     }

@@ -105,6 +105,14 @@ public struct OutboundQueue<Element> {
         return nil
     }
 
+    /// Removes and returns every message, oldest first.
+    public mutating func drained() -> [Element] {
+        var all: [Element] = []
+        all.reserveCapacity(count)
+        while let element = dequeue() { all.append(element) }
+        return all
+    }
+
     /// The oldest message, left in place.
     public func peek() -> Element? {
         var i = head

@@ -22,7 +22,7 @@ public struct EngineInfo: Sendable, Hashable {
 /// The limits a session runs under; announced in `ready` and enforced by the server.
 ///
 /// Wire shape: `{"maxFrameBytes":65536,"bufferSeconds":10,"maxSessionSeconds":14400,
-/// "idleTimeoutSeconds":30,"outboundBytes":1048576}`. A value of 0 for `maxSessionSeconds`
+/// "idleTimeoutSeconds":30,"outboundBytes":1048576,"resumeSeconds":30}`. A value of 0 for `maxSessionSeconds`
 /// or `idleTimeoutSeconds` means "no limit".
 public struct SessionLimits: Sendable, Hashable {
     /// Largest text or binary frame accepted; bigger → `too_large` (close 1009).
@@ -37,15 +37,20 @@ public struct SessionLimits: Sendable, Hashable {
     public var idleTimeoutSeconds: Double
     /// Bytes of unsent events a connection may hold before `slow_consumer` (4008).
     public var outboundBytes: Int
+    /// Seconds a session whose connection dropped (without `end`) waits for the client to
+    /// `resume` it, analyzing what it had and keeping the results; then it is finalized and
+    /// closed. 0 = no resume.
+    public var resumeSeconds: Double
 
     public init(maxFrameBytes: Int = 64 * 1024, bufferSeconds: Double = 10,
                 maxSessionSeconds: Double = 4 * 3600, idleTimeoutSeconds: Double = 30,
-                outboundBytes: Int = 1 << 20) {
+                outboundBytes: Int = 1 << 20, resumeSeconds: Double = 30) {
         self.maxFrameBytes = maxFrameBytes
         self.bufferSeconds = bufferSeconds
         self.maxSessionSeconds = maxSessionSeconds
         self.idleTimeoutSeconds = idleTimeoutSeconds
         self.outboundBytes = outboundBytes
+        self.resumeSeconds = resumeSeconds
     }
 }
 
@@ -57,12 +62,17 @@ public struct ReadyInfo: Sendable, Hashable {
     public var startedAt: UTCTime
     public var engine: EngineInfo
     public var limits: SessionLimits
+    /// The secret that lets the client `resume` the session after its connection drops;
+    /// nil when sessions cannot be resumed.
+    public var resumeToken: String?
 
-    public init(session: String, startedAt: UTCTime, engine: EngineInfo, limits: SessionLimits) {
+    public init(session: String, startedAt: UTCTime, engine: EngineInfo, limits: SessionLimits,
+                resumeToken: String? = nil) {
         self.session = session
         self.startedAt = startedAt
         self.engine = engine
         self.limits = limits
+        self.resumeToken = resumeToken
     }
 }
 
@@ -74,7 +84,7 @@ public enum SpeechState: String, Sendable, Hashable {
 
 /// The `type` of a server event, and how it may be delivered.
 public enum ServerEventKind: String, Sendable, Hashable, CaseIterable {
-    case ready, volatile, final, speech, progress, finalized, ended, cancelled, error, joined
+    case ready, volatile, final, speech, progress, finalized, ended, cancelled, error, joined, resumed, gap
 
     /// A newer event of the same kind replaces an older one still unsent (volatile, progress).
     /// Every other kind must be delivered, in order.
@@ -107,6 +117,12 @@ public enum ServerEvent: Sendable, Hashable {
     case error(StenoError)
     /// For broadcast viewers: `{"type":"joined","channel":…,"startedAt":…}`
     case joined(channel: String, startedAt: UTCTime)
+    /// `{"type":"resumed","session":…,"received":R}`: the session continues on this
+    /// connection, after every event the client had not received; send audio from time R.
+    case resumed(session: String, received: Double)
+    /// `{"type":"gap","start":T1,"end":T2}`: audio the client declared lost; no audio covers
+    /// that stretch of the timeline.
+    case gap(start: Double, end: Double)
 
     public var kind: ServerEventKind {
         switch self {
@@ -120,6 +136,8 @@ public enum ServerEvent: Sendable, Hashable {
         case .cancelled: return .cancelled
         case .error: return .error
         case .joined: return .joined
+        case .resumed: return .resumed
+        case .gap: return .gap
         }
     }
 
@@ -153,7 +171,9 @@ public enum ServerEvent: Sendable, Hashable {
             w.field("maxSessionSeconds", seconds: info.limits.maxSessionSeconds)
             w.field("idleTimeoutSeconds", seconds: info.limits.idleTimeoutSeconds)
             w.field("outboundBytes", integer: info.limits.outboundBytes)
+            w.field("resumeSeconds", seconds: info.limits.resumeSeconds)
             w.endObject()
+            if let token = info.resumeToken { w.field("resumeToken", token) }
         case .volatile(let result, let includeWords), .final(let result, let includeWords):
             Self.writeResult(result, includeWords: includeWords, into: &w)
         case .speech(let state, let at):
@@ -175,6 +195,12 @@ public enum ServerEvent: Sendable, Hashable {
         case .joined(let channel, let startedAt):
             w.field("channel", channel)
             w.field("startedAt", startedAt.iso8601)
+        case .resumed(let session, let received):
+            w.field("session", session)
+            w.field("received", seconds: received)
+        case .gap(let start, let end):
+            w.field("start", seconds: start)
+            w.field("end", seconds: end)
         }
         w.endObject()
         var errorCode: ErrorCode?

@@ -30,6 +30,15 @@
 //   finalize, deliver their finals, then `shutting_down` / 1001; sessions already ending on the
 //   client's `end` finish normally (`ended`, 1000). `shutdownDeadline` closes at once.
 // - Fatal errors cancel the pipeline, send `error` (fatal: true), then close with its code.
+// - Resume: a session whose connection drops without `end` is *detached* for
+//   `limits.resumeSeconds`: the pipeline goes on with the audio it has, events keep coming
+//   (the server holds them for the client), the idle timer stops. A `resume` on a new
+//   connection attaches it again: `resumed` says how much audio the server has, and a paused
+//   socket is paused again on the new connection. When the grace period passes, the session
+//   is finalized (its finals still reach a channel) and closes without a close frame.
+// - `gap`: the timeline advances by the duration, without audio; the `gap` event reports it
+//   at once; the utterance in progress ends there (audio on both sides of a hole is not one
+//   utterance).
 
 /// What the server configures a session with.
 public struct SessionConfiguration: Sendable, Hashable {
@@ -86,6 +95,13 @@ public enum SessionAction: Sendable, Hashable {
     case submitFinalize(through: Double)
     /// End of input: finalize everything; then feed `.endCompleted` after delivering its finals.
     case submitEnd
+    /// `duration` seconds of the timeline, starting at `start`, have no audio: end the
+    /// utterance in progress and go on after the hole.
+    case submitGap(start: Double, duration: Double)
+    /// The client, instead of `start`, asks to continue the detached session of the request on
+    /// this connection. If it may, this machine is dropped and the session's own machine gets
+    /// `.attached`; if not, feed `.resumeRejected`.
+    case resume(ResumeRequest)
     /// Stop the pipeline and discard audio not yet analyzed. Nothing is fed back.
     case cancelPipeline
     /// Stop reading the client's socket: `limits.bufferSeconds` of audio wait for analysis
@@ -129,6 +145,13 @@ public enum SessionInput: Sendable, Hashable {
     case outboundOverflow
     /// The peer closed or the socket broke: stop everything, send nothing.
     case peerClosed
+    /// The connection dropped and the client may resume the session (`limits.resumeSeconds`):
+    /// a started session is detached; one awaiting `start` ends as with `.peerClosed`.
+    case connectionLost(now: Double)
+    /// A client resumed this detached session on a new connection.
+    case attached(now: Double)
+    /// The `resume` this connection asked for cannot be granted (why, in plain words).
+    case resumeRejected(String)
 }
 
 /// Why a session is ending.
@@ -141,6 +164,8 @@ public enum EndReason: Sendable, Hashable {
     case idle
     /// The server is shutting down.
     case shuttingDown
+    /// The connection dropped and the client did not resume within `limits.resumeSeconds`.
+    case abandoned
 
     /// The error sent after the finals, or nil for a client's `end` (which gets `ended`).
     public var errorCode: ErrorCode? {
@@ -149,6 +174,7 @@ public enum EndReason: Sendable, Hashable {
         case .sessionLimit: return .sessionLimit
         case .idle: return .idle
         case .shuttingDown: return .shuttingDown
+        case .abandoned: return nil
         }
     }
 }
@@ -212,6 +238,10 @@ public struct SessionMachine: Sendable {
     }
 
     private var stage: Stage = .awaitingStart
+    /// Since when the session has had no connection (resumable), or nil while it has one.
+    private var detachedSince: Double?
+    /// What `ready` tells the client to resume with; nil when sessions cannot be resumed.
+    private let resumeToken: String?
     private var assembler = TranscriptAssembler()
     /// `through` of each outstanding finalize, oldest first.
     private var pendingFinalizes: [Double] = []
@@ -228,9 +258,12 @@ public struct SessionMachine: Sendable {
     private var warnedAudioAfterEnd = false
 
     /// A session for a new connection; `now` is monotonic seconds (starts the idle timer).
-    public init(id: String, configuration: SessionConfiguration, now: Double) {
+    /// `resumeToken` is the secret a client needs to resume the session after its connection
+    /// dropped (nil, or `limits.resumeSeconds` 0: no resume).
+    public init(id: String, configuration: SessionConfiguration, now: Double, resumeToken: String? = nil) {
         self.id = id
         self.configuration = configuration
+        self.resumeToken = configuration.limits.resumeSeconds > 0 ? resumeToken : nil
         self.lastActivity = now
         self.lastOpusSamples = configuration.defaultOpusPacketSamples
     }
@@ -247,6 +280,20 @@ public struct SessionMachine: Sendable {
     }
 
     public var isClosed: Bool { phase.isClosed }
+
+    /// Whether the session has lost its connection and waits for the client to resume it.
+    public var isDetached: Bool { detachedSince != nil && !isClosed }
+
+    /// Whether `token` is this session's resume token (compared in constant time).
+    public func acceptsResume(token: String) -> Bool {
+        guard let resumeToken else { return false }
+        let a = Array(resumeToken.utf8), b = Array(token.utf8)
+        var diff = UInt8(truncatingIfNeeded: a.count ^ b.count)
+        for i in 0..<max(a.count, b.count) {
+            diff |= (i < a.count ? a[i] : 0) ^ (i < b.count ? b[i] : 0)
+        }
+        return diff == 0 && a.count == b.count
+    }
 
     /// Seconds of audio received (on the millisecond grid).
     public var receivedSeconds: Double {
@@ -324,11 +371,32 @@ public struct SessionMachine: Sendable {
                  "the client is not reading: over \(configuration.limits.outboundBytes) bytes of events unsent",
                  into: &out)
         case .peerClosed:
-            if isStarted { out.append(.cancelPipeline) }
-            assembler.discardVolatile()
-            stage = .closed(.disconnected)
+            disconnect(into: &out)
+        case .connectionLost(let now):
+            if isStarted && resumeToken != nil {
+                if detachedSince == nil { detachedSince = now }
+            } else {
+                disconnect(into: &out)
+            }
+        case .attached(let now):
+            guard isDetached else { break }
+            detachedSince = nil
+            lastActivity = max(lastActivity, now)
+            emit(.resumed(session: id, received: receivedSeconds), into: &out)
+            // The new connection is read from the start: hold it back too if this one was.
+            if isReadingPaused { out.append(.pauseReading) }
+        case .resumeRejected(let why):
+            fail(.resumeFailed, why, into: &out)
         }
         return out
+    }
+
+    /// The peer is gone for good: stop everything, send nothing.
+    private mutating func disconnect(into out: inout [SessionAction]) {
+        if isStarted { out.append(.cancelPipeline) }
+        assembler.discardVolatile()
+        detachedSince = nil
+        stage = .closed(.disconnected)
     }
 
     // MARK: -
@@ -381,7 +449,7 @@ public struct SessionMachine: Sendable {
             switch error.code {
             case .unsupportedAudio where isStarted:
                 // A second start, however malformed its audio.
-                fail(.notStarted, "the session has already started; \"start\" may be sent only once", into: &out)
+                fail(.notStarted, "the session has already started; \"start\" may only come first", into: &out)
             case let code where code.isFatal:
                 fail(code, error.message, into: &out)
             default:
@@ -395,10 +463,12 @@ public struct SessionMachine: Sendable {
             return
         case (.awaitingStart, .start(let request)):
             accept(request, now: now, wallClock: wallClock, into: &out)
+        case (.awaitingStart, .resume(let request)):
+            out.append(.resume(request))
         case (.awaitingStart, _):
             fail(.notStarted, "\"\(message.typeName)\" before \"start\"; start must be the first message", into: &out)
-        case (_, .start):
-            fail(.notStarted, "the session has already started; \"start\" may be sent only once", into: &out)
+        case (_, .start), (_, .resume):
+            fail(.notStarted, "the session has already started; \"\(message.typeName)\" may only come first", into: &out)
         case (_, .cancel):
             cancel(into: &out)
         case (.open, .finalize(let through)):
@@ -409,6 +479,15 @@ public struct SessionMachine: Sendable {
         case (.open, .end):
             stage = .ending(.requested)
             out.append(.submitEnd)
+        case (.open, .gap(let duration)):
+            let start = receivedSeconds
+            let units = max(1, Int64((duration * unitRate).rounded()))
+            receivedUnits += units
+            out.append(.submitGap(start: Double(receivedUnits - units) / unitRate, duration: Double(units) / unitRate))
+            emit(.gap(start: start, end: receivedSeconds), into: &out)
+            regulateReading(into: &out)
+        case (.ending, .gap):
+            emit(.error(StenoError(.badMessage, "the session is ending; \"gap\" is ignored")), into: &out)
         case (.ending, .finalize):
             emit(.error(StenoError(.badMessage, "the session is ending; \"finalize\" is ignored")), into: &out)
         case (.ending, .end):
@@ -433,7 +512,7 @@ public struct SessionMachine: Sendable {
         stage = .open
         out.append(.startPipeline(request))
         emit(.ready(ReadyInfo(session: id, startedAt: wallClock, engine: configuration.engine,
-                              limits: configuration.limits)), into: &out)
+                              limits: configuration.limits, resumeToken: resumeToken)), into: &out)
     }
 
     private mutating func cancel(into out: inout [SessionAction]) {
@@ -549,7 +628,11 @@ public struct SessionMachine: Sendable {
         // End implies every earlier finalize is done too.
         while !pendingFinalizes.isEmpty { completeFinalize(into: &out) }
         for event in assembler.clearVolatile() { emit(event, into: &out) }
-        if let code = reason.errorCode {
+        if reason == .abandoned {
+            // Nobody to tell: the finals went to the channel, if any.
+            detachedSince = nil
+            stage = .closed(.disconnected)
+        } else if let code = reason.errorCode {
             stage = .closed(.failed(code))
             emit(.error(StenoError(code, endMessage(reason))), into: &out)
             closeConnection(into: &out)
@@ -567,6 +650,7 @@ public struct SessionMachine: Sendable {
         case .sessionLimit: return "the session reached its maximum duration of \(seconds(limits.maxSessionSeconds)) s"
         case .idle: return "no audio and no message for \(seconds(limits.idleTimeoutSeconds)) s"
         case .shuttingDown: return Self.shutdownMessage
+        case .abandoned: return "the connection dropped and was not resumed"
         }
     }
 
@@ -581,6 +665,7 @@ public struct SessionMachine: Sendable {
     private mutating func tick(now: Double, into out: inout [SessionAction]) {
         let limits = configuration.limits
         let idleExpired = limits.idleTimeoutSeconds > 0 && now - lastActivity >= limits.idleTimeoutSeconds
+            && detachedSince == nil
         switch stage {
         case .awaitingStart:
             if idleExpired {
@@ -590,6 +675,8 @@ public struct SessionMachine: Sendable {
         case .open:
             if limits.maxSessionSeconds > 0 && now - startedMonotonic >= limits.maxSessionSeconds {
                 windDown(.sessionLimit, into: &out)
+            } else if let since = detachedSince, now - since >= limits.resumeSeconds {
+                windDown(.abandoned, into: &out)
             } else if idleExpired && pendingFinalizes.isEmpty {
                 windDown(.idle, into: &out)
             }

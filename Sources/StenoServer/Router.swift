@@ -7,23 +7,6 @@ import StenoTransport
 import StenoWorkers
 import Synchronization
 
-/// The open `/v1/stream` sessions, by connection: written on the lws thread, read from any
-/// (`StenoServer` watches it while draining).
-final class SessionRegistry: Sendable {
-    private let sessions = Mutex<[ConnectionID: StreamSession]>([:])
-
-    func add(_ session: StreamSession) { sessions.withLock { $0[session.connection] = session } }
-    func remove(_ id: ConnectionID) -> StreamSession? { sessions.withLock { $0.removeValue(forKey: id) } }
-    subscript(id: ConnectionID) -> StreamSession? { sessions.withLock { $0[id] } }
-
-    /// Sessions still open.
-    var count: Int { sessions.withLock { $0.count } }
-    /// Sessions whose protocol has not closed yet (draining waits for these).
-    var liveCount: Int { sessions.withLock { $0.values.filter { !$0.isClosed }.count } }
-    /// Every open session.
-    var all: [StreamSession] { sessions.withLock { Array($0.values) } }
-}
-
 /// The session layer on top of the transport: it routes upgrades and HTTP requests to
 /// sessions, viewers and endpoints, ticks them, and decides admission and draining.
 /// Not `Sendable`: the transport calls it on the lws service thread only, and its own state
@@ -122,7 +105,7 @@ final class Router: TransportDelegate {
         }
         if !pendingUpgrades.isEmpty { pendingUpgrades.removeFirst() }
         let session = StreamSession(connection: id, remoteAddress: request.remoteAddress, server: context, now: now)
-        registry.add(session)
+        registry.add(session, on: id)
         context.metrics.sessionsActive.increment()
         context.metrics.sessionsTotal.increment()
         if draining { session.input(.shutdown) }
@@ -151,12 +134,14 @@ final class Router: TransportDelegate {
         }
     }
 
-    func closed(_ id: ConnectionID) {
-        if let session = registry.remove(id) {
-            let summary = session.transportClosed()
-            context.log.info(summary.line)
-            context.metrics.sessionDurationSeconds.observe(summary.seconds)
-            context.metrics.sessionsActive.decrement()
+    func closed(_ id: ConnectionID, backlog: OutboundBacklog?) {
+        if let session = registry.disconnect(id) {
+            switch session.transportClosed(id, backlog: backlog) {
+            case .detached:
+                context.log.info("session \(session.sessionID) lost its connection \(id); it may be resumed")
+            case .closed(let line, let seconds):
+                forget(session, line: line, seconds: seconds)
+            }
         } else if context.channels.isViewer(id) {
             context.channels.removeViewer(id)
             context.log.info("viewer \(id) left")
@@ -219,7 +204,17 @@ final class Router: TransportDelegate {
         for session in allSessions {
             session.input(.tick(now: now))
             context.metrics.lagSeconds.observe(session.lag)
+            // A detached session that has finished (not resumed in time, or drained) has no
+            // connection whose close would say so.
+            if let (line, seconds) = session.closingSummary { forget(session, line: line, seconds: seconds) }
         }
+    }
+
+    private func forget(_ session: StreamSession, line: String, seconds: Double) {
+        registry.remove(session)
+        context.log.info(line)
+        context.metrics.sessionDurationSeconds.observe(seconds)
+        context.metrics.sessionsActive.decrement()
     }
 
     /// The server is shutting down: new connections are refused with 503, sessions finalize.
@@ -257,7 +252,7 @@ final class Router: TransportDelegate {
         var queued = 0
         var buffered = 0.0
         for session in allSessions {
-            queued += context.handle.queuedBytes(session.connection) ?? 0
+            queued += session.connection.flatMap { context.handle.queuedBytes($0) } ?? 0
             buffered += session.bufferedSeconds
         }
         for viewer in context.channels.viewers {

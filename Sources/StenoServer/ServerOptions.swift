@@ -67,6 +67,9 @@ public struct ServerOptions: Sendable, Equatable {
     public var keepAlive: Duration?
     /// Threads of the worker pool that runs decoding and recognition.
     public var workers: Int
+    /// How long a session whose connection dropped waits for its client to resume it, in
+    /// seconds; 0: no resume.
+    public var resumeSeconds: Double = 30
     /// Log verbosity.
     public var logLevel: LogLevel
     /// `--help` or `-h` was given: print ``helpText(defaults:)`` and exit, nothing else

@@ -18,6 +18,8 @@ struct ServerContext: Sendable {
     let metrics: StenoMetrics
     let log: Log
     let channels: ChannelHub
+    /// Every `/v1/stream` session, for resume and draining.
+    let sessions: SessionRegistry
     let sessionConfiguration: SessionConfiguration
 }
 

@@ -48,9 +48,7 @@ public final class StenoMetrics: Sendable {
     public let decodersCreated: Counter
 
     /// The event types of the protocol; their series exist from the start at 0.
-    public static let eventTypes = [
-        "ready", "volatile", "final", "speech", "progress", "finalized", "ended", "cancelled", "error", "joined",
-    ]
+    public static let eventTypes = ServerEventKind.allCases.map(\.rawValue)
     /// Handshake refusal reasons; their series exist from the start at 0.
     public static let refusalReasons = ["unauthorized", "forbidden_origin", "capacity", "draining"]
 

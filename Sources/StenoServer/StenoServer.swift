@@ -50,7 +50,8 @@ public final class StenoServer: Sendable {
             bufferSeconds: options.bufferSeconds,
             maxSessionSeconds: options.maxSessionDuration.map(\.inSeconds) ?? 0,
             idleTimeoutSeconds: options.idleTimeout.map(\.inSeconds) ?? 0,
-            outboundBytes: options.outboundBytes)
+            outboundBytes: options.outboundBytes,
+            resumeSeconds: options.resumeSeconds)
         self.context = ServerContext(
             handle: transport.handle,
             engine: engine,
@@ -58,6 +59,7 @@ public final class StenoServer: Sendable {
             metrics: metrics,
             log: log,
             channels: ChannelHub(handle: transport.handle, metrics: metrics),
+            sessions: sessions,
             sessionConfiguration: SessionConfiguration(
                 engine: EngineInfo(name: info.name, model: info.model, language: info.language, sampleRate: info.sampleRate),
                 limits: limits))

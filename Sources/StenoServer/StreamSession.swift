@@ -22,7 +22,6 @@ import Synchronization
 /// job or a flow-control command each takes another short lock and returns.
 /// Lock order: session → transport, session → pool; never the other way.
 final class StreamSession: Sendable {
-    let connection: ConnectionID
     let sessionID: String
     let remoteAddress: String
     private let server: ServerContext
@@ -34,6 +33,13 @@ final class StreamSession: Sendable {
     private struct State: Sendable {
         /// The protocol: what was received and analyzed, the phase, and how the session closed.
         var machine: SessionMachine
+        /// The connection the session's events go to; nil while it is detached (its client
+        /// may resume it on a new connection).
+        var connection: ConnectionID?
+        /// What the last connection left unsent or perhaps unreceived, while detached.
+        var backlog: OutboundBacklog?
+        /// Events made while detached, for the client that resumes.
+        var held: OutboundQueue<OutgoingMessage>
         /// Monotonic time the client's `end` was submitted (for the end-to-`ended` latency).
         var endSubmittedAt: Double?
         var openedAt: Double
@@ -42,28 +48,52 @@ final class StreamSession: Sendable {
         var maxLag = 0.0
         /// The channel this session publishes to, until it closes.
         var channel: String?
+        /// A `resume` this connection's client asked for, to be looked at once the lock is let go.
+        var resumeRequest: ResumeRequest?
+    }
+
+    /// How a session takes the end of its connection.
+    enum Departure {
+        /// It waits, detached, for its client to resume it.
+        case detached
+        /// It is over: how it went, for the log and the duration metric.
+        case closed(line: String, seconds: Double)
     }
 
     init(connection: ConnectionID, remoteAddress: String, server: ServerContext, now: Double) {
-        self.connection = connection
         self.remoteAddress = remoteAddress
         self.server = server
-        self.sessionID = Self.makeID()
+        self.sessionID = Self.makeID(length: 12)
         self.lane = server.pool.makeLane(label: "session \(sessionID)")
         self.pipeline = LaneLocal(nil, lane: lane)
-        let machine = SessionMachine(id: sessionID, configuration: server.sessionConfiguration, now: now)
-        self.state = Mutex(State(machine: machine, openedAt: now))
+        let limits = server.sessionConfiguration.limits
+        let machine = SessionMachine(id: sessionID, configuration: server.sessionConfiguration, now: now,
+                                     resumeToken: Self.makeID(length: 24))
+        self.state = Mutex(State(machine: machine, connection: connection,
+                                 held: OutboundQueue(byteLimit: limits.outboundBytes), openedAt: now))
+        if limits.resumeSeconds > 0 {
+            // What the client may not have received when its connection drops is sent again
+            // after it resumes: keep what was written recently (in flight is at most a socket's
+            // buffers' worth).
+            server.handle.retainWritten(connection, bytes: Self.retainedBytes)
+        }
     }
+
+    /// Written events kept per connection for a client that resumes.
+    static let retainedBytes = 256 * 1024
 
     // MARK: Inputs
 
     /// Runs the machine on `inputs`, in order, and carries out the actions.
     func input(_ inputs: SessionInput...) {
-        state.withLock { s in
+        let resume = state.withLock { s -> ResumeRequest? in
             for input in inputs {
                 perform(s.machine.handle(input), &s)
             }
+            defer { s.resumeRequest = nil }
+            return s.resumeRequest
         }
+        if let resume { self.resume(resume) }
     }
 
     /// Runs the machine on `inputs` (from the lane) and counts what analysis got through.
@@ -89,13 +119,61 @@ final class StreamSession: Sendable {
         }
     }
 
-    /// The connection is gone (lws thread): the machine stops the pipeline if it still runs.
-    /// Returns how the session went, for the log and the duration metric.
-    func transportClosed() -> (line: String, seconds: Double) {
+    /// The connection `id` is gone (lws thread). A started session that may be resumed is
+    /// detached and keeps what the connection left behind; any other stops its pipeline.
+    func transportClosed(_ id: ConnectionID, backlog: OutboundBacklog?) -> Departure {
         state.withLock { s in
-            perform(s.machine.handle(.peerClosed), &s)
-            return summary(s)
+            guard s.connection == id else { return .detached }  // an old connection, already replaced
+            s.connection = nil
+            s.backlog = backlog
+            perform(s.machine.handle(backlog == nil ? .peerClosed : .connectionLost(now: SystemClock.now())), &s)
+            guard s.machine.isClosed else { return .detached }
+            let (line, seconds) = summary(s)
+            return .closed(line: line, seconds: seconds)
         }
+    }
+
+    /// Continues this session on `connection`, for a client that sent `resume`: returns why
+    /// not, or nil when done (`resumed` is on its way). If the session still has a connection
+    /// (the client noticed the drop before the server did), that one is dropped now.
+    func attach(_ connection: ConnectionID, token: String, after: UInt64) -> String? {
+        state.withLock { s -> String? in
+            guard !s.machine.isClosed else { return "session \(sessionID) has ended" }
+            guard s.machine.acceptsResume(token: token) else { return "the resume token is not this session's" }
+            if let old = s.connection {
+                s.backlog = server.handle.detach(old)
+                s.connection = nil
+                perform(s.machine.handle(.connectionLost(now: SystemClock.now())), &s)
+            }
+            guard s.machine.isDetached, let backlog = s.backlog else { return "session \(sessionID) cannot be resumed" }
+            guard server.handle.adopt(connection, backlog, after: after, retaining: Self.retainedBytes) else {
+                return "the events after seq \(after) are no longer kept (the last one sent was \(backlog.lastOrdinal))"
+            }
+            for message in s.held.drained() { server.handle.send(connection, message) }
+            s.connection = connection
+            s.backlog = nil
+            perform(s.machine.handle(.attached(now: SystemClock.now())), &s)
+            return nil
+        }
+    }
+
+    /// This connection's client asked to resume another session.
+    private func resume(_ request: ResumeRequest) {
+        guard let connection = state.withLock({ $0.connection }) else { return }
+        let why: String
+        if let target = server.sessions.session(id: request.session), target !== self {
+            if let refusal = target.attach(connection, token: request.resumeToken, after: request.after) {
+                why = refusal
+            } else {
+                server.sessions.replace(self, by: target, on: connection)
+                lane.close(.cancel)
+                server.log.info("session \(request.session) resumed on \(connection) from \(remoteAddress)")
+                return
+            }
+        } else {
+            why = "no session \"\(clippedForError(request.session))\" is waiting to be resumed (it ended, or it was not resumed in time)"
+        }
+        input(.resumeRejected(why))
     }
 
     /// Seconds of audio waiting for analysis (for /metrics).
@@ -104,8 +182,16 @@ final class StreamSession: Sendable {
     /// Whether the protocol has closed (ended, cancelled, failed, or the peer left).
     var isClosed: Bool { state.withLock { $0.machine.isClosed } }
 
+    /// The connection now carrying the session, if any.
+    var connection: ConnectionID? { state.withLock { $0.connection } }
+
     /// Progress for the lag metric: received − analyzed.
     var lag: Double { state.withLock { $0.machine.backlogSeconds } }
+
+    /// How the session went, once it has closed with no connection (the log line).
+    var closingSummary: (line: String, seconds: Double)? {
+        state.withLock { s in s.machine.isClosed && s.connection == nil ? summary(s) : nil }
+    }
 
     // MARK: Actions
 
@@ -126,15 +212,22 @@ final class StreamSession: Sendable {
                             "channel \"\(channel)\" already has a publisher; this session is not published"))))
                     }
                 }
-                server.log.info("session \(sessionID) \(connection) started: \(request.audio) from \(remoteAddress)"
+                server.log.info("session \(sessionID) \(s.connection.map(String.init(describing:)) ?? "") started: \(request.audio) from \(remoteAddress)"
                     + (request.channel.map { " on channel \($0)" } ?? ""))
             case .submitAudio(let chunk):
                 server.metrics.audioReceivedSeconds.add(chunk.duration)
                 submitAudio(chunk)
             case .pauseReading:
-                server.handle.setReading(connection, false)
+                if let connection = s.connection { server.handle.setReading(connection, false) }
             case .resumeReading:
-                server.handle.setReading(connection, true)
+                if let connection = s.connection { server.handle.setReading(connection, true) }
+            case .submitGap(_, let duration):
+                submit { pipeline throws(StenoError) in
+                    let events = try pipeline.gap(seconds: duration)
+                    return [.results(events, analyzedThrough: pipeline.analyzedSeconds, now: SystemClock.now())]
+                }
+            case .resume(let request):
+                s.resumeRequest = request
             case .submitFinalize(let through):
                 submit { pipeline throws(StenoError) in
                     let events = try pipeline.finalize(through: through)
@@ -151,7 +244,9 @@ final class StreamSession: Sendable {
             case .cancelPipeline:
                 releasePipeline()
             case .close(let code, let reason):
-                server.handle.close(connection, code: code, reason: reason, discardQueued: code == 4008)
+                if let connection = s.connection {
+                    server.handle.close(connection, code: code, reason: reason, discardQueued: code == 4008)
+                }
             }
         }
         // Once the protocol has closed nothing more is published: the channel is free for the
@@ -177,7 +272,14 @@ final class StreamSession: Sendable {
             server.channels.publish(event, final: event.kind == .final ? s.machine.finals.last : nil,
                                     volatile: s.machine.showingVolatile, on: channel, from: sessionID)
         }
-        if server.handle.send(connection, message) == .overflow {
+        var result = s.connection.map { server.handle.send($0, message) } ?? .closed
+        if result == .closed && !s.machine.isClosed {
+            // No connection, or it just went (its `closed` is on its way): held for the client
+            // that resumes. Bounded like a connection's queue.
+            result = s.held.enqueue(message, size: message.byteCount, delivery: message.delivery) == .overflow
+                ? .overflow : .queued
+        }
+        if result == .overflow {
             return s.machine.handle(.outboundOverflow)
         }
         return []
@@ -256,7 +358,7 @@ final class StreamSession: Sendable {
     private func summary(_ s: State) -> (line: String, seconds: Double) {
         let m = s.machine
         let seconds = SystemClock.now() - s.openedAt
-        var line = "session \(sessionID) \(connection) closed"
+        var line = "session \(sessionID) closed"
         if let close = m.phase.close {
             line += " (\(close.code) \(close.reason))"
         } else {
@@ -268,9 +370,11 @@ final class StreamSession: Sendable {
         return (line, seconds)
     }
 
-    private static func makeID() -> String {
+    /// A random id of `length` lowercase letters and digits (12: a session id; 24, ≈124 bits:
+    /// a resume token).
+    private static func makeID(length: Int) -> String {
         var generator = SystemRandomNumberGenerator()
         let alphabet = Array("0123456789abcdefghijklmnopqrstuvwxyz")
-        return String((0..<12).map { _ in alphabet[Int(generator.next() % UInt64(alphabet.count))] })
+        return String((0..<length).map { _ in alphabet[Int(generator.next() % UInt64(alphabet.count))] })
     }
 }

@@ -105,6 +105,12 @@ public final class LocalSession {
                 results(try pipeline.finish(), pipeline)
                 handle(.endCompleted)
             }
+        case .submitGap(_, let duration):
+            run { pipeline throws(StenoError) in
+                results(try pipeline.gap(seconds: duration), pipeline)
+            }
+        case .resume:
+            handle(.resumeRejected("a local session has nothing to resume"))
         case .cancelPipeline:
             pipeline?.cancel()
             pipeline = nil

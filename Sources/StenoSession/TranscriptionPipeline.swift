@@ -126,6 +126,17 @@ public final class TranscriptionPipeline {
         return events
     }
 
+    /// A hole of `seconds` in the timeline (audio the client lost): what was heard before it
+    /// becomes final, and later audio is placed after the hole.
+    public func gap(seconds: Double) throws(StenoError) -> [TranscriberEvent] {
+        guard !finished else { return [] }
+        scratch.removeAll(keepingCapacity: true)
+        _ = ingest.skip(seconds: seconds, flushingInto: &scratch)
+        var events = try feed(scratch)
+        events += map(try recognizer.endUtterance())
+        return events
+    }
+
     /// End of input: flushes the resampler and finalizes everything. The recognizer is done.
     public func finish() throws(StenoError) -> [TranscriberEvent] {
         guard !finished else { return [] }

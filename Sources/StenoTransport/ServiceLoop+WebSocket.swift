@@ -122,8 +122,8 @@ extension ServiceLoop {
         lws_set_opaque_user_data(wsi, nil)
         guard connections.removeValue(forKey: id) != nil else { return }
         closing.remove(id)
-        handle.unregister(id)
-        delegate.closed(id)
+        let backlog = handle.unregister(id)
+        delegate.closed(id, backlog: backlog)
         drainCommands()
     }
 }

@@ -157,6 +157,11 @@ final class ServiceLoop: @unchecked Sendable {
                     // the closing handshake can finish.
                     setReading(c.wsi, true)
                     lws_callback_on_writable(c.wsi)
+                case .kill(let id):
+                    guard let c = connections[id] else { continue }
+                    c.closing = .cut
+                    closing.insert(id)
+                    lws_set_timeout(c.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
                 case .setReading(let id, let reading):
                     if let c = connections[id] { setReading(c.wsi, reading) }
                 case .perform(let body):

@@ -22,8 +22,9 @@ public protocol TransportDelegate: AnyObject {
     func tooLarge(_ id: ConnectionID, limit: Int)
 
     /// `id` is gone (closed by either side, or by the server stopping). Called exactly
-    /// once for every `opened`, and never for anything else.
-    func closed(_ id: ConnectionID)
+    /// once for every `opened`, and never for anything else. `backlog` is what it left
+    /// behind, if it kept its written messages (`TransportHandle.retainWritten`).
+    func closed(_ id: ConnectionID, backlog: OutboundBacklog?)
 
     /// A plain HTTP request (GET or HEAD; the transport answers 405 to other methods
     /// itself). Return nil for 404.

@@ -118,10 +118,67 @@ public final class TransportHandle: Sendable {
         }
     }
 
-    func unregister(_ id: ConnectionID) {
+    /// Forgets `id`; returns what it left behind if it kept its written messages.
+    func unregister(_ id: ConnectionID) -> OutboundBacklog? {
         // The queue (and its frames) is released outside the lock.
-        let removed = state.withLock { s in s.connections.removeValue(forKey: id) }
-        _ = removed
+        guard var removed = state.withLock({ s in s.connections.removeValue(forKey: id) }) else { return nil }
+        guard removed.retention > 0 else { return nil }
+        var unsent: [OutgoingMessage] = []
+        while let message = removed.outbound.dequeue() { unsent.append(message) }
+        return OutboundBacklog(written: Array(removed.written[removed.writtenStart...]), unsent: unsent,
+                               lastOrdinal: removed.ordinalsWritten)
+    }
+
+    /// Takes `id` away from whoever was using it and drops the connection at once (no close
+    /// frame): sends to it return `.closed` from now on, its `closed` callback will come with
+    /// no backlog, and what it left behind is returned now (if it kept its written messages).
+    /// For a client that resumed its session on a new connection while the old one still
+    /// looked open.
+    public func detach(_ id: ConnectionID) -> OutboundBacklog? {
+        let wake = !isServiceThread
+        let backlog = unregister(id)
+        state.withLock { s in s.post(.kill(id), wake: wake) }
+        return backlog
+    }
+
+    /// Keeps up to `bytes` of the numbered messages most recently written to `id`, so that a
+    /// client that loses its connection can be sent again what it may not have received
+    /// (`closed` then hands the delegate an `OutboundBacklog`). 0 keeps none.
+    public func retainWritten(_ id: ConnectionID, bytes: Int) {
+        state.withLock { s in _ = s.modify(id) { $0.retention = max(0, bytes) } }
+    }
+
+    /// Continues on `id` (a new connection) what another connection left behind: `id`'s
+    /// numbering goes on from the backlog's, and it first sends the backlog's written
+    /// messages after `ordinal` (with their numbers) and its unsent ones. `id` keeps written
+    /// messages as the old connection did. False, and nothing changes, if the backlog no
+    /// longer holds everything after `ordinal` (see `OutboundBacklog.canReplay`) or `id` has
+    /// already numbered messages.
+    public func adopt(_ id: ConnectionID, _ backlog: OutboundBacklog, after ordinal: UInt64, retaining bytes: Int) -> Bool {
+        guard backlog.canReplay(after: ordinal) else { return false }
+        let wake = !isServiceThread
+        let replay = backlog.replay(after: ordinal)
+        return state.withLock { s -> Bool in
+            let adopted = s.modify(id) { c -> Bool in
+                guard c.ordinalsWritten == 0, c.closeRequest == nil else { return false }
+                c.ordinalsWritten = backlog.lastOrdinal
+                c.retention = max(0, bytes)
+                c.written = backlog.written.filter { $0.ordinal <= ordinal }
+                c.writtenStart = 0
+                c.writtenBytes = c.written.reduce(0) { $0 + $1.frame.payloadCount }
+                // In front of anything queued meanwhile (nothing numbered was: see the guard).
+                var queue = OutboundQueue<OutgoingMessage>(byteLimit: c.outbound.byteLimit)
+                for message in replay + c.outbound.drained() {
+                    _ = queue.enqueue(message, size: message.byteCount, delivery: message.delivery)
+                }
+                c.outbound = queue
+                let schedule = !c.writeScheduled && !queue.isEmpty
+                if schedule { c.writeScheduled = true }
+                return true
+            } ?? false
+            if adopted, s.connections[id]?.writeScheduled == true { s.post(.writable(id), wake: wake) }
+            return adopted
+        }
     }
 
     /// The close requested for `id`, if any.
@@ -132,21 +189,28 @@ public final class TransportHandle: Sendable {
     /// The next frame to write to `id` (numbered, if its message has an ordinal slot), and
     /// whether more are queued after it.
     func takeNext(_ id: ConnectionID) -> (frame: FrameBuffer?, kind: OutgoingMessage.Kind, more: Bool) {
-        let (taken, more, ordinal) = state.withLock { s -> (OutgoingMessage?, Bool, UInt64) in
-            s.modify(id) { c -> (OutgoingMessage?, Bool, UInt64) in
+        let (taken, more, ordinal, frame) = state.withLock { s -> (OutgoingMessage?, Bool, UInt64, FrameBuffer?) in
+            s.modify(id) { c -> (OutgoingMessage?, Bool, UInt64, FrameBuffer?) in
                 let message = c.outbound.dequeue()
                 let more = !c.outbound.isEmpty
                 c.writeScheduled = more
+                guard let message else { return (nil, more, 0, nil) }
                 var ordinal: UInt64 = 0
-                if message?.ordinalSlot != nil {
+                if message.ordinalSlot != nil {
                     c.ordinalsWritten += 1
                     ordinal = c.ordinalsWritten
                 }
-                return (message, more, ordinal)
-            } ?? (nil, false, 0)
+                guard c.retention > 0, ordinal > 0 || message.written != nil else { return (message, more, ordinal, nil) }
+                // A kept message is made into its frame here, under the lock, to be kept too.
+                let frame = message.written?.frame ?? FrameBuffer(message, ordinal: ordinal)
+                c.keep(frame, ordinal: message.written?.ordinal ?? ordinal, kind: message.kind)
+                return (message, more, ordinal, frame)
+            } ?? (nil, false, 0, nil)
         }
-        // The one copy of the bytes, into the frame, outside the lock.
         guard let message = taken else { return (nil, .text, more) }
+        if let frame { return (frame, message.kind, more) }
+        if let written = message.written { return (written.frame, message.kind, more) }
+        // The one copy of the bytes, into the frame, outside the lock.
         return (FrameBuffer(message, ordinal: ordinal), message.kind, more)
     }
 
@@ -211,6 +275,26 @@ struct SharedConnection: Sendable {
     /// Numbered messages taken for writing so far (the last one's ordinal): the one count
     /// behind every `seq` a client sees.
     var ordinalsWritten: UInt64 = 0
+    /// Bytes of written numbered messages to keep (`retainWritten`); 0 keeps none.
+    var retention = 0
+    /// The kept messages, oldest first from `writtenStart`.
+    var written: [(ordinal: UInt64, frame: FrameBuffer, kind: OutgoingMessage.Kind)] = []
+    var writtenStart = 0
+    var writtenBytes = 0
+
+    /// Keeps a written frame, forgetting the oldest beyond `retention` bytes.
+    mutating func keep(_ frame: FrameBuffer, ordinal: UInt64, kind: OutgoingMessage.Kind) {
+        written.append((ordinal, frame, kind))
+        writtenBytes += frame.payloadCount
+        while writtenBytes > retention, writtenStart < written.count - 1 {
+            writtenBytes -= written[writtenStart].frame.payloadCount
+            writtenStart += 1
+        }
+        if writtenStart > 64 && writtenStart * 2 > written.count {
+            written.removeFirst(writtenStart)
+            writtenStart = 0
+        }
+    }
 
     init(outbound: OutboundQueue<OutgoingMessage>) {
         self.outbound = outbound
@@ -220,6 +304,8 @@ struct SharedConnection: Sendable {
 enum ServiceCommand: Sendable {
     case writable(ConnectionID)
     case close(ConnectionID)
+    /// Drop the connection now, without a close frame.
+    case kill(ConnectionID)
     case setReading(ConnectionID, Bool)
     case perform(@Sendable (any TransportDelegate) -> Void)
 }

@@ -33,12 +33,24 @@ public struct OutgoingMessage: Sendable {
     /// connection replaces these bytes. Numbering at write time keeps the numbers gapless
     /// even when unsent replaceable messages were dropped. nil: not numbered.
     public let ordinalSlot: Range<Int>?
+    /// A numbered message written before on another connection, sent again as it was (a
+    /// replay after the client resumed): its frame and its ordinal.
+    let written: (frame: FrameBuffer, ordinal: UInt64)?
 
     public init(kind: Kind, bytes: [UInt8], delivery: OutboundDelivery = .mustDeliver, ordinalSlot: Range<Int>? = nil) {
         self.kind = kind
         self.delivery = delivery
         self.bytes = bytes
         self.ordinalSlot = ordinalSlot.map { $0.clamped(to: 0..<bytes.count) }
+        self.written = nil
+    }
+
+    init(replaying frame: FrameBuffer, kind: Kind, ordinal: UInt64) {
+        self.kind = kind
+        self.delivery = .mustDeliver
+        self.bytes = []
+        self.ordinalSlot = nil
+        self.written = (frame, ordinal)
     }
 
     public static func text(_ text: String, delivery: OutboundDelivery = .mustDeliver) -> OutgoingMessage {
@@ -50,7 +62,35 @@ public struct OutgoingMessage: Sendable {
     }
 
     /// Payload size in bytes (what counts against the outbound limit).
-    public var byteCount: Int { bytes.count }
+    public var byteCount: Int { written?.frame.payloadCount ?? bytes.count }
+}
+
+/// What a connection that kept its written messages (`TransportHandle.retainWritten`) left
+/// behind when it closed: the numbered messages it wrote most recently (the peer may not have
+/// received them), what it had not written yet, and where its numbering stood. A session layer
+/// that lets a client resume on a new connection hands it to `TransportHandle.adopt`.
+public struct OutboundBacklog: Sendable {
+    /// Numbered messages written, oldest first, each with its ordinal.
+    let written: [(ordinal: UInt64, frame: FrameBuffer, kind: OutgoingMessage.Kind)]
+    /// Messages queued and not written, in order.
+    public let unsent: [OutgoingMessage]
+    /// The ordinal of the last numbered message written (0 if none).
+    public let lastOrdinal: UInt64
+
+    /// Whether every numbered message after `ordinal` can still be sent again.
+    public func canReplay(after ordinal: UInt64) -> Bool {
+        guard ordinal <= lastOrdinal else { return false }
+        if ordinal == lastOrdinal { return true }
+        guard let first = written.first else { return false }
+        return first.ordinal <= ordinal + 1
+    }
+
+    /// What a new connection must send first: the written messages after `ordinal` again,
+    /// then the unsent ones.
+    func replay(after ordinal: UInt64) -> [OutgoingMessage] {
+        written.filter { $0.ordinal > ordinal }.map { OutgoingMessage(replaying: $0.frame, kind: $0.kind, ordinal: $0.ordinal) }
+            + unsent
+    }
 }
 
 /// Payload bytes with `LWS_PRE` bytes of headroom in front, as `lws_write` needs.

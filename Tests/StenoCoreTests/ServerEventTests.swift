@@ -19,7 +19,7 @@ func word(_ text: String, _ start: Double, _ end: Double, _ confidence: Double =
             {"type":"ready","seq":1,"session":"s-1","startedAt":"2025-03-07T14:05:09.042Z",\
             "engine":{"name":"pocketsphinx","model":"en-us","language":"en-US","sampleRate":16000},\
             "limits":{"maxFrameBytes":65536,"bufferSeconds":10,"maxSessionSeconds":14400,\
-            "idleTimeoutSeconds":30,"outboundBytes":1048576}}
+            "idleTimeoutSeconds":30,"outboundBytes":1048576,"resumeSeconds":30}}
             """)
     }
 

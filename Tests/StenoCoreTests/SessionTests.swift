@@ -15,11 +15,11 @@ struct Harness {
 
     static let wall = UTCTime(millisecondsSince1970: 1_741_356_309_042)
 
-    init(limits: SessionLimits = SessionLimits(), progressInterval: Double = 1) {
+    init(limits: SessionLimits = SessionLimits(), progressInterval: Double = 1, resumeToken: String? = nil) {
         machine = SessionMachine(id: "s-1",
                                  configuration: SessionConfiguration(engine: testEngine, limits: limits,
                                                                      progressInterval: progressInterval),
-                                 now: 100)
+                                 now: 100, resumeToken: resumeToken)
     }
 
     /// Feeds one input; returns its actions described as short strings.
@@ -99,6 +99,10 @@ struct Harness {
             return "end"
         case .cancelPipeline:
             return "cancelPipeline"
+        case .submitGap(let start, let duration):
+            return "gap \(JSONWriter.secondsText(start))+\(JSONWriter.secondsText(duration))"
+        case .resume(let request):
+            return "resume \(request.session) after \(request.after)"
         case .pauseReading:
             return "pause"
         case .resumeReading:
@@ -156,7 +160,7 @@ let everyInput: [SessionInput] = [
         var h = Harness()
         h.start()
         #expect(h.start() == ["cancelPipeline",
-                              errorEvent(2, .notStarted, "the session has already started; \"start\" may be sent only once"),
+                              errorEvent(2, .notStarted, "the session has already started; \"start\" may only come first"),
                               "close 4400 not_started"])
         // Also when the second start's audio is unsupported, and while ending.
         var h2 = Harness()
@@ -225,7 +229,7 @@ let everyInput: [SessionInput] = [
         var h = Harness()
         h.start()
         #expect(h.text(#"{"type":"pause"}"#) == [errorEvent(2, .badMessage,
-            "unknown message type \"pause\"; expected start, finalize, end or cancel")])
+            "unknown message type \"pause\"; expected start, resume, finalize, end, cancel or gap")])
         #expect(h.text(#"{"type":"finalize","through":"x"}"#) == [errorEvent(3, .badMessage,
             "field \"through\" must be a number")])
         #expect(h.machine.phase == .streaming)

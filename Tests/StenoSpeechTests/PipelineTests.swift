@@ -155,4 +155,37 @@ import Testing
         #expect(abs(p.receivedSeconds - 1.0 / 16000) < 1e-12)
         p.cancel()
     }
+
+    @Test func aGapPlacesWhatFollowsAfterTheHole() throws {
+        let audio = try TestAudio.load("beckett.wav")
+        // At 44.1 kHz, so the resampler holds samples when the gap comes.
+        let samples44 = Speech44.resample(audio.samples)
+        let p = try Self.pipeline(rate: 44100)
+        var events = try Self.feed(p, [Int16](repeating: 0, count: 44100), rate: 44100)
+        events += try p.gap(seconds: 2.5)
+        #expect(abs(p.analyzedSeconds - 3.5) < 1e-3, "nothing waits for analysis across the hole")
+        events += try Self.feed(p, samples44, rate: 44100) + p.finish()
+        let finals = events.finals
+        #expect(!finals.isEmpty)
+        let shifted = try (Self.feed(Self.pipeline(rate: 44100), samples44, rate: 44100)).finals
+        // Every word lies after the hole, where the same audio alone puts it plus 3.5 s.
+        for word in finals.flatMap(\.words) { #expect(word.range.start >= 3.5 - 1e-9, "\(word.text) \(word.range)") }
+        #expect(abs((finals.first?.range.start ?? 0) - 3.5 - (shifted.first?.range.start ?? 0)) < 0.03)
+        Self.checkInvariants(finals, duration: 3.5 + Double(samples44.count) / 44100)
+    }
 }
+
+/// Beckett at 44.1 kHz (linear interpolation is enough for a timeline test).
+enum Speech44 {
+    static func resample(_ samples: [Int16]) -> [Int16] {
+        let n = samples.count * 44100 / 16000
+        return (0..<n).map { i in
+            let x = Double(i) * 16000 / 44100
+            let k = Int(x)
+            let f = x - Double(k)
+            let a = Double(samples[min(k, samples.count - 1)]), b = Double(samples[min(k + 1, samples.count - 1)])
+            return Int16(a + (b - a) * f)
+        }
+    }
+}
+

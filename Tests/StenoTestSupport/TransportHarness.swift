@@ -43,6 +43,8 @@ public final class TestControl: Sendable {
     private let log = Mutex<[TransportEvent]>([])
     private let ticks = Atomic<Int>(0)
     public let logLines = Mutex<[String]>([])
+    /// What closed connections that kept their written messages left behind.
+    public let backlogs = Mutex<[ConnectionID: OutboundBacklog]>([:])
 
     public init(_ settings: Settings) { self.settings = Mutex(settings) }
 
@@ -128,7 +130,8 @@ public final class EchoDelegate: TransportDelegate {
         handle.close(id, code: 1009, reason: "too_large")
     }
 
-    public func closed(_ id: ConnectionID) {
+    public func closed(_ id: ConnectionID, backlog: OutboundBacklog?) {
+        if let backlog { control.backlogs.withLock { $0[id] = backlog } }
         open -= 1
         control.record(.closed(id))
     }

@@ -180,6 +180,61 @@ import StenoTestSupport
         #expect(last == .text("1000"))
     }
 
+    @Test func aNewConnectionCanContinueWhatAClosedOneLeftBehind() throws {
+        var settings = TestControl.Settings()
+        settings.echo = false
+        let server = try TestServer(settings)
+        let (a, aID) = try server.connect()
+        server.handle.retainWritten(aID, bytes: 1 << 16)
+        @Sendable func numbered(_ n: Int) -> OutgoingMessage {
+            OutgoingMessage(kind: .text, bytes: Array(#"{"n":0,"m":\#(n)}"#.utf8), ordinalSlot: 5..<6)
+        }
+        for n in 1...5 { server.handle.send(aID, numbered(n)) }
+        for n in 1...5 { #expect(try a.receive() == .text(#"{"n":\#(n),"m":\#(n)}"#)) }
+        a.disconnect()
+        #expect(server.control.wait { server.control.wasClosed(aID) })
+        let backlog = try #require(server.control.backlogs.withLock { $0[aID] })
+        #expect(backlog.lastOrdinal == 5)
+        #expect(backlog.canReplay(after: 3) && backlog.canReplay(after: 0) && backlog.canReplay(after: 5))
+        #expect(!backlog.canReplay(after: 6), "the client cannot have more than was written")
+
+        let (b, bID) = try server.connect()
+        #expect(server.handle.adopt(bID, backlog, after: 3, retaining: 1 << 16))
+        server.handle.send(bID, numbered(6))
+        #expect(try b.receive() == .text(#"{"n":4,"m":4}"#), "sent again with its number")
+        #expect(try b.receive() == .text(#"{"n":5,"m":5}"#))
+        #expect(try b.receive() == .text(#"{"n":6,"m":6}"#), "the numbering goes on")
+        // A connection that has numbered messages of its own cannot adopt.
+        let (c, cID) = try server.connect()
+        server.handle.send(cID, numbered(1))
+        #expect(try c.receive() == .text(#"{"n":1,"m":1}"#))
+        #expect(!server.handle.adopt(cID, backlog, after: 3, retaining: 0))
+        // Detaching drops a connection at once and hands over what it kept.
+        let kept = try #require(server.handle.detach(bID))
+        #expect(kept.lastOrdinal == 6)
+        #expect(kept.canReplay(after: 3), "it kept the replayed messages too")
+        #expect(server.control.wait { server.control.wasClosed(bID) })
+        #expect(server.handle.send(bID, numbered(7)) == .closed)
+        #expect(server.control.backlogs.withLock { $0[bID] } == nil, "handed over once, by detach")
+    }
+
+    @Test func retentionIsBounded() throws {
+        var settings = TestControl.Settings()
+        settings.echo = false
+        let server = try TestServer(settings)
+        let (a, aID) = try server.connect()
+        server.handle.retainWritten(aID, bytes: 100)
+        let payload = String(repeating: "x", count: 30)
+        for _ in 1...10 {
+            server.handle.send(aID, OutgoingMessage(kind: .text, bytes: Array(#"{"n":0,"p":"\#(payload)"}"#.utf8), ordinalSlot: 5..<6))
+        }
+        for _ in 1...10 { _ = try a.receive() }
+        let backlog = try #require(server.handle.detach(aID))
+        #expect(backlog.lastOrdinal == 10)
+        #expect(backlog.canReplay(after: 8), "the last two fit in 100 bytes")
+        #expect(!backlog.canReplay(after: 2), "older ones were let go")
+    }
+
     @Test func pausedReadingReceivesNothingAndResumeDeliversEverything() throws {
         var settings = TestControl.Settings()
         settings.echo = false

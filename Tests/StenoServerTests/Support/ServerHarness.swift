@@ -304,6 +304,9 @@ final class LiveServer {
         // another does the work; on a loaded machine that can outlast the keepalive. The
         // keepalive tests turn it on.
         options.keepAlive = nil
+        // A client that vanishes would hold its session for the resume grace period; the
+        // resume tests turn it on.
+        options.resumeSeconds = 0
         options.workers = 2
         configure(&options)
         let lines = log

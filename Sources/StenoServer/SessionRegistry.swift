@@ -1,0 +1,56 @@
+import StenoTransport
+import Synchronization
+
+/// The `/v1/stream` sessions: by id (for `resume`), and by the connection carrying each
+/// (a session detached from its connection is in the first only). Written on the lws thread
+/// and by a session taking over another's connection on resume; read from any thread
+/// (`StenoServer` watches it while draining).
+final class SessionRegistry: Sendable {
+    private struct State {
+        var byID: [String: StreamSession] = [:]
+        var byConnection: [ConnectionID: StreamSession] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    func add(_ session: StreamSession, on connection: ConnectionID) {
+        state.withLock { s in
+            s.byID[session.sessionID] = session
+            s.byConnection[connection] = session
+        }
+    }
+
+    /// The session `connection` carries.
+    subscript(connection: ConnectionID) -> StreamSession? { state.withLock { $0.byConnection[connection] } }
+
+    /// The session with this id, connected or not.
+    func session(id: String) -> StreamSession? { state.withLock { $0.byID[id] } }
+
+    /// `connection` no longer carries a session; returns the one it carried.
+    func disconnect(_ connection: ConnectionID) -> StreamSession? {
+        state.withLock { $0.byConnection.removeValue(forKey: connection) }
+    }
+
+    /// Forgets a session (it has closed and has no connection).
+    func remove(_ session: StreamSession) {
+        state.withLock { s in
+            if s.byID[session.sessionID] === session { s.byID[session.sessionID] = nil }
+        }
+    }
+
+    /// `resumed` took over `connection`, which carried `placeholder` (a session that never
+    /// started and is dropped).
+    func replace(_ placeholder: StreamSession, by resumed: StreamSession, on connection: ConnectionID) {
+        state.withLock { s in
+            if s.byID[placeholder.sessionID] === placeholder { s.byID[placeholder.sessionID] = nil }
+            s.byConnection[connection] = resumed
+        }
+    }
+
+    /// Sessions, connected or detached.
+    var count: Int { state.withLock { $0.byID.count } }
+    /// Sessions whose protocol has not closed yet (draining waits for these).
+    var liveCount: Int { state.withLock { $0.byID.values.filter { !$0.isClosed }.count } }
+    /// Every session.
+    var all: [StreamSession] { state.withLock { Array($0.byID.values) } }
+}
