@@ -72,7 +72,9 @@
  *   lag            received − analyzed from the last `progress`, in seconds (null before one)
  *   bufferedAmount bytes queued in the socket and not yet sent (backpressure), plus audio
  *                  waiting for `ready`
- *   sentSeconds    seconds of audio sent (PCM from byte counts, Opus from packet TOC bytes)
+ *   sentSeconds    seconds of audio sent (PCM from byte counts, Opus from packet TOC bytes; a
+ *                  packet with a malformed header counts as long as the last good one, as on
+ *                  the server)
  *   lastSeq        `seq` of the last server event
  *
  * Errors
@@ -135,7 +137,8 @@
  *   viewerShouldReconnect(closeCode)  the same for a viewer (only 1000 and protocol or
  *                                   policy closes end a viewer)
  *   describeError(code)             a plain-language sentence for a protocol or close code
- *   opusPacketSamples(bytes)        samples at 48 kHz in one Opus packet (RFC 6716 TOC)
+ *   opusPacketSamples(bytes)        samples at 48 kHz in one Opus packet (RFC 6716 TOC), 0 when
+ *                                   malformed or longer than 120 ms (as the server reads it)
  */
 
 export const PROTOCOL_VERSION = 1;
@@ -286,9 +289,13 @@ export function viewerShouldReconnect(closeCode) {
   return ![1000, 1002, 1003, 1007, 1008, 1009, 1010, 4400].includes(closeCode);
 }
 
+/** The longest Opus packet RFC 6716 allows: 120 ms, in 48 kHz samples. */
+export const OPUS_MAX_PACKET_SAMPLES = 5760;
+
 /**
  * Samples at 48 kHz held by one Opus packet, from its TOC byte (RFC 6716, section 3.1),
- * or 0 if the packet is malformed.
+ * or 0 if the header is malformed: an empty packet, code 3 without its frame-count byte or
+ * with 0 frames, or more than 120 ms in all. The same rule as the server's (OpusPacket.swift).
  */
 export function opusPacketSamples(bytes) {
   if (!bytes || bytes.length < 1) return 0;
@@ -306,7 +313,8 @@ export function opusPacketSamples(bytes) {
     if (bytes.length < 2) return 0;
     frames = bytes[1] & 0x3f;
   }
-  return frames * frame;
+  const total = frames * frame;
+  return total <= OPUS_MAX_PACKET_SAMPLES ? total : 0;
 }
 
 /** An error of a Steno session: a protocol code, a message, and the close code if any. */
@@ -469,6 +477,7 @@ export class StenoClient extends EventOwner {
     this._outbox = []; // frames waiting for `ready`: strings or ArrayBuffers
     this._outboxBytes = 0;
     this._carry = null; // PCM bytes that did not fill a whole sample frame yet
+    this._lastOpusSamples = 960; // duration given to an Opus packet whose header is malformed
     this._finalizeWaiters = [];
     this._ended = deferred();
     this._cancelled = deferred();
@@ -529,7 +538,11 @@ export class StenoClient extends EventOwner {
     if (encoding === 'opus') {
       if (data instanceof Float32Array) throw new TypeError('sendAudio: Opus takes encoded packets, not samples');
       const packet = toBytes(data, 'opus');
-      this.sentSeconds += opusPacketSamples(packet) / 48000;
+      // As the server counts: a packet whose header cannot be read lasts as long as the last
+      // good one (20 ms before any).
+      const samples = opusPacketSamples(packet) || this._lastOpusSamples;
+      this._lastOpusSamples = samples;
+      this.sentSeconds += samples / 48000;
       this._send(packet.slice().buffer); // a copy: the caller may reuse its buffer
       return this.sentSeconds;
     }

@@ -118,6 +118,30 @@ test('opusPacketSamples reads RFC 6716 TOC bytes', () => {
   assert.equal(n(new Uint8Array([0x79, 0])), 1920); // code 1: two frames
   assert.equal(n(new Uint8Array([0x7b, 0x03])), 2880); // code 3: three frames
   assert.equal(n(new Uint8Array([])), 0);
+  assert.equal(n(new Uint8Array([0x7b])), 0, 'code 3 without its frame-count byte');
+  assert.equal(n(new Uint8Array([0x7b, 0x00])), 0, 'code 3 with no frames');
+  // At most 120 ms (5760 samples) per packet, as RFC 6716 and the server (OpusPacket.swift) say.
+  assert.equal(client.OPUS_MAX_PACKET_SAMPLES, 5760);
+  assert.equal(n(new Uint8Array([0x7b, 0x06])), 5760, 'six 20 ms frames: 120 ms, the most allowed');
+  assert.equal(n(new Uint8Array([0x7b, 0x07])), 0, 'seven 20 ms frames: 140 ms');
+  assert.equal(n(new Uint8Array([0x1b, 0x02])), 5760, 'two 60 ms SILK frames');
+  assert.equal(n(new Uint8Array([0x1b, 0x03])), 0, 'three 60 ms SILK frames: 180 ms');
+  assert.equal(n(new Uint8Array([0x19, 0])), 5760, 'code 1: two 60 ms frames');
+  assert.equal(n(new Uint8Array([0x83, 0x30])), 5760, '48 CELT frames of 2.5 ms');
+  assert.equal(n(new Uint8Array([0x83, 0x31])), 0, '49 CELT frames of 2.5 ms');
+  assert.equal(n(new Uint8Array([0x83, 0x3f])), 0, 'the largest frame count, 63');
+});
+
+test('sentSeconds counts a malformed Opus packet as long as the last good one, as the server does', async () => {
+  const { c, socket } = make({ audio: { encoding: 'opus', sampleRate: 48000, channels: 1 } });
+  socket.open();
+  socket.emit({ type: 'ready', seq: 1 });
+  c.sendAudio(new Uint8Array([0x7b])); // malformed before any good packet: 20 ms
+  assert.equal(c.sentSeconds, 0.02);
+  c.sendAudio(new Uint8Array([0x1b, 0x02])); // 120 ms
+  c.sendAudio(new Uint8Array([0x7b, 0x07])); // too long: counted as the last good one
+  assert.equal(Math.round(c.sentSeconds * 1000), 260);
+  assert.equal(socket.frames.length, 3, 'every packet is sent; the server conceals what it cannot decode');
 });
 
 test('finalize, end: promises in order, events as callbacks and as an async iterator', async () => {
