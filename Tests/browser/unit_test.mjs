@@ -438,38 +438,74 @@ test('helpers: listenUrl, captionsUrl, isChannelName, viewerShouldReconnect', ()
   for (const code of [1000, 1003, 1008, 1009, 4400]) assert.equal(client.viewerShouldReconnect(code), false, code);
 });
 
-test('transcript: timestamps, text, WebVTT and SRT', () => {
-  const { timestamp, shortTime, toText, toWebVTT, toSRT, toCues } = transcript;
+test('transcript: timestamps, text, WebVTT and SRT written as the server writes them', () => {
+  const { timestamp, shortTime, clockLabel, toText, toWebVTT, toSRT } = transcript;
   assert.equal(timestamp(3661.5), '01:01:01.500');
   assert.equal(timestamp(0.0004, ','), '00:00:00,000');
+  assert.equal(timestamp(0.0005), '00:00:00.001', 'half a millisecond rounds up, as on the server');
+  assert.equal(timestamp(-3), '00:00:00.000');
+  assert.equal(timestamp(NaN), '00:00:00.000');
+  assert.equal(timestamp(360000), '100:00:00.000');
   assert.equal(shortTime(62.345), '1:02.35');
+  assert.equal(clockLabel(62.9), '1:02');
+  assert.equal(clockLabel(3725), '1:02:05');
   const finals = [
     { start: 0.5, end: 1.25, text: 'hello <world> & you' },
     { start: 2, end: 2, text: '   ' },
-    { start: 3, end: 4, text: 'second line' },
+    { start: 3, end: 4, text: 'second  line' },
   ];
-  assert.equal(toText(finals), 'hello <world> & you\nsecond line\n');
+  // The expected texts are what Captions.swift renders for the same finals.
+  assert.equal(toText(finals),
+    '[00:00:00.500 → 00:00:01.250] hello <world> & you\n[00:00:02.000 → 00:00:02.000] \n[00:00:03.000 → 00:00:04.000] second line\n');
   assert.equal(toWebVTT(finals),
-    'WEBVTT\n\n1\n00:00:00.500 --> 00:00:01.250\nhello &lt;world&gt; &amp; you\n\n2\n00:00:03.000 --> 00:00:04.000\nsecond line\n\n');
+    'WEBVTT\n\n00:00:00.500 --> 00:00:01.250\nhello &lt;world&gt; &amp; you\n\n00:00:03.000 --> 00:00:04.000\nsecond line\n');
   assert.equal(toSRT(finals),
-    '1\n00:00:00,500 --> 00:00:01,250\nhello <world> & you\n\n2\n00:00:03,000 --> 00:00:04,000\nsecond line\n\n');
-  assert.equal(toWebVTT([]), 'WEBVTT\n\n');
+    '1\n00:00:00,500 --> 00:00:01,250\nhello <world> & you\n\n2\n00:00:03,000 --> 00:00:04,000\nsecond line\n');
+  assert.equal(toWebVTT([]), 'WEBVTT\n');
+  assert.equal(toSRT([]), '');
+  assert.equal(toText([]), '');
+});
+
+test('transcript: cues cut greedily, lines balanced, times from words or shared by characters', () => {
+  const { toCues, toWebVTT } = transcript;
+  // Without word times: a cue of two balanced lines (the longer one as short as can be),
+  // the rest in the next cue, times by character position (as Captions.swift renders them).
+  const text = 'had he married a more amiable woman he might have been made still more respectable than he was';
+  assert.equal(toWebVTT([{ start: 10, end: 14, text }, {
+    start: 20, end: 21, text: 'one two three',
+    words: [{ word: 'one', start: 2, end: 20.2 }, { word: 'two three', start: 20.3, end: 20.9 }],
+  }]),
+  'WEBVTT\n\n00:00:10.000 --> 00:00:12.979\nhad he married a more amiable woman\nhe might have been made still more\n\n' +
+  '00:00:13.021 --> 00:00:14.000\nrespectable than he was\n\n' +
+  '00:00:20.000 --> 00:00:21.000\none two three\n');
+
+  // Balanced, where a greedy wrap would fill the top line (42 characters) and leave 12 below.
+  const balanced = toCues([{ start: 0, end: 1, text: 'one two three four five six seven eight nine ten eleven' }]);
+  assert.deepEqual(balanced.map((c) => c.lines), [['one two three four five six', 'seven eight nine ten eleven']]);
+  const tie = toCues([{ start: 0, end: 1, text: `${'x'.repeat(20)} y ${'z'.repeat(20)}` }]);
+  assert.deepEqual(tie[0].lines, ['x'.repeat(20), `y ${'z'.repeat(20)}`], 'ties go to the shorter top line');
+  const long = toCues([{ start: 0, end: 1, text: `${'x'.repeat(50)} y` }]);
+  assert.deepEqual(long.map((c) => c.lines), [['x'.repeat(50), 'y']], 'a word longer than a line gets its own');
 
   // Long finals become cues of at most two lines of 42 characters, cut at word times.
   const words = Array.from({ length: 30 }, (_, i) => ({ word: `word${i}`, start: 10 + i * 0.5, end: 10.4 + i * 0.5 }));
-  const long = { start: 10, end: 25, text: words.map((w) => w.word).join(' '), words };
-  const cues = toCues([long]);
-  assert.ok(cues.length > 1);
-  for (const cue of cues) {
+  const timed = toCues([{ start: 9.8, end: 25, text: words.map((w) => w.word).join(' '), words }]);
+  assert.ok(timed.length > 1);
+  for (const cue of timed) {
     assert.ok(cue.lines.length <= 2 && cue.lines.every((l) => l.length <= 42), JSON.stringify(cue));
   }
-  assert.equal(cues[0].start, 10);
-  assert.equal(cues.at(-1).end, 25);
-  const firstOfSecond = Number(cues[1].lines[0].split(' ')[0].slice(4));
-  assert.equal(cues[1].start, 10 + firstOfSecond * 0.5, 'a cue starts at its first word');
-  assert.deepEqual(cues.flatMap((c) => c.lines.join(' ').split(' ')), words.map((w) => w.word));
-  // Without word times the range is shared out; cues never overlap.
-  const untimed = toCues([{ start: 0, end: 10, text: long.text }]);
-  for (let i = 1; i < untimed.length; i++) assert.ok(untimed[i].start >= untimed[i - 1].end);
-  assert.equal(untimed.at(-1).end, 10);
+  assert.equal(timed[0].start, 9.8, 'the first cue starts with the final');
+  assert.equal(timed.at(-1).end, 25, 'the last cue ends with the final');
+  const firstOfSecond = Number(timed[1].lines[0].split(' ')[0].slice(4));
+  assert.equal(timed[1].start, 10 + firstOfSecond * 0.5, 'a cue starts at its first word');
+  const lastOfFirst = Number(timed[0].lines.at(-1).split(' ').at(-1).slice(4));
+  assert.equal(timed[0].end, 10.4 + lastOfFirst * 0.5, 'and ends at its last word');
+  assert.deepEqual(timed.flatMap((c) => c.lines.join(' ').split(' ')), words.map((w) => w.word));
+
+  // Cues never run backwards: a final that starts before the previous one ended starts at its end.
+  const clamped = toCues([{ start: 0, end: 2, text: 'first' }, { start: 1.5, end: 1.6, text: 'second' }]);
+  assert.deepEqual(clamped.map((c) => [c.start, c.end]), [[0, 2], [2, 2]]);
+  // Lengths are counted in characters as people see them (grapheme clusters), as in Swift.
+  const accents = toCues([{ start: 0, end: 1, text: `${'e\u0301'.repeat(42)}` }]);
+  assert.equal(accents[0].lines.length, 1);
 });
