@@ -7,7 +7,8 @@ Environment:
   STENO_SERVE_ARGS       extra arguments for `steno serve` (shell-quoted)
   STENO_TRANSCRIBE_ARGS  extra arguments for `steno transcribe` (shell-quoted)
   STENO_CHROMIUM         chromium executable (default /usr/bin/chromium)
-  STENO_NODE             node executable for the Node client test (default: node on PATH)
+  STENO_NODE             node executable for the Node tests (default: node on PATH); Node 18
+                         or later (a Node without a WebSocket global gets Debian's node-ws)
 """
 
 from __future__ import annotations
@@ -185,17 +186,54 @@ def launch_browser(playwright_instance, chromium_path):
         browser.close()
 
 
+@dataclass
+class Node:
+    """A node executable and the arguments that give it a standard WebSocket global."""
+
+    path: str
+    version: str
+    args: list[str]  # before the script: nothing, --experimental-websocket, or a preload
+    websocket: str  # where its WebSocket comes from, for messages
+
+    def command(self, *args: str) -> list[str]:
+        return [self.path, *self.args, *args]
+
+
+NODE_WEBSOCKET_SHIM = HERE / "node_websocket.cjs"
+
+
+def _node_has_websocket(path: str, args: list[str], env: dict) -> bool:
+    probe = "process.exit(typeof WebSocket === 'function' ? 0 : 3)"
+    result = subprocess.run([path, *args, "-e", probe], capture_output=True, text=True, env=env, timeout=60)
+    return result.returncode == 0
+
+
 @pytest.fixture(scope="session")
-def node_path() -> str:
-    path = os.environ.get("STENO_NODE") or shutil.which("node")
+def node() -> Node:
+    """Node for the unit tests and the Node client tests. Node 22+ has a WebSocket global,
+    Node 20.10+ has one with --experimental-websocket, and Debian 12's Node 18 has none: there
+    the WebSocket of Debian's node-ws is preloaded. scripts/bootstrap.sh installs both."""
+    path = os.environ.get("STENO_NODE") or shutil.which("node") or shutil.which("nodejs")
     if not path:
-        pytest.skip("node is not installed")
-    # The Node tests use the WebSocket global (node 20.10+ with --experimental-websocket, 22+ without).
+        pytest.fail("node is not installed: scripts/bootstrap.sh test installs Debian's nodejs and node-ws "
+                    "(or set STENO_NODE)")
     version = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.strip().lstrip("v")
     try:
-        major, minor = (int(x) for x in version.split(".")[:2])
+        major = int(version.split(".")[0])
     except ValueError:
-        pytest.skip(f"cannot tell node's version ({version!r})")
-    if (major, minor) < (20, 10):
-        pytest.skip(f"node {version} has no WebSocket; 20.10 or later is needed")
-    return path
+        pytest.fail(f"cannot tell node's version ({version!r})")
+    if major < 18:
+        pytest.fail(f"node {version} is too old: the tests need Node 18 or later")
+    env = node_env()
+    for args, websocket in (([], "its own"), (["--experimental-websocket"], "its own, with --experimental-websocket"),
+                            (["--require", str(NODE_WEBSOCKET_SHIM)], "Debian's node-ws")):
+        if _node_has_websocket(path, args, env):
+            return Node(path, version, args, websocket)
+    pytest.fail(f"node {version} has no WebSocket and node-ws is not installed (apt-get install node-ws)")
+
+
+def node_env() -> dict:
+    """The environment for node: Debian's Node packages (node-ws) are found in /usr/share/nodejs."""
+    env = dict(os.environ)
+    env["NODE_PATH"] = os.pathsep.join(p for p in (env.get("NODE_PATH"), "/usr/share/nodejs") if p)
+    return env

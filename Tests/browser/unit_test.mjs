@@ -3,18 +3,8 @@
 //   node --test Tests/browser/unit_test.mjs
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
-import path from 'node:path';
-
-const here = path.dirname(fileURLToPath(import.meta.url));
-async function load(name) {
-  // The modules live in a folder without package.json: load them as ES modules explicitly.
-  const source = await readFile(path.resolve(here, '../../web-client', name), 'utf8');
-  return import(`data:text/javascript;base64,${Buffer.from(source).toString('base64')}`);
-}
-const client = await load('steno-client.js');
-const transcript = await load('transcript.js');
+import * as client from '../../web-client/steno-client.js';
+import * as transcript from '../../web-client/transcript.js';
 const { StenoClient, StenoError } = client;
 
 /** A WebSocket whose server side the test plays. */
