@@ -499,3 +499,263 @@ test('transcript: cues cut greedily, lines balanced, times from words or shared 
   const accents = toCues([{ start: 0, end: 1, text: `${'e\u0301'.repeat(42)}` }]);
   assert.equal(accents[0].lines.length, 1);
 });
+
+// ---- StenoPublisher ------------------------------------------------------------------------
+
+const { StenoPublisher } = client;
+
+/** A scripted `fetch`: answers from `answers` in turn (the last one repeats); records URLs. */
+function scriptedFetch(answers) {
+  const urls = [];
+  const fetch = async (url) => {
+    urls.push(url);
+    const answer = answers.length > 1 ? answers.shift() : answers[0];
+    if (answer === 'unreachable') throw new TypeError('fetch failed');
+    const { status, body = null, headers = {} } = answer;
+    return {
+      status,
+      headers: { get: (name) => headers[name.toLowerCase()] ?? null },
+      json: async () => { if (body === null) throw new SyntaxError('not JSON'); return body; },
+    };
+  };
+  return { fetch, urls };
+}
+
+const full = (retryAfter) => ({ status: 503, body: { status: 'full', retryAfter }, headers: { 'retry-after': '5' } });
+
+/** A publisher on scripted sockets with a fast backoff, and what it reported. */
+function makePublisher(options = {}, answers = [{ status: 426 }]) {
+  const before = ScriptedSocket.instances.length;
+  const probe = scriptedFetch(answers);
+  const p = new StenoPublisher('http://example.test:8080', {
+    WebSocket: ScriptedSocket, fetch: probe.fetch, token: 'tok', minDelay: 0.001, maxDelay: 0.008,
+    restartDelay: 0.004, jitter: 0, ...options,
+  });
+  const states = [];
+  const seen = [];
+  p.on('state', (s) => states.push(s.state === 'reconnecting' ? `reconnecting ${s.reason}` : s.state));
+  p.on('event', (e) => seen.push(`${e.type}@${e.offset}`));
+  const socketAt = (i) => ScriptedSocket.instances[before + i];
+  const nextSocket = async (i) => {
+    for (let n = 0; n < 300 && !socketAt(i); n++) await wait(2);
+    assert.ok(socketAt(i), `no connection attempt ${i + 1}`);
+    return socketAt(i);
+  };
+  const admit = (socket, session = 's') => { socket.open(); socket.emit({ type: 'ready', seq: 1, session }); };
+  return { p, states, seen, socketAt, nextSocket, admit, probe };
+}
+
+const pcm = (seconds, value = 1) => new Int16Array(Math.round(seconds * 16000)).fill(value);
+
+test('publisher: audio and finalize held until ready, then sent in order; events carry the offset', async () => {
+  const { p, states, seen, nextSocket, admit } = makePublisher();
+  p.sendAudio(pcm(0.5)); // connects
+  const finalized = p.finalize();
+  p.sendAudio(pcm(0.25, 2));
+  const socket = await nextSocket(0);
+  assert.equal(socket.url, 'ws://example.test:8080/v1/stream?token=tok');
+  assert.equal(p.bufferedSeconds, 0.75);
+  admit(socket);
+  assert.equal((await p.ready).offset, 0);
+  assert.deepEqual(socket.sent.slice(1).map((m) => (m instanceof Uint8Array ? m.length : m.type)), [16000, 'finalize', 8000]);
+  assert.equal(p.bufferedSeconds, 0);
+  p.sendAudio(pcm(0.25, 3)); // straight to the socket now
+  assert.equal(socket.frames.length, 3);
+  socket.emit({ type: 'finalized', seq: 2, through: 0.5 });
+  assert.deepEqual(await finalized, { type: 'finalized', seq: 2, through: 0.5, offset: 0 });
+  assert.equal(p.timeline, 1);
+  const ended = p.end();
+  socket.emit({ type: 'ended', seq: 3, duration: 1 });
+  socket.drop(1000, true);
+  assert.equal((await ended).duration, 1);
+  assert.equal((await p.closed).error, null);
+  assert.deepEqual(states, ['connecting', 'open', 'ending', 'closed']);
+  assert.deepEqual(seen, ['ready@0', 'finalized@0', 'ended@0']);
+});
+
+test('publisher: a dropped connection reconnects and sends what was said meanwhile; offsets continue', async () => {
+  const { p, states, seen, nextSocket, admit } = makePublisher();
+  p.start();
+  const a = await nextSocket(0);
+  admit(a, 'one');
+  p.sendAudio(pcm(1));
+  a.emit({ type: 'final', seq: 2, start: 0.1, end: 0.9, text: 'first' });
+  a.drop(1006);
+  assert.equal(p.state, 'reconnecting');
+  assert.equal(p.reason, 'lost');
+  p.sendAudio(pcm(0.5, 7)); // held while away
+  const b = await nextSocket(1);
+  assert.equal(b.frames.length, 0);
+  admit(b, 'two');
+  assert.deepEqual(b.frames.map((f) => f.length), [16000]);
+  assert.equal(p.offset, 1, 'the second session starts where the first one stopped');
+  assert.equal(p.session, 'two');
+  b.emit({ type: 'final', seq: 2, start: 0, end: 0.4, text: 'second' });
+  assert.deepEqual(seen, ['ready@0', 'final@0', 'ready@1', 'final@1']);
+  assert.deepEqual(states, ['connecting', 'open', 'reconnecting lost', 'connecting', 'open']);
+  await p.close();
+});
+
+test('publisher: a full server is waited for as long as it takes (Retry-After), audio kept and bounded', async () => {
+  const { p, states, nextSocket, admit, probe } = makePublisher({ bufferSeconds: 1, firstAttempts: 1 }, [full(0.003)]);
+  const dropped = [];
+  p.on('dropped', (d) => dropped.push(d.reason));
+  const delays = [];
+  p.on('state', (s) => { if (s.state === 'reconnecting') delays.push([s.reason, s.delay, s.retryAfter]); });
+  p.sendAudio(pcm(0.5));
+  for (let i = 0; i < 5; i++) {
+    (await nextSocket(i)).drop(1006); // refused before it opened
+    p.sendAudio(pcm(0.5, i + 2));
+  }
+  const last = await nextSocket(5);
+  assert.equal(probe.urls[0], 'http://example.test:8080/v1/stream?token=tok', 'the same address, over HTTP');
+  assert.equal(probe.urls.length, 5);
+  assert.deepEqual(delays.map(([reason]) => reason), ['full', 'full', 'full', 'full', 'full']);
+  assert.ok(delays.every(([, delay, retryAfter]) => delay >= 0.003 && retryAfter === 0.003));
+  assert.ok(p.bufferedSeconds <= 1 && p.bufferedSeconds >= 0.5, `held ${p.bufferedSeconds}`);
+  assert.equal(p.droppedSeconds, 2, 'the oldest audio went first');
+  assert.ok(dropped.every((r) => r === 'buffer_full'));
+  admit(last);
+  assert.deepEqual(last.frames.map((f) => f[0]), [5, 6], 'the latest second of audio, in order');
+  assert.equal(p.offset, 2);
+  assert.equal(states.at(-1), 'open');
+  await p.close();
+});
+
+test('publisher: a refused token stops it at once; so does a refused origin', async () => {
+  const { p, nextSocket, socketAt, probe } = makePublisher({}, [{ status: 401, headers: { 'www-authenticate': 'Bearer' } }]);
+  p.sendAudio(pcm(0.1));
+  (await nextSocket(0)).drop(1006);
+  const closed = await p.closed;
+  assert.equal(closed.error.code, 'unauthorized');
+  assert.equal(closed.error.status, 401);
+  await assert.rejects(p.ready, (e) => e.code === 'unauthorized');
+  await wait(20);
+  assert.equal(socketAt(1), undefined, 'no retry');
+  assert.equal(probe.urls.length, 1);
+  assert.throws(() => p.sendAudio(pcm(0.1)), StenoError);
+
+  const origin = makePublisher({}, [{ status: 403 }]);
+  origin.p.start();
+  (await origin.nextSocket(0)).drop(1006);
+  assert.equal((await origin.p.closed).error.code, 'forbidden');
+});
+
+test('publisher: a restarting server (1001, then gone, then draining) is waited for until it is back', async () => {
+  const answers = ['unreachable', 'unreachable', 'unreachable', 'unreachable', { status: 503, body: { status: 'draining', retryAfter: 0.002 } }];
+  const { p, states, nextSocket, admit } = makePublisher({ firstAttempts: 1, maxAttempts: 1 }, answers);
+  p.start();
+  admit(await nextSocket(0));
+  p.sendAudio(pcm(0.2));
+  const a = ScriptedSocket.instances.at(-1);
+  a.emit({ type: 'error', seq: 2, code: 'shutting_down', message: 'server shutting down', fatal: true });
+  a.drop(1001, true);
+  assert.equal(p.reason, 'restarting');
+  p.sendAudio(pcm(0.2, 9));
+  for (let i = 1; i <= 5; i++) (await nextSocket(i)).drop(1006);
+  const back = await nextSocket(6);
+  admit(back, 'after');
+  assert.deepEqual(back.frames.map((f) => f[0]), [9]);
+  assert.deepEqual(states.filter((s) => s.startsWith('reconnecting')), Array(6).fill('reconnecting restarting'),
+    'more tries than maxAttempts: a restart is waited for');
+  assert.equal(p.state, 'open');
+  await p.close();
+});
+
+test('publisher: a server never reached is given up after firstAttempts', async () => {
+  const { p, states, nextSocket, socketAt } = makePublisher({ firstAttempts: 2 }, ['unreachable']);
+  p.sendAudio(pcm(0.1));
+  for (let i = 0; i < 3; i++) (await nextSocket(i)).drop(1006);
+  const closed = await p.closed;
+  assert.equal(closed.error.code, 'connection_failed');
+  assert.equal(socketAt(3), undefined);
+  assert.deepEqual(states, ['connecting', 'reconnecting unreachable', 'connecting', 'reconnecting unreachable', 'connecting', 'closed']);
+  assert.ok(p.droppedSeconds > 0.09, 'what it held was not delivered, and says so');
+});
+
+test('publisher: Opus refused → PCM at the same rate, once, with a format event', async () => {
+  const { p, nextSocket, admit } = makePublisher({ audio: { encoding: 'opus', sampleRate: 24000, channels: 1 }, pcmFallback: true });
+  const formats = [];
+  p.on('format', (f) => formats.push([f.previous.encoding, f.audio.encoding, f.audio.sampleRate]));
+  p.sendAudio(new Uint8Array([0x78, 1, 2]));
+  const a = await nextSocket(0);
+  a.open();
+  assert.equal(a.texts[0].audio.encoding, 'opus');
+  a.emit({ type: 'error', seq: 1, code: 'unsupported_audio', message: 'no opus', fatal: true });
+  a.drop(1003, true);
+  assert.deepEqual(formats, [['opus', 'pcm_s16le', 24000]]);
+  assert.equal(p.droppedSeconds, 0.02, 'held Opus cannot go into a PCM session');
+  const b = await nextSocket(1);
+  b.open();
+  assert.deepEqual(b.texts[0].audio, { encoding: 'pcm_s16le', sampleRate: 24000, channels: 1 });
+  p.sendAudio(new Float32Array(240));
+  admit(b);
+  assert.deepEqual(b.frames.map((f) => f.length), [480]);
+  // PCM refused too: that is the end.
+  b.emit({ type: 'error', seq: 2, code: 'unsupported_audio', message: 'no', fatal: true });
+  b.drop(1003, true);
+  assert.equal((await p.closed).error.code, 'unsupported_audio');
+});
+
+test('publisher: paused, a drop or an idle close waits for audio; end() while away gives up what it held', async () => {
+  const { p, states, nextSocket, socketAt, admit } = makePublisher();
+  p.start();
+  admit(await nextSocket(0));
+  p.pause();
+  ScriptedSocket.instances.at(-1).drop(4010, true);
+  assert.equal(p.state, 'idle');
+  await wait(20);
+  assert.equal(socketAt(1), undefined, 'no reconnect without audio');
+  assert.equal(await p.finalize(), null, 'nothing to finalize');
+  p.sendAudio(pcm(0.1)); // audio again: a new session
+  const b = await nextSocket(1);
+  b.drop(1006); // never opened: the probe says a WebSocket would be accepted; retry
+  p.sendAudio(pcm(0.1));
+  assert.equal(p.state === 'connecting' || p.state === 'reconnecting', true);
+  await wait(0);
+  const ended = await p.end();
+  assert.equal(ended, null);
+  assert.equal(p.state, 'closed');
+  assert.ok(p.droppedSeconds >= 0.2 - 1e-9);
+  assert.deepEqual(states.slice(0, 4), ['connecting', 'open', 'idle', 'connecting']);
+  await wait(20);
+  assert.equal(socketAt(3), undefined, 'no reconnect after end()');
+});
+
+test('publisher: cancel while connecting discards the held audio; 4009 reconnects at once', async () => {
+  const a = makePublisher();
+  a.p.sendAudio(pcm(0.3));
+  const socket = await a.nextSocket(0);
+  const cancelled = a.p.cancel();
+  assert.equal(a.p.bufferedSeconds, 0);
+  a.admit(socket);
+  assert.deepEqual(socket.sent.slice(1).map((m) => (m instanceof Uint8Array ? 'audio' : m.type)), ['cancel']);
+  socket.emit({ type: 'cancelled', seq: 2, through: 0 });
+  socket.drop(1000, true);
+  assert.equal((await cancelled).through, 0);
+
+  const b = makePublisher({ minDelay: 60, maxDelay: 60 });
+  const delays = [];
+  b.p.on('state', (s) => { if (s.state === 'reconnecting') delays.push([s.reason, s.delay]); });
+  b.p.start();
+  b.admit(await b.nextSocket(0));
+  b.p.sendAudio(pcm(0.1));
+  ScriptedSocket.instances.at(-1).drop(4009, true);
+  await b.nextSocket(1);
+  assert.deepEqual(delays, [['session_limit', 0]]);
+  await b.p.close();
+});
+
+test('probeStream: what a plain GET of the stream address says', async () => {
+  const ask = (answer) => client.probeStream('wss://h.example/v1/stream?token=t', { fetch: scriptedFetch([answer]).fetch });
+  assert.equal(client.probeUrl('wss://h.example/v1/stream?token=t'), 'https://h.example/v1/stream?token=t');
+  assert.deepEqual(await ask(full(7)), { reason: 'full', status: 503, retryAfter: 7 });
+  assert.deepEqual(await ask({ status: 503, headers: { 'retry-after': '12' } }), { reason: 'full', status: 503, retryAfter: 12 });
+  assert.deepEqual(await ask({ status: 503, body: { status: 'draining', retryAfter: 3 } }), { reason: 'draining', status: 503, retryAfter: 3 });
+  assert.deepEqual(await ask({ status: 401 }), { reason: 'unauthorized', status: 401, retryAfter: null });
+  assert.deepEqual(await ask({ status: 403 }), { reason: 'forbidden', status: 403, retryAfter: null });
+  assert.deepEqual(await ask({ status: 426 }), { reason: 'accepting', status: 426, retryAfter: null });
+  assert.deepEqual(await ask({ status: 404 }), { reason: 'unknown', status: 404, retryAfter: null });
+  assert.deepEqual(await ask('unreachable'), { reason: 'unreachable', status: null, retryAfter: null });
+  assert.deepEqual(await client.probeStream('ws://h/v1/stream', { fetch: null }), { reason: 'unreachable', status: null, retryAfter: null });
+});
