@@ -237,3 +237,47 @@ def node_env() -> dict:
     env = dict(os.environ)
     env["NODE_PATH"] = os.pathsep.join(p for p in (env.get("NODE_PATH"), "/usr/share/nodejs") if p)
     return env
+
+
+# ---- caption paragraphs, as both pages show them -------------------------------------------
+
+PARAGRAPH_GAP = 2.0  # seconds between the end of one final and the start of the next (web-client/page.js)
+
+PARAGRAPHS_JS = """(root) => [...document.querySelectorAll(`${root} .paragraph`)].map((p) => {
+  const time = p.querySelector(':scope > .paragraph-time');
+  const box = time ? time.getBoundingClientRect() : null;
+  const style = time ? getComputedStyle(time) : null;
+  return {
+    start: Number(p.dataset.start),
+    time: time ? time.textContent : null,
+    timeVisible: !!box && box.width > 0 && box.height > 0 && style.visibility === 'visible' && style.display !== 'none',
+    finals: [...p.querySelectorAll('.final')].map((f) => ({ start: Number(f.dataset.start), end: Number(f.dataset.end) })),
+  };
+})"""
+
+
+def clock_label(seconds: float) -> str:
+    total = max(0, int(seconds))
+    h, m, s = total // 3600, total // 60 % 60, total % 60
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def check_paragraphs(page, root: str, breaks_allowed: bool = False) -> list[dict]:
+    """The finals under `root` are in paragraphs: each headed by its start time, visible; a new
+    paragraph exactly where the pause from the previous final is PARAGRAPH_GAP or more (with
+    `breaks_allowed`, also elsewhere: the page starts one when the microphone is turned on)."""
+    paragraphs = page.evaluate(PARAGRAPHS_JS, root)
+    assert paragraphs, f"no paragraphs in {root}"
+    previous_end = None
+    for paragraph in paragraphs:
+        assert paragraph["finals"], f"an empty paragraph: {paragraph}"
+        first = paragraph["finals"][0]
+        assert paragraph["timeVisible"], f"the paragraph's time is not visible: {paragraph}"
+        assert abs(paragraph["start"] - first["start"]) < 0.001
+        assert paragraph["time"] == clock_label(first["start"]), paragraph
+        if previous_end is not None and not breaks_allowed:
+            assert first["start"] - previous_end >= PARAGRAPH_GAP - 0.001, f"a paragraph without a pause before it: {paragraph}"
+        for a, b in zip(paragraph["finals"], paragraph["finals"][1:]):
+            assert b["start"] - a["end"] < PARAGRAPH_GAP, f"a pause of {b['start'] - a['end']:.2f} s inside a paragraph"
+        previous_end = paragraph["finals"][-1]["end"]
+    return paragraphs

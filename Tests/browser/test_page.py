@@ -9,7 +9,7 @@ import wave
 
 import pytest
 
-from conftest import SPEECH_WAV
+from conftest import SPEECH_WAV, check_paragraphs
 from wordmatch import assert_similar, compare
 
 # Generous limits that only guard against hangs.
@@ -119,7 +119,8 @@ def caption_session(page, artifacts, name: str) -> dict:
     page.click("#finalize")
     page.wait_for_selector("#status[data-finalized]", timeout=WAIT_MS)
     assert "finalized" in page.text_content("#status").lower()
-    finals_dom = page.eval_on_selector_all("#finals > *", "els => els.map(e => ({text: e.textContent, title: e.title}))")
+    finals_dom = page.eval_on_selector_all("#finals .final", "els => els.map(e => ({text: e.textContent, title: e.title}))")
+    paragraphs = check_paragraphs(page, "#finals")
     page.screenshot(path=str(artifacts / f"{name}.png"), full_page=True)
 
     page.click("#end")
@@ -127,8 +128,8 @@ def caption_session(page, artifacts, name: str) -> dict:
     status = page.text_content("#status")
     page.wait_for_function("window.__probe.closes.length > 0", timeout=WAIT_MS)
     probe = page.evaluate("window.__probe")
-    finals_at_end = page.eval_on_selector_all("#finals > *", "els => els.map(e => e.textContent.trim())")
-    return {"finals": finals_dom, "finals_at_end": finals_at_end, "status": status, "probe": probe,
+    finals_at_end = page.eval_on_selector_all("#finals .final", "els => els.map(e => e.textContent.trim())")
+    return {"finals": finals_dom, "paragraphs": paragraphs, "finals_at_end": finals_at_end, "status": status, "probe": probe,
             "buffered": buffered, "name": name, "artifacts": artifacts,
             "format": page.get_attribute("#format", "data-encoding"),
             "rate": int(page.get_attribute("#format", "data-sample-rate")),
