@@ -78,6 +78,7 @@ class Server:
     port: int
     process: subprocess.Popen
     log: Path
+    out: object = None  # the log file, closed when the server stops
 
     @property
     def http(self) -> str:
@@ -87,45 +88,76 @@ class Server:
     def ws(self) -> str:
         return f"ws://127.0.0.1:{self.port}/v1/stream"
 
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM (the server drains), then waits for it to exit; returns its exit status."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.out and not self.out.closed:
+            self.out.close()
+        return self.process.returncode
 
-@pytest.fixture
-def server(steno_bin, artifacts, request):
-    """A fresh server for each test, so no recognizer state carries over between tests."""
-    log = artifacts / f"server-{request.node.name}.log"
-    args = [str(steno_bin), "serve", "--host", "127.0.0.1", "--port", "0", "--web-root", str(WEB_ROOT)]
-    args += shlex.split(os.environ.get("STENO_SERVE_ARGS", ""))
-    out = log.open("w")
-    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=out, text=True, bufsize=1)
+
+def start_server(steno_bin: Path, log: Path, args: list[str] = (), port: int = 0) -> Server:
+    """`steno serve` on 127.0.0.1 (port 0: any free one), once it says it is listening."""
+    command = [str(steno_bin), "serve", "--host", "127.0.0.1", "--port", str(port), "--web-root", str(WEB_ROOT)]
+    command += shlex.split(os.environ.get("STENO_SERVE_ARGS", "")) + list(args)
+    out = log.open("a")
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=out, text=True, bufsize=1)
     found = threading.Event()
-    port: list[int] = []
+    ports: list[int] = []
 
     def pump():  # keep reading stdout so the server never blocks on a full pipe
         for line in process.stdout:
             out.write(line)
             out.flush()
             match = LISTENING.search(line)
-            if match and not port:
-                port.append(int(match.group(1)))
+            if match and not ports:
+                ports.append(int(match.group(1)))
                 found.set()
         found.set()
 
     threading.Thread(target=pump, daemon=True).start()
     found.wait(SERVER_START_TIMEOUT)
-    if not port:
+    if not ports:
         process.kill()
         process.wait()
         out.close()
         pytest.fail("steno serve did not print 'listening on http://127.0.0.1:<port>' within "
                     f"{SERVER_START_TIMEOUT} s (exited: {process.returncode}). Note that stdout is a pipe here: "
                     "the server must flush after that line.\n" + log.read_text()[-4000:])
-    yield Server(port[0], process, log)
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-    out.close()
+    return Server(ports[0], process, log, out)
+
+
+@pytest.fixture
+def server(steno_bin, artifacts, request):
+    """A fresh server for each test, so no recognizer state carries over between tests."""
+    log = artifacts / f"server-{request.node.name}.log"
+    log.write_text("")
+    running = start_server(steno_bin, log)
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def make_server(steno_bin, artifacts, request):
+    """make_server(*args, port=0) → a server started with more options; all stop after the test."""
+    servers: list[Server] = []
+    log = artifacts / f"server-{request.node.name}.log"
+    log.write_text("")
+
+    def make(*args: str, port: int = 0) -> Server:
+        running = start_server(steno_bin, log, list(args), port)
+        servers.append(running)
+        return running
+
+    yield make
+    for running in servers:
+        running.stop()
 
 
 # ---- the reference transcript ------------------------------------------------------------
