@@ -106,6 +106,10 @@
  *            firstAttempts reconnects tried before the first `joined` (default 3: a server that
  *                          was never reached is more likely wrong than down)
  *            maxAttempts   reconnects in a row after that (default Infinity)
+ *            probe         when it cannot get in before any `joined`, GET the listen address over
+ *                          HTTP to learn why: a refused token or origin ends the viewer with the
+ *                          error code 'unauthorized' / 'forbidden' (default true; fetch: the
+ *                          fetch function, default globalThis.fetch)
  *            WebSocket     the WebSocket constructor to use
  *   start()          connects; resolves with the first `joined`, rejects (StenoError) if the
  *                    viewer ends before one. Idempotent.
@@ -854,7 +858,7 @@ export class StenoViewer extends EventOwner {
     this.channel = channel;
     this.url = listenUrl(url, channel, { token: options.token });
     this.options = {
-      reconnect: true, minDelay: 0.5, maxDelay: 30, jitter: 0.2, firstAttempts: 3, maxAttempts: Infinity,
+      reconnect: true, minDelay: 0.5, maxDelay: 30, jitter: 0.2, firstAttempts: 3, maxAttempts: Infinity, probe: true,
       ...options,
     };
     this.state = 'new';
@@ -966,8 +970,18 @@ export class StenoViewer extends EventOwner {
     this._deliver(event);
   }
 
-  _onSocketClose(event, opened) {
+  async _onSocketClose(event, opened) {
     const info = { code: event.code, reason: event.reason || '', wasClean: !!event.wasClean };
+    if (!opened && !this._everJoined && this.options.probe) {
+      // Never in: ask the server why (a plain GET of the listen address). A refused token or
+      // origin would be refused again, so that ends the viewer with a plain reason.
+      const answer = await probeStream(this.url, { fetch: this.options.fetch });
+      if (this.state !== 'connecting' || this._socket !== null) return; // closed or reconnected meanwhile
+      if (answer.reason === 'unauthorized' || answer.reason === 'forbidden') {
+        this._finish(info, new StenoError(answer.reason, describeError(answer.reason), { status: answer.status }));
+        return;
+      }
+    }
     let error;
     if (!opened) {
       error = new StenoError('connection_failed',

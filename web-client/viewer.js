@@ -271,10 +271,15 @@ function follow() {
       clearTimeout(quietTimer);
       if (captions.volatile) setVolatile(null);
       if (error) {
-        const why = error.code === 'connection_failed'
-          ? `Could not connect to the captioning server for channel “${channel}”. It may be down, or the link may need an access token.`
-          : describeError(error.code);
-        showNotice(why, { button: 'Try again' });
+        if (error.code === 'unauthorized') {
+          // Trying again would be refused again: no button.
+          showNotice(`${describeError('unauthorized')} Ask for a viewer link with the right token (…&token=…).`);
+        } else {
+          const why = error.code === 'connection_failed'
+            ? `Could not connect to the captioning server for channel “${channel}”. It may be down, or the link may need an access token.`
+            : describeError(error.code);
+          showNotice(why, { button: 'Try again' });
+        }
       } else {
         showNotice('The server ended this connection.', { button: 'Try again' });
       }

@@ -209,3 +209,21 @@ def test_publisher_page_shares_a_viewer_link(server, launch_browser):
     page.fill("#channel", "not a name")
     assert page.is_hidden("#share")
     assert not problems, "\n".join(problems)
+
+
+def test_viewer_with_a_refused_token(make_server, launch_browser):
+    server = make_server("--token", "publisher-token", "--viewer-token", "viewer-token")
+    browser = launch_browser()
+    page, problems = open_viewer(browser, server, f"?channel={CHANNEL}&token=wrong", {"width": 800, "height": 600})
+    page.wait_for_selector("#viewer-status[data-state=disconnected]")
+    assert "refused the access token" in page.text_content("#viewer-notice-text")
+    assert page.is_hidden("#viewer-reconnect"), "trying again would be refused again"
+    page.wait_for_timeout(1000)
+    assert page.evaluate("window.__probe.urls.length") == 1, "a refused token must not be retried"
+    # The browser's own reports of the refused handshake and of the answer to the GET that explained it.
+    assert not [p for p in problems if "WebSocket connection to" not in p and "Failed to load resource" not in p], problems
+
+    # The right viewer token gets in.
+    ok, ok_problems = open_viewer(browser, server, f"?channel={CHANNEL}&token=viewer-token", {"width": 800, "height": 600})
+    ok.wait_for_selector("#viewer-status[data-state=waiting]")
+    assert not ok_problems, ok_problems

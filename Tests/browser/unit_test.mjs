@@ -266,7 +266,8 @@ const wait = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 function makeViewer(options = {}) {
   const before = ScriptedSocket.instances.length;
   const v = StenoClient.listen('https://example.test/v1/stream', 'studio-a', {
-    WebSocket: ScriptedSocket, token: 'tok', minDelay: 0.001, maxDelay: 0.008, jitter: 0, ...options,
+    WebSocket: ScriptedSocket, token: 'tok', minDelay: 0.001, maxDelay: 0.008, jitter: 0,
+    fetch: async () => { throw new TypeError('no server here'); }, ...options,
   });
   const seen = [];
   const states = [];
@@ -758,4 +759,15 @@ test('probeStream: what a plain GET of the stream address says', async () => {
   assert.deepEqual(await ask({ status: 404 }), { reason: 'unknown', status: 404, retryAfter: null });
   assert.deepEqual(await ask('unreachable'), { reason: 'unreachable', status: null, retryAfter: null });
   assert.deepEqual(await client.probeStream('ws://h/v1/stream', { fetch: null }), { reason: 'unreachable', status: null, retryAfter: null });
+});
+
+test('viewer: a refused token ends it at once with a plain reason', async () => {
+  const urls = [];
+  const refused = makeViewer({ fetch: async (url) => { urls.push(url); return { status: 401, headers: { get: () => null }, json: async () => { throw new SyntaxError('x'); } }; } });
+  (await refused.nextSocket(0)).drop(1006);
+  const closed = await refused.v.closed;
+  assert.equal(closed.error.code, 'unauthorized');
+  assert.deepEqual(urls, ['https://example.test/v1/listen?channel=studio-a&token=tok']);
+  assert.equal(refused.socketAt(1), undefined);
+  assert.match(client.describeError('unauthorized'), /refused the access token/);
 });
