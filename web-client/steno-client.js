@@ -1298,12 +1298,11 @@ export class StenoPublisher extends EventOwner {
     const client = this.client;
     if (kind === 'cancel') this._discardHeld('cancelled');
     if (client && (this.state === 'open' || this.state === 'connecting')) {
-      if (this.state === 'open') {
-        this._setState('ending');
-        (kind === 'end' ? client.end() : client.cancel()).catch(() => {});
-      } else if (kind === 'cancel') {
-        client.cancel().catch(() => {});
-      } // end while connecting: the held audio and `end` follow `ready`
+      const open = this.state === 'open';
+      this._setState('ending');
+      if (open) (kind === 'end' ? client.end() : client.cancel()).catch(() => {});
+      else if (kind === 'cancel') client.cancel().catch(() => {});
+      // end while connecting: the held audio and `end` follow `ready`
     } else {
       // Waiting to reconnect, idle, or never started: there is no session to finish.
       if (kind === 'end') this._discardHeld('ended_while_away');

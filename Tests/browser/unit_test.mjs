@@ -735,6 +735,19 @@ test('publisher: cancel while connecting discards the held audio; 4009 reconnect
   socket.drop(1000, true);
   assert.equal((await cancelled).through, 0);
 
+  const e = makePublisher();
+  e.p.sendAudio(pcm(0.3));
+  const early = await e.nextSocket(0);
+  const ending = e.p.end(); // before the session is ready: the held audio goes first, then `end`
+  assert.equal(e.p.state, 'ending');
+  assert.throws(() => e.p.sendAudio(pcm(0.1)), StenoError);
+  e.admit(early);
+  assert.deepEqual(early.sent.slice(1).map((m) => (m instanceof Uint8Array ? m.length : m.type)), [9600, 'end']);
+  early.emit({ type: 'ended', seq: 2, duration: 0.3 });
+  early.drop(1000, true);
+  assert.equal((await ending).duration, 0.3);
+  assert.deepEqual(e.states, ['connecting', 'ending', 'closed']);
+
   const b = makePublisher({ minDelay: 60, maxDelay: 60 });
   const delays = [];
   b.p.on('state', (s) => { if (s.state === 'reconnecting') delays.push([s.reason, s.delay]); });
