@@ -96,10 +96,12 @@ def opus_packet_samples(first: int, second: int) -> int:
     return count * frame
 
 
-def open_page(browser, server, query: str, viewport: dict):
+def open_page(browser, server, query: str, viewport: dict, extra_script: str | None = None):
     context = browser.new_context(viewport=viewport, accept_downloads=True)
     page = context.new_page()
     page.add_init_script(PROBE)
+    if extra_script:
+        page.add_init_script(extra_script)
     problems: list[str] = []
     page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
     page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
@@ -281,3 +283,59 @@ def test_pcm_captions_360px_keyboard(server, reference, launch_browser, artifact
     cue_words = [w for line in texts["srt"].splitlines() if line and "-->" not in line and not line.isdigit()
                  for w in line.split()]
     assert cue_words == " ".join(finals).split()
+
+
+# A server that cannot take Opus answers `start` with unsupported_audio and closes with 1003.
+# This one can, so the page's first Opus `start` gets that answer here instead; every other
+# message goes to the real server.
+REFUSE_OPUS = r"""
+(() => {
+  const Parent = window.WebSocket;
+  window.__opusRefused = 0;
+  window.WebSocket = class extends Parent {
+    send(data) {
+      if (typeof data === 'string' && window.__opusRefused === 0) {
+        const message = JSON.parse(data);
+        if (message.type === 'start' && message.audio.encoding === 'opus') {
+          window.__opusRefused += 1;
+          window.__refusedStart = message;
+          const onclose = this.onclose;
+          this.onclose = null;
+          this.onmessage?.({ data: JSON.stringify({ type: 'error', seq: 1, code: 'unsupported_audio',
+            message: 'opus is not accepted here', fatal: true }) });
+          super.close();
+          setTimeout(() => onclose?.({ code: 1003, reason: 'unsupported_audio', wasClean: true }), 0);
+          return undefined;
+        }
+      }
+      return super.send(data);
+    }
+  };
+})();
+"""
+
+
+def test_opus_refused_goes_on_in_pcm(server, launch_browser):
+    browser = launch_browser(SPEECH_WAV)
+    page, problems = open_page(browser, server, "", {"width": 1024, "height": 800}, extra_script=REFUSE_OPUS)
+    page.click("#start")
+    page.wait_for_function("window.__opusRefused === 1", timeout=WAIT_MS)
+    page.wait_for_selector("#status[data-state=listening]", timeout=WAIT_MS)
+    assert "does not accept Opus" in page.text_content("#error")
+    assert page.get_attribute("#format", "data-encoding") == "pcm_s16le"
+    assert "the server does not accept Opus" in page.text_content("#format")
+    page.wait_for_function("Number(document.getElementById('audio-time').dataset.seconds) >= 3", timeout=WAIT_MS)
+    page.click("#end")
+    page.wait_for_selector("#status[data-state=ended]", timeout=WAIT_MS)
+    probe = page.evaluate("window.__probe")
+    refused = page.evaluate("window.__refusedStart")
+    starts = [m for m in probe["sentText"] if m["type"] == "start"]  # what reached the server
+    assert [s["audio"]["encoding"] for s in starts] == ["pcm_s16le"]
+    assert starts[0]["audio"]["sampleRate"] == refused["audio"]["sampleRate"], "PCM at the Opus rate, same microphone"
+    assert probe["frames"] and all(length % 2 == 0 for length, _, _ in probe["frames"])
+    ended = next(m for m in probe["received"] if m["type"] == "ended")
+    rate = starts[0]["audio"]["sampleRate"]
+    assert abs(ended["duration"] - sum(length for length, _, _ in probe["frames"]) / 2 / rate) < 0.05
+    assert ended["duration"] > 2.5, "the microphone went on in PCM"
+    assert page.is_enabled("#start")
+    assert not problems, "\n".join(problems)
