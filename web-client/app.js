@@ -46,6 +46,7 @@ const page = {
   intent: null, // 'ending' | 'cancelling' while the user's End/Cancel is in flight
   pcmFallback: false, // the server refused Opus: PCM from now on
   retryTimer: null, // updates "retrying in N s" while waiting
+  level: { peak: 0, shown: 0, frame: 0 }, // the level meter: the latest peak, what it shows, its frame
 };
 
 const notice = new Notice(ui.error);
@@ -109,12 +110,13 @@ function refreshMeters() {
 setInterval(refreshMeters, 250);
 
 // Level meter: peaks arrive every 20 ms; draw at most once a frame, falling back smoothly.
-const level = { peak: 0, shown: 0, frame: 0 };
 function onLevel(peak) {
+  const { level } = page;
   level.peak = Math.max(level.peak, peak);
   if (!level.frame) level.frame = requestAnimationFrame(drawLevel);
 }
 function drawLevel() {
+  const { level } = page;
   level.frame = 0;
   const db = level.peak > 0 ? 20 * Math.log10(level.peak) : -100;
   const target = Math.min(1, Math.max(0, (db + 60) / 60)); // −60 dBFS … 0 dBFS
@@ -126,6 +128,7 @@ function drawLevel() {
   ui.level.setAttribute('aria-valuetext', percent < 5 ? 'silent' : `${percent} percent`);
 }
 function resetLevel() {
+  const { level } = page;
   level.peak = 0;
   level.shown = 0;
   ui.levelFill.style.transform = 'scaleX(0)';
