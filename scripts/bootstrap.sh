@@ -20,6 +20,7 @@ test_packages=(
     pocketsphinx-testdata # read speech with reference transcripts
     openssl               # self-signed certificates for the TLS tests
     chromium chromium-driver  # the browser test of the web client
+    nodejs node-ws        # the web client's Node tests: Debian 12's Node 18 has no WebSocket of its own
     python3-venv
 )
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the browser tests (Tests/browser) in headless chromium against a built steno binary.
 #   scripts/browser-test.sh [pytest arguments]
-# Needs: apt packages chromium (and nodejs for the Node client test); a steno binary
-# (STENO_BIN, default .build/debug/steno). Creates .venv with Tests/browser/requirements.txt.
+# Needs: apt packages chromium, nodejs and node-ws (scripts/bootstrap.sh test installs them);
+# a steno binary (STENO_BIN, default .build/debug/steno). Creates .venv with
+# Tests/browser/requirements.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +17,11 @@ export STENO_BIN="$(realpath "$STENO_BIN")"
 CHROMIUM="${STENO_CHROMIUM:-/usr/bin/chromium}"
 if [ ! -x "$CHROMIUM" ]; then
   echo "browser-test: chromium not found at $CHROMIUM (apt-get install -y chromium)" >&2
+  exit 1
+fi
+
+if ! command -v "${STENO_NODE:-node}" >/dev/null; then
+  echo "browser-test: node not found (scripts/bootstrap.sh test installs Debian's nodejs and node-ws)" >&2
   exit 1
 fi
 

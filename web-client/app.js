@@ -1,10 +1,13 @@
-// The Steno page: microphone → session → captions. Protocol details live in steno-client.js,
-// capture and encoding in audio.js, caption files in transcript.js.
+// The Steno page: microphone → session → captions. The protocol, reconnects, the audio held
+// while away and the Opus → PCM fallback live in steno-client.js (StenoPublisher), capture and
+// encoding in audio.js, caption files in transcript.js, the caption view in page.js. This file
+// is the page: buttons, what they show, and the UI state, all of it in `page`.
 
-import { StenoClient, describeError, isChannelName, shouldReconnect, streamUrl } from './steno-client.js';
+import { StenoPublisher, describeError, isChannelName, streamUrl } from './steno-client.js';
 import { MicrophoneCapture, describeMicrophoneError } from './audio.js';
 import { followNewText } from './scroll.js';
 import { shortTime, toSRT, toText, toWebVTT } from './transcript.js';
+import { CaptionView, Notice, formatBytes, setStatusLine } from './page.js';
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -18,10 +21,7 @@ const ui = {
   share: $('share'), shareChannel: $('share-channel'), viewerLink: $('viewer-link'), copyViewerLink: $('copy-viewer-link'),
 };
 
-const PARAGRAPH_GAP = 2.0; // seconds of silence between finals that start a new paragraph
-const MAX_PENDING_SECONDS = 30; // audio kept while reconnecting
-const FIRST_CONNECT_ATTEMPTS = 3; // a server never reached is probably wrong, not down
-const RECONNECT_ATTEMPTS = 10;
+const BUFFER_SECONDS = 60; // audio kept while the server cannot take it (full, restarting, away)
 
 // ---- settings from the page address -------------------------------------------------------
 
@@ -35,416 +35,403 @@ ui.encoding.value = ['auto', 'opus', 'pcm'].includes(params.get('encoding')) ? p
 ui.language.value = params.get('language') || 'en-US';
 ui.channel.value = params.get('channel') || '';
 
-// ---- state ------------------------------------------------------------------------------------
+// ---- the page's state: everything it remembers, in one place --------------------------------
 
-let capture = null; // MicrophoneCapture while the microphone is on
-let captureBase = 0; // transcript-clock time at which the current capture started
-let clock = 0; // seconds of audio captured for this transcript (the transcript's timeline)
-let client = null; // the StenoClient of the current session
-let sessionBase = null; // transcript-clock time of the current session's first sample
-let pending = []; // captured chunks waiting for a session: {data, seconds, t0}
-let intent = null; // 'ending' | 'cancelling' while the user's End/Cancel is in flight
-let reconnect = { attempts: 0, timer: null, everReady: false };
-let formatInUse = null; // the format the current session was started with
-let pcmFallback = false; // the server refused Opus once: use PCM from now on
-let sessionNumber = 0; // counts sessions, so that each starts a new paragraph
-const finals = []; // {start, end, text, words} on the transcript clock
-let volatileResult = null;
+const page = {
+  capture: null, // MicrophoneCapture while the microphone is on
+  captureBase: 0, // transcript time at which the current capture started
+  clock: 0, // seconds of audio captured for this transcript (the transcript's timeline)
+  publisher: null, // the StenoPublisher audio goes to
+  publisherBase: 0, // transcript time at which its timeline starts
+  intent: null, // 'ending' | 'cancelling' while the user's End/Cancel is in flight
+  pcmFallback: false, // the server refused Opus: PCM from now on
+  retryTimer: null, // updates "retrying in N s" while waiting
+  level: { peak: 0, shown: 0, frame: 0 }, // the level meter: the latest peak, what it shows, its frame
+};
+
+const notice = new Notice(ui.error);
 const followIfStuck = followNewText(ui.transcript, ui.jump); // until the reader scrolls up
+const captions = new CaptionView({
+  root: ui.finals,
+  volatile: ui.volatile,
+  onChange: () => {
+    ui.transcript.classList.toggle('has-text', captions.finals.length > 0 || !!captions.volatile);
+    updateButtons();
+    followIfStuck();
+  },
+});
 
 // ---- status and notices ---------------------------------------------------------------------
 
 function setStatus(state, text) {
-  ui.status.dataset.state = state;
-  ui.status.textContent = text;
+  setStatusLine(ui.status, state, text);
   if (state !== 'listening') ui.speech.hidden = true;
+  if (state !== 'waiting' && state !== 'reconnecting') delete ui.status.dataset.reason;
   updateButtons();
 }
 
-function showNotice(text, kind = 'error') {
-  ui.error.textContent = text;
-  ui.error.dataset.kind = kind;
-  ui.error.hidden = false;
-}
-
 /** A sentence for people about why a session ended, with the server's own words as detail. */
-function plainError(error, closeCode) {
-  const sentence = describeError(error?.code || closeCode);
+function plainError(error) {
+  const sentence = describeError(error?.code || error?.closeCode);
   const detail = error?.message && error.message !== sentence ? error.message : '';
-  return detail && error?.code !== 'connection_failed' ? `${sentence} (${detail})` : sentence;
+  return detail && !['connection_failed', 'unauthorized', 'forbidden'].includes(error?.code) ? `${sentence} (${detail})` : sentence;
 }
 
-function clearNotice() {
-  ui.error.hidden = true;
-  ui.error.textContent = '';
+function alive(publisher) {
+  return !!publisher && publisher.state !== 'closed';
 }
 
 function updateButtons() {
-  const sessionOpen = !!client && client.state !== 'closed';
-  const busy = intent !== null;
-  const reconnecting = reconnect.timer !== null;
-  ui.start.disabled = !!capture || busy;
-  ui.stop.disabled = !capture;
-  ui.finalize.disabled = busy || !client || client.state !== 'ready';
-  ui.end.disabled = busy || !(capture || sessionOpen || reconnecting);
-  ui.cancel.disabled = busy || !(capture || sessionOpen || reconnecting);
-  const empty = finals.length === 0;
+  const busy = page.intent !== null;
+  const open = alive(page.publisher);
+  ui.start.disabled = !!page.capture || busy;
+  ui.stop.disabled = !page.capture;
+  ui.finalize.disabled = busy || page.publisher?.state !== 'open';
+  ui.end.disabled = busy || !(page.capture || open);
+  ui.cancel.disabled = busy || !(page.capture || open);
+  const empty = captions.finals.length === 0;
   ui.downloadTxt.disabled = empty;
   ui.downloadVtt.disabled = empty;
   ui.downloadSrt.disabled = empty;
-  ui.clear.disabled = empty && !volatileResult;
-}
-
-function formatBytes(n) {
-  if (n < 1024) return `${n} B`;
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
-  return `${(n / 1024 / 1024).toFixed(1)} MB`;
+  ui.clear.disabled = empty && !captions.volatile;
 }
 
 function refreshMeters() {
-  const pendingBytes = pending.reduce((n, c) => n + c.data.byteLength, 0);
-  const buffered = (client && client.state !== 'closed' ? client.bufferedAmount : 0) + pendingBytes;
+  const publisher = alive(page.publisher) ? page.publisher : null;
+  const buffered = publisher ? publisher.bufferedAmount : 0;
   ui.buffered.textContent = formatBytes(buffered);
   ui.buffered.dataset.bytes = String(buffered);
+  ui.buffered.dataset.heldSeconds = (publisher ? publisher.bufferedSeconds : 0).toFixed(3);
   ui.buffered.classList.toggle('warn', buffered > 64 * 1024);
-  const seconds = capture ? captureBase + capture.capturedSeconds : clock;
+  const seconds = page.capture ? page.captureBase + page.capture.capturedSeconds : page.clock;
   ui.audioTime.textContent = `${seconds.toFixed(1)} s`;
   ui.audioTime.dataset.seconds = seconds.toFixed(3);
 }
 setInterval(refreshMeters, 250);
 
 // Level meter: peaks arrive every 20 ms; draw at most once a frame, falling back smoothly.
-let levelPeak = 0;
-let levelShown = 0;
-let levelFrame = 0;
 function onLevel(peak) {
-  levelPeak = Math.max(levelPeak, peak);
-  if (!levelFrame) levelFrame = requestAnimationFrame(drawLevel);
+  const { level } = page;
+  level.peak = Math.max(level.peak, peak);
+  if (!level.frame) level.frame = requestAnimationFrame(drawLevel);
 }
 function drawLevel() {
-  levelFrame = 0;
-  const db = levelPeak > 0 ? 20 * Math.log10(levelPeak) : -100;
+  const { level } = page;
+  level.frame = 0;
+  const db = level.peak > 0 ? 20 * Math.log10(level.peak) : -100;
   const target = Math.min(1, Math.max(0, (db + 60) / 60)); // −60 dBFS … 0 dBFS
-  levelShown = Math.max(target, levelShown * 0.85);
-  levelPeak = 0;
-  ui.levelFill.style.transform = `scaleX(${levelShown.toFixed(3)})`;
-  const percent = Math.round(levelShown * 100);
+  level.shown = Math.max(target, level.shown * 0.85);
+  level.peak = 0;
+  ui.levelFill.style.transform = `scaleX(${level.shown.toFixed(3)})`;
+  const percent = Math.round(level.shown * 100);
   ui.level.setAttribute('aria-valuenow', String(percent));
   ui.level.setAttribute('aria-valuetext', percent < 5 ? 'silent' : `${percent} percent`);
 }
 function resetLevel() {
-  levelPeak = 0;
-  levelShown = 0;
+  const { level } = page;
+  level.peak = 0;
+  level.shown = 0;
   ui.levelFill.style.transform = 'scaleX(0)';
   ui.level.setAttribute('aria-valuenow', '0');
   ui.level.setAttribute('aria-valuetext', 'silent');
 }
 
-// ---- captions -------------------------------------------------------------------------------
-
-function setVolatile(result) {
-  volatileResult = result && result.text ? result : null;
-  ui.volatile.textContent = volatileResult ? volatileResult.text : '';
-  ui.transcript.classList.toggle('has-text', finals.length > 0 || !!volatileResult);
-  updateButtons();
-  followIfStuck();
-}
-
-function addFinal(event) {
-  const text = (event.text || '').trim();
-  const base = sessionBase ?? 0;
-  const final = {
-    start: base + event.start,
-    end: base + event.end,
-    text,
-    session: sessionNumber,
-    words: Array.isArray(event.words)
-      ? event.words.map((w) => ({ ...w, start: base + w.start, end: base + w.end }))
-      : undefined,
-  };
-  // A final supersedes the volatile result over its range.
-  if (volatileResult && volatileResult.start < event.end) setVolatile(null);
-  if (!text) return;
-  const previous = finals[finals.length - 1];
-  finals.push(final);
-  const span = document.createElement('span');
-  span.className = 'final';
-  if (previous && (final.start - previous.end >= PARAGRAPH_GAP || final.session !== previous.session)) {
-    span.classList.add('paragraph');
-  }
-  span.textContent = `${text} `;
-  span.title = `${shortTime(final.start)} – ${shortTime(final.end)}`;
-  span.dataset.start = final.start.toFixed(3);
-  span.dataset.end = final.end.toFixed(3);
-  ui.finals.append(span);
-  ui.transcript.classList.add('has-text');
-  updateButtons();
-  followIfStuck();
-}
-
-// ---- audio ----------------------------------------------------------------------------------
-
-function onChunk(chunk) {
-  if (intent === 'cancelling') return;
-  const item = { data: chunk.data, seconds: chunk.seconds, t0: captureBase + chunk.t0 };
-  clock = Math.max(clock, item.t0 + item.seconds);
-  if (client && client.state === 'ready') {
-    sendChunk(item);
-  } else {
-    pending.push(item);
-    // While reconnecting, keep only the most recent audio.
-    let held = pending.reduce((n, c) => n + c.seconds, 0);
-    while (held > MAX_PENDING_SECONDS && pending.length > 1) held -= pending.shift().seconds;
-  }
-}
-
-function sendChunk(item) {
-  if (sessionBase === null) sessionBase = item.t0;
-  client.sendAudio(item.data);
-}
-
-function flushPending() {
-  const items = pending;
-  pending = [];
-  for (const item of items) sendChunk(item);
-}
-
-function requestedEncoding() {
-  return pcmFallback ? 'pcm' : ui.encoding.value;
-}
-
-async function startMicrophone() {
-  const mic = new MicrophoneCapture({
-    encoding: requestedEncoding(),
-    pcmReason: pcmFallback ? 'the server does not accept Opus' : 'forced in settings',
-    onChunk,
-    onLevel,
-    onEnded: () => {
-      showNotice('The microphone was disconnected.');
-      stopMicrophone({ finalize: true });
-    },
-    onError: (message) => {
-      showNotice(message);
-      stopMicrophone({ finalize: true });
-    },
-  });
-  const format = await mic.start();
-  capture = mic;
-  captureBase = clock;
+function showFormat(format) {
   ui.format.textContent = format.reason ? `${format.label} — ${format.reason}` : format.label;
   ui.format.dataset.encoding = format.encoding;
   ui.format.dataset.sampleRate = String(format.sampleRate);
-  return format;
 }
 
-async function stopMicrophone({ finalize }) {
-  const mic = capture;
-  if (!mic) return;
-  capture = null;
-  updateButtons();
-  await mic.stop(); // delivers the last audio through onChunk
-  clock = Math.max(clock, captureBase + mic.capturedSeconds);
-  resetLevel();
-  refreshMeters();
-  if (!finalize || intent) return;
-  if (client && client.state === 'ready') {
-    delete ui.status.dataset.finalized;
-    setStatus('paused', 'Microphone off — finalizing…');
-    client.finalize().catch(() => {});
-  } else if (reconnect.timer !== null || (client && client.state !== 'closed')) {
-    // Nothing more to say: drop the session that was still being (re)opened.
-    giveUpSession();
-    setStatus('idle', 'Microphone off');
-  }
-}
-
-// ---- sessions -------------------------------------------------------------------------------
+// ---- the publisher ----------------------------------------------------------------------------
 
 function sameFormat(a, b) {
-  return a && b && a.encoding === b.encoding && a.sampleRate === b.sampleRate && a.channels === b.channels;
+  return a && b && a.encoding === b.encoding && a.sampleRate === b.sampleRate && (a.channels || 1) === (b.channels || 1);
 }
 
-function openSession() {
-  clearTimeout(reconnect.timer);
-  reconnect.timer = null;
-  const server = ui.server.value.trim();
+function newPublisher(format) {
   let url;
   try {
-    url = streamUrl(server, { token });
+    url = streamUrl(ui.server.value.trim(), { token });
   } catch {
     fail('Enter the server address (ws://… or wss://…) in Settings.');
-    return;
+    return null;
   }
-  const format = capture.format;
-  formatInUse = format;
-  sessionBase = null;
-  sessionNumber += 1;
-  const session = new StenoClient(url, {
+  const base = page.clock;
+  const publisher = new StenoPublisher(url, {
     audio: { encoding: format.encoding, sampleRate: format.sampleRate, channels: format.channels },
     language: ui.language.value.trim() || undefined,
     channel: ui.channel.value.trim() || undefined,
     volatile: true,
     words: true,
+    bufferSeconds: BUFFER_SECONDS,
+    pcmFallback: ui.encoding.value === 'auto',
   });
-  client = session;
-  const current = (fn) => (event) => { if (client === session) fn(event); };
+  page.publisher = publisher;
+  page.publisherBase = base;
+  const current = (fn) => (payload) => { if (page.publisher === publisher) fn(payload); };
+  const at = (event) => base + (event.offset ?? 0); // a session's time 0 on the transcript's timeline
 
-  session.on('ready', current(() => {
-    reconnect.attempts = 0;
-    reconnect.everReady = true;
-    if (!ui.error.hidden && ui.error.dataset.kind === 'warning') clearNotice();
-    flushPending();
-    if (intent) return; // End or Cancel was pressed while connecting
-    setStatus(capture ? 'listening' : 'paused', capture ? 'Listening' : 'Microphone off');
+  // Finals are shown whichever publisher they come from: one that is finishing in the
+  // background (a new format started another) still delivers what it heard.
+  publisher.on('final', (event) => {
+    const shift = at(event);
+    captions.addFinal({
+      start: shift + event.start,
+      end: shift + event.end,
+      text: event.text,
+      words: Array.isArray(event.words)
+        ? event.words.map((w) => ({ ...w, start: shift + w.start, end: shift + w.end }))
+        : undefined,
+    });
+  });
+  publisher.on('volatile', current((event) => {
+    const shift = at(event);
+    captions.setVolatile(event.text ? { start: shift + event.start, end: shift + event.end, text: event.text } : null);
   }));
-  session.on('volatile', current((event) => setVolatile(event)));
-  session.on('final', current((event) => addFinal(event)));
-  session.on('speech', current((event) => { ui.speech.hidden = event.state !== 'started' || !capture; }));
-  session.on('progress', current(() => {
-    ui.lag.textContent = session.lag == null ? '—' : `${session.lag.toFixed(1)} s`;
-    ui.lag.classList.toggle('warn', session.lag > 3);
+  publisher.on('speech', current((event) => { ui.speech.hidden = event.state !== 'started' || !page.capture; }));
+  publisher.on('progress', current(() => {
+    ui.lag.textContent = publisher.lag == null ? '—' : `${publisher.lag.toFixed(1)} s`;
+    ui.lag.classList.toggle('warn', publisher.lag > 3);
   }));
-  session.on('error', current((event) => {
-    if (event.fatal) return;
+  publisher.on('error', current((event) => {
+    if (event.fatal) return; // the close that follows says what happened
     // The server's own words say more than the generic sentence (e.g. a channel that already
     // has a publisher, which leaves this session unpublished).
     const said = event.code === 'bad_message' && event.message ? event.message : '';
-    showNotice(said ? `${said[0].toUpperCase()}${said.slice(1)}.` : describeError(event.code), 'warning');
+    notice.show(said ? `${said[0].toUpperCase()}${said.slice(1)}.` : describeError(event.code), { kind: 'warning' });
   }));
-  session.on('finalized', current((event) => {
-    setVolatile(null);
-    const through = (sessionBase ?? clock) + event.through;
+  publisher.on('finalized', current((event) => {
+    captions.setVolatile(null);
+    const through = at(event) + event.through;
     ui.status.dataset.finalized = through.toFixed(3);
-    if (intent) return;
-    if (capture) setStatus('listening', `Listening · finalized through ${shortTime(through)}`);
+    if (page.intent) return;
+    if (page.capture) setStatus('listening', `Listening · finalized through ${shortTime(through)}`);
     else setStatus('paused', `Microphone off · finalized through ${shortTime(through)}`);
   }));
-  session.on('ended', current((event) => {
-    setVolatile(null);
+  publisher.on('ended', current((event) => {
+    captions.setVolatile(null);
     ui.status.dataset.ended = String(event.duration);
-    setStatus('ended', `Ended · captioned through ${shortTime((sessionBase ?? 0) + Number(event.duration))}`);
+    setStatus('ended', `Ended · captioned through ${shortTime(at(event) + Number(event.duration))}`);
   }));
-  session.on('cancelled', current(() => {
-    setVolatile(null);
+  publisher.on('cancelled', current(() => {
+    captions.setVolatile(null);
     setStatus('cancelled', 'Cancelled');
   }));
-  session.on('close', current((info) => onSessionClosed(session, info)));
-
-  setStatus(reconnect.attempts ? 'reconnecting' : 'connecting', reconnect.attempts ? 'Reconnecting…' : 'Connecting…');
-  session.start().catch(() => {}); // failures arrive as the 'close' event
+  publisher.on('format', current(({ audio }) => {
+    // The server does not take Opus: the microphone goes on in PCM at the same rate.
+    page.pcmFallback = true;
+    const format = page.capture?.usePcm('the server does not accept Opus');
+    if (format) showFormat(format);
+    else showFormat({ ...audio, label: `PCM 16-bit, ${audio.sampleRate / 1000} kHz mono`, reason: 'the server does not accept Opus' });
+    notice.show('The server does not accept Opus audio; sending uncompressed audio instead.', { kind: 'warning' });
+  }));
+  publisher.on('state', current((change) => onPublisherState(publisher, change)));
+  publisher.on('close', current((info) => onPublisherClosed(publisher, info)));
+  return publisher;
 }
 
-function onSessionClosed(session, { code, error }) {
-  client = null;
+function stopRetryCountdown() {
+  clearInterval(page.retryTimer);
+  page.retryTimer = null;
+}
+
+/** What the page says while the publisher waits to reconnect, with the seconds left. */
+function waitingNotice(publisher, change) {
+  const left = Math.max(0, Math.ceil((publisher.retryAt - Date.now()) / 1000));
+  const when = left >= 1 ? `in ${left} s` : 'now';
+  const kept = publisher.bufferedSeconds > 0
+    ? ` The audio meanwhile is kept (up to ${BUFFER_SECONDS} s) and sent when it is back.` : '';
+  switch (change.reason) {
+    case 'full':
+      return `The server is at capacity; retrying ${when}…${kept}`;
+    case 'restarting':
+      return `The server is restarting; reconnecting when it is back (next try ${when})…${kept}`;
+    case 'session_limit':
+      return `${describeError('session_limit')} Starting a new one…`;
+    default: {
+      const why = change.reason === 'unreachable' ? describeError('connection_failed') : describeError(change.error?.closeCode ?? change.error?.code ?? 'connection_lost');
+      return `${why} Reconnecting ${when}…${kept}`;
+    }
+  }
+}
+
+/** The status line while the publisher waits to reconnect, by why it waits. */
+function showWaiting(reason) {
+  const [state, text] = {
+    full: ['waiting', 'Server full — waiting'],
+    restarting: ['reconnecting', 'Server restarting — waiting'],
+  }[reason] ?? ['reconnecting', 'Reconnecting'];
+  setStatus(state, text);
+  ui.status.dataset.reason = reason;
+}
+
+function onPublisherState(publisher, change) {
+  stopRetryCountdown();
+  switch (change.state) {
+    case 'connecting':
+      if (!page.intent) {
+        const again = publisher.sessions > 0 || publisher.attempt > 0;
+        setStatus(again ? 'reconnecting' : 'connecting', again ? 'Reconnecting…' : 'Connecting…');
+      }
+      break;
+    case 'open':
+      if (notice.kind === 'warning' && ui.error.dataset.about === 'connection') clearNotice();
+      if (!page.intent) setStatus(page.capture ? 'listening' : 'paused', page.capture ? 'Listening' : 'Microphone off');
+      break;
+    case 'reconnecting': {
+      captions.setVolatile(null); // it may never become final as it is
+      ui.lag.textContent = '—';
+      const show = () => {
+        notice.show(waitingNotice(publisher, change), { kind: 'warning' });
+        ui.error.dataset.about = 'connection';
+      };
+      show();
+      page.retryTimer = setInterval(show, 1000);
+      showWaiting(change.reason);
+      break;
+    }
+    case 'idle':
+      captions.setVolatile(null);
+      if (!page.intent && !page.capture) setStatus('idle', 'Microphone off');
+      break;
+    default:
+      break;
+  }
+}
+
+function clearNotice() {
+  notice.clear();
+  delete ui.error.dataset.about;
+}
+
+function onPublisherClosed(publisher, { error }) {
+  stopRetryCountdown();
+  page.publisher = null;
   ui.lag.textContent = '—';
   ui.lag.classList.remove('warn');
   ui.speech.hidden = true;
-  if (intent === 'ending' || intent === 'cancelling') {
-    const was = intent;
-    intent = null;
-    pending = [];
+  captions.setVolatile(null);
+  if (page.intent) {
+    const was = page.intent;
+    page.intent = null;
     if (error && !(was === 'ending' && ui.status.dataset.state === 'ended')) {
-      showNotice(plainError(error, code));
+      notice.show(plainError(error));
       setStatus('error', was === 'ending' ? 'Ended with an error' : 'Cancelled with an error');
     } else if (ui.status.dataset.state !== 'ended' && ui.status.dataset.state !== 'cancelled') {
+      if (ui.error.dataset.about === 'connection') clearNotice();
+      if (was === 'ending' && publisher.droppedSeconds > 0.05) {
+        notice.show(`The last ${Math.round(publisher.droppedSeconds)} s of audio could not be captioned: the server was not reachable.`, { kind: 'warning' });
+      }
       setStatus(was === 'ending' ? 'ended' : 'cancelled', was === 'ending' ? 'Ended' : 'Cancelled');
     }
     updateButtons();
     return;
   }
-  if (volatileResult) setVolatile(null); // it may never become final as it is
-
-  if (!capture) {
-    // The microphone is off: nothing to reconnect for.
-    if (code === 4010) setStatus('idle', 'Session closed after a pause');
-    else if (error) { showNotice(plainError(error, code)); setStatus('idle', 'Disconnected'); }
-    else setStatus('idle', 'Ready');
+  if (!error) {
+    setStatus('idle', page.capture ? 'Disconnected' : 'Ready');
+    stopMicrophone({ finalize: false });
     return;
   }
-
-  // The server cannot take Opus: carry on in PCM, once.
-  if (code === 1003 && formatInUse?.encoding === 'opus' && ui.encoding.value === 'auto' && !pcmFallback) {
-    pcmFallback = true;
-    showNotice('The server does not accept Opus audio; sending uncompressed audio instead.', 'warning');
-    restartWithPcm();
-    return;
+  if (error.code === 'unauthorized') {
+    fail('The server refused the access token, so captioning stopped. Open this page with the right one: …?token=YOUR-TOKEN');
+  } else if (error.code === 'forbidden') {
+    fail('The server does not accept connections from this page (its address is not among the allowed origins).');
+  } else if (error.code === 'connection_failed') {
+    fail(`Could not connect to the captioning server at ${ui.server.value.trim()}. It may be down, or the address may be wrong.`);
+  } else {
+    fail(plainError(error));
   }
-
-  const neverReached = error?.code === 'connection_failed';
-  const retry = shouldReconnect(code) || neverReached;
-  const limit = reconnect.everReady ? RECONNECT_ATTEMPTS : FIRST_CONNECT_ATTEMPTS;
-  if (retry && reconnect.attempts < limit) {
-    const attempt = reconnect.attempts++;
-    const delay = code === 4009 ? 0 : Math.min(30, 0.5 * 2 ** attempt) * (0.8 + Math.random() * 0.4);
-    const why = neverReached ? describeError('connection_failed') : describeError(code);
-    showNotice(`${why} Reconnecting${delay >= 1 ? ` in ${Math.round(delay)} s` : ''}…`, 'warning');
-    reconnect.timer = setTimeout(() => {
-      reconnect.timer = null;
-      if (capture) openSession();
-    }, delay * 1000);
-    setStatus('reconnecting', delay >= 1 ? `Reconnecting in ${Math.round(delay)} s` : 'Reconnecting…');
-    return;
-  }
-  fail(neverReached
-    ? `Could not connect to the captioning server at ${ui.server.value.trim()}. It may be down, full, or refusing the access token.`
-    : plainError(error, code));
-}
-
-async function restartWithPcm() {
-  await stopMicrophone({ finalize: false });
-  pending = []; // Opus packets: the new session takes PCM
-  try {
-    await startMicrophone();
-    openSession();
-  } catch (error) {
-    fail(describeMicrophoneError(error));
-  }
-}
-
-function giveUpSession() {
-  clearTimeout(reconnect.timer);
-  reconnect.timer = null;
-  pending = [];
-  const session = client;
-  client = null;
-  if (session && session.state !== 'closed') session.close(1000, 'client stopped');
 }
 
 function fail(message) {
-  giveUpSession();
-  showNotice(message);
+  const publisher = page.publisher;
+  page.publisher = null;
+  if (alive(publisher)) publisher.close(1000, 'client stopped');
+  notice.show(message);
   setStatus('error', 'Stopped');
   stopMicrophone({ finalize: false });
+}
+
+// ---- audio ----------------------------------------------------------------------------------
+
+function onChunk(chunk) {
+  if (page.intent === 'cancelling') return;
+  page.clock = Math.max(page.clock, page.captureBase + chunk.t0 + chunk.seconds);
+  const publisher = page.publisher;
+  // A chunk in the format the publisher no longer takes (Opus encoded before a switch to PCM) is left out.
+  if (!alive(publisher) || publisher.state === 'ending' || chunk.encoding !== publisher.audio.encoding) return;
+  publisher.sendAudio(chunk.data);
+}
+
+async function startMicrophone() {
+  const mic = new MicrophoneCapture({
+    encoding: page.pcmFallback ? 'pcm' : ui.encoding.value,
+    pcmReason: page.pcmFallback ? 'the server does not accept Opus' : 'forced in settings',
+    onChunk,
+    onLevel,
+    onEnded: () => {
+      notice.show('The microphone was disconnected.');
+      stopMicrophone({ finalize: true });
+    },
+    onError: (message) => {
+      notice.show(message);
+      stopMicrophone({ finalize: true });
+    },
+  });
+  const format = await mic.start();
+  page.capture = mic;
+  page.captureBase = page.clock;
+  showFormat(format);
+  return format;
+}
+
+async function stopMicrophone({ finalize }) {
+  const mic = page.capture;
+  if (!mic) return;
+  page.capture = null;
+  updateButtons();
+  await mic.stop(); // delivers the last audio through onChunk
+  page.clock = Math.max(page.clock, page.captureBase + mic.capturedSeconds);
+  resetLevel();
+  refreshMeters();
+  const publisher = page.publisher;
+  if (!alive(publisher)) return;
+  publisher.pause(); // no audio for now: after a drop, wait for the microphone
+  if (!finalize || page.intent) return;
+  if (publisher.state === 'open') {
+    delete ui.status.dataset.finalized;
+    setStatus('paused', 'Microphone off — finalizing…');
+  }
+  publisher.finalize().catch(() => {}); // held with the audio while the server is away
 }
 
 // ---- buttons --------------------------------------------------------------------------------
 
 ui.start.addEventListener('click', async () => {
-  if (capture || intent) return;
-  clearNotice();
+  if (page.capture || page.intent) return;
+  if (ui.error.dataset.kind === 'error') clearNotice();
   ui.start.disabled = true;
   setStatus('starting', 'Starting microphone…');
   let format;
   try {
     format = await startMicrophone();
   } catch (error) {
-    showNotice(describeMicrophoneError(error));
+    notice.show(describeMicrophoneError(error));
     setStatus('idle', 'Ready');
     return;
   }
-  reconnect.attempts = 0;
-  reconnect.everReady = false;
   delete ui.status.dataset.ended;
-  if (client && client.state === 'ready' && sameFormat(formatInUse, format)) {
-    // Resume: the paused session goes on where it stopped.
-    setStatus('listening', 'Listening');
+  captions.breakParagraph(); // speaking again after the microphone was off: a new paragraph
+  const publisher = page.publisher;
+  if (alive(publisher) && sameFormat(publisher.audio, format)) {
+    // The paused session goes on where it stopped (or a new one opens on the first audio).
+    if (publisher.state === 'open') setStatus('listening', 'Listening');
+    else if (publisher.state === 'reconnecting') showWaiting(publisher.reason);
+    else setStatus('connecting', 'Connecting…');
   } else {
-    if (client && client.state !== 'closed') {
-      const old = client;
-      client = null;
-      old.end().catch(() => {}); // a different format needs a new session: let the old one finish
-    }
-    openSession();
+    if (alive(publisher)) publisher.end().catch(() => {}); // another format needs a new session: let this one finish
+    const next = newPublisher(format);
+    if (next) next.start().catch(() => {}); // the outcome arrives as events
   }
   updateButtons();
 });
@@ -452,39 +439,35 @@ ui.start.addEventListener('click', async () => {
 ui.stop.addEventListener('click', () => stopMicrophone({ finalize: true }));
 
 ui.finalize.addEventListener('click', () => {
-  if (!client || client.state !== 'ready') return;
+  if (page.publisher?.state !== 'open') return;
   delete ui.status.dataset.finalized;
-  setStatus(capture ? 'listening' : 'paused', 'Finalizing…');
-  client.finalize().catch(() => {});
+  setStatus(page.capture ? 'listening' : 'paused', 'Finalizing…');
+  page.publisher.finalize().catch(() => {});
 });
 
 ui.end.addEventListener('click', async () => {
-  if (intent) return;
-  intent = 'ending';
+  if (page.intent) return;
+  page.intent = 'ending';
   setStatus('ending', 'Ending…');
   await stopMicrophone({ finalize: false });
-  if (client && client.state !== 'closed') {
-    flushPending(); // the client holds audio until the session is ready
-    client.end().catch(() => {}); // the outcome arrives as events
+  if (alive(page.publisher)) {
+    page.publisher.end().catch(() => {}); // the outcome arrives as events
   } else {
-    intent = null;
-    giveUpSession();
+    page.intent = null;
     setStatus('ended', 'Ended');
   }
 });
 
 ui.cancel.addEventListener('click', async () => {
-  if (intent) return;
-  intent = 'cancelling';
-  pending = [];
+  if (page.intent) return;
+  page.intent = 'cancelling';
   setStatus('cancelling', 'Cancelling…');
   await stopMicrophone({ finalize: false });
-  setVolatile(null);
-  if (client && client.state !== 'closed') {
-    client.cancel().catch(() => {});
+  captions.setVolatile(null);
+  if (alive(page.publisher)) {
+    page.publisher.cancel().catch(() => {});
   } else {
-    intent = null;
-    giveUpSession();
+    page.intent = null;
     setStatus('cancelled', 'Cancelled');
   }
 });
@@ -503,15 +486,12 @@ function download(text, extension, type) {
   setTimeout(() => URL.revokeObjectURL(url), 10000);
 }
 
-ui.downloadTxt.addEventListener('click', () => download(toText(finals), 'txt', 'text/plain'));
-ui.downloadVtt.addEventListener('click', () => download(toWebVTT(finals), 'vtt', 'text/vtt'));
-ui.downloadSrt.addEventListener('click', () => download(toSRT(finals), 'srt', 'application/x-subrip'));
+ui.downloadTxt.addEventListener('click', () => download(toText(captions.finals), 'txt', 'text/plain'));
+ui.downloadVtt.addEventListener('click', () => download(toWebVTT(captions.finals), 'vtt', 'text/vtt'));
+ui.downloadSrt.addEventListener('click', () => download(toSRT(captions.finals), 'srt', 'application/x-subrip'));
 
 ui.clear.addEventListener('click', () => {
-  finals.length = 0;
-  ui.finals.replaceChildren();
-  setVolatile(null);
-  ui.transcript.classList.remove('has-text');
+  captions.clear();
   delete ui.status.dataset.finalized;
   updateButtons();
 });

@@ -1,6 +1,7 @@
 // Microphone capture for the Steno page: getUserMedia → AudioWorklet → Opus (WebCodecs
 // AudioEncoder) or PCM s16le. Each encoded piece is handed to `onChunk` as
-//   { data: ArrayBuffer, seconds: duration in s, t0: start on this capture's clock in s }.
+//   { data: ArrayBuffer, seconds: duration in s, t0: start on this capture's clock in s,
+//     encoding: 'opus' | 'pcm_s16le' }.
 
 import { opusPacketSamples } from './steno-client.js';
 
@@ -178,15 +179,34 @@ export class MicrophoneCapture {
         const s = Math.max(-1, Math.min(1, samples[i]));
         view.setInt16(i * 2, s < 0 ? Math.round(s * 0x8000) : Math.round(s * 0x7fff), true);
       }
-      this.onChunk({ data: bytes, seconds: samples.length / rate, t0 });
+      this.onChunk({ data: bytes, seconds: samples.length / rate, t0, encoding: 'pcm_s16le' });
     }
   }
 
   _onPacket(chunk) {
+    if (!this.encoder) return; // switched to PCM meanwhile
     const bytes = new Uint8Array(chunk.byteLength);
     chunk.copyTo(bytes);
     const seconds = chunk.duration ? chunk.duration / 1e6 : opusPacketSamples(bytes) / 48000;
-    this.onChunk({ data: bytes.buffer, seconds, t0: chunk.timestamp / 1e6 });
+    this.onChunk({ data: bytes.buffer, seconds, t0: chunk.timestamp / 1e6, encoding: 'opus' });
+  }
+
+  /**
+   * Goes on in PCM s16le at the same rate, without reopening the microphone (the server
+   * refused Opus). Returns the new format.
+   */
+  usePcm(reason) {
+    if (!this.encoder) return this.format;
+    const encoder = this.encoder;
+    this.encoder = null;
+    try {
+      encoder.close();
+    } catch {
+      // already closed by an error
+    }
+    const rate = this.format.sampleRate;
+    this.format = { encoding: 'pcm_s16le', sampleRate: rate, channels: 1, label: `PCM 16-bit, ${rate / 1000} kHz mono`, reason };
+    return this.format;
   }
 
   /** Stops the microphone. Audio captured so far (the worklet's partial chunk and the

@@ -1,6 +1,7 @@
 /**
  * steno-client.js — the Steno live-captioning protocol (version 1) as one small ES module:
- * StenoClient publishes audio and receives its captions; StenoViewer follows a broadcast channel.
+ * StenoClient publishes audio and receives its captions; StenoPublisher does so across dropped
+ * connections, a full or restarting server; StenoViewer follows a broadcast channel.
  *
  * No dependencies. Works in browsers and in any runtime with a standard `WebSocket`
  * (Node 20 with `--experimental-websocket`, Node 22+, Deno, Bun), or with a WebSocket
@@ -72,13 +73,16 @@
  *   lag            received − analyzed from the last `progress`, in seconds (null before one)
  *   bufferedAmount bytes queued in the socket and not yet sent (backpressure), plus audio
  *                  waiting for `ready`
- *   sentSeconds    seconds of audio sent (PCM from byte counts, Opus from packet TOC bytes)
+ *   sentSeconds    seconds of audio sent (PCM from byte counts, Opus from packet TOC bytes; a
+ *                  packet with a malformed header counts as long as the last good one, as on
+ *                  the server)
  *   lastSeq        `seq` of the last server event
  *
  * Errors
  *   StenoError extends Error with `code` (a protocol code such as 'unsupported_audio', or
- *   'connection_failed' / 'connection_lost' / 'closed' for transport problems), `message`,
- *   `closeCode` (the WebSocket close code, when there was one) and `fatal`.
+ *   'connection_failed' / 'connection_lost' / 'closed' for transport problems, 'unauthorized' /
+ *   'forbidden' for a refused token or origin), `message`, `closeCode` (the WebSocket close
+ *   code, when there was one), `status` (the HTTP status that explained a refusal) and `fatal`.
  *   Non-fatal server errors ('bad_message', 'bad_audio') arrive only as 'error' events.
  *   Promises still pending when the session closes reject with the StenoError that ended it.
  *
@@ -102,6 +106,10 @@
  *            firstAttempts reconnects tried before the first `joined` (default 3: a server that
  *                          was never reached is more likely wrong than down)
  *            maxAttempts   reconnects in a row after that (default Infinity)
+ *            probe         when it cannot get in before any `joined`, GET the listen address over
+ *                          HTTP to learn why: a refused token or origin ends the viewer with the
+ *                          error code 'unauthorized' / 'forbidden' (default true; fetch: the
+ *                          fetch function, default globalThis.fetch)
  *            WebSocket     the WebSocket constructor to use
  *   start()          connects; resolves with the first `joined`, rejects (StenoError) if the
  *                    viewer ends before one. Idempotent.
@@ -126,8 +134,71 @@
  *   url, joined (the last `joined`), broadcasts (how many were seen), attempt,
  *   reconnectDelay, lastSeq, error, ready, closed.
  *
+ * Publishing across dropped connections
+ *
+ *   const publisher = StenoClient.publish('https://captions.example.org', {
+ *     audio: { encoding: 'opus', sampleRate: 48000, channels: 1 }, pcmFallback: true });
+ *   publisher.on('state', (s) => showStatus(s.state, s.reason, s.delay, s.error));
+ *   publisher.on('final', (e) => addLine(e.offset + e.start, e.offset + e.end, e.text));
+ *   publisher.on('format', ({ audio }) => switchEncoderTo(audio));   // with pcmFallback
+ *   publisher.sendAudio(packet);   // sent, or held while there is no session
+ *   await publisher.end();
+ *
+ * new StenoPublisher(url, options) (or StenoClient.publish, which also starts it)
+ *   options  audio, language, volatile, words, channel, token, start, WebSocket, maxFrameBytes
+ *                          as for StenoClient (each connection opens a session with them)
+ *            bufferSeconds audio held while there is no session, the latest kept (default 60)
+ *            pcmFallback   when the server refuses Opus (1003), go on in PCM s16le at the same
+ *                          rate: a 'format' event says so, and from then on sendAudio takes PCM
+ *                          (Float32Array samples or s16le bytes). Default false
+ *            reconnect     reconnect at all (default true)
+ *            minDelay, maxDelay, jitter   backoff after a drop: minDelay·2^n s up to maxDelay
+ *                          (0.5, 30), ±jitter (0.2); at once after 4009 and a first 4008
+ *            restartDelay  the longest wait between tries while the server restarts (5 s)
+ *            firstAttempts reconnects to a server never reached before giving up (default 3)
+ *            maxAttempts   reconnects in a row after a drop, once a session was ready (Infinity)
+ *            probe         after a connection that never opened, GET the stream address over
+ *                          HTTP to learn why (default true; see probeStream); fetch: the fetch
+ *                          function to use (default globalThis.fetch)
+ *   Why it waits (state 'reconnecting', `reason`): 'full' (503 full: waits Retry-After, again
+ *   and again, never giving up), 'restarting' (close 1001/1012 or 503 draining: waits until
+ *   the server is back, however long), 'lost' (a drop: backoff, up to maxAttempts),
+ *   'unreachable' (no answer at all: up to firstAttempts before any session, maxAttempts
+ *   after), 'session_limit' (4009: at once). A refused token (401) or origin (403) closes it
+ *   with error code 'unauthorized' / 'forbidden' and no retry; so do closes that would repeat
+ *   (1003, 1009, 4400) and a normal close it did not ask for.
+ *   start()          connects; resolves with the first `ready`. Idempotent; sendAudio starts it too.
+ *   sendAudio(data)  as StenoClient.sendAudio; held (a copy) while no session is ready. Returns
+ *                    `timeline`.
+ *   finalize(through?)  resolves with `finalized` (+ offset), or null with nothing to finalize;
+ *                    while away it is held with the audio and sent after it. `through` is on the
+ *                    publisher's timeline.
+ *   pause()          no audio for a while (a microphone turned off): after a drop, or the
+ *                    server's idle close, wait in state 'idle' for the next audio instead of
+ *                    reconnecting (unless audio is held).
+ *   end() / cancel() finish; resolve with `ended` / `cancelled`, or null when there was no
+ *                    session to finish (waiting to reconnect: what was held is given up).
+ *   close()          stops at once. reconnectNow() skips the wait.
+ *   Events: every server event of its sessions, as StenoClient's, each with `offset` added: the
+ *     publisher-timeline time where that session's audio starts (times in a session start at
+ *     0 again; add `offset` for one continuous timeline); and
+ *     'state'   {state, previous, attempt, reason, delay?, retryAt?, retryAfter?, status?, code?,
+ *               error?}: 'new' → 'connecting' → 'open' → 'reconnecting' → 'connecting' … →
+ *               'idle' → 'connecting' … → 'ending' → 'closed';
+ *     'format'  {audio, previous, reason} the format changed (pcmFallback);
+ *     'dropped' {seconds, total, reason} audio that will not be sent ('buffer_full',
+ *               'format_changed', 'cancelled', 'ended_while_away', 'closed');
+ *     'close'   {code, reason, wasClean, error} once, at the end.
+ *   Properties: state, audio (the current format), url, client (the current StenoClient),
+ *   session, sessions, timeline, offset, bufferedSeconds, bufferedAmount, droppedSeconds,
+ *   reason, reconnectDelay, retryAt, attempt, lag, lastSeq, error, ready, closed.
+ *
  * Helpers
  *   streamUrl(base, {token, path})  the WebSocket URL the client would use
+ *   probeUrl(wsUrl)                 the same address over http(s)
+ *   probeStream(wsUrl, {fetch})     why a WebSocket would be refused: {reason: 'unauthorized' |
+ *                                   'forbidden' | 'full' | 'draining' | 'accepting' | 'unknown' |
+ *                                   'unreachable', status, retryAfter}
  *   listenUrl(base, channel, {token})            a viewer's WebSocket URL
  *   captionsUrl(base, channel, 'vtt'|'srt'|'txt', {token})  the channel's captions over HTTP
  *   isChannelName(name)             1–64 letters, digits, '-', '_', '.' (not '.' or '..')
@@ -135,7 +206,8 @@
  *   viewerShouldReconnect(closeCode)  the same for a viewer (only 1000 and protocol or
  *                                   policy closes end a viewer)
  *   describeError(code)             a plain-language sentence for a protocol or close code
- *   opusPacketSamples(bytes)        samples at 48 kHz in one Opus packet (RFC 6716 TOC)
+ *   opusPacketSamples(bytes)        samples at 48 kHz in one Opus packet (RFC 6716 TOC), 0 when
+ *                                   malformed or longer than 120 ms (as the server reads it)
  */
 
 export const PROTOCOL_VERSION = 1;
@@ -182,6 +254,8 @@ const ERROR_SENTENCES = {
   shutting_down: 'The server is shutting down; captions so far were finalized.',
   internal: 'The server had an internal error; the captions finalized so far are kept.',
   connection_failed: 'Could not connect to the captioning server.',
+  unauthorized: 'The captioning server refused the access token.',
+  forbidden: 'The captioning server does not accept connections from this page (its origin is not allowed).',
   connection_lost: 'The connection to the captioning server was lost.',
   closed: 'The session is closed.',
 };
@@ -276,6 +350,59 @@ export function captionsUrl(base, channel, format = 'vtt', { token } = {}) {
 }
 
 /**
+ * The plain HTTP address that tells why a WebSocket to `wsUrl` would be refused: the same
+ * path and query (the token too) over http(s). Browsers cannot read the HTTP status of a
+ * refused WebSocket handshake; the server answers this GET with what the handshake would get.
+ */
+export function probeUrl(wsUrl) {
+  const url = new URL(String(wsUrl), globalThis.location?.href);
+  if (url.protocol === 'ws:') url.protocol = 'http:';
+  else if (url.protocol === 'wss:') url.protocol = 'https:';
+  url.hash = '';
+  return url.toString();
+}
+
+/**
+ * Asks the server why a WebSocket to `wsUrl` failed: a plain `GET` of the same address.
+ * Resolves (never rejects) with {reason, status, retryAfter}: reason is
+ *   'unauthorized' (401: missing or wrong token), 'forbidden' (403: origin not allowed),
+ *   'full' (503 with {"status":"full"}), 'draining' (503 with {"status":"draining"}: shutting
+ *   down or restarting), 'accepting' (426: a WebSocket would be accepted now),
+ *   'unknown' (any other answer, e.g. a server without this check) or
+ *   'unreachable' (no answer: down, wrong address, blocked, or no fetch in this runtime);
+ * retryAfter is the server's Retry-After in seconds (JSON `retryAfter`, else the header), or null.
+ */
+export async function probeStream(wsUrl, { fetch = globalThis.fetch, timeout = 10 } = {}) {
+  if (typeof fetch !== 'function') return { reason: 'unreachable', status: null, retryAfter: null };
+  const abort = typeof AbortController === 'function' ? new AbortController() : null;
+  const timer = abort ? setTimeout(() => abort.abort(), timeout * 1000) : null;
+  try {
+    const response = await fetch(probeUrl(wsUrl), { cache: 'no-store', redirect: 'manual', signal: abort?.signal });
+    let body = null;
+    try {
+      body = await response.json();
+    } catch {
+      body = null; // not JSON: only the status counts
+    }
+    const seconds = (value) => {
+      const n = Number(value);
+      return value !== null && value !== '' && Number.isFinite(n) && n >= 0 ? n : null;
+    };
+    const retryAfter = seconds(body?.retryAfter) ?? seconds(response.headers?.get?.('retry-after') ?? null);
+    let reason = 'unknown';
+    if (response.status === 401) reason = 'unauthorized';
+    else if (response.status === 403) reason = 'forbidden';
+    else if (response.status === 426) reason = 'accepting';
+    else if (response.status === 503) reason = body?.status === 'draining' ? 'draining' : 'full';
+    return { reason, status: response.status, retryAfter };
+  } catch {
+    return { reason: 'unreachable', status: null, retryAfter: null };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
  * Whether a viewer should connect again after its connection closed with this code. Only
  * closes that a new connection would repeat end a viewer: 1000 (the server ended it), 1002,
  * 1003, 1007, 1008, 1009, 1010 and 4400 (protocol or policy problems). Everything else — a
@@ -286,9 +413,13 @@ export function viewerShouldReconnect(closeCode) {
   return ![1000, 1002, 1003, 1007, 1008, 1009, 1010, 4400].includes(closeCode);
 }
 
+/** The longest Opus packet RFC 6716 allows: 120 ms, in 48 kHz samples. */
+export const OPUS_MAX_PACKET_SAMPLES = 5760;
+
 /**
  * Samples at 48 kHz held by one Opus packet, from its TOC byte (RFC 6716, section 3.1),
- * or 0 if the packet is malformed.
+ * or 0 if the header is malformed: an empty packet, code 3 without its frame-count byte or
+ * with 0 frames, or more than 120 ms in all. The same rule as the server's (OpusPacket.swift).
  */
 export function opusPacketSamples(bytes) {
   if (!bytes || bytes.length < 1) return 0;
@@ -306,17 +437,19 @@ export function opusPacketSamples(bytes) {
     if (bytes.length < 2) return 0;
     frames = bytes[1] & 0x3f;
   }
-  return frames * frame;
+  const total = frames * frame;
+  return total <= OPUS_MAX_PACKET_SAMPLES ? total : 0;
 }
 
 /** An error of a Steno session: a protocol code, a message, and the close code if any. */
 export class StenoError extends Error {
-  constructor(code, message, { closeCode = null, fatal = true } = {}) {
+  constructor(code, message, { closeCode = null, fatal = true, status = null } = {}) {
     super(message || describeError(code));
     this.name = 'StenoError';
     this.code = code;
     this.closeCode = closeCode;
     this.fatal = fatal;
+    this.status = status; // the HTTP status that explained a refused connection, if asked
   }
 }
 
@@ -448,6 +581,15 @@ export class StenoClient extends EventOwner {
     return viewer;
   }
 
+  /**
+   * Publishes audio that outlives dropped connections: a StenoPublisher, already connecting.
+   */
+  static publish(url, options = {}) {
+    const publisher = new StenoPublisher(url, options);
+    publisher.start().catch(() => {}); // the outcome arrives as events, `ready` and `closed`
+    return publisher;
+  }
+
   constructor(url, options = {}) {
     super();
     const audio = { encoding: 'pcm_s16le', sampleRate: 16000, channels: 1, ...(options.audio || {}) };
@@ -469,6 +611,7 @@ export class StenoClient extends EventOwner {
     this._outbox = []; // frames waiting for `ready`: strings or ArrayBuffers
     this._outboxBytes = 0;
     this._carry = null; // PCM bytes that did not fill a whole sample frame yet
+    this._lastOpusSamples = 960; // duration given to an Opus packet whose header is malformed
     this._finalizeWaiters = [];
     this._ended = deferred();
     this._cancelled = deferred();
@@ -529,7 +672,11 @@ export class StenoClient extends EventOwner {
     if (encoding === 'opus') {
       if (data instanceof Float32Array) throw new TypeError('sendAudio: Opus takes encoded packets, not samples');
       const packet = toBytes(data, 'opus');
-      this.sentSeconds += opusPacketSamples(packet) / 48000;
+      // As the server counts: a packet whose header cannot be read lasts as long as the last
+      // good one (20 ms before any).
+      const samples = opusPacketSamples(packet) || this._lastOpusSamples;
+      this._lastOpusSamples = samples;
+      this.sentSeconds += samples / 48000;
       this._send(packet.slice().buffer); // a copy: the caller may reuse its buffer
       return this.sentSeconds;
     }
@@ -711,7 +858,7 @@ export class StenoViewer extends EventOwner {
     this.channel = channel;
     this.url = listenUrl(url, channel, { token: options.token });
     this.options = {
-      reconnect: true, minDelay: 0.5, maxDelay: 30, jitter: 0.2, firstAttempts: 3, maxAttempts: Infinity,
+      reconnect: true, minDelay: 0.5, maxDelay: 30, jitter: 0.2, firstAttempts: 3, maxAttempts: Infinity, probe: true,
       ...options,
     };
     this.state = 'new';
@@ -823,8 +970,18 @@ export class StenoViewer extends EventOwner {
     this._deliver(event);
   }
 
-  _onSocketClose(event, opened) {
+  async _onSocketClose(event, opened) {
     const info = { code: event.code, reason: event.reason || '', wasClean: !!event.wasClean };
+    if (!opened && !this._everJoined && this.options.probe) {
+      // Never in: ask the server why (a plain GET of the listen address). A refused token or
+      // origin would be refused again, so that ends the viewer with a plain reason.
+      const answer = await probeStream(this.url, { fetch: this.options.fetch });
+      if (this.state !== 'connecting' || this._socket !== null) return; // closed or reconnected meanwhile
+      if (answer.reason === 'unauthorized' || answer.reason === 'forbidden') {
+        this._finish(info, new StenoError(answer.reason, describeError(answer.reason), { status: answer.status }));
+        return;
+      }
+    }
     let error;
     if (!opened) {
       error = new StenoError('connection_failed',
@@ -859,6 +1016,455 @@ export class StenoViewer extends EventOwner {
     this._setState('closed', { code: info.code, reason: info.reason, error });
     this._ready.reject(error || new StenoError('closed', 'The viewer was closed.', { closeCode: info.code }));
     const result = { ...info, error };
+    this._closed.resolve(result);
+    this._emit('close', result);
+    this._finishIterators(error);
+  }
+}
+
+/**
+ * A publisher that stays with its audio: it opens a session (StenoClient), reconnects with
+ * backoff when the connection drops or the server is full or restarting, holds the audio given
+ * meanwhile (bounded) and sends it when a session is ready again, and switches from Opus to
+ * PCM when the server refuses Opus (with `pcmFallback`). Its events are the sessions' server
+ * events, each with `offset` added, and its own 'state', 'format', 'dropped' and 'close'.
+ */
+export class StenoPublisher extends EventOwner {
+  constructor(url, options = {}) {
+    super();
+    this.url = streamUrl(url, { token: options.token });
+    this.options = {
+      reconnect: true, minDelay: 0.5, maxDelay: 30, restartDelay: 5, jitter: 0.2,
+      firstAttempts: 3, maxAttempts: Infinity, bufferSeconds: 60, pcmFallback: false, probe: true,
+      volatile: true, words: true, maxFrameBytes: 32768,
+      ...options,
+    };
+    this.audio = { encoding: 'pcm_s16le', sampleRate: 16000, channels: 1, ...(options.audio || {}) };
+    this.state = 'new';
+    this.client = null; // the StenoClient of the current connection
+    this.session = null; // the id of the latest session that was ready
+    this.sessions = 0; // sessions that were ready
+    this.timeline = 0; // seconds of audio given to sendAudio (the publisher's timeline)
+    this.offset = null; // where the current session's audio starts on that timeline
+    this.droppedSeconds = 0; // audio given but never sent (buffer full, format changed, end while away)
+    this.attempt = 0; // connection attempts since the last ready session
+    this.reason = null; // why reconnecting: 'full', 'restarting', 'lost', 'unreachable', 'session_limit'
+    this.reconnectDelay = null;
+    this.retryAt = null; // Date.now() milliseconds of the next attempt
+    this.error = null;
+    this.lag = null;
+    this.lastSeq = 0;
+
+    this._held = []; // since the last ready session: {data, bytes, seconds, t0} or {finalize, waiter}
+    this._heldSeconds = 0;
+    this._lastOpusSamples = 960;
+    this._live = true; // audio is coming; pause() says it is not for a while
+    this._ending = null; // 'end' | 'cancel' once asked
+    this._restarting = false; // the server said it is going away: wait for it, however long
+    this._failures = 0; // attempts in a row that found no server (the ones firstAttempts/maxAttempts bound)
+    this._fellBack = false;
+    this._timer = null;
+    this._ready = deferred();
+    this._closed = deferred();
+    this._endResult = null; // deferred of end() or cancel()
+    this.ready = this._ready.promise;
+    this.closed = this._closed.promise;
+  }
+
+  /** Seconds of audio held until a session is ready. */
+  get bufferedSeconds() {
+    return this._heldSeconds;
+  }
+
+  /** Bytes not yet sent: the socket's queue, and the audio held. */
+  get bufferedAmount() {
+    const held = this._held.reduce((n, item) => n + (item.bytes || 0), 0);
+    return (this.client && this.client.state !== 'closed' ? this.client.bufferedAmount : 0) + held;
+  }
+
+  /** Connects (once); resolves with the first `ready`, rejects if the publisher ends before one. */
+  start() {
+    if (this.state === 'new') this._connect();
+    return this.ready;
+  }
+
+  /**
+   * One piece of audio in the current format (see StenoClient.sendAudio). Sent at once while a
+   * session is open, else held (the latest `bufferSeconds`) until one is. Returns the publisher's
+   * timeline in seconds.
+   */
+  sendAudio(data) {
+    if (this._ending || this.state === 'closed') {
+      throw new StenoError('closed', 'Audio cannot be sent after end(), cancel() or close().');
+    }
+    const { encoding, sampleRate, channels = 1 } = this.audio;
+    let seconds;
+    let copy;
+    if (encoding === 'opus') {
+      if (data instanceof Float32Array) throw new TypeError('sendAudio: Opus takes encoded packets, not samples');
+      const packet = toBytes(data, 'opus');
+      const samples = opusPacketSamples(packet) || this._lastOpusSamples;
+      this._lastOpusSamples = samples;
+      seconds = samples / 48000;
+      copy = () => packet.slice();
+    } else if (data instanceof Float32Array) {
+      seconds = data.length / channels / sampleRate;
+      copy = () => data.slice();
+    } else {
+      const bytes = toBytes(data, encoding);
+      seconds = bytes.length / (BYTES_PER_SAMPLE[encoding] || 2) / channels / sampleRate;
+      copy = () => bytes.slice();
+    }
+    const t0 = this.timeline;
+    this.timeline += seconds;
+    this._live = true;
+    if (this.state === 'open') {
+      this.client.sendAudio(data);
+      return this.timeline;
+    }
+    const held = copy();
+    this._held.push({ data: held, bytes: held.byteLength, seconds, t0 });
+    this._heldSeconds += seconds;
+    this._trimHeld();
+    if (this.state === 'new' || this.state === 'idle') this._connect();
+    return this.timeline;
+  }
+
+  /**
+   * Makes what was said so far final. `through` (optional) is on the publisher's timeline.
+   * Resolves with the `finalized` event (its `through` on the session's timeline, plus
+   * `offset`), or null when there is no session and no audio to finalize.
+   */
+  finalize(through) {
+    if (this.state === 'closed') return Promise.reject(this.error || new StenoError('closed', 'The publisher is closed.'));
+    if (this._ending) return Promise.reject(new StenoError('closed', 'Cannot finalize after end() or cancel().'));
+    if (this.state === 'open') return this._finalizeOn(this.client, through);
+    if (this.state === 'idle' || (this._heldSeconds === 0 && this.state !== 'connecting')) return Promise.resolve(null);
+    const waiter = deferred();
+    this._held.push({ finalize: true, through, waiter });
+    return waiter.promise;
+  }
+
+  /**
+   * No audio for a while (the microphone is off): after a drop, do not reconnect until audio
+   * comes again, unless audio is held. A session that is open stays open.
+   */
+  pause() {
+    this._live = false;
+    if (this.state === 'reconnecting' && this._heldSeconds === 0) this._setIdle();
+  }
+
+  /**
+   * Finishes: the held audio is sent and the session ended if one is open or being opened;
+   * if the publisher is waiting to reconnect, the held audio is given up. Resolves with the
+   * `ended` event, or null when no session was open; no reconnects after it.
+   */
+  end() {
+    return this._finishWith('end');
+  }
+
+  /** Cancels: held audio is discarded. Resolves with the `cancelled` event, or null. */
+  cancel() {
+    return this._finishWith('cancel');
+  }
+
+  /** Stops at once, without `end`: no reconnects; `closed` resolves. */
+  close(code = 1000, reason = '') {
+    if (this.state === 'closed') return this.closed;
+    const client = this.client;
+    this.client = null;
+    if (client && client.state !== 'closed') client.close(code, reason);
+    this._finish({ code, reason, wasClean: true }, null);
+    return this.closed;
+  }
+
+  /** While waiting to reconnect, connect at once. */
+  reconnectNow() {
+    if (this.state !== 'reconnecting' && this.state !== 'idle') return false;
+    this._connect();
+    return true;
+  }
+
+  // ---- internals -------------------------------------------------------------------------
+
+  _setState(state, details = {}) {
+    const previous = this.state;
+    if (state === previous && state !== 'reconnecting') return;
+    this.state = state;
+    this._emit('state', { state, previous, attempt: this.attempt, reason: this.reason, ...details });
+  }
+
+  /**
+   * What the next connection is — the one place that decides how a connection begins. Every
+   * connection starts a new session today (`start`, from these options). Session resume will
+   * be decided here: with `this.session` set after a drop, ask for `resume` of that session
+   * instead, and let _onReady send only the held audio the server says it lacks.
+   */
+  _sessionOptions() {
+    const { language, volatile, words, channel, start, WebSocket, maxFrameBytes } = this.options;
+    return { audio: this.audio, language, volatile, words, channel, start, WebSocket, maxFrameBytes };
+  }
+
+  _connect() {
+    clearTimeout(this._timer);
+    this._timer = null;
+    this.reconnectDelay = null;
+    this.retryAt = null;
+    const client = new StenoClient(this.url, this._sessionOptions());
+    this.client = client;
+    client.on('event', (event) => { if (this.client === client) this._onEvent(client, event); });
+    client.on('close', (info) => { if (this.client === client) this._onClientClose(client, info); });
+    this._setState('connecting');
+    client.start().catch(() => {}); // the outcome arrives as 'close'
+  }
+
+  _onEvent(client, event) {
+    if (typeof event.seq === 'number') this.lastSeq = event.seq;
+    if (event.type === 'ready') {
+      this._onReady(client, event);
+      return;
+    }
+    if (event.type === 'progress' && typeof event.received === 'number' && typeof event.analyzed === 'number') {
+      this.lag = Math.max(0, event.received - event.analyzed);
+    }
+    const delivered = { ...event, offset: this.offset };
+    if (event.type === 'ended' || event.type === 'cancelled') this._endResult?.resolve(delivered);
+    this._deliver(delivered);
+  }
+
+  _onReady(client, event) {
+    this.session = event.session ?? null;
+    this.sessions += 1;
+    this.attempt = 0;
+    this._failures = 0;
+    this._restarting = false;
+    this.reason = null;
+    this.error = null;
+    const held = this._held;
+    this._held = [];
+    this._heldSeconds = 0;
+    this.offset = held.find((item) => !item.finalize)?.t0 ?? this.timeline;
+    this._setState(this._ending ? 'ending' : 'open');
+    const delivered = { ...event, offset: this.offset };
+    this._ready.resolve(delivered);
+    this._deliver(delivered);
+    // Everything held, in order: audio, and the finalizes asked for while away.
+    for (const item of held) {
+      if (item.finalize) this._finalizeOn(client, item.through).then(item.waiter.resolve, item.waiter.reject);
+      else client.sendAudio(item.data);
+    }
+    if (this._ending === 'end') client.end().catch(() => {});
+  }
+
+  _finalizeOn(client, through) {
+    const offset = this.offset ?? 0;
+    const at = through == null ? undefined : Math.max(0, through - offset);
+    return client.finalize(at).then((event) => ({ ...event, offset }));
+  }
+
+  /** Keeps the latest `bufferSeconds` of held audio. */
+  _trimHeld() {
+    let dropped = 0;
+    while (this._heldSeconds > this.options.bufferSeconds) {
+      const index = this._held.findIndex((item) => !item.finalize);
+      if (index < 0 || this._held.length - index <= 1) break;
+      const [item] = this._held.splice(index, 1);
+      this._heldSeconds -= item.seconds;
+      dropped += item.seconds;
+    }
+    if (dropped > 0) this._dropped(dropped, 'buffer_full');
+  }
+
+  _dropped(seconds, why) {
+    this.droppedSeconds += seconds;
+    this._emit('dropped', { seconds, total: this.droppedSeconds, reason: why });
+  }
+
+  _discardHeld(why) {
+    const seconds = this._heldSeconds;
+    const error = new StenoError('closed', 'The publisher stopped before a session could finalize this.');
+    for (const item of this._held) if (item.finalize) item.waiter.reject(error);
+    this._held = [];
+    this._heldSeconds = 0;
+    if (seconds > 0) this._dropped(seconds, why);
+  }
+
+  _finishWith(kind) {
+    if (this._endResult) return this._endResult.promise;
+    if (this.state === 'closed') return Promise.reject(this.error || new StenoError('closed', 'The publisher is closed.'));
+    this._endResult = deferred();
+    this._ending = kind;
+    this._live = false;
+    const client = this.client;
+    if (kind === 'cancel') this._discardHeld('cancelled');
+    if (client && (this.state === 'open' || this.state === 'connecting')) {
+      const open = this.state === 'open';
+      this._setState('ending');
+      if (open) (kind === 'end' ? client.end() : client.cancel()).catch(() => {});
+      else if (kind === 'cancel') client.cancel().catch(() => {});
+      // end while connecting: the held audio and `end` follow `ready`
+    } else {
+      // Waiting to reconnect, idle, or never started: there is no session to finish.
+      if (kind === 'end') this._discardHeld('ended_while_away');
+      this._finish({ code: null, reason: '', wasClean: true }, null);
+    }
+    return this._endResult.promise;
+  }
+
+  _onClientClose(client, info) {
+    this.client = null;
+    this.lag = null;
+    const { code, error } = info;
+    const wasReady = client.readyMessage !== null;
+    if (this._ending) {
+      // No reconnect after end() or cancel(): an end whose connection failed gives up what it held.
+      if (!wasReady) this._discardHeld('ended_while_away');
+      this._finish(info, wasReady ? error : null);
+      return;
+    }
+    if (!this.options.reconnect) {
+      this._finish(info, error);
+      return;
+    }
+    // The server does not take Opus: carry on in PCM at the same rate, once.
+    if (code === 1003 && this.audio.encoding === 'opus' && this.options.pcmFallback && !this._fellBack) {
+      this._fellBack = true;
+      const previous = this.audio;
+      this.audio = { ...previous, encoding: 'pcm_s16le' };
+      this._discardHeld('format_changed');
+      this._emit('format', { audio: this.audio, previous, reason: 'unsupported_audio' });
+      this._connect();
+      return;
+    }
+    if (error?.code === 'connection_failed') {
+      this._afterRefusal(info);
+      return;
+    }
+    if (code === 4010 && !this._live) {
+      this._setIdle(); // closed after a pause: a new session when audio comes again
+      return;
+    }
+    if (!shouldReconnect(code)) {
+      this._finish(info, error);
+      return;
+    }
+    if (!this._live && this._heldSeconds === 0) {
+      this._setIdle();
+      return;
+    }
+    if (code === 1001 || code === 1012) {
+      this._restarting = true;
+      this._retry('restarting', this._backoff(this.options.restartDelay), info);
+    } else if (code === 4009) {
+      this._retry('session_limit', 0, info);
+    } else if (code === 4008 && this.attempt === 0) {
+      this._retry('lost', 0, info);
+    } else {
+      this._retry('lost', this._backoff(), info, { bounded: true });
+    }
+  }
+
+  /** The connection never opened: ask the server why (a plain GET of the same address). */
+  async _afterRefusal(info) {
+    const answer = this.options.probe ? await probeStream(this.url, { fetch: this.options.fetch }) : { reason: 'unknown' };
+    if (this.state !== 'connecting' || this.client !== null || this._ending) {
+      if (this._ending && this.state !== 'closed') this._finish(info, null);
+      return; // closed, ended or reconnected while asking
+    }
+    const details = { ...info, status: answer.status, retryAfter: answer.retryAfter };
+    const refused = answer.reason === 'unauthorized' || answer.reason === 'forbidden';
+    if (!refused && !this._live && this._heldSeconds === 0) {
+      this._setIdle(); // nothing to send: try again when audio comes
+      return;
+    }
+    switch (answer.reason) {
+      case 'unauthorized':
+        this._finish(info, new StenoError('unauthorized', describeError('unauthorized'), { status: 401 }));
+        return;
+      case 'forbidden':
+        this._finish(info, new StenoError('forbidden', describeError('forbidden'), { status: 403 }));
+        return;
+      case 'full':
+        this._failures = 0; // the server is there, only busy: wait as long as it takes
+        this._retry('full', this._jittered(answer.retryAfter ?? 5, true), details);
+        return;
+      case 'draining':
+        this._failures = 0;
+        this._restarting = true;
+        this._retry('restarting', this._jittered(answer.retryAfter ?? this.options.restartDelay, true), details);
+        return;
+      default:
+        if (this._restarting) {
+          // Gone while restarting: try again until it is back.
+          this._retry('restarting', this._backoff(this.options.restartDelay), details);
+        } else {
+          this._retry(answer.reason === 'unreachable' ? 'unreachable' : 'lost', this._backoff(), details, { bounded: true });
+        }
+    }
+  }
+
+  _jittered(seconds, onlyLater = false) {
+    const { jitter } = this.options;
+    const factor = onlyLater ? 1 + Math.random() * jitter : 1 - jitter + Math.random() * 2 * jitter;
+    return seconds * factor;
+  }
+
+  _backoff(cap = this.options.maxDelay) {
+    const { minDelay, maxDelay } = this.options;
+    return this._jittered(Math.min(cap, maxDelay, minDelay * 2 ** this.attempt));
+  }
+
+  /** Waits `delay` seconds, then connects again; a bounded retry gives up after its attempts. */
+  _retry(reason, delay, info, { bounded = false } = {}) {
+    if (bounded) {
+      const limit = this.sessions > 0 ? this.options.maxAttempts : this.options.firstAttempts;
+      if (this._failures >= limit) {
+        const error = info.error?.code === 'connection_failed' || !info.error
+          ? new StenoError('connection_failed', describeError('connection_failed'), { closeCode: info.code ?? null })
+          : info.error;
+        this._finish(info, error);
+        return;
+      }
+      this._failures += 1;
+    }
+    this.attempt += 1;
+    this.reason = reason;
+    this.error = info.error || null;
+    this.reconnectDelay = delay;
+    this.retryAt = Date.now() + delay * 1000;
+    clearTimeout(this._timer);
+    this._timer = setTimeout(() => { this._timer = null; this._connect(); }, delay * 1000);
+    this._setState('reconnecting', {
+      delay, retryAt: this.retryAt, code: info.code ?? null, error: this.error,
+      status: info.status ?? null, retryAfter: info.retryAfter ?? null,
+    });
+  }
+
+  _setIdle() {
+    clearTimeout(this._timer);
+    this._timer = null;
+    this.reconnectDelay = null;
+    this.retryAt = null;
+    this.reason = null;
+    this._setState('idle');
+  }
+
+  _finish(info, error) {
+    if (this.state === 'closed') return;
+    clearTimeout(this._timer);
+    this._timer = null;
+    this.reconnectDelay = null;
+    this.retryAt = null;
+    this.error = error;
+    this._discardHeld(this._ending === 'cancel' ? 'cancelled' : 'closed');
+    this._setState('closed', { code: info.code, reason: this.reason, error });
+    const failure = error || new StenoError('closed', 'The publisher closed.', { closeCode: info.code ?? null });
+    this._ready.reject(failure);
+    if (this._endResult) {
+      if (error) this._endResult.reject(error);
+      else this._endResult.resolve(null); // no effect if `ended`/`cancelled` resolved it
+    }
+    const result = { code: info.code ?? null, reason: info.reason || '', wasClean: !!info.wasClean, error };
     this._closed.resolve(result);
     this._emit('close', result);
     this._finishIterators(error);

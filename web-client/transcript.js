@@ -1,8 +1,10 @@
-// Transcript exports built from final results: plain text, WebVTT and SRT.
-// A final is { start, end, text, words? } with times in seconds.
+// Transcript exports built from final results: plain text, WebVTT and SRT, laid out by the
+// server's own rule (Sources/StenoCore/Captions.swift), so that the page's files for a set of
+// finals are the server's `/v1/channels/NAME/captions.txt|vtt|srt` for the same finals, byte
+// for byte. A final is { start, end, text, words? } with times in seconds; words are
+// { word, start, end } as the server sends them.
 
-const MAX_LINE = 42; // characters per caption line, the usual broadcast guideline
-const MAX_LINES = 2;
+export const CAPTION_LAYOUT = Object.freeze({ maxLineLength: 42, maxLines: 2 });
 
 /** "1:02.35" for a short label (hover titles, the status line). */
 export function shortTime(seconds) {
@@ -12,9 +14,22 @@ export function shortTime(seconds) {
   return `${m}:${s.toFixed(2).padStart(5, '0')}`;
 }
 
-/** "00:01:02.350" (WebVTT) or "00:01:02,350" (SRT). */
+/** "1:02" (or "1:01:02" past an hour): the time of a paragraph, to the second. */
+export function clockLabel(seconds) {
+  const total = Math.max(0, Math.floor(seconds));
+  const h = Math.floor(total / 3600);
+  const m = Math.floor(total / 60) % 60;
+  const s = String(total % 60).padStart(2, '0');
+  return h > 0 ? `${h}:${String(m).padStart(2, '0')}:${s}` : `${m}:${s}`;
+}
+
+/**
+ * "00:01:02.350" (WebVTT) or "00:01:02,350" (SRT): hours have at least two digits; negative
+ * and non-finite times are written as 0; milliseconds are rounded half up, as the server does.
+ */
 export function timestamp(seconds, separator = '.') {
-  const ms = Math.max(0, Math.round(seconds * 1000));
+  const clamped = Number.isFinite(seconds) ? Math.min(Math.max(seconds, 0), 3.6e9) : 0;
+  const ms = Math.round(clamped * 1000);
   const h = Math.floor(ms / 3600000);
   const m = Math.floor(ms / 60000) % 60;
   const s = Math.floor(ms / 1000) % 60;
@@ -22,79 +37,155 @@ export function timestamp(seconds, separator = '.') {
   return `${pad(h)}:${pad(m)}:${pad(s)}${separator}${pad(ms % 1000, 3)}`;
 }
 
-/** The transcript as plain text: one final (one utterance) per line. */
-export function toText(finals) {
-  const lines = finals.map((f) => f.text.trim()).filter(Boolean);
-  return lines.length ? lines.join('\n') + '\n' : '';
+// Swift's Character.isWhitespace (Unicode White_Space), which is not quite JavaScript's \s.
+const WHITESPACE = /[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+/u;
+const ONLY_WHITESPACE = /^[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$/u;
+
+/** The words of `text`, split at whitespace (none for a blank text). */
+function splitWords(text) {
+  return String(text ?? '').split(WHITESPACE).filter((w) => w !== '');
 }
 
-/** Wraps words into lines of at most MAX_LINE characters (a longer word gets its own line). */
-function wrap(words) {
-  const lines = [];
-  let line = '';
-  for (const word of words) {
-    if (line && line.length + 1 + word.length > MAX_LINE) {
-      lines.push(line);
-      line = word;
-    } else {
-      line = line ? `${line} ${word}` : word;
-    }
+const segmenter = typeof Intl !== 'undefined' && Intl.Segmenter ? new Intl.Segmenter(undefined, { granularity: 'grapheme' }) : null;
+
+/** Characters as Swift counts them (grapheme clusters), which line lengths are measured in. */
+function length(text) {
+  // eslint-disable-next-line no-control-regex
+  if (/^[\x00-\x7f]*$/.test(text)) return text.length;
+  if (segmenter) {
+    let n = 0;
+    for (const _ of segmenter.segment(text)) n += 1;
+    return n;
   }
-  if (line) lines.push(line);
-  return lines;
+  return [...text].length;
+}
+
+/** One final per line, `[00:00:01.200 → 00:00:02.480] hello world`, as the server writes it. */
+export function toText(finals) {
+  return finals.map((f) =>
+    `[${timestamp(f.start)} → ${timestamp(f.end)}] ${splitWords(f.text).join(' ')}\n`).join('');
 }
 
 /**
- * Splits finals into caption cues of at most two lines of 42 characters. Word timings are
- * used where the final has them; otherwise the final's time range is shared out in
- * proportion to the characters of each cue.
+ * The final's words with times: the text's words timed by `words` when the counts agree,
+ * else `words` as they are, else the text's words timed by character position over the
+ * final's range.
  */
-export function toCues(finals) {
-  const cues = [];
-  for (const final of finals) {
-    const text = final.text.trim();
-    if (!text) continue;
-    const timed = Array.isArray(final.words) && final.words.length > 0 &&
-      final.words.every((w) => typeof w.word === 'string' && typeof w.start === 'number' && typeof w.end === 'number');
-    const tokens = timed
-      ? final.words.map((w) => ({ word: w.word.trim(), start: w.start, end: w.end })).filter((w) => w.word)
-      : text.split(/\s+/).map((word) => ({ word }));
-    // Group tokens into cues that fit in MAX_LINES wrapped lines.
-    const groups = [];
-    let current = [];
-    for (const token of tokens) {
-      const candidate = [...current, token];
-      if (current.length && wrap(candidate.map((t) => t.word)).length > MAX_LINES) {
-        groups.push(current);
-        current = [token];
-      } else {
-        current = candidate;
+function tokensOf(final) {
+  const textWords = splitWords(final.text);
+  const timed = (Array.isArray(final.words) ? final.words : [])
+    .filter((w) => w && typeof w.word === 'string' && !ONLY_WHITESPACE.test(w.word));
+  if (timed.length > 0) {
+    if (timed.length === textWords.length) {
+      return textWords.map((text, i) => ({ text, start: timed[i].start, end: timed[i].end }));
+    }
+    return timed.flatMap((w) => splitWords(w.word).map((text) => ({ text, start: w.start, end: w.end })));
+  }
+  const total = textWords.reduce((n, w) => n + length(w), 0) + Math.max(0, textWords.length - 1);
+  if (total <= 0) return [];
+  const start = final.start;
+  const span = Math.max(0, final.end - start);
+  let offset = 0;
+  return textWords.map((text) => {
+    const n = length(text);
+    const token = { text, start: start + (span * offset) / total, end: start + (span * (offset + n)) / total };
+    offset += n + 1;
+    return token;
+  });
+}
+
+/** Greedy: as many tokens per cue as fill `maxLines` lines. */
+function chunk(tokens, { maxLineLength, maxLines }) {
+  const chunks = [];
+  let current = [];
+  let linesUsed = 1;
+  let lineLength = 0;
+  for (const token of tokens) {
+    const n = length(token.text);
+    if (current.length === 0) {
+      current = [token];
+      linesUsed = 1;
+      lineLength = n;
+    } else if (lineLength + 1 + n <= maxLineLength) {
+      current.push(token);
+      lineLength += 1 + n;
+    } else if (linesUsed < maxLines) {
+      current.push(token);
+      linesUsed += 1;
+      lineLength = n;
+    } else {
+      chunks.push(current);
+      current = [token];
+      linesUsed = 1;
+      lineLength = n;
+    }
+  }
+  if (current.length) chunks.push(current);
+  return chunks;
+}
+
+/**
+ * One cue's words as lines: one line if it fits (or is one word); with two lines, the break
+ * that makes the longer line shortest, ties going to the shorter top line; otherwise greedy.
+ */
+function lines(tokens, { maxLineLength, maxLines }) {
+  const words = tokens.map((t) => t.text);
+  const oneLine = words.join(' ');
+  const total = length(oneLine);
+  if (total <= maxLineLength || words.length === 1) return [oneLine];
+  if (maxLines === 2) {
+    let split = 1;
+    let bestLongest = Infinity;
+    let topLength = -1;
+    for (let candidate = 1; candidate < words.length; candidate++) {
+      topLength += length(words[candidate - 1]) + 1;
+      const longest = Math.max(topLength, total - topLength - 1);
+      if (longest < bestLongest) {
+        bestLongest = longest;
+        split = candidate;
       }
     }
-    if (current.length) groups.push(current);
-
-    const totalChars = groups.reduce((n, g) => n + g.map((t) => t.word).join(' ').length, 0) || 1;
-    let cursor = final.start;
-    groups.forEach((group, index) => {
-      const words = group.map((t) => t.word);
-      let start, end;
-      if (timed) {
-        start = index === 0 ? final.start : group[0].start;
-        end = index === groups.length - 1 ? final.end : groups[index + 1][0].start;
-      } else {
-        const share = words.join(' ').length / totalChars;
-        start = cursor;
-        end = index === groups.length - 1 ? final.end : cursor + share * (final.end - final.start);
-      }
-      cursor = end;
-      cues.push({ start, end, lines: wrap(words) });
-    });
+    return [words.slice(0, split).join(' '), words.slice(split).join(' ')];
   }
-  // Cues must not run backwards or overlap, and each must last at least one millisecond.
-  for (let i = 0; i < cues.length; i++) {
-    const cue = cues[i];
-    if (i > 0) cue.start = Math.max(cue.start, cues[i - 1].end);
-    cue.end = Math.max(cue.end, cue.start + 0.001);
+  const out = [];
+  let line = '';
+  for (const word of words) {
+    if (line === '') line = word;
+    else if (length(line) + 1 + length(word) <= maxLineLength) line += ` ${word}`;
+    else {
+      out.push(line);
+      line = word;
+    }
+  }
+  if (line !== '') out.push(line);
+  return out;
+}
+
+/**
+ * Splits finals into caption cues {start, end, lines}: cues in time order that never overlap
+ * and never span two finals; lines of whole words and at most `maxLineLength` characters
+ * unless one word alone is longer; two-line cues balanced. The first cue of a final starts
+ * at the final's start, the last ends at its end, the others at their words' times.
+ */
+export function toCues(finals, layout = CAPTION_LAYOUT) {
+  const rule = {
+    maxLineLength: Math.max(1, layout.maxLineLength ?? CAPTION_LAYOUT.maxLineLength),
+    maxLines: Math.max(1, layout.maxLines ?? CAPTION_LAYOUT.maxLines),
+  };
+  const cues = [];
+  let previousEnd = 0;
+  for (const final of finals) {
+    const tokens = tokensOf(final);
+    if (tokens.length === 0) continue;
+    const chunks = chunk(tokens, rule);
+    chunks.forEach((group, index) => {
+      let start = index === 0 ? final.start : group[0].start;
+      let end = index === chunks.length - 1 ? final.end : group[group.length - 1].end;
+      start = Math.max(start, previousEnd);
+      end = Math.max(end, start);
+      previousEnd = end;
+      cues.push({ start, end, lines: lines(group, rule) });
+    });
   }
   return cues;
 }
@@ -103,15 +194,14 @@ function escapeVtt(line) {
   return line.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 }
 
-/** WebVTT captions. */
-export function toWebVTT(finals) {
-  const blocks = toCues(finals).map((cue, i) =>
-    `${i + 1}\n${timestamp(cue.start)} --> ${timestamp(cue.end)}\n${cue.lines.map(escapeVtt).join('\n')}`);
-  return `WEBVTT\n\n${blocks.map((b) => `${b}\n\n`).join('')}`;
+/** WebVTT: `WEBVTT`, then each cue after a blank line (no cue numbers), as the server writes it. */
+export function toWebVTT(finals, layout) {
+  return `WEBVTT\n${toCues(finals, layout).map((cue) =>
+    `\n${timestamp(cue.start)} --> ${timestamp(cue.end)}\n${cue.lines.map((l) => `${escapeVtt(l)}\n`).join('')}`).join('')}`;
 }
 
-/** SubRip (SRT) captions. */
-export function toSRT(finals) {
-  return toCues(finals).map((cue, i) =>
-    `${i + 1}\n${timestamp(cue.start, ',')} --> ${timestamp(cue.end, ',')}\n${cue.lines.join('\n')}\n\n`).join('');
+/** SubRip (SRT): numbered cues separated by blank lines, as the server writes it. */
+export function toSRT(finals, layout) {
+  return toCues(finals, layout).map((cue, i) =>
+    `${i + 1}\n${timestamp(cue.start, ',')} --> ${timestamp(cue.end, ',')}\n${cue.lines.map((l) => `${l}\n`).join('')}`).join('\n');
 }

@@ -5,6 +5,7 @@
 import { StenoViewer, captionsUrl, describeError, isChannelName } from './steno-client.js';
 import { followNewText } from './scroll.js';
 import { shortTime } from './transcript.js';
+import { CaptionView, Notice, setStatusLine } from './page.js';
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -18,7 +19,6 @@ const ui = {
   downloads: { txt: $('viewer-download-txt'), vtt: $('viewer-download-vtt'), srt: $('viewer-download-srt') },
 };
 
-const PARAGRAPH_GAP = 2.0; // seconds of silence between finals that start a new paragraph
 const SIZES = [0.7, 0.85, 1, 1.15, 1.3, 1.5, 1.75, 2, 2.5, 3]; // text size steps (1 = the default)
 const THEMES = ['auto', 'light', 'dark', 'contrast'];
 
@@ -109,10 +109,18 @@ if (typeof ResizeObserver !== 'undefined') new ResizeObserver(() => followIfStuc
 
 // ---- captions: one section per broadcast ----------------------------------------------------
 
-const broadcasts = []; // {startedAt, number, section, text, finalsEl, lastEnd, lastFinal}
+const broadcasts = []; // {startedAt, number, section}
 let current = null; // the broadcast captions go to; null until the latest one shows something
 let pendingStartedAt = null; // `startedAt` of the latest broadcast, before its section exists
-let volatileResult = null;
+
+const captions = new CaptionView({
+  root: ui.finals,
+  volatile: ui.volatile,
+  dedupe: true, // a backfill after reconnecting repeats what this broadcast showed
+  // Times on this broadcast's own timeline (each publisher's starts at 0).
+  title: (f) => `${shortTime(f.start)} – ${shortTime(f.end)}${current && current.number > 1 ? ` (broadcast ${current.number})` : ''}`,
+  onChange: () => followIfStuck(),
+});
 
 function clockTime(iso) {
   const date = new Date(iso);
@@ -137,47 +145,25 @@ function currentSection() {
   heading.textContent = number === 1
     ? (when ? `Broadcast started at ${when}` : 'Broadcast')
     : (when ? `New broadcast, started at ${when}` : 'New broadcast');
-  const text = document.createElement('p');
-  text.className = 'caption-text';
-  const finalsEl = document.createElement('span');
-  finalsEl.className = 'finals';
-  text.append(finalsEl, ui.volatile); // the volatile line follows the latest finals
-  section.append(heading, text);
+  const paragraphs = document.createElement('div');
+  paragraphs.className = 'caption-text paragraphs';
+  section.append(heading, paragraphs);
   ui.finals.append(section);
-  current = { startedAt: pendingStartedAt, number, section, text, finalsEl, lastEnd: -Infinity, lastFinal: null };
+  captions.startSection(paragraphs);
+  current = { startedAt: pendingStartedAt, number, section };
   broadcasts.push(current);
   ui.transcript.classList.add('has-text');
   return current;
 }
 
 function setVolatile(result) {
-  volatileResult = result && result.text ? result : null;
-  if (volatileResult) currentSection();
-  ui.volatile.textContent = volatileResult ? volatileResult.text : '';
-  followIfStuck();
+  if (result && result.text) currentSection();
+  captions.setVolatile(result);
 }
 
 function addFinal(event) {
-  // A final supersedes the volatile result over its range.
-  if (volatileResult && volatileResult.start < event.end) setVolatile(null);
-  const text = (event.text || '').trim();
-  if (!text) return;
-  const broadcast = currentSection();
-  // Already shown (a backfill after reconnecting repeats what this broadcast showed).
-  if (event.end <= broadcast.lastEnd + 0.0005) return;
-  const previous = broadcast.lastFinal;
-  const span = document.createElement('span');
-  span.className = 'final';
-  if (previous && event.start - previous.end >= PARAGRAPH_GAP) span.classList.add('paragraph');
-  span.textContent = `${text} `;
-  // Times on this broadcast's own timeline (each publisher's starts at 0).
-  span.title = `${shortTime(event.start)} – ${shortTime(event.end)}${broadcast.number > 1 ? ` (broadcast ${broadcast.number})` : ''}`;
-  span.dataset.start = event.start.toFixed(3);
-  span.dataset.end = event.end.toFixed(3);
-  broadcast.finalsEl.append(span);
-  broadcast.lastEnd = event.end;
-  broadcast.lastFinal = { start: event.start, end: event.end };
-  followIfStuck();
+  if ((event.text || '').trim()) currentSection();
+  captions.addFinal(event);
 }
 
 // ---- status ---------------------------------------------------------------------------------
@@ -193,8 +179,7 @@ const status = {
 let quietTimer = null;
 
 function setStatus(state, text) {
-  ui.status.dataset.state = state;
-  ui.status.textContent = text;
+  setStatusLine(ui.status, state, text);
 }
 
 function refreshStatus() {
@@ -218,7 +203,7 @@ function refreshStatus() {
     setStatus('quiet', `No captions${since} — paused or ended`);
   } else if (status.restarted) {
     setStatus('waiting', 'A new broadcast started — waiting for captions');
-  } else if (current && current.lastFinal) {
+  } else if (current && captions.lastFinal) {
     setStatus('waiting', 'Connected — waiting for new captions');
   } else {
     setStatus('waiting', 'Waiting for the broadcast to start');
@@ -236,7 +221,7 @@ function onQuiet() {
   quietTimer = null;
   // A publisher that leaves mid-utterance leaves its last guess showing: it will not be
   // replaced now, and it may never have become final as it is.
-  if (volatileResult) setVolatile(null);
+  if (captions.volatile) setVolatile(null);
   if (status.live) {
     status.live = false;
     status.quiet = true;
@@ -249,16 +234,14 @@ function markLive() {
   status.quiet = false;
 }
 
+const notice = new Notice(ui.notice, { text: ui.noticeText, button: ui.reconnect });
+
 function showNotice(text, { button = null } = {}) {
-  ui.noticeText.textContent = text;
-  ui.reconnect.hidden = !button;
-  if (button) ui.reconnect.textContent = button;
-  ui.notice.hidden = false;
+  notice.show(text, { action: button });
 }
 
 function clearNotice() {
-  ui.notice.hidden = true;
-  ui.noticeText.textContent = '';
+  notice.clear();
 }
 
 // ---- the connection -------------------------------------------------------------------------
@@ -286,12 +269,17 @@ function follow() {
     } else if (state === 'closed') {
       status.live = false;
       clearTimeout(quietTimer);
-      if (volatileResult) setVolatile(null);
+      if (captions.volatile) setVolatile(null);
       if (error) {
-        const why = error.code === 'connection_failed'
-          ? `Could not connect to the captioning server for channel “${channel}”. It may be down, or the link may need an access token.`
-          : describeError(error.code);
-        showNotice(why, { button: 'Try again' });
+        if (error.code === 'unauthorized') {
+          // Trying again would be refused again: no button.
+          showNotice(`${describeError('unauthorized')} Ask for a viewer link with the right token (…&token=…).`);
+        } else {
+          const why = error.code === 'connection_failed'
+            ? `Could not connect to the captioning server for channel “${channel}”. It may be down, or the link may need an access token.`
+            : describeError(error.code);
+          showNotice(why, { button: 'Try again' });
+        }
       } else {
         showNotice('The server ended this connection.', { button: 'Try again' });
       }
@@ -307,7 +295,7 @@ function follow() {
     if (!(event.resumed || same)) {
       // A new broadcast (a new publisher, whose timeline starts again at 0): the captions
       // so far stay, the new ones go below them.
-      status.restarted = broadcasts.some((b) => b.lastFinal);
+      status.restarted = captions.finals.length > 0;
       current = null;
       pendingStartedAt = event.startedAt;
     }

@@ -153,11 +153,41 @@ export async function cancelSession(StenoClient, url, wavBytes) {
 }
 
 /**
+ * 16-bit mono PCM with its longest quiet stretch (inside the file, in 10 ms frames) made
+ * `seconds` longer: a pause long enough for a new paragraph, wherever the file has one.
+ */
+export function stretchLongestPause(data, sampleRate, seconds) {
+  const samples = new Int16Array(data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength));
+  const frame = Math.round(sampleRate / 100);
+  const quiet = [];
+  for (let i = 0; i + frame <= samples.length; i += frame) {
+    let sum = 0;
+    for (let j = i; j < i + frame; j++) sum += samples[j] * samples[j];
+    quiet.push(Math.sqrt(sum / frame) < 300);
+  }
+  const firstLoud = quiet.indexOf(false);
+  const lastLoud = quiet.lastIndexOf(false);
+  let best = null;
+  for (let i = firstLoud, run = 0; i <= lastLoud; i++) {
+    run = quiet[i] ? run + 1 : 0;
+    if (run > 0 && (!best || run > best.length)) best = { end: i + 1, length: run };
+  }
+  if (!best) throw new Error('no pause in the file');
+  const at = (best.end - Math.floor(best.length / 2)) * frame;
+  const out = new Int16Array(samples.length + Math.round(seconds * sampleRate));
+  out.set(samples.subarray(0, at));
+  out.set(samples.subarray(at), at + Math.round(seconds * sampleRate));
+  return new Uint8Array(out.buffer);
+}
+
+/**
  * Publishes a WAV file to a broadcast channel, paced at `speed` times real time in 100 ms
  * pieces (so viewers see volatile results as well as finals), then finalize() and end().
+ * `longerPause` seconds are added to the file's longest pause.
  */
-export async function publishFile(StenoClient, url, wavBytes, channel, speed = 2) {
-  const wav = parseWav(wavBytes);
+export async function publishFile(StenoClient, url, wavBytes, channel, speed = 2, longerPause = 0) {
+  const parsed = parseWav(wavBytes);
+  const wav = longerPause > 0 ? { ...parsed, data: stretchLongestPause(parsed.data, parsed.sampleRate, longerPause) } : parsed;
   const client = new StenoClient(url, {
     audio: { encoding: 'pcm_s16le', sampleRate: wav.sampleRate, channels: wav.channels },
     channel,

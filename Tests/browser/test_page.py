@@ -9,7 +9,7 @@ import wave
 
 import pytest
 
-from conftest import SPEECH_WAV
+from conftest import SPEECH_WAV, check_paragraphs
 from wordmatch import assert_similar, compare
 
 # Generous limits that only guard against hangs.
@@ -77,6 +77,8 @@ PROBE = r"""
 })();
 """
 
+PAGE_CHANNEL = "page-test"
+
 TIME_RANGE = re.compile(r"^\d+:\d\d\.\d\d – \d+:\d\d\.\d\d$")
 
 
@@ -94,10 +96,12 @@ def opus_packet_samples(first: int, second: int) -> int:
     return count * frame
 
 
-def open_page(browser, server, query: str, viewport: dict):
+def open_page(browser, server, query: str, viewport: dict, extra_script: str | None = None):
     context = browser.new_context(viewport=viewport, accept_downloads=True)
     page = context.new_page()
     page.add_init_script(PROBE)
+    if extra_script:
+        page.add_init_script(extra_script)
     problems: list[str] = []
     page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
     page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
@@ -117,7 +121,8 @@ def caption_session(page, artifacts, name: str) -> dict:
     page.click("#finalize")
     page.wait_for_selector("#status[data-finalized]", timeout=WAIT_MS)
     assert "finalized" in page.text_content("#status").lower()
-    finals_dom = page.eval_on_selector_all("#finals > *", "els => els.map(e => ({text: e.textContent, title: e.title}))")
+    finals_dom = page.eval_on_selector_all("#finals .final", "els => els.map(e => ({text: e.textContent, title: e.title}))")
+    paragraphs = check_paragraphs(page, "#finals")
     page.screenshot(path=str(artifacts / f"{name}.png"), full_page=True)
 
     page.click("#end")
@@ -125,8 +130,8 @@ def caption_session(page, artifacts, name: str) -> dict:
     status = page.text_content("#status")
     page.wait_for_function("window.__probe.closes.length > 0", timeout=WAIT_MS)
     probe = page.evaluate("window.__probe")
-    finals_at_end = page.eval_on_selector_all("#finals > *", "els => els.map(e => e.textContent.trim())")
-    return {"finals": finals_dom, "finals_at_end": finals_at_end, "status": status, "probe": probe,
+    finals_at_end = page.eval_on_selector_all("#finals .final", "els => els.map(e => e.textContent.trim())")
+    return {"finals": finals_dom, "paragraphs": paragraphs, "finals_at_end": finals_at_end, "status": status, "probe": probe,
             "buffered": buffered, "name": name, "artifacts": artifacts,
             "format": page.get_attribute("#format", "data-encoding"),
             "rate": int(page.get_attribute("#format", "data-sample-rate")),
@@ -223,7 +228,8 @@ def test_pcm_captions_360px_keyboard(server, reference, launch_browser, artifact
     browser = launch_browser(SPEECH_WAV)
     # A token in the page address is passed on to the WebSocket; a server started without
     # tokens ignores it.
-    page, problems = open_page(browser, server, "?encoding=pcm&token=page-token", {"width": 360, "height": 780})
+    page, problems = open_page(browser, server, f"?encoding=pcm&token=page-token&channel={PAGE_CHANNEL}",
+                               {"width": 360, "height": 780})
 
     # Nothing wider than the screen, every control on it.
     assert page.evaluate("document.documentElement.scrollWidth") <= 360
@@ -255,9 +261,9 @@ def test_pcm_captions_360px_keyboard(server, reference, launch_browser, artifact
     assert abs(ended["duration"] - sum(length for length, _, _ in frames) / 2 / result["rate"]) < 0.05
     assert page.evaluate("document.documentElement.scrollWidth") <= 360
 
-    # Downloads, generated in the page from the finals.
+    # Downloads, generated in the page from the finals: the very files the server makes of the
+    # same finals (the session published them to a channel), byte for byte.
     finals = result["finals_at_end"]
-    texts = {}
     for kind in ("txt", "vtt", "srt"):
         with page.expect_download(timeout=WAIT_MS) as info:
             page.click(f"#download-{kind}")
@@ -265,12 +271,71 @@ def test_pcm_captions_360px_keyboard(server, reference, launch_browser, artifact
         assert download.suggested_filename.endswith(f".{kind}")
         path = artifacts / f"transcript.{kind}"
         download.save_as(str(path))
-        texts[kind] = path.read_text(encoding="utf-8")
-    assert texts["txt"].split() == " ".join(finals).split()
+        mine = path.read_text(encoding="utf-8")
+        response = page.request.get(f"{server.http}/v1/channels/{PAGE_CHANNEL}/captions.{kind}")
+        assert response.status == 200
+        (artifacts / f"transcript-server.{kind}").write_text(response.text(), encoding="utf-8")
+        assert mine == response.text(), f"the page's {kind} differs from the server's for the same finals"
+        assert mine.strip(), f"empty {kind}"
+    texts = {kind: (artifacts / f"transcript.{kind}").read_text(encoding="utf-8") for kind in ("txt", "vtt", "srt")}
     assert texts["vtt"].startswith("WEBVTT\n\n")
-    assert re.search(r"\d\d:\d\d:\d\d\.\d\d\d --> \d\d:\d\d:\d\d\.\d\d\d", texts["vtt"])
     assert re.match(r"1\n\d\d:\d\d:\d\d,\d\d\d --> \d\d:\d\d:\d\d,\d\d\d\n", texts["srt"])
-    for caption_file in (texts["vtt"], texts["srt"]):
-        cue_words = [w for line in caption_file.splitlines()
-                     if line and "-->" not in line and not line.isdigit() and line != "WEBVTT" for w in line.split()]
-        assert cue_words == " ".join(finals).split()
+    cue_words = [w for line in texts["srt"].splitlines() if line and "-->" not in line and not line.isdigit()
+                 for w in line.split()]
+    assert cue_words == " ".join(finals).split()
+
+
+# A server that cannot take Opus answers `start` with unsupported_audio and closes with 1003.
+# This one can, so the page's first Opus `start` gets that answer here instead; every other
+# message goes to the real server.
+REFUSE_OPUS = r"""
+(() => {
+  const Parent = window.WebSocket;
+  window.__opusRefused = 0;
+  window.WebSocket = class extends Parent {
+    send(data) {
+      if (typeof data === 'string' && window.__opusRefused === 0) {
+        const message = JSON.parse(data);
+        if (message.type === 'start' && message.audio.encoding === 'opus') {
+          window.__opusRefused += 1;
+          window.__refusedStart = message;
+          const onclose = this.onclose;
+          this.onclose = null;
+          this.onmessage?.({ data: JSON.stringify({ type: 'error', seq: 1, code: 'unsupported_audio',
+            message: 'opus is not accepted here', fatal: true }) });
+          super.close();
+          setTimeout(() => onclose?.({ code: 1003, reason: 'unsupported_audio', wasClean: true }), 0);
+          return undefined;
+        }
+      }
+      return super.send(data);
+    }
+  };
+})();
+"""
+
+
+def test_opus_refused_goes_on_in_pcm(server, launch_browser):
+    browser = launch_browser(SPEECH_WAV)
+    page, problems = open_page(browser, server, "", {"width": 1024, "height": 800}, extra_script=REFUSE_OPUS)
+    page.click("#start")
+    page.wait_for_function("window.__opusRefused === 1", timeout=WAIT_MS)
+    page.wait_for_selector("#status[data-state=listening]", timeout=WAIT_MS)
+    assert "does not accept Opus" in page.text_content("#error")
+    assert page.get_attribute("#format", "data-encoding") == "pcm_s16le"
+    assert "the server does not accept Opus" in page.text_content("#format")
+    page.wait_for_function("Number(document.getElementById('audio-time').dataset.seconds) >= 3", timeout=WAIT_MS)
+    page.click("#end")
+    page.wait_for_selector("#status[data-state=ended]", timeout=WAIT_MS)
+    probe = page.evaluate("window.__probe")
+    refused = page.evaluate("window.__refusedStart")
+    starts = [m for m in probe["sentText"] if m["type"] == "start"]  # what reached the server
+    assert [s["audio"]["encoding"] for s in starts] == ["pcm_s16le"]
+    assert starts[0]["audio"]["sampleRate"] == refused["audio"]["sampleRate"], "PCM at the Opus rate, same microphone"
+    assert probe["frames"] and all(length % 2 == 0 for length, _, _ in probe["frames"])
+    ended = next(m for m in probe["received"] if m["type"] == "ended")
+    rate = starts[0]["audio"]["sampleRate"]
+    assert abs(ended["duration"] - sum(length for length, _, _ in probe["frames"]) / 2 / rate) < 0.05
+    assert ended["duration"] > 2.5, "the microphone went on in PCM"
+    assert page.is_enabled("#start")
+    assert not problems, "\n".join(problems)

@@ -2,10 +2,10 @@
 
 import subprocess
 
-from conftest import HERE
+from conftest import HERE, node_env
 
 
-def test_web_client_units(node_path):
-    result = subprocess.run([node_path, "--test", str(HERE / "unit_test.mjs")],
-                            capture_output=True, text=True, timeout=300)
+def test_web_client_units(node):
+    result = subprocess.run([node.path, "--test", str(HERE / "unit_test.mjs")],
+                            capture_output=True, text=True, timeout=300, env=node_env())
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]

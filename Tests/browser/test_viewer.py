@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import re
 
-from conftest import HERE, SPEECH_WAV
+from conftest import HERE, SPEECH_WAV, check_paragraphs
 from wordmatch import assert_similar
 
 WAIT_MS = 180_000  # guards against hangs only
@@ -57,7 +57,7 @@ def open_viewer(browser, server, query: str, viewport: dict):
     return page, problems
 
 
-def publish(browser, server) -> dict:
+def publish(browser, server, longer_pause: float = 0) -> dict:
     page = browser.new_page()
     page.route("**/__tests__/client_scenarios.mjs",
                lambda route: route.fulfill(status=200, body=SCENARIOS, content_type="text/javascript"))
@@ -65,13 +65,13 @@ def publish(browser, server) -> dict:
     page.set_default_timeout(WAIT_MS)
     wav = base64.b64encode(SPEECH_WAV.read_bytes()).decode()
     summary = page.evaluate(
-        """async ([url, wav, channel]) => {
+        """async ([url, wav, channel, longerPause]) => {
              const { StenoClient } = await import('/steno-client.js');
              const { publishFile } = await import('/__tests__/client_scenarios.mjs');
              const bytes = Uint8Array.from(atob(wav), (c) => c.charCodeAt(0));
-             return publishFile(StenoClient, url, bytes, channel, 2);
+             return publishFile(StenoClient, url, bytes, channel, 2, longerPause);
            }""",
-        [server.ws, wav, CHANNEL],
+        [server.ws, wav, CHANNEL, longer_pause],
     )
     page.close()
     assert not summary["errors"], summary["errors"]
@@ -109,11 +109,14 @@ def test_viewer_follows_a_broadcast(server, reference, launch_browser, artifacts
     assert probe["urls"] == [f"ws://127.0.0.1:{server.port}/v1/listen?channel={CHANNEL}"]
     assert [m["type"] for m in probe["received"]] == ["joined"]
 
-    first = publish(browser, server)
+    # The first broadcast has a pause of over two seconds between its sentences: a new paragraph.
+    first = publish(browser, server, longer_pause=2.5)
     count = len([f for f in first["finals"] if f["text"].strip()])
     viewer.wait_for_function(f"document.querySelectorAll('.final').length >= {count}")
     shown = shown_finals(viewer, 1)
     check_finals(shown, first["finals"])
+    paragraphs = check_paragraphs(viewer, 'section.broadcast[data-broadcast="1"]')
+    assert len(paragraphs) >= 2, f"the long pause did not start a paragraph: {paragraphs}"
     assert_similar(reference, [f["text"] for f in shown], min_f1=0.8)
 
     probe = viewer.evaluate("window.__probe")
@@ -160,6 +163,7 @@ def test_viewer_follows_a_broadcast(server, reference, launch_browser, artifacts
     late.wait_for_function(f"document.querySelectorAll('.final').length >= {count2}")
     late.wait_for_timeout(500)  # nothing more may arrive
     check_finals(shown_finals(late, 1), second["finals"])
+    check_paragraphs(late, 'section.broadcast[data-broadcast="1"]')
     assert late.evaluate("document.querySelectorAll('.final').length") == count2
     assert late.evaluate("document.documentElement.scrollWidth") <= 360
     for selector in ("#viewer-status", "#viewer-transcript", "#viewer-larger", "#viewer-download-srt"):
@@ -205,3 +209,21 @@ def test_publisher_page_shares_a_viewer_link(server, launch_browser):
     page.fill("#channel", "not a name")
     assert page.is_hidden("#share")
     assert not problems, "\n".join(problems)
+
+
+def test_viewer_with_a_refused_token(make_server, launch_browser):
+    server = make_server("--token", "publisher-token", "--viewer-token", "viewer-token")
+    browser = launch_browser()
+    page, problems = open_viewer(browser, server, f"?channel={CHANNEL}&token=wrong", {"width": 800, "height": 600})
+    page.wait_for_selector("#viewer-status[data-state=disconnected]")
+    assert "refused the access token" in page.text_content("#viewer-notice-text")
+    assert page.is_hidden("#viewer-reconnect"), "trying again would be refused again"
+    page.wait_for_timeout(1000)
+    assert page.evaluate("window.__probe.urls.length") == 1, "a refused token must not be retried"
+    # The browser's own reports of the refused handshake and of the answer to the GET that explained it.
+    assert not [p for p in problems if "WebSocket connection to" not in p and "Failed to load resource" not in p], problems
+
+    # The right viewer token gets in.
+    ok, ok_problems = open_viewer(browser, server, f"?channel={CHANNEL}&token=viewer-token", {"width": 800, "height": 600})
+    ok.wait_for_selector("#viewer-status[data-state=waiting]")
+    assert not ok_problems, ok_problems

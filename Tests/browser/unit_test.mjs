@@ -3,18 +3,8 @@
 //   node --test Tests/browser/unit_test.mjs
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
-import path from 'node:path';
-
-const here = path.dirname(fileURLToPath(import.meta.url));
-async function load(name) {
-  // The modules live in a folder without package.json: load them as ES modules explicitly.
-  const source = await readFile(path.resolve(here, '../../web-client', name), 'utf8');
-  return import(`data:text/javascript;base64,${Buffer.from(source).toString('base64')}`);
-}
-const client = await load('steno-client.js');
-const transcript = await load('transcript.js');
+import * as client from '../../web-client/steno-client.js';
+import * as transcript from '../../web-client/transcript.js';
 const { StenoClient, StenoError } = client;
 
 /** A WebSocket whose server side the test plays. */
@@ -118,6 +108,30 @@ test('opusPacketSamples reads RFC 6716 TOC bytes', () => {
   assert.equal(n(new Uint8Array([0x79, 0])), 1920); // code 1: two frames
   assert.equal(n(new Uint8Array([0x7b, 0x03])), 2880); // code 3: three frames
   assert.equal(n(new Uint8Array([])), 0);
+  assert.equal(n(new Uint8Array([0x7b])), 0, 'code 3 without its frame-count byte');
+  assert.equal(n(new Uint8Array([0x7b, 0x00])), 0, 'code 3 with no frames');
+  // At most 120 ms (5760 samples) per packet, as RFC 6716 and the server (OpusPacket.swift) say.
+  assert.equal(client.OPUS_MAX_PACKET_SAMPLES, 5760);
+  assert.equal(n(new Uint8Array([0x7b, 0x06])), 5760, 'six 20 ms frames: 120 ms, the most allowed');
+  assert.equal(n(new Uint8Array([0x7b, 0x07])), 0, 'seven 20 ms frames: 140 ms');
+  assert.equal(n(new Uint8Array([0x1b, 0x02])), 5760, 'two 60 ms SILK frames');
+  assert.equal(n(new Uint8Array([0x1b, 0x03])), 0, 'three 60 ms SILK frames: 180 ms');
+  assert.equal(n(new Uint8Array([0x19, 0])), 5760, 'code 1: two 60 ms frames');
+  assert.equal(n(new Uint8Array([0x83, 0x30])), 5760, '48 CELT frames of 2.5 ms');
+  assert.equal(n(new Uint8Array([0x83, 0x31])), 0, '49 CELT frames of 2.5 ms');
+  assert.equal(n(new Uint8Array([0x83, 0x3f])), 0, 'the largest frame count, 63');
+});
+
+test('sentSeconds counts a malformed Opus packet as long as the last good one, as the server does', async () => {
+  const { c, socket } = make({ audio: { encoding: 'opus', sampleRate: 48000, channels: 1 } });
+  socket.open();
+  socket.emit({ type: 'ready', seq: 1 });
+  c.sendAudio(new Uint8Array([0x7b])); // malformed before any good packet: 20 ms
+  assert.equal(c.sentSeconds, 0.02);
+  c.sendAudio(new Uint8Array([0x1b, 0x02])); // 120 ms
+  c.sendAudio(new Uint8Array([0x7b, 0x07])); // too long: counted as the last good one
+  assert.equal(Math.round(c.sentSeconds * 1000), 260);
+  assert.equal(socket.frames.length, 3, 'every packet is sent; the server conceals what it cannot decode');
 });
 
 test('finalize, end: promises in order, events as callbacks and as an async iterator', async () => {
@@ -252,7 +266,8 @@ const wait = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 function makeViewer(options = {}) {
   const before = ScriptedSocket.instances.length;
   const v = StenoClient.listen('https://example.test/v1/stream', 'studio-a', {
-    WebSocket: ScriptedSocket, token: 'tok', minDelay: 0.001, maxDelay: 0.008, jitter: 0, ...options,
+    WebSocket: ScriptedSocket, token: 'tok', minDelay: 0.001, maxDelay: 0.008, jitter: 0,
+    fetch: async () => { throw new TypeError('no server here'); }, ...options,
   });
   const seen = [];
   const states = [];
@@ -414,38 +429,358 @@ test('helpers: listenUrl, captionsUrl, isChannelName, viewerShouldReconnect', ()
   for (const code of [1000, 1003, 1008, 1009, 4400]) assert.equal(client.viewerShouldReconnect(code), false, code);
 });
 
-test('transcript: timestamps, text, WebVTT and SRT', () => {
-  const { timestamp, shortTime, toText, toWebVTT, toSRT, toCues } = transcript;
+test('transcript: timestamps, text, WebVTT and SRT written as the server writes them', () => {
+  const { timestamp, shortTime, clockLabel, toText, toWebVTT, toSRT } = transcript;
   assert.equal(timestamp(3661.5), '01:01:01.500');
   assert.equal(timestamp(0.0004, ','), '00:00:00,000');
+  assert.equal(timestamp(0.0005), '00:00:00.001', 'half a millisecond rounds up, as on the server');
+  assert.equal(timestamp(-3), '00:00:00.000');
+  assert.equal(timestamp(NaN), '00:00:00.000');
+  assert.equal(timestamp(360000), '100:00:00.000');
   assert.equal(shortTime(62.345), '1:02.35');
+  assert.equal(clockLabel(62.9), '1:02');
+  assert.equal(clockLabel(3725), '1:02:05');
   const finals = [
     { start: 0.5, end: 1.25, text: 'hello <world> & you' },
     { start: 2, end: 2, text: '   ' },
-    { start: 3, end: 4, text: 'second line' },
+    { start: 3, end: 4, text: 'second  line' },
   ];
-  assert.equal(toText(finals), 'hello <world> & you\nsecond line\n');
+  // The expected texts are what Captions.swift renders for the same finals.
+  assert.equal(toText(finals),
+    '[00:00:00.500 → 00:00:01.250] hello <world> & you\n[00:00:02.000 → 00:00:02.000] \n[00:00:03.000 → 00:00:04.000] second line\n');
   assert.equal(toWebVTT(finals),
-    'WEBVTT\n\n1\n00:00:00.500 --> 00:00:01.250\nhello &lt;world&gt; &amp; you\n\n2\n00:00:03.000 --> 00:00:04.000\nsecond line\n\n');
+    'WEBVTT\n\n00:00:00.500 --> 00:00:01.250\nhello &lt;world&gt; &amp; you\n\n00:00:03.000 --> 00:00:04.000\nsecond line\n');
   assert.equal(toSRT(finals),
-    '1\n00:00:00,500 --> 00:00:01,250\nhello <world> & you\n\n2\n00:00:03,000 --> 00:00:04,000\nsecond line\n\n');
-  assert.equal(toWebVTT([]), 'WEBVTT\n\n');
+    '1\n00:00:00,500 --> 00:00:01,250\nhello <world> & you\n\n2\n00:00:03,000 --> 00:00:04,000\nsecond line\n');
+  assert.equal(toWebVTT([]), 'WEBVTT\n');
+  assert.equal(toSRT([]), '');
+  assert.equal(toText([]), '');
+});
+
+test('transcript: cues cut greedily, lines balanced, times from words or shared by characters', () => {
+  const { toCues, toWebVTT } = transcript;
+  // Without word times: a cue of two balanced lines (the longer one as short as can be),
+  // the rest in the next cue, times by character position (as Captions.swift renders them).
+  const text = 'had he married a more amiable woman he might have been made still more respectable than he was';
+  assert.equal(toWebVTT([{ start: 10, end: 14, text }, {
+    start: 20, end: 21, text: 'one two three',
+    words: [{ word: 'one', start: 2, end: 20.2 }, { word: 'two three', start: 20.3, end: 20.9 }],
+  }]),
+  'WEBVTT\n\n00:00:10.000 --> 00:00:12.979\nhad he married a more amiable woman\nhe might have been made still more\n\n' +
+  '00:00:13.021 --> 00:00:14.000\nrespectable than he was\n\n' +
+  '00:00:20.000 --> 00:00:21.000\none two three\n');
+
+  // Balanced, where a greedy wrap would fill the top line (42 characters) and leave 12 below.
+  const balanced = toCues([{ start: 0, end: 1, text: 'one two three four five six seven eight nine ten eleven' }]);
+  assert.deepEqual(balanced.map((c) => c.lines), [['one two three four five six', 'seven eight nine ten eleven']]);
+  const tie = toCues([{ start: 0, end: 1, text: `${'x'.repeat(20)} y ${'z'.repeat(20)}` }]);
+  assert.deepEqual(tie[0].lines, ['x'.repeat(20), `y ${'z'.repeat(20)}`], 'ties go to the shorter top line');
+  const long = toCues([{ start: 0, end: 1, text: `${'x'.repeat(50)} y` }]);
+  assert.deepEqual(long.map((c) => c.lines), [['x'.repeat(50), 'y']], 'a word longer than a line gets its own');
 
   // Long finals become cues of at most two lines of 42 characters, cut at word times.
   const words = Array.from({ length: 30 }, (_, i) => ({ word: `word${i}`, start: 10 + i * 0.5, end: 10.4 + i * 0.5 }));
-  const long = { start: 10, end: 25, text: words.map((w) => w.word).join(' '), words };
-  const cues = toCues([long]);
-  assert.ok(cues.length > 1);
-  for (const cue of cues) {
+  const timed = toCues([{ start: 9.8, end: 25, text: words.map((w) => w.word).join(' '), words }]);
+  assert.ok(timed.length > 1);
+  for (const cue of timed) {
     assert.ok(cue.lines.length <= 2 && cue.lines.every((l) => l.length <= 42), JSON.stringify(cue));
   }
-  assert.equal(cues[0].start, 10);
-  assert.equal(cues.at(-1).end, 25);
-  const firstOfSecond = Number(cues[1].lines[0].split(' ')[0].slice(4));
-  assert.equal(cues[1].start, 10 + firstOfSecond * 0.5, 'a cue starts at its first word');
-  assert.deepEqual(cues.flatMap((c) => c.lines.join(' ').split(' ')), words.map((w) => w.word));
-  // Without word times the range is shared out; cues never overlap.
-  const untimed = toCues([{ start: 0, end: 10, text: long.text }]);
-  for (let i = 1; i < untimed.length; i++) assert.ok(untimed[i].start >= untimed[i - 1].end);
-  assert.equal(untimed.at(-1).end, 10);
+  assert.equal(timed[0].start, 9.8, 'the first cue starts with the final');
+  assert.equal(timed.at(-1).end, 25, 'the last cue ends with the final');
+  const firstOfSecond = Number(timed[1].lines[0].split(' ')[0].slice(4));
+  assert.equal(timed[1].start, 10 + firstOfSecond * 0.5, 'a cue starts at its first word');
+  const lastOfFirst = Number(timed[0].lines.at(-1).split(' ').at(-1).slice(4));
+  assert.equal(timed[0].end, 10.4 + lastOfFirst * 0.5, 'and ends at its last word');
+  assert.deepEqual(timed.flatMap((c) => c.lines.join(' ').split(' ')), words.map((w) => w.word));
+
+  // Cues never run backwards: a final that starts before the previous one ended starts at its end.
+  const clamped = toCues([{ start: 0, end: 2, text: 'first' }, { start: 1.5, end: 1.6, text: 'second' }]);
+  assert.deepEqual(clamped.map((c) => [c.start, c.end]), [[0, 2], [2, 2]]);
+  // Lengths are counted in characters as people see them (grapheme clusters), as in Swift.
+  const accents = toCues([{ start: 0, end: 1, text: `${'e\u0301'.repeat(42)}` }]);
+  assert.equal(accents[0].lines.length, 1);
+});
+
+// ---- StenoPublisher ------------------------------------------------------------------------
+
+const { StenoPublisher } = client;
+
+/** A scripted `fetch`: answers from `answers` in turn (the last one repeats); records URLs. */
+function scriptedFetch(answers) {
+  const urls = [];
+  const fetch = async (url) => {
+    urls.push(url);
+    const answer = answers.length > 1 ? answers.shift() : answers[0];
+    if (answer === 'unreachable') throw new TypeError('fetch failed');
+    const { status, body = null, headers = {} } = answer;
+    return {
+      status,
+      headers: { get: (name) => headers[name.toLowerCase()] ?? null },
+      json: async () => { if (body === null) throw new SyntaxError('not JSON'); return body; },
+    };
+  };
+  return { fetch, urls };
+}
+
+const full = (retryAfter) => ({ status: 503, body: { status: 'full', retryAfter }, headers: { 'retry-after': '5' } });
+
+/** A publisher on scripted sockets with a fast backoff, and what it reported. */
+function makePublisher(options = {}, answers = [{ status: 426 }]) {
+  const before = ScriptedSocket.instances.length;
+  const probe = scriptedFetch(answers);
+  const p = new StenoPublisher('http://example.test:8080', {
+    WebSocket: ScriptedSocket, fetch: probe.fetch, token: 'tok', minDelay: 0.001, maxDelay: 0.008,
+    restartDelay: 0.004, jitter: 0, ...options,
+  });
+  const states = [];
+  const seen = [];
+  p.on('state', (s) => states.push(s.state === 'reconnecting' ? `reconnecting ${s.reason}` : s.state));
+  p.on('event', (e) => seen.push(`${e.type}@${e.offset}`));
+  const socketAt = (i) => ScriptedSocket.instances[before + i];
+  const nextSocket = async (i) => {
+    for (let n = 0; n < 300 && !socketAt(i); n++) await wait(2);
+    assert.ok(socketAt(i), `no connection attempt ${i + 1}`);
+    return socketAt(i);
+  };
+  const admit = (socket, session = 's') => { socket.open(); socket.emit({ type: 'ready', seq: 1, session }); };
+  return { p, states, seen, socketAt, nextSocket, admit, probe };
+}
+
+const pcm = (seconds, value = 1) => new Int16Array(Math.round(seconds * 16000)).fill(value);
+
+test('publisher: audio and finalize held until ready, then sent in order; events carry the offset', async () => {
+  const { p, states, seen, nextSocket, admit } = makePublisher();
+  p.sendAudio(pcm(0.5)); // connects
+  const finalized = p.finalize();
+  p.sendAudio(pcm(0.25, 2));
+  const socket = await nextSocket(0);
+  assert.equal(socket.url, 'ws://example.test:8080/v1/stream?token=tok');
+  assert.equal(p.bufferedSeconds, 0.75);
+  admit(socket);
+  assert.equal((await p.ready).offset, 0);
+  assert.deepEqual(socket.sent.slice(1).map((m) => (m instanceof Uint8Array ? m.length : m.type)), [16000, 'finalize', 8000]);
+  assert.equal(p.bufferedSeconds, 0);
+  p.sendAudio(pcm(0.25, 3)); // straight to the socket now
+  assert.equal(socket.frames.length, 3);
+  socket.emit({ type: 'finalized', seq: 2, through: 0.5 });
+  assert.deepEqual(await finalized, { type: 'finalized', seq: 2, through: 0.5, offset: 0 });
+  assert.equal(p.timeline, 1);
+  const ended = p.end();
+  socket.emit({ type: 'ended', seq: 3, duration: 1 });
+  socket.drop(1000, true);
+  assert.equal((await ended).duration, 1);
+  assert.equal((await p.closed).error, null);
+  assert.deepEqual(states, ['connecting', 'open', 'ending', 'closed']);
+  assert.deepEqual(seen, ['ready@0', 'finalized@0', 'ended@0']);
+});
+
+test('publisher: a dropped connection reconnects and sends what was said meanwhile; offsets continue', async () => {
+  const { p, states, seen, nextSocket, admit } = makePublisher();
+  p.start();
+  const a = await nextSocket(0);
+  admit(a, 'one');
+  p.sendAudio(pcm(1));
+  a.emit({ type: 'final', seq: 2, start: 0.1, end: 0.9, text: 'first' });
+  a.drop(1006);
+  assert.equal(p.state, 'reconnecting');
+  assert.equal(p.reason, 'lost');
+  p.sendAudio(pcm(0.5, 7)); // held while away
+  const b = await nextSocket(1);
+  assert.equal(b.frames.length, 0);
+  admit(b, 'two');
+  assert.deepEqual(b.frames.map((f) => f.length), [16000]);
+  assert.equal(p.offset, 1, 'the second session starts where the first one stopped');
+  assert.equal(p.session, 'two');
+  b.emit({ type: 'final', seq: 2, start: 0, end: 0.4, text: 'second' });
+  assert.deepEqual(seen, ['ready@0', 'final@0', 'ready@1', 'final@1']);
+  assert.deepEqual(states, ['connecting', 'open', 'reconnecting lost', 'connecting', 'open']);
+  await p.close();
+});
+
+test('publisher: a full server is waited for as long as it takes (Retry-After), audio kept and bounded', async () => {
+  const { p, states, nextSocket, admit, probe } = makePublisher({ bufferSeconds: 1, firstAttempts: 1 }, [full(0.003)]);
+  const dropped = [];
+  p.on('dropped', (d) => dropped.push(d.reason));
+  const delays = [];
+  p.on('state', (s) => { if (s.state === 'reconnecting') delays.push([s.reason, s.delay, s.retryAfter]); });
+  p.sendAudio(pcm(0.5));
+  for (let i = 0; i < 5; i++) {
+    (await nextSocket(i)).drop(1006); // refused before it opened
+    p.sendAudio(pcm(0.5, i + 2));
+  }
+  const last = await nextSocket(5);
+  assert.equal(probe.urls[0], 'http://example.test:8080/v1/stream?token=tok', 'the same address, over HTTP');
+  assert.equal(probe.urls.length, 5);
+  assert.deepEqual(delays.map(([reason]) => reason), ['full', 'full', 'full', 'full', 'full']);
+  assert.ok(delays.every(([, delay, retryAfter]) => delay >= 0.003 && retryAfter === 0.003));
+  assert.ok(p.bufferedSeconds <= 1 && p.bufferedSeconds >= 0.5, `held ${p.bufferedSeconds}`);
+  assert.equal(p.droppedSeconds, 2, 'the oldest audio went first');
+  assert.ok(dropped.every((r) => r === 'buffer_full'));
+  admit(last);
+  assert.deepEqual(last.frames.map((f) => f[0]), [5, 6], 'the latest second of audio, in order');
+  assert.equal(p.offset, 2);
+  assert.equal(states.at(-1), 'open');
+  await p.close();
+});
+
+test('publisher: a refused token stops it at once; so does a refused origin', async () => {
+  const { p, nextSocket, socketAt, probe } = makePublisher({}, [{ status: 401, headers: { 'www-authenticate': 'Bearer' } }]);
+  p.sendAudio(pcm(0.1));
+  (await nextSocket(0)).drop(1006);
+  const closed = await p.closed;
+  assert.equal(closed.error.code, 'unauthorized');
+  assert.equal(closed.error.status, 401);
+  await assert.rejects(p.ready, (e) => e.code === 'unauthorized');
+  await wait(20);
+  assert.equal(socketAt(1), undefined, 'no retry');
+  assert.equal(probe.urls.length, 1);
+  assert.throws(() => p.sendAudio(pcm(0.1)), StenoError);
+
+  const origin = makePublisher({}, [{ status: 403 }]);
+  origin.p.start();
+  (await origin.nextSocket(0)).drop(1006);
+  assert.equal((await origin.p.closed).error.code, 'forbidden');
+});
+
+test('publisher: a restarting server (1001, then gone, then draining) is waited for until it is back', async () => {
+  const answers = ['unreachable', 'unreachable', 'unreachable', 'unreachable', { status: 503, body: { status: 'draining', retryAfter: 0.002 } }];
+  const { p, states, nextSocket, admit } = makePublisher({ firstAttempts: 1, maxAttempts: 1 }, answers);
+  p.start();
+  admit(await nextSocket(0));
+  p.sendAudio(pcm(0.2));
+  const a = ScriptedSocket.instances.at(-1);
+  a.emit({ type: 'error', seq: 2, code: 'shutting_down', message: 'server shutting down', fatal: true });
+  a.drop(1001, true);
+  assert.equal(p.reason, 'restarting');
+  p.sendAudio(pcm(0.2, 9));
+  for (let i = 1; i <= 5; i++) (await nextSocket(i)).drop(1006);
+  const back = await nextSocket(6);
+  admit(back, 'after');
+  assert.deepEqual(back.frames.map((f) => f[0]), [9]);
+  assert.deepEqual(states.filter((s) => s.startsWith('reconnecting')), Array(6).fill('reconnecting restarting'),
+    'more tries than maxAttempts: a restart is waited for');
+  assert.equal(p.state, 'open');
+  await p.close();
+});
+
+test('publisher: a server never reached is given up after firstAttempts', async () => {
+  const { p, states, nextSocket, socketAt } = makePublisher({ firstAttempts: 2 }, ['unreachable']);
+  p.sendAudio(pcm(0.1));
+  for (let i = 0; i < 3; i++) (await nextSocket(i)).drop(1006);
+  const closed = await p.closed;
+  assert.equal(closed.error.code, 'connection_failed');
+  assert.equal(socketAt(3), undefined);
+  assert.deepEqual(states, ['connecting', 'reconnecting unreachable', 'connecting', 'reconnecting unreachable', 'connecting', 'closed']);
+  assert.ok(p.droppedSeconds > 0.09, 'what it held was not delivered, and says so');
+});
+
+test('publisher: Opus refused → PCM at the same rate, once, with a format event', async () => {
+  const { p, nextSocket, admit } = makePublisher({ audio: { encoding: 'opus', sampleRate: 24000, channels: 1 }, pcmFallback: true });
+  const formats = [];
+  p.on('format', (f) => formats.push([f.previous.encoding, f.audio.encoding, f.audio.sampleRate]));
+  p.sendAudio(new Uint8Array([0x78, 1, 2]));
+  const a = await nextSocket(0);
+  a.open();
+  assert.equal(a.texts[0].audio.encoding, 'opus');
+  a.emit({ type: 'error', seq: 1, code: 'unsupported_audio', message: 'no opus', fatal: true });
+  a.drop(1003, true);
+  assert.deepEqual(formats, [['opus', 'pcm_s16le', 24000]]);
+  assert.equal(p.droppedSeconds, 0.02, 'held Opus cannot go into a PCM session');
+  const b = await nextSocket(1);
+  b.open();
+  assert.deepEqual(b.texts[0].audio, { encoding: 'pcm_s16le', sampleRate: 24000, channels: 1 });
+  p.sendAudio(new Float32Array(240));
+  admit(b);
+  assert.deepEqual(b.frames.map((f) => f.length), [480]);
+  // PCM refused too: that is the end.
+  b.emit({ type: 'error', seq: 2, code: 'unsupported_audio', message: 'no', fatal: true });
+  b.drop(1003, true);
+  assert.equal((await p.closed).error.code, 'unsupported_audio');
+});
+
+test('publisher: paused, a drop or an idle close waits for audio; end() while away gives up what it held', async () => {
+  const { p, states, nextSocket, socketAt, admit } = makePublisher();
+  p.start();
+  admit(await nextSocket(0));
+  p.pause();
+  ScriptedSocket.instances.at(-1).drop(4010, true);
+  assert.equal(p.state, 'idle');
+  await wait(20);
+  assert.equal(socketAt(1), undefined, 'no reconnect without audio');
+  assert.equal(await p.finalize(), null, 'nothing to finalize');
+  p.sendAudio(pcm(0.1)); // audio again: a new session
+  const b = await nextSocket(1);
+  b.drop(1006); // never opened: the probe says a WebSocket would be accepted; retry
+  p.sendAudio(pcm(0.1));
+  assert.equal(p.state === 'connecting' || p.state === 'reconnecting', true);
+  await wait(0);
+  const ended = await p.end();
+  assert.equal(ended, null);
+  assert.equal(p.state, 'closed');
+  assert.ok(p.droppedSeconds >= 0.2 - 1e-9);
+  assert.deepEqual(states.slice(0, 4), ['connecting', 'open', 'idle', 'connecting']);
+  await wait(20);
+  assert.equal(socketAt(3), undefined, 'no reconnect after end()');
+});
+
+test('publisher: cancel while connecting discards the held audio; 4009 reconnects at once', async () => {
+  const a = makePublisher();
+  a.p.sendAudio(pcm(0.3));
+  const socket = await a.nextSocket(0);
+  const cancelled = a.p.cancel();
+  assert.equal(a.p.bufferedSeconds, 0);
+  a.admit(socket);
+  assert.deepEqual(socket.sent.slice(1).map((m) => (m instanceof Uint8Array ? 'audio' : m.type)), ['cancel']);
+  socket.emit({ type: 'cancelled', seq: 2, through: 0 });
+  socket.drop(1000, true);
+  assert.equal((await cancelled).through, 0);
+
+  const e = makePublisher();
+  e.p.sendAudio(pcm(0.3));
+  const early = await e.nextSocket(0);
+  const ending = e.p.end(); // before the session is ready: the held audio goes first, then `end`
+  assert.equal(e.p.state, 'ending');
+  assert.throws(() => e.p.sendAudio(pcm(0.1)), StenoError);
+  e.admit(early);
+  assert.deepEqual(early.sent.slice(1).map((m) => (m instanceof Uint8Array ? m.length : m.type)), [9600, 'end']);
+  early.emit({ type: 'ended', seq: 2, duration: 0.3 });
+  early.drop(1000, true);
+  assert.equal((await ending).duration, 0.3);
+  assert.deepEqual(e.states, ['connecting', 'ending', 'closed']);
+
+  const b = makePublisher({ minDelay: 60, maxDelay: 60 });
+  const delays = [];
+  b.p.on('state', (s) => { if (s.state === 'reconnecting') delays.push([s.reason, s.delay]); });
+  b.p.start();
+  b.admit(await b.nextSocket(0));
+  b.p.sendAudio(pcm(0.1));
+  ScriptedSocket.instances.at(-1).drop(4009, true);
+  await b.nextSocket(1);
+  assert.deepEqual(delays, [['session_limit', 0]]);
+  await b.p.close();
+});
+
+test('probeStream: what a plain GET of the stream address says', async () => {
+  const ask = (answer) => client.probeStream('wss://h.example/v1/stream?token=t', { fetch: scriptedFetch([answer]).fetch });
+  assert.equal(client.probeUrl('wss://h.example/v1/stream?token=t'), 'https://h.example/v1/stream?token=t');
+  assert.deepEqual(await ask(full(7)), { reason: 'full', status: 503, retryAfter: 7 });
+  assert.deepEqual(await ask({ status: 503, headers: { 'retry-after': '12' } }), { reason: 'full', status: 503, retryAfter: 12 });
+  assert.deepEqual(await ask({ status: 503, body: { status: 'draining', retryAfter: 3 } }), { reason: 'draining', status: 503, retryAfter: 3 });
+  assert.deepEqual(await ask({ status: 401 }), { reason: 'unauthorized', status: 401, retryAfter: null });
+  assert.deepEqual(await ask({ status: 403 }), { reason: 'forbidden', status: 403, retryAfter: null });
+  assert.deepEqual(await ask({ status: 426 }), { reason: 'accepting', status: 426, retryAfter: null });
+  assert.deepEqual(await ask({ status: 404 }), { reason: 'unknown', status: 404, retryAfter: null });
+  assert.deepEqual(await ask('unreachable'), { reason: 'unreachable', status: null, retryAfter: null });
+  assert.deepEqual(await client.probeStream('ws://h/v1/stream', { fetch: null }), { reason: 'unreachable', status: null, retryAfter: null });
+});
+
+test('viewer: a refused token ends it at once with a plain reason', async () => {
+  const urls = [];
+  const refused = makeViewer({ fetch: async (url) => { urls.push(url); return { status: 401, headers: { get: () => null }, json: async () => { throw new SyntaxError('x'); } }; } });
+  (await refused.nextSocket(0)).drop(1006);
+  const closed = await refused.v.closed;
+  assert.equal(closed.error.code, 'unauthorized');
+  assert.deepEqual(urls, ['https://example.test/v1/listen?channel=studio-a&token=tok']);
+  assert.equal(refused.socketAt(1), undefined);
+  assert.match(client.describeError('unauthorized'), /refused the access token/);
 });
