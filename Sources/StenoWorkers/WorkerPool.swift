@@ -40,6 +40,13 @@ import Darwin
 /// recognition worker is held for half a second while sessions start. Work that belongs
 /// to no session goes through ``prepare(_:)``.
 ///
+/// ## Parking
+/// A job that finds it cannot go on (say, its session waits for a shared recognizer) calls
+/// ``Lane/park()``: once it returns, the lane's later jobs wait, in order, without holding a
+/// thread. ``Lane/unpark(first:)``, from any thread, puts a job at the head of the lane and
+/// lets it run again. An unpark that comes before the park it answers is not lost: the park
+/// then does nothing. Closing a lane unparks it (its final job always runs).
+///
 /// ## What the pool never does
 /// Submitting never blocks on a job: it takes a short lock and returns. How much may be
 /// queued is not bounded here; a session bounds it upstream with its audio budget.
@@ -238,7 +245,7 @@ public final class WorkerPool: Sendable {
             var dropped: [Job] = []
             if mode == .immediate {
                 for lane in s.lanes.values {
-                    dropped += lane.jobs.removeAll()
+                    dropped += lane.priority.removeAll() + lane.jobs.removeAll()
                     dropped += lane.finals
                     lane.finals.removeAll()
                 }
@@ -269,7 +276,7 @@ public final class WorkerPool: Sendable {
             guard !s.stopping, let lane = s.lanes[id], !lane.closed else { return .refused }
             lane.jobs.append(job)
             s.queued += 1
-            if lane.scheduled { return .queued }
+            if lane.scheduled || lane.parked { return .queued }
             s.schedule(id, lane, kind: job.kind)
             return .scheduled(job.kind)
         }
@@ -294,9 +301,10 @@ public final class WorkerPool: Sendable {
                 s.lanes[id] = lane
             }
             lane.closed = true
+            lane.parked = false
             var dropped: [Job] = []
             if mode == .cancel {
-                dropped = lane.jobs.removeAll()
+                dropped = lane.priority.removeAll() + lane.jobs.removeAll()
                 s.queued -= dropped.count
                 s.dropped += dropped.count
             }
@@ -326,8 +334,39 @@ public final class WorkerPool: Sendable {
     fileprivate func depth(lane id: Int) -> Int {
         state.withLock { s in
             guard let lane = s.lanes[id] else { return 0 }
-            return lane.jobs.count + lane.finals.count
+            return lane.priority.count + lane.jobs.count + lane.finals.count
         }
+    }
+
+    fileprivate func park(lane id: Int) {
+        state.withLock { s in
+            guard let lane = s.lanes[id], !lane.closed else { return }
+            // An unpark that already came (its job waits at the head) wins.
+            if lane.priority.isEmpty { lane.parked = true }
+        }
+    }
+
+    fileprivate func unpark(lane id: Int, first job: Job) -> Bool {
+        let result: SubmitResult = state.withLock { s in
+            guard !s.stopping, let lane = s.lanes[id] else { return .refused }
+            lane.parked = false
+            lane.priority.append(job)
+            s.queued += 1
+            if lane.scheduled { return .queued }
+            s.schedule(id, lane, kind: job.kind)
+            return .scheduled(job.kind)
+        }
+        switch result {
+        case .refused: return false
+        case .queued: return true
+        case .scheduled(let kind):
+            wake(kind)
+            return true
+        }
+    }
+
+    fileprivate func isParked(lane id: Int) -> Bool {
+        state.withLock { $0.lanes[id]?.parked ?? false }
     }
 
     fileprivate func isRunningOnCurrentThread(lane id: Int) -> Bool {
@@ -482,6 +521,22 @@ public final class Lane: Sendable {
         return pool.close(lane: id, mode: mode, final: final.map { Job(kind: .compute, body: $0) })
     }
 
+    /// From inside one of this lane's jobs: once the job returns, the lane's other jobs wait
+    /// until `unpark(first:)`. Does nothing if an unpark already came.
+    public func park() {
+        pool.park(lane: id)
+    }
+
+    /// Runs `job` next, ahead of the lane's queued jobs, and lets the lane go on (from any
+    /// thread). Returns false when the pool no longer accepts work.
+    @discardableResult
+    public func unpark(first job: @escaping @Sendable () -> Void, kind: WorkerPool.JobKind = .compute) -> Bool {
+        pool.unpark(lane: id, first: Job(kind: kind, body: job))
+    }
+
+    /// Whether the lane is parked now.
+    public var isParked: Bool { pool.isParked(lane: id) }
+
     /// Whether the lane was closed with `.cancel`. Cheap enough to poll from a long job.
     public var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
 
@@ -543,17 +598,29 @@ private enum SliceStep: Sendable {
 /// The bookkeeping of one lane; only touched under the pool's lock.
 private final class LaneState {
     var jobs = FIFO<Job>()
+    /// Jobs put ahead of `jobs` by `unpark`.
+    var priority = FIFO<Job>()
     /// Jobs to run after `jobs`, once the lane is closed.
     var finals: [Job] = []
     var closed = false
+    /// A job parked the lane: `jobs` wait until `unpark` (or a close).
+    var parked = false
     /// In a ready queue or held by a thread. An unscheduled lane has no `jobs`.
     var scheduled = false
     /// The thread running one of its jobs, or 0.
     var runner: UInt = 0
 
-    var head: Job? { jobs.first ?? finals.first }
+    /// The next job to run: an unpark's first, else (unless parked) the queued ones, then
+    /// the final ones.
+    var head: Job? {
+        if let first = priority.first { return first }
+        if parked { return nil }
+        return jobs.first ?? finals.first
+    }
 
     func popHead() -> Job? {
+        if let job = priority.popFirst() { return job }
+        if parked { return nil }
         if let job = jobs.popFirst() { return job }
         if finals.isEmpty { return nil }
         return finals.removeFirst()
@@ -638,7 +705,8 @@ private struct PoolState {
         busy(kind, -1)
         lane.scheduled = false
         scheduledLanes -= 1
-        if lane.closed { lanes[id] = nil }
+        // A parked lane keeps its jobs for the unpark; a closed one that is done goes.
+        if lane.closed && !lane.parked { lanes[id] = nil }
         return .finished(exit: takeExitSignalIfIdle())
     }
 }
