@@ -67,6 +67,9 @@ public struct ServerOptions: Sendable, Equatable {
     public var keepAlive: Duration?
     /// Threads of the worker pool that runs decoding and recognition.
     public var workers: Int
+    /// Decoders shared by all sessions: how many utterances are recognized at once (≈95 MB
+    /// each). A session borrows one while it speaks.
+    public var recognizers: Int = 4
     /// How long a session whose connection dropped waits for its client to resume it, in
     /// seconds; 0: no resume.
     public var resumeSeconds: Double = 30
@@ -83,6 +86,7 @@ public struct ServerOptions: Sendable, Equatable {
         modelPath = defaults.modelPath
         webRoot = defaults.webRoot
         maxSessions = defaults.maxSessions
+        recognizers = defaults.recognizers
         maxFrameBytes = 65536
         bufferSeconds = 10
         outboundBytes = 1 << 20
@@ -188,6 +192,14 @@ public struct ServerOptions: Sendable, Equatable {
         /// holds. At the measured real-time factor of 0.4–0.65 one core keeps 1.5–2.5 live
         /// streams up to date, so two sessions per core; and each session's recognizer
         /// needs ≈100 MB, of which at most half the machine's memory is used.
+        /// The default number of shared decoders: four per core (a live talker costs a core
+        /// ≈0.2–0.4 s per second of speech, and a decoder is held for a whole utterance while
+        /// it waits for the talker), and no more than half the memory holds at ≈100 MB each.
+        public var recognizers: Int {
+            let byMemory = Int(clamping: physicalMemory / 2 / Self.bytesPerSession)
+            return max(2, min(4 * cores, byMemory))
+        }
+
         public var maxSessions: Int {
             let byMemory = Int(clamping: physicalMemory / 2 / Self.bytesPerSession)
             return max(1, min(2 * cores, byMemory))

@@ -1,3 +1,4 @@
+import Dispatch
 import StenoCore
 import StenoSession
 import StenoSpeech
@@ -65,9 +66,15 @@ public final class StenoServer: Sendable {
                 limits: limits))
     }
 
-    /// Starts listening; returns the port (the real one when `options.port` is 0).
+    /// Starts listening; returns the port (the real one when `options.port` is 0). The
+    /// engine's shared decoders are made in the background meanwhile.
     @discardableResult
     public func start() throws -> Int {
+        let engine = context.engine
+        let recognizers = options.recognizers
+        DispatchQueue.global(qos: .utility).async {
+            do throws(StenoError) { try engine.prepare(sessions: recognizers) } catch {}
+        }
         let service = Router(context: context, options: options, registry: sessions)
         let port = try transport.start(delegate: service)
         // Where it listens is announced once, by whoever started it (`steno serve` prints it).

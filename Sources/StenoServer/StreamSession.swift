@@ -26,8 +26,15 @@ final class StreamSession: Sendable {
     let remoteAddress: String
     private let server: ServerContext
     private let lane: Lane
-    /// The pipeline, touched only by the lane's jobs.
-    private let pipeline: LaneLocal<TranscriptionPipeline?>
+    /// The pipeline and what its jobs owe the machine, touched only by the lane's jobs.
+    private let work: LaneLocal<LaneWork>
+
+    private struct LaneWork {
+        var pipeline: TranscriptionPipeline?
+        /// The completions (`finalizeCompleted`, `endCompleted`) of requests whose finals have
+        /// not come yet: the recognizer waits for a shared decoder.
+        var owed: [SessionInput] = []
+    }
     private let state: Mutex<State>
 
     private struct State: Sendable {
@@ -65,7 +72,7 @@ final class StreamSession: Sendable {
         self.server = server
         self.sessionID = Self.makeID(length: 12)
         self.lane = server.pool.makeLane(label: "session \(sessionID)")
-        self.pipeline = LaneLocal(nil, lane: lane)
+        self.work = LaneLocal(LaneWork(), lane: lane)
         let limits = server.sessionConfiguration.limits
         let machine = SessionMachine(id: sessionID, configuration: server.sessionConfiguration, now: now,
                                      resumeToken: Self.makeID(length: 24))
@@ -223,23 +230,18 @@ final class StreamSession: Sendable {
                 if let connection = s.connection { server.handle.setReading(connection, true) }
             case .submitGap(_, let duration):
                 submit { pipeline throws(StenoError) in
-                    let events = try pipeline.gap(seconds: duration)
-                    return [.results(events, analyzedThrough: pipeline.analyzedSeconds, now: SystemClock.now())]
+                    (try pipeline.gap(seconds: duration), nil)
                 }
             case .resume(let request):
                 s.resumeRequest = request
             case .submitFinalize(let through):
                 submit { pipeline throws(StenoError) in
-                    let events = try pipeline.finalize(through: through)
-                    return [.results(events, analyzedThrough: pipeline.analyzedSeconds, now: SystemClock.now()),
-                            .finalizeCompleted]
+                    (try pipeline.finalize(through: through), .finalizeCompleted)
                 }
             case .submitEnd:
                 s.endSubmittedAt = SystemClock.now()
                 submit { pipeline throws(StenoError) in
-                    let events = try pipeline.finish()
-                    return [.results(events, analyzedThrough: pipeline.receivedSeconds, now: SystemClock.now()),
-                            .endCompleted]
+                    (try pipeline.finish(), .endCompleted)
                 }
             case .cancelPipeline:
                 releasePipeline()
@@ -290,13 +292,17 @@ final class StreamSession: Sendable {
     private func startPipeline(_ request: StartRequest) {
         let engine = server.engine
         let metrics = server.metrics
-        lane.submit(kind: .preparation) { [self] in
+        lane.submit { [self] in
             do throws(StenoError) {
-                let recognizer = try engine.makeRecognizer(options: RecognizerOptions())
+                // Light: a front end of its own; a decoder is borrowed per utterance, and when
+                // none is free the recognizer waits and `wake` brings the lane back.
+                let recognizer = try engine.makeRecognizer(options: RecognizerOptions()) { [weak self] in
+                    self?.wake()
+                }
                 let made = try TranscriptionPipeline(format: request.audio, recognizer: recognizer)
                 metrics.recognizersCreated.increment()
                 if request.audio.encoding == .opus { metrics.decodersCreated.increment() }
-                pipeline.withValue { $0 = made }
+                work.withValue { $0.pipeline = made }
             } catch {
                 server.log.error("session \(sessionID): cannot start the recognizer: \(error.message)")
                 input(.pipelineFailed("the recognizer could not be started: \(error.message)"))
@@ -307,47 +313,76 @@ final class StreamSession: Sendable {
     private func submitAudio(_ chunk: AudioChunk) {
         submit { pipeline throws(StenoError) in
             let output = try pipeline.append(chunk.bytes)
-            var inputs: [SessionInput] = [.results(output.events, analyzedThrough: pipeline.analyzedSeconds, now: SystemClock.now())]
-            if let warning = output.warning, !chunk.headerIsMalformed {
-                inputs.append(.pipelineWarning(warning))
-            }
-            return inputs
+            let warning = chunk.headerIsMalformed ? nil : output.warning
+            return (output.events, warning.map { .pipelineWarning($0) })
         }
     }
 
-    /// Queues a pipeline job. `body` returns the inputs to feed back. A thrown error fails the
-    /// session with `internal`; a missing pipeline (it failed to start, or was cancelled) does
-    /// nothing.
-    private func submit(_ body: @escaping @Sendable (TranscriptionPipeline) throws(StenoError) -> [SessionInput]) {
-        lane.submit { [self] in
-            let outcome: Result<[SessionInput], StenoError>? = pipeline.withValue { value in
-                guard let p = value else { return nil }
-                do throws(StenoError) {
-                    return .success(try body(p))
-                } catch {
-                    p.cancel()
-                    value = nil
-                    return .failure(error)
+    /// The recognizer can go on (a decoder was granted to it): its lane, parked while it
+    /// waited, goes on with what it kept.
+    private func wake() {
+        lane.unpark { [self] in
+            run { pipeline throws(StenoError) in (try pipeline.proceed(), nil) }
+        }
+    }
+
+    /// Queues a pipeline job (see `run`).
+    private func submit(_ body: @escaping @Sendable (TranscriptionPipeline) throws(StenoError) -> ([TranscriberEvent], SessionInput?)) {
+        lane.submit { [self] in run(body) }
+    }
+
+    /// Runs a pipeline step on the lane: `body` returns the recognizer events it made and the
+    /// input that says its request is done (a completion, or a warning to pass on). The
+    /// events go to the machine with how far analysis has got. While the recognizer waits for
+    /// a decoder, completions are owed (a request is done only when its finals have come)
+    /// and the lane parks until `wake`. A thrown error fails the session with `internal`; a
+    /// missing pipeline (it failed to start, or was cancelled) does nothing.
+    private func run(_ body: (TranscriptionPipeline) throws(StenoError) -> ([TranscriberEvent], SessionInput?)) {
+        let outcome: Result<([SessionInput], Bool), StenoError>? = work.withValue { w in
+            guard let p = w.pipeline else { return nil }
+            do throws(StenoError) {
+                let (events, extra) = try body(p)
+                var inputs: [SessionInput] = []
+                var completion: SessionInput?
+                switch extra {
+                case .finalizeCompleted?, .endCompleted?: completion = extra
+                case let other?: inputs.append(other)
+                case nil: break
                 }
+                let waiting = p.isWaiting
+                // After `finish`, everything received was analyzed: say so exactly.
+                let through = p.isFinished && !waiting ? p.receivedSeconds : p.analyzedSeconds
+                inputs.insert(.results(events, analyzedThrough: through, now: SystemClock.now()), at: 0)
+                if let completion { w.owed.append(completion) }
+                if !waiting {
+                    inputs += w.owed
+                    w.owed.removeAll()
+                }
+                return .success((inputs, waiting))
+            } catch {
+                p.cancel()
+                w.pipeline = nil
+                return .failure(error)
             }
-            switch outcome {
-            case .success(let inputs)?:
-                input(inputs)
-            case .failure(let error)?:
-                server.log.error("session \(sessionID): pipeline failed: \(error.message)")
-                input(.pipelineFailed(error.message))
-            case nil:
-                break
-            }
+        }
+        switch outcome {
+        case .success(let (inputs, waiting))?:
+            input(inputs)
+            if waiting { lane.park() }
+        case .failure(let error)?:
+            server.log.error("session \(sessionID): pipeline failed: \(error.message)")
+            input(.pipelineFailed(error.message))
+        case nil:
+            break
         }
     }
 
     /// Drops queued work and gives the recognizer back (after a running job finishes).
     private func releasePipeline() {
-        lane.close(.cancel) { [pipeline] in
-            pipeline.withValue { value in
-                value?.cancel()
-                value = nil
+        lane.close(.cancel) { [work] in
+            work.withValue { w in
+                w.pipeline?.cancel()
+                w.pipeline = nil
             }
         }
     }

@@ -15,6 +15,10 @@ import StenoSpeech
 /// from a short history (`historySeconds`) into a new utterance, so that it is recognized
 /// afresh and stays volatile.
 ///
+/// When the recognizer waits for a shared decoder (`isWaiting`), what it was given is kept and
+/// `proceed()` goes on once it is woken; a `finalize`, `gap` or `finish` then completes in a
+/// later call (their events come from `proceed()`).
+///
 /// Not `Sendable`: one session owns it and calls it from one worker lane at a time.
 public final class TranscriptionPipeline {
     /// What one message produced.
@@ -48,6 +52,9 @@ public final class TranscriptionPipeline {
     /// The partial result showing (session time), to know where the utterance in progress began.
     private var showing: RecognitionResult?
     private var finished = false
+    /// A `finalize(through:)` before the end of the audio whose final has not come yet (the
+    /// recognizer waits for a decoder): the time and output sample of its cut.
+    private var pendingCut: (time: Double, sample: Int)?
 
     /// A pipeline for one session's declared format, feeding `recognizer`.
     public init(format: AudioFormat, recognizer: any SpeechRecognizer) throws(StenoError) {
@@ -62,6 +69,17 @@ public final class TranscriptionPipeline {
     /// Seconds of audio the recognizer has analyzed, on the session timeline.
     public var analyzedSeconds: Double {
         min(receivedSeconds, sessionTime(recognizerSeconds: recognizer.analyzedSeconds))
+    }
+
+    /// Whether `finish()` was called: no more audio is taken.
+    public var isFinished: Bool { finished }
+
+    /// Whether the recognizer waits for a shared decoder: call `proceed()` once it is woken.
+    public var isWaiting: Bool { recognizer.isWaiting }
+
+    /// Goes on after the recognizer was woken; returns what it produced.
+    public func proceed() throws(StenoError) -> [TranscriberEvent] {
+        try completeCut(map(try recognizer.proceed()))
     }
 
     /// Opus packets that could not be decoded and were concealed.
@@ -102,9 +120,21 @@ public final class TranscriptionPipeline {
         }
         // Nothing heard before the cut in this utterance: nothing to finalize.
         guard let showing, showing.range.start < cutTime, !showing.text.isEmpty else { return events }
+        pendingCut = (cutTime, cut)
+        events += try completeCut(map(try recognizer.endUtterance()))
+        return events
+    }
 
+    /// The cut of a `finalize(through:)`, once the recognizer has made the final of the
+    /// utterance it ended: the words before the cut stay final, and the audio after it is heard
+    /// again in a new utterance. Until then (the recognizer waits) events pass as they are: the
+    /// finals among them end before the cut.
+    private func completeCut(_ produced: [TranscriberEvent]) throws(StenoError) -> [TranscriberEvent] {
+        guard let (cutTime, cut) = pendingCut, !recognizer.isWaiting else { return produced }
+        pendingCut = nil
+        var events: [TranscriberEvent] = []
         var refeedFrom = cut
-        for event in map(try recognizer.endUtterance()) {
+        for event in produced {
             guard case .final(let result) = event else {
                 events.append(event)
                 continue
@@ -119,6 +149,7 @@ public final class TranscriptionPipeline {
             refeedFrom = max(refeedFrom, ingest.clock.outputSample(atSeconds: finalEnd))
         }
         // Hear the rest again, in a new utterance.
+        let end = ingest.outputSamples
         refeedFrom = min(max(refeedFrom, historyStart), end)
         let again = Array(history[(refeedFrom - historyStart)...])
         mapping.append((recognizerSamples, refeedFrom))

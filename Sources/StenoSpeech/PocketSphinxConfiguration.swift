@@ -44,11 +44,11 @@ public struct PocketSphinxConfiguration: Sendable, Hashable {
     /// with it the finals are the CLI's words exactly. Must be 160...16000.
     public var blockSamples: Int
 
-    /// Decoders kept ready (made in the background) for sessions to start without the ≈0.5 s
-    /// wait of loading the model. Each costs ≈95 MB.
-    public var readyDecoders: Int
-    /// Finished sessions' decoders are reset and kept for reuse, up to this many idle ones.
-    public var maxIdleDecoders: Int
+    /// The most decoders the engine makes (each ≈95 MB, ≈0.5 s to make): how many utterances,
+    /// of all sessions together, can be recognized at once. Sessions borrow one per utterance.
+    public var recognizers: Int
+    /// Decoders made when the engine starts (at least one is); the rest are made on demand.
+    public var preparedRecognizers: Int
 
     public static let debianModelDirectory = "/usr/share/pocketsphinx/model/en-us"
 
@@ -61,8 +61,8 @@ public struct PocketSphinxConfiguration: Sendable, Hashable {
         arguments: [String] = PocketSphinxConfiguration.recommendedArguments,
         maxUtteranceSeconds: Double = 15,
         blockSamples: Int = 2048,
-        readyDecoders: Int = 0,
-        maxIdleDecoders: Int = 4
+        recognizers: Int = 4,
+        preparedRecognizers: Int = 1
     ) {
         self.modelDirectory = modelDirectory
         self.acousticModel = acousticModel
@@ -72,8 +72,8 @@ public struct PocketSphinxConfiguration: Sendable, Hashable {
         self.arguments = arguments
         self.maxUtteranceSeconds = maxUtteranceSeconds
         self.blockSamples = blockSamples
-        self.readyDecoders = readyDecoders
-        self.maxIdleDecoders = maxIdleDecoders
+        self.recognizers = recognizers
+        self.preparedRecognizers = preparedRecognizers
     }
 
     /// The model's name: the last component of `modelDirectory` ("en-us").
@@ -104,8 +104,8 @@ public struct PocketSphinxConfiguration: Sendable, Hashable {
         guard (160...16000).contains(blockSamples) else {
             throw StenoError(.internal, "blockSamples must be 160...16000, not \(blockSamples)")
         }
-        guard readyDecoders >= 0, maxIdleDecoders >= 0 else {
-            throw StenoError(.internal, "readyDecoders and maxIdleDecoders must not be negative")
+        guard recognizers >= 1, preparedRecognizers >= 0 else {
+            throw StenoError(.internal, "recognizers must be at least 1, and preparedRecognizers not negative")
         }
         guard arguments.count % 2 == 0 else {
             throw StenoError(.internal, "pocketsphinx arguments must come in name/value pairs: \(arguments)")

@@ -3,14 +3,20 @@ import CPocketSphinxShims
 import Foundation
 import StenoCore
 
-/// One pocketsphinx decoder (`ps_decoder_t`) and what the recognizer needs to know about it.
+/// One pocketsphinx decoder (`ps_decoder_t`): the acoustic and language models and the search.
+/// It is lent to a session for one utterance at a time (see `DecoderPool`): the session's own
+/// front end makes the cepstra, and the session's cepstral mean is put into the decoder before
+/// the utterance and taken out after it, so the decoder keeps nothing of one session for the
+/// next.
 ///
-/// Ownership is exclusive: a decoder is either idle in its engine's pool or used by exactly
-/// one recognizer, which is why it can be `@unchecked Sendable` (it moves between threads but
-/// is never used by two at once).
+/// Ownership is exclusive: a decoder is either idle in its pool or used by exactly one
+/// recognizer, which is why it can be `@unchecked Sendable` (it moves between threads but is
+/// never used by two at once).
 final class PocketSphinxDecoder: @unchecked Sendable {
     let ps: OpaquePointer
     private let logmath: OpaquePointer
+    private let feat: UnsafeMutablePointer<feat_t>
+    private let cmn: UnsafeMutablePointer<cmn_t>
     /// Samples between frames (160 at 16 kHz, 100 frames/s).
     let frameShift: Int
     /// Samples in one analysis window (410: 25.6 ms).
@@ -21,16 +27,17 @@ final class PocketSphinxDecoder: @unchecked Sendable {
     let startSpeechFrames: Int
     /// Consecutive silence frames that end speech (`-vad_postspeech`).
     let postSpeechFrames: Int
-
-    /// A second front end fed the same samples a frame shift at a time: it tells the frames
-    /// where speech starts and stops, which pocketsphinx does not report.
-    let vad: FrontEndVAD
+    /// Frames of context on each side of a frame's dynamic features (3 for `1s_c_d_dd`).
+    let featureWindow: Int
     /// The decoder's configuration after the model's feat.params were applied (retained).
     let config: OpaquePointer
+    /// The cepstral mean state of a fresh decoder: where every session starts.
+    let freshCMN: FeatureState
 
-    private let freshCMN: CMNState
+    /// Cepstra given in this utterance: where the next one falls in the ring of
+    /// `2 × featureWindow + 1` that `ps_process_raw` would have filled (see `feed`).
+    private var ringPosition = 0
     private(set) var utteranceStarted = false
-
     /// Process-wide: decoders are made and freed one at a time. ps_init writes sphinxbase
     /// globals (debug level, log callback users), and making decoders in parallel on two
     /// cores would gain nothing anyway.
@@ -76,18 +83,15 @@ final class PocketSphinxDecoder: @unchecked Sendable {
         }
         self.ps = ps
         self.logmath = logmath
+        self.feat = feat
+        self.cmn = cmn
         self.frameShift = Int(shift)
         self.frameSize = Int(size)
         self.preSpeechFrames = max(0, cmd_ln_int_r(decoderConfig, "-vad_prespeech"))
         self.startSpeechFrames = max(1, cmd_ln_int_r(decoderConfig, "-vad_startspeech"))
         self.postSpeechFrames = max(1, cmd_ln_int_r(decoderConfig, "-vad_postspeech"))
-        self.freshCMN = CMNState(feat: feat, cmn: cmn)
-        do {
-            self.vad = try FrontEndVAD(config: decoderConfig)
-        } catch {
-            ps_free(ps)
-            throw error
-        }
+        self.featureWindow = Int(max(0, feat.pointee.window_size))
+        self.freshCMN = FeatureState(feat: feat, cmn: cmn)
         self.config = cmd_ln_retain(decoderConfig)
     }
 
@@ -103,41 +107,102 @@ final class PocketSphinxDecoder: @unchecked Sendable {
         return message.isEmpty ? fallback : message
     }
 
-    /// Starts a new stream: frame counters and noise estimates restart (`ps_start_stream`),
-    /// then the first utterance begins.
-    func startStream() throws(StenoError) {
-        ps_start_stream(ps)
-        vad.startStream()
-        try startUtterance()
-    }
-
-    func startUtterance() throws(StenoError) {
-        guard !utteranceStarted else { return }
+    /// Starts an utterance of a session whose feature state is `state` (a fresh decoder's for
+    /// a session's first). `startedInSilence`: the utterance's first block brought no frames,
+    /// so its features start from the context `state` keeps (see `FeatureState`); a sample
+    /// that makes no frame gives the features the same empty first batch as the raw loop.
+    func startUtterance(_ state: FeatureState, startedInSilence: Bool) throws(StenoError) {
+        if utteranceStarted { try endSearch() }
+        state.restore(feat: feat, cmn: cmn)
+        ringPosition = 0
         guard ps_start_utt(ps) >= 0 else {
             throw StenoError(.internal, "pocketsphinx could not start an utterance: \(Self.lastError(or: "ps_start_utt failed"))")
         }
-        vad.startUtterance()
         utteranceStarted = true
+        if startedInSilence {
+            var silence: Int16 = 0
+            guard ps_process_raw(ps, &silence, 1, 0, 0) >= 0 else {
+                throw StenoError(.internal, "pocketsphinx failed to process audio: \(Self.lastError(or: "ps_process_raw failed"))")
+            }
+        }
     }
 
-    func endUtterance() throws(StenoError) {
+    /// Searches the cepstra one block of audio (`blockSamples`) made, in the batches
+    /// `ps_process_raw` would have given the features for the same block: its front end writes
+    /// into a ring of `2 × window + 1` cepstra, asked first for the frames up to the ring's end
+    /// and then for the rest of its room, and each run of the ring goes to the features (and
+    /// the live cepstral mean, which moves at the end of a batch) as one batch. The same
+    /// batches give the same features, so the same words, frames and scores.
+    func searchBlock(_ frames: inout CepstralFrames) throws(StenoError) {
+        let total = frames.count
+        guard total > 0 else { return }
+        let ring = 2 * featureWindow + 1
+        let blockStart = ringPosition % ring
+        var index = 0
+        var failed = false
+        while index < total {
+            var count = 1
+            while index + count < total {
+                let position = (ringPosition + count) % ring
+                if position == 0 || position == blockStart { break }
+                count += 1
+            }
+            if !process(&frames, from: index, count: count) { failed = true; break }
+            index += count
+            ringPosition += count
+        }
+        if failed {
+            throw StenoError(.internal, "pocketsphinx failed to process audio: \(Self.lastError(or: "ps_process_cep failed"))")
+        }
+    }
+
+    /// Ends the utterance as `ps_end_utt` does after `ps_process_raw`: `last` is the frame the
+    /// front end made of its overlap buffer (nil if it made none); the features of the final
+    /// frames are padded with copies of it after its mean was taken away, and the cepstral
+    /// mean is updated as at the end of a raw utterance. Returns the session's feature state
+    /// after it.
+    func endUtterance(last: inout CepstralFrames) throws(StenoError) -> FeatureState {
+        if !last.isEmpty {
+            // Alone, as ps_end_utt gives it: its mean is taken away in place.
+            guard process(&last, from: 0, count: 1) else {
+                throw StenoError(.internal, "pocketsphinx failed to process audio: \(Self.lastError(or: "ps_process_cep failed"))")
+            }
+            if featureWindow > 0 {
+                // The end-of-utterance copies of the normalized last frame, normalized no more.
+                var pads = CepstralFrames(length: last.length)
+                last.values.withUnsafeBufferPointer { row in
+                    for _ in 0..<featureWindow { pads.append(UnsafeBufferPointer(rebasing: row[0..<last.length])) }
+                }
+                let type = feat.pointee.cmn
+                feat.pointee.cmn = CMN_NONE
+                let ok = process(&pads, from: 0, count: featureWindow)
+                feat.pointee.cmn = type
+                guard ok else {
+                    throw StenoError(.internal, "pocketsphinx failed to process audio: \(Self.lastError(or: "ps_process_cep failed"))")
+                }
+            }
+        }
+        // With no frame for it, ps_end_utt updates the live mean itself (feat_update_stats),
+        // as the raw path does at the end of every utterance.
+        try endSearch()
+        return FeatureState(feat: feat, cmn: cmn)
+    }
+
+    private func endSearch() throws(StenoError) {
         guard utteranceStarted else { return }
         utteranceStarted = false
-        vad.endUtterance()
         guard ps_end_utt(ps) >= 0 else {
             throw StenoError(.internal, "pocketsphinx could not end an utterance: \(Self.lastError(or: "ps_end_utt failed"))")
         }
     }
 
-    /// Feeds samples; throws if pocketsphinx reports an error.
-    func process(_ samples: UnsafePointer<Int16>, count: Int) throws(StenoError) {
-        guard ps_process_raw(ps, samples, count, 0, 0) >= 0 else {
-            throw StenoError(.internal, "pocketsphinx failed to process audio: \(Self.lastError(or: "ps_process_raw failed"))")
+    /// `ps_process_cep` on frames `from ..< from + count`; the frames are changed in place
+    /// (the features take the mean away in the buffer they are given).
+    private func process(_ frames: inout CepstralFrames, from: Int, count: Int) -> Bool {
+        frames.withRows(from: from, count: count) { rows in
+            ps_process_cep(ps, rows, Int32(count), 0, 0) >= 0
         }
     }
-
-    /// Voice activity as pocketsphinx's front end sees it after the last frame processed.
-    var inSpeech: Bool { ps_get_in_speech(ps) != 0 }
 
     /// The current best path as `word:first-last:posterior` items (ps_seg_iter), for tests
     /// and diagnostics.
@@ -160,36 +225,27 @@ final class PocketSphinxDecoder: @unchecked Sendable {
         let p = logmath_exp(logmath, logProbability)
         return p.isFinite ? min(1, max(0, p)) : 0
     }
-
-    /// Makes the decoder behave exactly like a fresh one for the next stream.
-    ///
-    /// What carries over between streams in this pocketsphinx (0.8+5prealpha, sphinxbase of
-    /// 2016): the front end's noise estimates and sample counter (`ps_start_stream` resets
-    /// them), its voice-activity state and overlap buffer (`ps_start_utt`), and the live
-    /// cepstral mean: `cmn_live` keeps a running sum and frame count across utterances and
-    /// streams, and `feat_cmn` switches the type from the model's `batch` to `live` on the
-    /// first block. Restoring the mean, sum, count and type captured right after `ps_init`
-    /// (sum and count are zero then, unlike what `cmn_live_set` would make) gives the same
-    /// words, frames and scores as a new decoder; the tests check it.
-    func resetForReuse() throws(StenoError) {
-        if utteranceStarted {
-            try endUtterance()
-        }
-        guard let feat = ps_get_feat(ps), let cmn = feat.pointee.cmn_struct else {
-            throw StenoError(.internal, "pocketsphinx decoder lost its feature module")
-        }
-        freshCMN.restore(feat: feat, cmn: cmn)
-        ps_start_stream(ps)
-        vad.startStream()
-    }
 }
 
-/// The live cepstral mean normalization state of a decoder (`cmn_t` plus `feat_t.cmn`).
-private struct CMNState {
+/// A session's feature state: what of the feature computation carries over from one of its
+/// utterances to the next in a decoder of its own, kept by the session between utterances and
+/// put into whichever decoder serves the next one.
+///
+/// - The live cepstral mean (`cmn_t`'s mean, sum and frame count, and `feat_t.cmn`, which the
+///   first block turns from the model's `batch` to `live`).
+/// - The live feature context: the last `window` cepstra before the read position of the
+///   features' ring (`feat_t.cepbuf`). In `ps_process_raw`'s loop an utterance whose first
+///   block brings no frames (it starts in silence) is started with nothing (`acmod` hands the
+///   features an empty first batch), and its first frames then take their left context from
+///   the end of the previous utterance instead of copies of themselves. Keeping that context
+///   makes a session's finals those of a decoder of its own exactly, scores included.
+struct FeatureState: Sendable, Equatable {
     let mean: [mfcc_t]
     let sum: [mfcc_t]
     let frames: Int32
     let type: cmn_type_t
+    /// The `window` cepstra before the features' read position, oldest first.
+    let context: [[mfcc_t]]
 
     init(feat: UnsafeMutablePointer<feat_t>, cmn: UnsafeMutablePointer<cmn_t>) {
         let length = Int(max(0, cmn.pointee.veclen))
@@ -197,6 +253,16 @@ private struct CMNState {
         sum = cmn.pointee.sum.map { Array(UnsafeBufferPointer(start: $0, count: length)) } ?? []
         frames = cmn.pointee.nframe
         type = feat.pointee.cmn
+        let window = Int(max(0, feat.pointee.window_size))
+        let size = Int(max(0, feat.pointee.cepsize))
+        var context: [[mfcc_t]] = []
+        if let ring = feat.pointee.cepbuf {
+            for k in 0..<window {
+                let row = Self.ringIndex(feat.pointee.curpos, -window + k)
+                context.append(ring[row].map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? [])
+            }
+        }
+        self.context = context
     }
 
     func restore(feat: UnsafeMutablePointer<feat_t>, cmn: UnsafeMutablePointer<cmn_t>) {
@@ -209,5 +275,19 @@ private struct CMNState {
         }
         cmn.pointee.nframe = frames
         feat.pointee.cmn = type
+        let window = Int(max(0, feat.pointee.window_size))
+        let size = Int(max(0, feat.pointee.cepsize))
+        if let ring = feat.pointee.cepbuf, context.count == window {
+            for k in 0..<window {
+                guard let target = ring[Self.ringIndex(feat.pointee.curpos, -window + k)] else { continue }
+                for index in 0..<min(size, context[k].count) { target[index] = context[k][index] }
+            }
+        }
+    }
+
+    /// A position in sphinxbase's live feature ring (`LIVEBUFBLOCKSIZE` cepstra).
+    private static func ringIndex(_ position: Int32, _ offset: Int) -> Int {
+        let size = Int(LIVEBUFBLOCKSIZE)
+        return ((Int(position) + offset) % size + size) % size
     }
 }

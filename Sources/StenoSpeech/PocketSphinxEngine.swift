@@ -5,27 +5,24 @@ import Foundation
 import StenoCore
 import StenoSystem
 
-/// The pocketsphinx speech engine: the model configuration and a pool of decoders.
+/// The pocketsphinx speech engine: the model configuration and the shared decoders.
 ///
 /// Making a decoder (`ps_init`) costs ≈0.5 s of CPU and ≈95 MB, and the acoustic model cannot
-/// be shared between decoders in this pocketsphinx; a language model can, but search writes
-/// its caches, so one must never serve two decoders running at once. So each session gets a
-/// decoder of its own, with its own model copies, from a pool:
-/// - `makeRecognizer` takes an idle decoder, or makes one (blocking, ≈0.5 s) if none is idle;
-/// - when a recognizer finishes or is cancelled, its decoder is reset to exactly the state
-///   of a fresh one (see `PocketSphinxDecoder.resetForReuse`) and goes back to the pool,
-///   which keeps up to `maxIdleDecoders` of them;
-/// - with `readyDecoders > 0` the pool keeps that many idle decoders made in the background,
-///   so that a new session rarely waits.
+/// be shared between decoders in this pocketsphinx. So decoders are not per session: the engine
+/// keeps a pool of at most `configuration.recognizers`, and a session's recognizer borrows one
+/// for each utterance (see `PocketSphinxRecognizer` and `DecoderPool`). A recognizer itself is
+/// light (a front end and a cepstral mean, ≈20 kB) and quick to make.
 ///
-/// Thread-safe: the pool is guarded by a lock, and each decoder is used by one recognizer.
+/// Thread-safe: recognizers may be made from any thread, concurrently.
 public final class PocketSphinxEngine: SpeechEngine, Sendable {
     public let configuration: PocketSphinxConfiguration
     public let info: SpeechEngineInfo
     private let pool: DecoderPool
+    private let shape: DecoderShape
 
-    /// Validates the configuration and loads one decoder, so that a bad model path fails here
-    /// (with pocketsphinx's reason) rather than in the first session. Blocking (≈0.5 s).
+    /// Validates the configuration and loads the first decoder (and `preparedRecognizers` in
+    /// all), so that a bad model path fails here, with pocketsphinx's reason, rather than in
+    /// the first session. Blocking (≈0.5 s per decoder).
     public init(configuration: PocketSphinxConfiguration = PocketSphinxConfiguration()) throws(StenoError) {
         try configuration.validate()
         for (what, path) in [("acoustic model", configuration.resolvedAcousticModel),
@@ -38,34 +35,35 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
         self.info = SpeechEngineInfo(
             name: "pocketsphinx", version: "5prealpha", model: configuration.modelName,
             language: configuration.language, sampleRate: PocketSphinxRecognizer.sampleRate)
-        self.pool = DecoderPool(
-            arguments: configuration.decoderArguments,
-            ready: configuration.readyDecoders,
-            maxIdle: max(configuration.maxIdleDecoders, configuration.readyDecoders))
-        try pool.prepare(count: max(1, configuration.readyDecoders))
+        let first = try PocketSphinxDecoder(arguments: configuration.decoderArguments)
+        self.shape = DecoderShape(first)
+        self.pool = DecoderPool(arguments: configuration.decoderArguments, capacity: configuration.recognizers)
+        pool.adopt(first)
+        try pool.prepare(count: configuration.preparedRecognizers)
     }
 
-    public func makeRecognizer(options: RecognizerOptions) throws(StenoError) -> any SpeechRecognizer {
-        try makePocketSphinxRecognizer(options: options)
+    public func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
+        try makePocketSphinxRecognizer(options: options, wake: wake)
     }
 
     /// `makeRecognizer` with the concrete type (for tests and benchmarks).
-    public func makePocketSphinxRecognizer(options: RecognizerOptions = RecognizerOptions()) throws(StenoError) -> PocketSphinxRecognizer {
-        let decoder = try pool.take()
+    public func makePocketSphinxRecognizer(options: RecognizerOptions = RecognizerOptions(),
+                                           wake: @escaping @Sendable () -> Void = {}) throws(StenoError) -> PocketSphinxRecognizer {
         let maxSeconds = options.maxUtteranceSeconds ?? configuration.maxUtteranceSeconds
         guard maxSeconds > 0, maxSeconds.isFinite else {
-            pool.giveBack(decoder)
             throw StenoError(.internal, "maxUtteranceSeconds must be a positive number of seconds, not \(maxSeconds)")
         }
-        return try PocketSphinxRecognizer(
-            decoder: decoder, pool: pool, info: info,
+        let frontEnd = try shape.makeFrontEnd()
+        return PocketSphinxRecognizer(
+            pool: pool, shape: shape, frontEnd: frontEnd, info: info,
             blockSamples: configuration.blockSamples,
             maxUtteranceSeconds: maxSeconds,
-            partialResults: options.partialResults)
+            partialResults: options.partialResults,
+            wake: wake)
     }
 
-    /// Makes decoders now until `sessions` are idle and ready. Blocking (≈0.5 s each); a
-    /// server calls it at start-up, off the network thread.
+    /// Makes decoders now until `sessions` exist (at most `recognizers`). Blocking (≈0.5 s
+    /// each); a server calls it at start-up, off the network thread.
     public func prepare(sessions: Int) throws(StenoError) {
         try pool.prepare(count: sessions)
     }
@@ -73,17 +71,21 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
     /// A standalone speech detector with the decoders' voice activity settings (no model:
     /// cheap to make and to run).
     public func makeSpeechDetector() throws(StenoError) -> PocketSphinxSpeechDetector {
-        try pool.withConfiguration { (config) throws(StenoError) in
-            try PocketSphinxSpeechDetector(config: config, blockSamples: configuration.blockSamples)
-        }
+        try PocketSphinxSpeechDetector(frontEnd: shape.makeFrontEnd(), shape: shape, blockSamples: configuration.blockSamples)
+    }
+
+    /// The shared decoders now: how many exist, are idle, are lent, and how many recognizers
+    /// wait for one.
+    public var decoderStats: DecoderStats {
+        let s = pool.stats
+        return DecoderStats(capacity: s.capacity, made: s.made, idle: s.idle, lent: s.lent, waiting: s.waiting)
     }
 
     /// Decoders idle in the pool right now.
-    public var idleDecoders: Int { pool.idleCount }
+    public var idleDecoders: Int { pool.stats.idle }
 
-    /// Decoders this engine has made so far (a measure of how often sessions waited or the
-    /// pool refilled).
-    public var decodersMade: Int { pool.madeCount }
+    /// Decoders this engine has made so far.
+    public var decodersMade: Int { pool.stats.made }
 
     /// Where pocketsphinx's own log goes, for the whole process: a file (appended to), or
     /// nowhere when nil (the default). Errors are still captured for `StenoError` messages.
@@ -97,110 +99,45 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
     }
 }
 
-/// Idle decoders, with background refills. Internal to the engine.
-final class DecoderPool: Sendable {
-    private struct State {
-        var idle: [PocketSphinxDecoder] = []
-        var making = 0
-        var made = 0
-        var lastBackgroundError: StenoError?
+/// The shared decoders of an engine, at one moment.
+public struct DecoderStats: Sendable, Hashable {
+    /// The most there will be (`recognizers`).
+    public var capacity: Int
+    public var made: Int
+    public var idle: Int
+    /// Lent to a session for its utterance in progress.
+    public var lent: Int
+    /// Sessions with speech to search that wait for one.
+    public var waiting: Int
+}
+
+/// What every decoder of an engine has in common, known from the first: frame geometry, voice
+/// activity settings, a fresh cepstral mean, and the configuration to make front ends from.
+final class DecoderShape: Sendable {
+    let frameShift: Int
+    let frameSize: Int
+    let preSpeechFrames: Int
+    let startSpeechFrames: Int
+    let postSpeechFrames: Int
+    let freshMean: FeatureState
+    private let configuration: DecoderConfiguration
+
+    init(_ decoder: PocketSphinxDecoder) {
+        frameShift = decoder.frameShift
+        frameSize = decoder.frameSize
+        preSpeechFrames = decoder.preSpeechFrames
+        startSpeechFrames = decoder.startSpeechFrames
+        postSpeechFrames = decoder.postSpeechFrames
+        freshMean = decoder.freshCMN
+        configuration = DecoderConfiguration(decoder)
     }
 
-    private let arguments: [String]
-    /// The first decoder's configuration (with the model's feat.params), to make detectors.
-    private let template = Locked<DecoderConfiguration?>(nil)
-    private let ready: Int
-    private let maxIdle: Int
-    private let state = Locked(State())
-
-    init(arguments: [String], ready: Int, maxIdle: Int) {
-        self.arguments = arguments
-        self.ready = ready
-        self.maxIdle = maxIdle
-    }
-
-    var idleCount: Int { state.withLock { $0.idle.count } }
-    var madeCount: Int { state.withLock { $0.made } }
-
-    private func make() throws(StenoError) -> PocketSphinxDecoder {
-        let decoder = try PocketSphinxDecoder(arguments: arguments)
-        state.withLock { $0.made += 1 }
-        if template.withLock({ $0 == nil }) {
-            let kept = DecoderConfiguration(decoder)
-            template.withLock { if $0 == nil { $0 = kept } }
-        }
-        return decoder
-    }
-
-    /// Runs `body` with a decoder configuration, under the lock that serializes sphinxbase
-    /// object creation (a configuration's reference count is not atomic).
-    func withConfiguration<R>(_ body: (OpaquePointer) throws(StenoError) -> R) throws(StenoError) -> R {
-        if template.withLock({ $0 == nil }) {
-            try prepare(count: 1)
-        }
-        guard let kept = template.withLock({ $0 }) else {
-            throw StenoError(.internal, "no pocketsphinx configuration to make a detector from")
-        }
+    /// A front end with the decoders' configuration, under the lock that serializes
+    /// sphinxbase object creation (a configuration's reference count is not atomic).
+    func makeFrontEnd() throws(StenoError) -> SpeechFrontEnd {
         PocketSphinxDecoder.lifecycleLock.lock()
         defer { PocketSphinxDecoder.lifecycleLock.unlock() }
-        return try body(kept.config)
-    }
-
-    /// An idle decoder, or a new one. Starts a background refill if the pool runs low.
-    func take() throws(StenoError) -> PocketSphinxDecoder {
-        let taken: PocketSphinxDecoder? = state.withLock { $0.idle.popLast() }
-        defer { refillInBackground() }
-        if let taken { return taken }
-        return try make()
-    }
-
-    /// Takes back a decoder a recognizer no longer needs, reset for the next session.
-    func giveBack(_ decoder: PocketSphinxDecoder) {
-        do {
-            try decoder.resetForReuse()
-        } catch {
-            return  // a decoder that cannot be reset is freed, never reused
-        }
-        state.withLock { state in
-            if state.idle.count < maxIdle { state.idle.append(decoder) }
-        }
-        // A decoder not kept is freed here, outside the pool lock.
-    }
-
-    /// Makes decoders until `count` are idle.
-    func prepare(count: Int) throws(StenoError) {
-        while state.withLock({ $0.idle.count + $0.making < count }) {
-            state.withLock { $0.making += 1 }
-            let result: Result<PocketSphinxDecoder, StenoError>
-            do throws(StenoError) { result = .success(try make()) } catch { result = .failure(error) }
-            state.withLock { state in
-                state.making -= 1
-                if case .success(let decoder) = result { state.idle.append(decoder) }
-            }
-            if case .failure(let error) = result { throw error }
-        }
-    }
-
-    private func refillInBackground() {
-        let wanted = state.withLock { state -> Int in
-            let missing = max(0, ready - state.idle.count - state.making)
-            state.making += missing
-            return missing
-        }
-        guard wanted > 0 else { return }
-        DispatchQueue.global(qos: .utility).async { [self] in
-            for _ in 0..<wanted {
-                let result: Result<PocketSphinxDecoder, StenoError>
-                do throws(StenoError) { result = .success(try make()) } catch { result = .failure(error) }
-                state.withLock { state in
-                    state.making -= 1
-                    switch result {
-                    case .success(let decoder): state.idle.append(decoder)
-                    case .failure(let error): state.lastBackgroundError = error
-                    }
-                }
-            }
-        }
+        return try SpeechFrontEnd(config: configuration.config)
     }
 }
 

@@ -1,37 +1,37 @@
 import CPocketSphinx
 import StenoCore
 
-/// A streaming pocketsphinx recognizer for one session.
+/// A streaming pocketsphinx recognizer for one session, on decoders it borrows.
 ///
-/// How it listens (the loop of `pocketsphinx_continuous -infile`, whose words and scores it
-/// reproduces on whole files):
+/// What the session keeps of its own: a front end (`SpeechFrontEnd`: noise estimates, voice
+/// activity, MFCC) and its cepstral mean. A decoder (the models and the search, ≈95 MB) is
+/// borrowed from the engine's `DecoderPool` when speech starts — the front end's pre-speech
+/// frames come with it, so no word onset is clipped — and given back when the utterance is
+/// final, after the session's mean was taken out of it. A session's finals are therefore those
+/// of a decoder of its own, whichever decoders served it (tested by interleaving sessions).
+/// When no decoder is free the recognizer keeps the audio and waits (`isWaiting`); the pool
+/// wakes it when one is granted, and `proceed()` goes on where it stopped.
+///
+/// How it listens (the loop of `pocketsphinx_continuous -infile`, whose words it reproduces):
 /// - Input is converted to 16-bit and cut into blocks of `blockSamples` (default 2048),
 ///   counted from the start of the current utterance, whatever sizes callers pass: results
-///   cannot depend on chunking. A block goes to `ps_process_raw` in one call as soon as it is
-///   complete.
-/// - After each block: if pocketsphinx's voice activity detector (`ps_get_in_speech`) has
-///   gone from speech to silence, the utterance ends (`ps_end_utt`) and becomes a `.final`;
-///   if speech goes on, the current best path becomes a `.partial` when its text changed, and
-///   an utterance longer than `maxUtteranceSeconds` is finalized. `endUtterance()` analyzes
-///   the incomplete block at once and finalizes; `finish()` does the same at the end of input.
+///   cannot depend on chunking. The front end takes a block a frame shift at a time (to tell
+///   the exact frame of every change of voice activity); the block's cepstra go to the decoder
+///   in the batches `ps_process_raw` would have made of it (`PocketSphinxDecoder.searchBlock`).
+/// - After each block: if the detector has gone from speech to silence, the utterance ends and
+///   becomes a `.final`; if speech goes on, the current best path becomes a `.partial` when its
+///   text changed, and an utterance longer than `maxUtteranceSeconds` is finalized.
+///   `endUtterance()` analyzes the incomplete block at once and finalizes; `finish()` does the
+///   same at the end of input.
 ///
-/// Times: pocketsphinx's detector drops silence frames, numbers an utterance's frames from
-/// the first one it kept, and `ps_seg_frames` adds an offset it estimates from a global sample
-/// counter (a frame or more off, and left stale when its estimate is ≤ 0). This class keeps
-/// its own account instead. An utterance starts at a known sample `P`, where the front end
-/// restarts its frame grid: frame `k` covers samples `P + 160k ..< P + 160k + 410`. A second
-/// front end with the decoder's configuration (`FrontEndVAD`), fed the same samples 10 ms at
-/// a time, tells the frame `T` where speech was detected; the frames searched then start at
-/// `max(0, T - vad_prespeech)` (the pre-speech buffer holds `vad_prespeech + 1` frames and is
-/// emptied when an utterance starts). Word frames are taken relative to the utterance's first
-/// segment (`<s>`, which starts at its first searched frame) and placed on that grid; a word
-/// spans from its first frame's start to the start of the frame after its last. Speech
-/// starts at the first of the `vad_startspeech` speech frames that triggered the detector
-/// and ends at the first of the `vad_postspeech` silent frames that stopped it.
-///
-/// (Feeding the decoder itself 10 ms at a time would give the same frames, but it changes the
-/// word posteriors slightly and makes them depend on what the decoder did before: measured,
-/// hence the second front end, which costs a few ms per second of audio.)
+/// Times: an utterance starts at a known sample `P`, where the front end restarts its frame
+/// grid: frame `k` covers samples `P + 160k ..< P + 160k + 410`. The front end tells the frame
+/// `T` where speech was detected; the frames searched then start at `max(0, T - vad_prespeech)`.
+/// Word frames are taken relative to the utterance's first segment (`<s>`, which starts at its
+/// first searched frame) and placed on that grid; a word spans from its first frame's start to
+/// the start of the frame after its last. Speech starts at the first of the `vad_startspeech`
+/// speech frames that triggered the detector and ends at the first of the `vad_postspeech`
+/// silent frames that stopped it.
 public final class PocketSphinxRecognizer: SpeechRecognizer {
     public static let sampleRate = 16000
 
@@ -39,24 +39,49 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
     public var sampleRate: Int { Self.sampleRate }
     public var receivedSeconds: Double { seconds(received) }
     public var analyzedSeconds: Double { seconds(fed) }
+    public var isWaiting: Bool { suspended != nil }
 
-    private var decoder: PocketSphinxDecoder?
     private let pool: DecoderPool
+    private let waiter: DecoderWaiter
+    private let frontEnd: SpeechFrontEnd
+    private let shape: DecoderShape
     private let blockSamples: Int
     private let maxUtteranceSamples: Int
     private let partialResults: Bool
-    private let frameShift: Int
-    private let frameSize: Int
-    private let preSpeechFrames: Int
-    private let startSpeechFrames: Int
-    private let postSpeechFrames: Int
+
+    /// The session's feature state (cepstral mean, feature context), between its utterances.
+    private var mean: FeatureState
+    /// The next block is the utterance's first; and whether that first block brought no
+    /// frames (see `FeatureState`).
+    private var awaitingFirstBlock = true
+    private var startedInSilence = false
+    /// The decoder searching the utterance in progress (only while it has speech).
+    private var decoder: PocketSphinxDecoder?
 
     /// Samples accepted so far.
     private var received = 0
-    /// Samples given to pocketsphinx so far.
+    /// Samples analyzed so far (front end and search).
     private var fed = 0
-    /// Samples of the current block not yet analyzed (fewer than `blockSamples`).
-    private var pending: [Int16]
+    /// Samples accepted and not yet given to the front end; `input[inputHead...]`.
+    private var input: [Int16] = []
+    private var inputHead = 0
+    /// A block the front end has analyzed whose cepstra wait for a decoder.
+    private var suspended: Block?
+    /// An end asked for (`endUtterance`, `finish`), done once the input before it is analyzed.
+    private var pendingEnd: End?
+    private var released = false
+    private var failure: StenoError?
+
+    private struct Block {
+        var frames: CepstralFrames
+        var samples: Int
+        /// The block is the incomplete one an end analyzes.
+        var end: End?
+    }
+
+    private enum End {
+        case utterance, finish
+    }
 
     // The utterance in progress.
     /// The sample where it started (`P`).
@@ -77,87 +102,52 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
     /// detected again within `vad_postspeech` frames.
     private var cutWhileSpeaking: Int?
 
-    private var failure: StenoError?
-
-    /// Blocks after which the shadow detector and the decoder's disagreed on speech (should
-    /// stay 0; the decoder's decision is the one used).
-    private(set) var detectorDisagreements = 0
-
-    init(decoder: PocketSphinxDecoder, pool: DecoderPool, info: SpeechEngineInfo,
-         blockSamples: Int, maxUtteranceSeconds: Double, partialResults: Bool) throws(StenoError) {
-        self.decoder = decoder
+    init(pool: DecoderPool, shape: DecoderShape, frontEnd: SpeechFrontEnd, info: SpeechEngineInfo,
+         blockSamples: Int, maxUtteranceSeconds: Double, partialResults: Bool,
+         wake: @escaping @Sendable () -> Void) {
         self.pool = pool
+        self.shape = shape
+        self.frontEnd = frontEnd
         self.info = info
         self.blockSamples = blockSamples
         self.maxUtteranceSamples = max(1, Int(min(maxUtteranceSeconds, 86_400) * Double(Self.sampleRate)))
         self.partialResults = partialResults
-        self.frameShift = decoder.frameShift
-        self.frameSize = decoder.frameSize
-        self.preSpeechFrames = decoder.preSpeechFrames
-        self.startSpeechFrames = decoder.startSpeechFrames
-        self.postSpeechFrames = decoder.postSpeechFrames
-        self.pending = []
-        pending.reserveCapacity(blockSamples)
-        do {
-            try decoder.startStream()
-        } catch {
-            self.decoder = nil
-            throw error
-        }
+        self.mean = shape.freshMean
+        self.waiter = DecoderWaiter(wake: wake)
+        input.reserveCapacity(blockSamples)
+        frontEnd.startStream()
     }
 
     deinit {
-        if let decoder {
-            pool.giveBack(decoder)
-        }
+        release()
     }
 
     // MARK: - SpeechRecognizer
 
     public func accept(_ samples: UnsafeBufferPointer<Float>) throws(StenoError) -> [TranscriberEvent] {
-        let decoder = try usableDecoder()
-        var events: [TranscriberEvent] = []
-        var index = samples.startIndex
-        while index < samples.endIndex {
-            let take = min(blockSamples - pending.count, samples.endIndex - index)
-            for offset in 0..<take {
-                pending.append(Self.pcm16(samples[index + offset]))
-            }
-            index += take
-            received += take
-            if pending.count == blockSamples {
-                try guarded { () throws(StenoError) in
-                    try analyzeBlock(decoder, into: &events)
-                }
-            }
-        }
-        return events
+        try usable()
+        input.reserveCapacity(input.count + samples.count)
+        for sample in samples { input.append(Self.pcm16(sample)) }
+        received += samples.count
+        return try run()
     }
 
     public func endUtterance() throws(StenoError) -> [TranscriberEvent] {
-        let decoder = try usableDecoder()
-        var events: [TranscriberEvent] = []
-        try guarded { () throws(StenoError) in
-            try analyzePartialBlock(decoder, into: &events)
-            try closeUtterance(decoder, cut: true, into: &events)
-        }
-        return events
+        try usable()
+        guard pendingEnd == nil else { return [] }
+        pendingEnd = .utterance
+        return try run()
     }
 
     public func finish() throws(StenoError) -> [TranscriberEvent] {
-        let decoder = try usableDecoder()
-        var events: [TranscriberEvent] = []
-        try guarded { () throws(StenoError) in
-            try analyzePartialBlock(decoder, into: &events)
-            try closeUtterance(decoder, cut: true, into: &events)
-        }
-        if speechActive {
-            speechActive = false
-            events.append(.speechEnded(at: seconds(cutWhileSpeaking ?? fed)))
-            cutWhileSpeaking = nil
-        }
-        release()
-        return events
+        try usable()
+        pendingEnd = .finish
+        return try run()
+    }
+
+    public func proceed() throws(StenoError) -> [TranscriberEvent] {
+        try usable()
+        return try run()
     }
 
     public func cancel() {
@@ -166,108 +156,145 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
 
     // MARK: - Analysis
 
-    private func usableDecoder() throws(StenoError) -> PocketSphinxDecoder {
+    private func usable() throws(StenoError) {
         if let failure { throw failure }
-        guard let decoder else {
-            throw StenoError(.internal, "the recognizer was already finished or cancelled")
-        }
-        return decoder
+        guard !released else { throw StenoError(.internal, "the recognizer was already finished or cancelled") }
     }
 
-    /// Runs `body`; an error from pocketsphinx leaves the recognizer failed (and releases the
-    /// decoder, which is not reused) so that later calls report it again.
-    private func guarded(_ body: () throws(StenoError) -> Void) throws(StenoError) {
+    /// Analyzes what it can: a block waiting for a decoder, then every complete block, then an
+    /// end asked for. Stops when it must wait for a decoder.
+    private func run() throws(StenoError) -> [TranscriberEvent] {
+        var events: [TranscriberEvent] = []
         do {
-            try body()
+            if let block = suspended {
+                guard try attach() else { return events }
+                suspended = nil
+                try search(block, into: &events)
+            }
+            while suspended == nil && !released {
+                if input.count - inputHead >= blockSamples {
+                    try analyze(samples: blockSamples, end: nil, into: &events)
+                } else if let end = pendingEnd {
+                    try analyze(samples: input.count - inputHead, end: end, into: &events)
+                } else {
+                    break
+                }
+            }
         } catch {
+            // pocketsphinx failed: the decoder is not reused, and later calls report it again.
             failure = error
-            decoder = nil
+            if let decoder {
+                self.decoder = nil
+                pool.discard(decoder)
+            }
+            pool.withdraw(waiter)
             throw error
         }
+        compactInput()
+        return events
     }
 
-    private func release() {
-        pending.removeAll()
-        if let decoder {
-            self.decoder = nil
-            pool.giveBack(decoder)
-        }
-    }
-
-    /// Analyzes the full block in `pending`, then decides: end of utterance, partial, or cut.
-    private func analyzeBlock(_ decoder: PocketSphinxDecoder, into events: inout [TranscriberEvent]) throws(StenoError) {
-        try feedPending(decoder, into: &events)
-        if utteranceHasSpeech && !decoder.inSpeech {
-            try closeUtterance(decoder, cut: false, into: &events)
-        } else if utteranceHasSpeech {
-            if fed - frameStart(firstFrame) >= maxUtteranceSamples {
-                try closeUtterance(decoder, cut: true, into: &events)
-            } else if partialResults {
-                reportPartial(decoder, into: &events)
-            }
-        }
-        if let cut = cutWhileSpeaking, !utteranceHasSpeech, fed - cut >= postSpeechFrames * frameShift {
-            cutWhileSpeaking = nil
-            speechActive = false
-            events.append(.speechEnded(at: seconds(cut)))
-        }
-    }
-
-    /// Analyzes what is pending of an incomplete block (for `endUtterance` and `finish`).
-    private func analyzePartialBlock(_ decoder: PocketSphinxDecoder, into events: inout [TranscriberEvent]) throws(StenoError) {
-        if !pending.isEmpty {
-            try feedPending(decoder, into: &events)
-        }
-    }
-
-    /// Gives `pending` to pocketsphinx in one call (as the CLI gives its blocks), and to the
-    /// shadow voice activity detector a frame shift at a time, which notes where speech
-    /// starts and stops.
-    private func feedPending(_ decoder: PocketSphinxDecoder, into events: inout [TranscriberEvent]) throws(StenoError) {
-        var failure: StenoError?
-        pending.withUnsafeBufferPointer { block in
-            guard let base = block.baseAddress else { return }
-            decoder.vad.process(base, count: block.count) { frame, inSpeech in
+    /// The front end's part of a block of `samples` (complete, or the last one of an `end`);
+    /// then the search's, if it has speech and a decoder can be had.
+    private func analyze(samples count: Int, end: End?, into events: inout [TranscriberEvent]) throws(StenoError) {
+        var frames = CepstralFrames(length: frontEnd.cepstrumLength)
+        input.withUnsafeBufferPointer { buffer in
+            guard count > 0, let base = buffer.baseAddress else { return }
+            frontEnd.process(base + inputHead, count: count, into: &frames) { frame, inSpeech in
                 if inSpeech {
                     if !utteranceHasSpeech { speechDetected(atFrame: frame, into: &events) }
                 } else {
                     silenceFrame = frame
                 }
             }
-            do throws(StenoError) {
-                try decoder.process(base, count: block.count)
-            } catch {
-                failure = error
+        }
+        inputHead += count
+        if awaitingFirstBlock {
+            awaitingFirstBlock = false
+            startedInSilence = frames.isEmpty
+        }
+        let block = Block(frames: frames, samples: count, end: end)
+        if !frames.isEmpty || (end != nil && utteranceHasSpeech) {
+            guard try attach() else {
+                suspended = block
+                return
             }
         }
-        if let failure { throw failure }
-        fed += pending.count
-        pending.removeAll(keepingCapacity: true)
-        if decoder.vad.inSpeech != decoder.inSpeech {
-            detectorDisagreements += 1
+        try search(block, into: &events)
+    }
+
+    /// The search's part of a block, and what follows it: the end of the utterance, a
+    /// partial result, or a cut at the maximum length.
+    private func search(_ block: Block, into events: inout [TranscriberEvent]) throws(StenoError) {
+        var frames = block.frames
+        if let decoder, !frames.isEmpty {
+            try decoder.searchBlock(&frames)
         }
+        fed += block.samples
+        if let end = block.end {
+            try closeUtterance(cut: true, into: &events)
+            pendingEnd = nil
+            if end == .finish { finishSpeech(into: &events) }
+            return
+        }
+        if utteranceHasSpeech && !frontEnd.inSpeech {
+            try closeUtterance(cut: false, into: &events)
+        } else if utteranceHasSpeech {
+            if fed - frameStart(firstFrame) >= maxUtteranceSamples {
+                try closeUtterance(cut: true, into: &events)
+            } else if partialResults, let decoder {
+                reportPartial(decoder, into: &events)
+            }
+        }
+        if let cut = cutWhileSpeaking, !utteranceHasSpeech, fed - cut >= shape.postSpeechFrames * shape.frameShift {
+            cutWhileSpeaking = nil
+            speechActive = false
+            events.append(.speechEnded(at: seconds(cut)))
+        }
+    }
+
+    /// A decoder for the utterance: the one it has, one granted while it waited, or an idle
+    /// one. False when none is free (the recognizer is then in the pool's line).
+    private func attach() throws(StenoError) -> Bool {
+        if decoder != nil { return true }
+        let got: PocketSphinxDecoder
+        if let granted = waiter.take() {
+            got = try granted.get()
+        } else if let idle = pool.take(for: waiter) {
+            got = idle
+        } else {
+            return false
+        }
+        decoder = got
+        try got.startUtterance(mean, startedInSilence: startedInSilence)
+        return true
     }
 
     /// The detector has switched to speech at `triggerFrame` (utterance grid).
     private func speechDetected(atFrame triggerFrame: Int, into events: inout [TranscriberEvent]) {
-        firstFrame = max(0, triggerFrame - preSpeechFrames)
+        firstFrame = max(0, triggerFrame - shape.preSpeechFrames)
         utteranceHasSpeech = true
         cutWhileSpeaking = nil
         if !speechActive {
             speechActive = true
             // Speech began with the first of the `vad_startspeech` speech frames in a row.
-            let onset = max(0, triggerFrame - startSpeechFrames + 1)
+            let onset = max(0, triggerFrame - shape.startSpeechFrames + 1)
             events.append(.speechStarted(at: seconds(frameStart(onset))))
         }
     }
 
-    /// Ends the utterance in progress (`ps_end_utt`), reports its final, and starts the next.
-    /// `cut`: ended by max length, `endUtterance` or `finish` rather than by the detector.
-    private func closeUtterance(_ decoder: PocketSphinxDecoder, cut: Bool, into events: inout [TranscriberEvent]) throws(StenoError) {
-        let stillSpeaking = decoder.inSpeech
-        try decoder.endUtterance()
-        if utteranceHasSpeech {
+    /// Ends the utterance in progress, reports its final, gives the decoder back, and starts
+    /// the next. `cut`: ended by max length, `endUtterance` or `finish` rather than by the
+    /// detector.
+    private func closeUtterance(cut: Bool, into events: inout [TranscriberEvent]) throws(StenoError) {
+        let stillSpeaking = frontEnd.inSpeech
+        var last = CepstralFrames(length: frontEnd.cepstrumLength)
+        frontEnd.endUtterance(into: &last)
+        if utteranceHasSpeech, let decoder {
+            mean = try decoder.endUtterance(last: &last)
             let words = self.words(decoder, final: true)
+            self.decoder = nil
+            pool.giveBack(decoder)
             if let result = Self.result(words) {
                 events.append(.final(result))
             } else if !partialText.isEmpty {
@@ -279,8 +306,8 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
                 } else if !stillSpeaking {
                     // The detector switched to silence at `silenceFrame`, after
                     // `vad_postspeech` silent frames in a row: silence began with the first.
-                    let switched = silenceFrame ?? decoder.vad.lastFrame(afterSamples: fed - utteranceStart)
-                    let quiet = max(firstFrame, switched - postSpeechFrames + 1)
+                    let switched = silenceFrame ?? frontEnd.lastFrame(afterSamples: fed - utteranceStart)
+                    let quiet = max(firstFrame, switched - shape.postSpeechFrames + 1)
                     speechActive = false
                     cutWhileSpeaking = nil
                     events.append(.speechEnded(at: seconds(min(fed, frameStart(quiet)))))
@@ -292,7 +319,39 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
         silenceFrame = nil
         firstFrame = 0
         partialText = ""
-        try decoder.startUtterance()
+        awaitingFirstBlock = true
+        startedInSilence = false
+        frontEnd.startUtterance()
+    }
+
+    /// End of input: speech still going on ends, and nothing more is taken.
+    private func finishSpeech(into events: inout [TranscriberEvent]) {
+        if speechActive {
+            speechActive = false
+            events.append(.speechEnded(at: seconds(cutWhileSpeaking ?? fed)))
+            cutWhileSpeaking = nil
+        }
+        release()
+    }
+
+    private func release() {
+        guard !released else { return }
+        released = true
+        input = []
+        inputHead = 0
+        suspended = nil
+        if let decoder {
+            self.decoder = nil
+            pool.giveBack(decoder)
+        }
+        pool.withdraw(waiter)
+    }
+
+    private func compactInput() {
+        if inputHead > 0 && inputHead * 2 >= input.count {
+            input.removeFirst(inputHead)
+            inputHead = 0
+        }
     }
 
     private func reportPartial(_ decoder: PocketSphinxDecoder, into events: inout [TranscriberEvent]) {
@@ -371,7 +430,7 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
         return Int16(scaled.rounded())
     }
 
-    private func frameStart(_ frame: Int) -> Int { utteranceStart + frame * frameShift }
+    private func frameStart(_ frame: Int) -> Int { utteranceStart + frame * shape.frameShift }
 
     private func seconds(_ samples: Int) -> Double { Double(samples) / Double(Self.sampleRate) }
 }

@@ -52,6 +52,12 @@ public struct RecognizerOptions: Sendable, Hashable {
 /// After `finish()` or `cancel()` the recognizer has given its engine resources back and
 /// refuses more audio (`accept` throws `internal`). Dropping a recognizer without either
 /// behaves like `cancel()`.
+///
+/// Engines that share their decoders among sessions may have none free when speech starts:
+/// the recognizer then keeps what it was given, reports nothing more and `isWaiting` is true,
+/// until the `wake` it was made with is called (from any thread); then `proceed()` goes on.
+/// While it waits, `accept` only keeps the audio; `endUtterance` and `finish` are done once it
+/// can go on (their events come from a later call).
 public protocol SpeechRecognizer: AnyObject {
     /// The engine behind this recognizer.
     var info: SpeechEngineInfo { get }
@@ -78,6 +84,12 @@ public protocol SpeechRecognizer: AnyObject {
     /// Discards whatever is not final yet, reports nothing more, and releases the engine
     /// resources. Safe to call more than once.
     func cancel()
+
+    /// Whether it waits for a shared decoder (see above).
+    var isWaiting: Bool { get }
+
+    /// Goes on after `wake`: analyzes what it kept, as far as it can.
+    func proceed() throws(StenoError) -> [TranscriberEvent]
 }
 
 extension SpeechRecognizer {
@@ -104,8 +116,9 @@ extension SpeechRecognizer {
 public protocol SpeechEngine: Sendable {
     var info: SpeechEngineInfo { get }
 
-    /// A recognizer for one new session.
-    func makeRecognizer(options: RecognizerOptions) throws(StenoError) -> any SpeechRecognizer
+    /// A recognizer for one new session. `wake` is called, from any thread, when a recognizer
+    /// that waited for a shared decoder can go on (see `SpeechRecognizer.isWaiting`).
+    func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer
 
     /// Loads models ahead of time so that `sessions` new sessions can start without delay
     /// (pocketsphinx: until that many decoders are idle in the pool). Blocking; a no-op for
@@ -114,8 +127,9 @@ public protocol SpeechEngine: Sendable {
 }
 
 extension SpeechEngine {
-    public func makeRecognizer() throws(StenoError) -> any SpeechRecognizer {
-        try makeRecognizer(options: RecognizerOptions())
+    /// A recognizer whose caller never waits for it (one session at a time, or a test).
+    public func makeRecognizer(options: RecognizerOptions = RecognizerOptions()) throws(StenoError) -> any SpeechRecognizer {
+        try makeRecognizer(options: options, wake: {})
     }
 
     public func prepare(sessions: Int) throws(StenoError) {}

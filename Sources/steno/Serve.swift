@@ -43,8 +43,7 @@ enum Serve {
         do throws(StenoError) {
             engine = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(
                 modelDirectory: options.modelPath,
-                readyDecoders: 1,
-                maxIdleDecoders: options.maxSessions))
+                recognizers: options.recognizers))
         } catch {
             FileHandleOutput.stderr("steno serve: cannot load the speech model: \(error.message)\n")
             return 1

@@ -36,7 +36,7 @@ import StenoTestSupport
 
     @Test func clientsThatVanishDoNotDisturbOthersAndGiveTheirRecognizerBack() throws {
         // An engine of its own, to count its decoders.
-        let engine = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(readyDecoders: 0, maxIdleDecoders: 4))
+        let engine = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(recognizers: 4))
         let input = TestInput.pcm16k()
         let (half, _, _) = input.split(at: 5)
         let server = try LiveServer(engine: engine) { $0.maxSessions = 2 }
@@ -66,7 +66,7 @@ import StenoTestSupport
 
         // Both recognizers go back to the engine.
         #expect(eventually { server.server.sessionCount == 0 })
-        #expect(eventually { engine.idleDecoders == engine.decodersMade }, "\(engine.idleDecoders) of \(engine.decodersMade) idle")
+        #expect(eventually { engine.idleDecoders == engine.decodersMade }, "\(engine.decoderStats)")
         let made = engine.decodersMade
 
         // Gone right after `start`, while the recognizer is being prepared; and gone before
@@ -83,13 +83,13 @@ import StenoTestSupport
         try torn.ws.sendRaw(Array(WebSocketTestClient.encodeFrame(opcodeValue: 2, input.messages[0]).prefix(100)))
         torn.disconnect()
         #expect(eventually { server.server.sessionCount == 0 })
-        #expect(eventually { engine.idleDecoders == engine.decodersMade }, "\(engine.idleDecoders) of \(engine.decodersMade) idle")
+        #expect(eventually { engine.idleDecoders == engine.decodersMade }, "\(engine.decoderStats)")
 
         // A following session starts (with a recognizer given back) and gets its words.
         let next = try StenoClient.transcribe(Self.endgame, on: server)
         expectEndedNormally(next, audio: Self.endgame.duration)
         #expect(next.events.finals == Reference.finals(Self.endgame))
-        #expect(engine.decodersMade <= max(made, 2), "decoders made: \(engine.decodersMade)")
+        #expect(engine.decodersMade <= max(made, 2), "\(engine.decoderStats)")
     }
 
     @Test func noiseAndNonsenseAudioEndNormally() throws {

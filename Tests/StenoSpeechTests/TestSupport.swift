@@ -87,7 +87,9 @@ enum SharedEngine {
     static func get(cliDefaults: Bool = false) throws -> PocketSphinxEngine {
         try cache.withLock { engines in
             if let engine = engines[cliDefaults] { return engine }
-            var configuration = PocketSphinxConfiguration(maxIdleDecoders: 8)
+            // Enough decoders made up front that tests calling a recognizer directly (not
+            // through `transcribe`, which waits for one) never find none free.
+            var configuration = PocketSphinxConfiguration(recognizers: 16, preparedRecognizers: 4)
             if cliDefaults { configuration.arguments = [] }
             let made = try PocketSphinxEngine(configuration: configuration)
             engines[cliDefaults] = made
@@ -96,24 +98,38 @@ enum SharedEngine {
     }
 }
 
-/// Feeds `audio` in chunks of `chunk` samples, then `finish()`; returns every event.
-func transcribe(_ audio: TestAudio, with recognizer: any SpeechRecognizer, chunk: Int = 320) throws -> [TranscriberEvent] {
+/// Feeds `audio` in chunks of `chunk` samples, then `finish()`; returns every event. A
+/// recognizer of a shared engine may have to wait for a decoder (tests run in parallel): then
+/// this waits for its `wake` (`woken`) and lets it proceed.
+func transcribe(_ audio: TestAudio, with recognizer: any SpeechRecognizer, chunk: Int = 320,
+                woken: DispatchSemaphore? = nil) throws -> [TranscriberEvent] {
     let floats = audio.floats
     var events: [TranscriberEvent] = []
+    func settle() throws {
+        while recognizer.isWaiting {
+            guard let woken, woken.wait(timeout: .now() + 300) == .success else {
+                throw TestDataError("the recognizer waited for a decoder and was not woken")
+            }
+            events += try recognizer.proceed()
+        }
+    }
     var start = 0
     while start < floats.count {
         let end = min(floats.count, start + chunk)
         events += try recognizer.accept(Array(floats[start..<end]))
+        try settle()
         start = end
     }
     events += try recognizer.finish()
+    try settle()
     return events
 }
 
 func transcribe(_ audio: TestAudio, chunk: Int = 320, options: RecognizerOptions = RecognizerOptions(),
                 cliDefaults: Bool = false) throws -> [TranscriberEvent] {
-    let recognizer = try SharedEngine.get(cliDefaults: cliDefaults).makeRecognizer(options: options)
-    return try transcribe(audio, with: recognizer, chunk: chunk)
+    let woken = DispatchSemaphore(value: 0)
+    let recognizer = try SharedEngine.get(cliDefaults: cliDefaults).makeRecognizer(options: options) { woken.signal() }
+    return try transcribe(audio, with: recognizer, chunk: chunk, woken: woken)
 }
 
 extension Array where Element == TranscriberEvent {
@@ -172,7 +188,7 @@ func runCLI(_ file: String, arguments: [String] = []) throws -> [String] {
 
 /// Transcriptions several tests look at, made once per run (whichever test asks first).
 enum SharedTranscriptions {
-    typealias Result = (events: [TranscriberEvent], disagreements: Int)
+    typealias Result = (events: [TranscriberEvent], unused: Int)
 
     /// One file's transcription: a test asking while another makes it waits for that one.
     private final class Entry: @unchecked Sendable {
@@ -183,8 +199,7 @@ enum SharedTranscriptions {
     private static let entries = Locked<[String: Entry]>([:])
 
     /// `file` through a recognizer of the shared engine (Steno's defaults, 320-sample chunks,
-    /// or pocketsphinx's defaults with `cliDefaults`), with the recognizer's count of
-    /// detector disagreements.
+    /// or pocketsphinx's defaults with `cliDefaults`).
     static func get(_ file: String, cliDefaults: Bool = false) throws -> Result {
         let entry = entries.withLock { entries in
             let key = "\(file) \(cliDefaults)"
@@ -196,9 +211,10 @@ enum SharedTranscriptions {
         entry.lock.lock()
         defer { entry.lock.unlock() }
         if let done = entry.result { return done }
-        let recognizer = try SharedEngine.get(cliDefaults: cliDefaults).makePocketSphinxRecognizer()
-        let events = try transcribe(TestAudio.load(file), with: recognizer)
-        let result = (events, recognizer.detectorDisagreements)
+        let woken = DispatchSemaphore(value: 0)
+        let recognizer = try SharedEngine.get(cliDefaults: cliDefaults).makePocketSphinxRecognizer { woken.signal() }
+        let events = try transcribe(TestAudio.load(file), with: recognizer, woken: woken)
+        let result = (events, 0)
         entry.result = result
         return result
     }

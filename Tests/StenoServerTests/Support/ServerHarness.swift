@@ -21,12 +21,12 @@ import StenoTestSupport
 
 // MARK: - Engine
 
-/// One engine for every end-to-end test in the process: the model is loaded once and
-/// finished sessions' decoders are reset and reused (≈0.5 s and ≈95 MB saved per session).
+/// One engine for every end-to-end test in the process: the model is loaded once and its
+/// decoders are shared by the sessions (≈0.5 s and ≈95 MB each).
 enum SharedEngine {
     static let engine: PocketSphinxEngine = {
         do throws(StenoError) {
-            return try PocketSphinxEngine(configuration: PocketSphinxConfiguration(readyDecoders: 0, maxIdleDecoders: 12))
+            return try PocketSphinxEngine(configuration: PocketSphinxConfiguration(recognizers: 12))
         } catch {
             fatalError("the pocketsphinx model cannot be loaded: \(error.message)")
         }

@@ -259,7 +259,7 @@ private struct SpeechBench {
     private func memoryAndStartup() throws {
         let before = residentBytes()
         var start = monotonic()
-        let engine = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(maxIdleDecoders: settings.sessions))
+        let engine = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(recognizers: settings.sessions))
         let firstDecoder = monotonic() - start
         let withOne = residentBytes()
         var sessions: [PocketSphinxRecognizer] = []
@@ -296,7 +296,7 @@ private struct SpeechBench {
         let cliRun = try cli(silence: 0.1)
         let perSession = Double(withAll - withOne) / Double(max(1, settings.sessions - 1)) / 1_048_576
         print("Memory and start-up")
-        table(["what", "value"], [
+        let rows: [[String]] = [
             ["process RSS before the engine", "\(mb(before)) MB"],
             ["RSS with the engine (1 decoder)", "\(mb(withOne)) MB"],
             ["RSS with \(settings.sessions) sessions open", "\(mb(withAll)) MB"],
@@ -308,7 +308,8 @@ private struct SpeechBench {
             ["standalone speech detector: make", f(detectorTime * 1000, 3) + " ms"],
             ["standalone speech detector: RTF", f(detectorRTF, 4)],
             ["decoders made by the engine", "\(engine.decodersMade)"],
-        ])
+        ]
+        table(["what", "value"], rows)
     }
 
     // MARK: Options, WER, confidences
