@@ -30,6 +30,9 @@
  *            channel   publish to this broadcast channel (optional)
  *            token     access token, added to the URL as ?token=
  *            start     extra fields merged into the `start` message (optional)
+ *            resume    {session, resumeToken, after}: continue that session (its connection
+ *                      dropped) instead of starting one: sends `resume`, and `resumed` is its
+ *                      `ready` (the server first replays the events after seq `after`)
  *            WebSocket the WebSocket constructor to use (default globalThis.WebSocket)
  *            maxFrameBytes  PCM is split into binary frames of at most this size (default 32768)
  *
@@ -52,6 +55,9 @@
  *   end()              Sends `end`. Resolves with the `ended` message ({duration}) once it
  *                      arrives. No audio may be sent after it.
  *   cancel()           Sends `cancel`. Resolves with the `cancelled` message ({through}).
+ *   gap(seconds)       Declares audio the client does not have (e.g. lost while disconnected):
+ *                      the session's timeline advances by `seconds`. Resolves with the server's
+ *                      `gap` message ({start, end}).
  *   close(code?, reason?)  Closes the socket at once (no `end`); pending promises reject.
  *   on(type, fn)       Adds a callback; returns a function that removes it. `type` is a server
  *                      event type ('ready', 'volatile', 'final', 'speech', 'progress', 'error',
@@ -66,7 +72,7 @@
  * Properties
  *   state          'new' | 'connecting' | 'ready' | 'ending' | 'closed'
  *   session        the session id from `ready` (null before)
- *   readyMessage   the whole `ready` message (null before)
+ *   readyMessage   the whole `ready` message (or `resumed`, for a resuming client; null before)
  *   ready          Promise of the `ready` message (same as start())
  *   closed         Promise that always resolves, with {code, reason, wasClean, error}
  *   error          the StenoError that ended the session, if any
@@ -75,13 +81,14 @@
  *                  waiting for `ready`
  *   sentSeconds    seconds of audio sent (PCM from byte counts, Opus from packet TOC bytes; a
  *                  packet with a malformed header counts as long as the last good one, as on
- *                  the server)
+ *                  the server), with declared gaps; a resuming client starts at `received`
  *   lastSeq        `seq` of the last server event
  *
  * Errors
  *   StenoError extends Error with `code` (a protocol code such as 'unsupported_audio', or
  *   'connection_failed' / 'connection_lost' / 'closed' for transport problems, 'unauthorized' /
- *   'forbidden' for a refused token or origin), `message`, `closeCode` (the WebSocket close
+ *   'forbidden' for a refused token or origin, 'resume_failed' (close 4404) for a refused
+ *   resume), `message`, `closeCode` (the WebSocket close
  *   code, when there was one), `status` (the HTTP status that explained a refusal) and `fatal`.
  *   Non-fatal server errors ('bad_message', 'bad_audio') arrive only as 'error' events.
  *   Promises still pending when the session closes reject with the StenoError that ended it.
@@ -229,6 +236,7 @@ export const CloseCode = Object.freeze({
   SESSION_LIMIT: 4009,
   IDLE: 4010,
   NOT_STARTED: 4400,
+  RESUME_FAILED: 4404,
 });
 
 const CLOSE_CODE_TO_ERROR = new Map([
@@ -240,6 +248,7 @@ const CLOSE_CODE_TO_ERROR = new Map([
   [4009, 'session_limit'],
   [4010, 'idle'],
   [4400, 'not_started'],
+  [4404, 'resume_failed'],
 ]);
 
 const ERROR_SENTENCES = {
@@ -253,6 +262,7 @@ const ERROR_SENTENCES = {
   idle: 'The session was closed because no audio arrived for a while.',
   shutting_down: 'The server is shutting down; captions so far were finalized.',
   internal: 'The server had an internal error; the captions finalized so far are kept.',
+  resume_failed: 'The server could no longer continue the session after the connection dropped.',
   connection_failed: 'Could not connect to the captioning server.',
   unauthorized: 'The captioning server refused the access token.',
   forbidden: 'The captioning server does not accept connections from this page (its origin is not allowed).',
@@ -272,14 +282,15 @@ export function describeError(code) {
  * Whether a client should open a new session after the connection closed with this code
  * while it still had audio to send. Retry: a dropped connection (1006/1005), a server going
  * away or restarting (1001, 1012, 1013), an internal error (1011, a fresh session may work),
- * a slow link (4008) and the maximum session length (4009: carry on in a new session).
- * Never: a normal close (1000), or codes that would only repeat (1003 unsupported audio,
- * 1009 too large, 4400 protocol misuse) or mean nobody is sending (4010 idle).
+ * a slow link (4008), the maximum session length (4009: carry on in a new session) and a
+ * session that could not be resumed (4404: start a new one). Never: a normal close (1000),
+ * or codes that would only repeat (1003 unsupported audio, 1009 too large, 4400 protocol
+ * misuse) or mean nobody is sending (4010 idle).
  */
 export function shouldReconnect(closeCode) {
   switch (closeCode) {
     case 1001: case 1005: case 1006: case 1011: case 1012: case 1013: case 1014:
-    case 4008: case 4009:
+    case 4008: case 4009: case 4404:
       return true;
     default:
       return false;
@@ -613,6 +624,7 @@ export class StenoClient extends EventOwner {
     this._carry = null; // PCM bytes that did not fill a whole sample frame yet
     this._lastOpusSamples = 960; // duration given to an Opus packet whose header is malformed
     this._finalizeWaiters = [];
+    this._gapWaiters = [];
     this._ended = deferred();
     this._cancelled = deferred();
     this._endRequested = false;
@@ -651,7 +663,14 @@ export class StenoClient extends EventOwner {
     socket.binaryType = 'arraybuffer';
     socket.onopen = () => {
       this._opened = true;
-      const { audio, language, volatile, words, channel, start } = this.options;
+      const { audio, language, volatile, words, channel, start, resume } = this.options;
+      if (resume) {
+        // Continue a session whose connection dropped: the server replays the events after
+        // `after`, then says `resumed`; nothing else may be sent before that.
+        const { session, resumeToken, after = 0 } = resume;
+        socket.send(JSON.stringify({ type: 'resume', session, resumeToken, after }));
+        return;
+      }
       const message = { type: 'start', audio, volatile, words, ...(start || {}) };
       if (language) message.language = language;
       if (channel) message.channel = channel;
@@ -708,6 +727,21 @@ export class StenoClient extends EventOwner {
     const message = { type: 'finalize' };
     if (through != null) message.through = through;
     this._send(JSON.stringify(message));
+    return waiter.promise;
+  }
+
+  /**
+   * Declares `seconds` of audio this client does not have (e.g. lost while disconnected): the
+   * session's timeline advances without audio. Resolves with the server's `gap` event.
+   */
+  gap(seconds) {
+    if (!(seconds > 0)) return Promise.reject(new TypeError('gap: the duration must be more than 0 seconds'));
+    const refused = this._control('gap');
+    if (refused) return refused;
+    const waiter = deferred();
+    this._gapWaiters.push(waiter);
+    this._send(JSON.stringify({ type: 'gap', duration: Math.round(seconds * 1e6) / 1e6 }));
+    this.sentSeconds += seconds;
     return waiter.promise;
   }
 
@@ -774,13 +808,21 @@ export class StenoClient extends EventOwner {
 
     switch (event.type) {
       case 'ready':
+      case 'resumed':
+        // `resumed` is a resuming connection's `ready`: from it on, audio continues the
+        // session's timeline at `received`.
+        if (this.state !== 'connecting' || (event.type === 'resumed') !== !!this.options.resume) break;
         this.session = event.session ?? null;
         this.readyMessage = event;
-        if (this.state === 'connecting') this.state = this._endRequested || this._cancelRequested ? 'ending' : 'ready';
+        if (event.type === 'resumed' && typeof event.received === 'number') this.sentSeconds += event.received;
+        this.state = this._endRequested || this._cancelRequested ? 'ending' : 'ready';
         for (const item of this._outbox) this._socket.send(item);
         this._outbox = [];
         this._outboxBytes = 0;
         this._ready.resolve(event);
+        break;
+      case 'gap':
+        this._gapWaiters.shift()?.resolve(event);
         break;
       case 'progress':
         if (typeof event.received === 'number' && typeof event.analyzed === 'number') {
@@ -838,6 +880,7 @@ export class StenoClient extends EventOwner {
     const reason = error || new StenoError('closed', 'The session closed.', { closeCode: info.code });
     this._ready.reject(reason);
     for (const waiter of this._finalizeWaiters.splice(0)) waiter.reject(reason);
+    for (const waiter of this._gapWaiters.splice(0)) waiter.reject(reason);
     this._ended.reject(reason); // no effect if `ended` already resolved it
     this._cancelled.reject(reason);
     const result = { ...info, error };

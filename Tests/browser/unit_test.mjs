@@ -760,6 +760,37 @@ test('publisher: cancel while connecting discards the held audio; 4009 reconnect
   await b.p.close();
 });
 
+test('a resuming client sends resume, waits for resumed, then continues the timeline; gap; resume_failed', async () => {
+  const { c, ready, socket } = make({ resume: { session: 's1', resumeToken: 'secret', after: 7 } });
+  c.sendAudio(new Uint8Array([1, 2]));
+  socket.open();
+  assert.deepEqual(socket.texts, [{ type: 'resume', session: 's1', resumeToken: 'secret', after: 7 }]);
+  assert.equal(socket.frames.length, 0, 'nothing but resume before resumed');
+  socket.emit({ type: 'final', seq: 8, start: 2, end: 2.4, text: 'replayed' });
+  assert.equal(c.state, 'connecting');
+  socket.emit({ type: 'resumed', seq: 9, session: 's1', received: 2.5 });
+  assert.equal((await ready).type, 'resumed');
+  assert.equal(c.state, 'ready');
+  assert.equal(c.session, 's1');
+  assert.deepEqual(socket.frames.map((f) => [...f]), [[1, 2]]);
+  assert.equal(c.sentSeconds, 2.5 + 1 / 16000, 'the session timeline goes on from received');
+  const gap = c.gap(0.5);
+  assert.deepEqual(socket.texts.at(-1), { type: 'gap', duration: 0.5 });
+  socket.emit({ type: 'gap', seq: 10, start: 2.5001, end: 3.0001 });
+  assert.equal((await gap).end, 3.0001);
+  await assert.rejects(c.gap(0), TypeError);
+
+  const refused = make({ resume: { session: 'gone', resumeToken: 'x', after: 3 } });
+  refused.socket.open();
+  refused.socket.emit({ type: 'error', seq: 1, code: 'resume_failed', message: 'no session "gone"', fatal: true });
+  refused.socket.drop(4404, true);
+  const closed = await refused.c.closed;
+  assert.equal(closed.error.code, 'resume_failed');
+  assert.equal(closed.error.closeCode, 4404);
+  assert.equal(client.shouldReconnect(4404), true, 'a new session helps');
+  assert.match(client.describeError(4404), /could no longer continue/);
+});
+
 test('probeStream: what a plain GET of the stream address says', async () => {
   const ask = (answer) => client.probeStream('wss://h.example/v1/stream?token=t', { fetch: scriptedFetch([answer]).fetch });
   assert.equal(client.probeUrl('wss://h.example/v1/stream?token=t'), 'https://h.example/v1/stream?token=t');
