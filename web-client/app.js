@@ -7,7 +7,7 @@ import { StenoPublisher, describeError, isChannelName, streamUrl } from './steno
 import { MicrophoneCapture, describeMicrophoneError } from './audio.js';
 import { followNewText } from './scroll.js';
 import { shortTime, toSRT, toText, toWebVTT } from './transcript.js';
-import { CaptionView, Notice, formatBytes, setStatusLine } from './page.js';
+import { CaptionView, Notice, formatBytes, reconnectedMessage, setStatusLine } from './page.js';
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -222,11 +222,7 @@ function newPublisher(format) {
     // The same session on a new connection: say so, and whether any audio was lost.
     const lost = Number(event.lost) || 0;
     ui.status.dataset.resumed = lost.toFixed(3);
-    if (lost >= 0.05) {
-      showReconnected(`Reconnected; ${seconds(lost)} of audio could not be sent again and were lost.`, 'warning', lost);
-    } else {
-      showReconnected('Reconnected; nothing was lost.', 'info', 0);
-    }
+    showReconnected(reconnectedMessage(lost), lost >= 0.05 ? 'warning' : 'info', lost);
   }));
   publisher.on('ready', current((event) => {
     if (!event.resumeFailed) return;
@@ -243,10 +239,6 @@ function newPublisher(format) {
   publisher.on('state', current((change) => onPublisherState(publisher, change)));
   publisher.on('close', current((info) => onPublisherClosed(publisher, info)));
   return publisher;
-}
-
-function seconds(value) {
-  return `${value < 10 ? value.toFixed(1) : Math.round(value)} s`;
 }
 
 /** The notice after a reconnect; it goes away by itself unless something else is shown meanwhile. */

@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as client from '../../web-client/steno-client.js';
 import * as transcript from '../../web-client/transcript.js';
+import { reconnectedMessage } from '../../web-client/page.js';
 const { StenoClient, StenoError } = client;
 
 /** A WebSocket whose server side the test plays. */
@@ -993,4 +994,12 @@ test('viewer: a refused token ends it at once with a plain reason', async () => 
   assert.deepEqual(urls, ['https://example.test/v1/listen?channel=studio-a&token=tok']);
   assert.equal(refused.socketAt(1), undefined);
   assert.match(client.describeError('unauthorized'), /refused the access token/);
+});
+
+test('page: what it says after a resume, with the seconds lost', () => {
+  assert.equal(reconnectedMessage(0), 'Reconnected; nothing was lost.');
+  assert.equal(reconnectedMessage(0.0004), 'Reconnected; nothing was lost.', 'below what a person could miss');
+  assert.equal(reconnectedMessage(3.24), 'Reconnected; 3.2 s of audio could not be sent again and were lost.');
+  assert.equal(reconnectedMessage(1), 'Reconnected; 1.0 s of audio could not be sent again and was lost.');
+  assert.equal(reconnectedMessage(42.6), 'Reconnected; 43 s of audio could not be sent again and were lost.');
 });
