@@ -7,7 +7,7 @@ import { StenoPublisher, describeError, isChannelName, streamUrl } from './steno
 import { MicrophoneCapture, describeMicrophoneError } from './audio.js';
 import { followNewText } from './scroll.js';
 import { shortTime, toSRT, toText, toWebVTT } from './transcript.js';
-import { CaptionView, Notice, formatBytes, setStatusLine } from './page.js';
+import { CaptionView, Notice, formatBytes, reconnectedMessage, setStatusLine } from './page.js';
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -46,6 +46,7 @@ const page = {
   intent: null, // 'ending' | 'cancelling' while the user's End/Cancel is in flight
   pcmFallback: false, // the server refused Opus: PCM from now on
   retryTimer: null, // updates "retrying in N s" while waiting
+  reconnectedTimer: null, // takes the "Reconnected" notice away after a while
   level: { peak: 0, shown: 0, frame: 0 }, // the level meter: the latest peak, what it shows, its frame
 };
 
@@ -217,6 +218,16 @@ function newPublisher(format) {
     captions.setVolatile(null);
     setStatus('cancelled', 'Cancelled');
   }));
+  publisher.on('resumed', current((event) => {
+    // The same session on a new connection: say so, and whether any audio was lost.
+    const lost = Number(event.lost) || 0;
+    ui.status.dataset.resumed = lost.toFixed(3);
+    showReconnected(reconnectedMessage(lost), lost >= 0.05 ? 'warning' : 'info', lost);
+  }));
+  publisher.on('ready', current((event) => {
+    if (!event.resumeFailed) return;
+    showReconnected('Reconnected in a new session: the server could no longer continue the old one, so the captions of the moments before the connection dropped may be missing.', 'warning', null);
+  }));
   publisher.on('format', current(({ audio }) => {
     // The server does not take Opus: the microphone goes on in PCM at the same rate.
     page.pcmFallback = true;
@@ -228,6 +239,18 @@ function newPublisher(format) {
   publisher.on('state', current((change) => onPublisherState(publisher, change)));
   publisher.on('close', current((info) => onPublisherClosed(publisher, info)));
   return publisher;
+}
+
+/** The notice after a reconnect; it goes away by itself unless something else is shown meanwhile. */
+function showReconnected(text, kind, lost) {
+  clearTimeout(page.reconnectedTimer);
+  notice.show(text, { kind });
+  ui.error.dataset.about = 'reconnected';
+  if (lost === null) delete ui.error.dataset.lostSeconds;
+  else ui.error.dataset.lostSeconds = lost.toFixed(3);
+  page.reconnectedTimer = setTimeout(() => {
+    if (ui.error.dataset.about === 'reconnected' && ui.error.textContent === text) clearNotice();
+  }, 10000);
 }
 
 function stopRetryCountdown() {
@@ -302,6 +325,7 @@ function onPublisherState(publisher, change) {
 function clearNotice() {
   notice.clear();
   delete ui.error.dataset.about;
+  delete ui.error.dataset.lostSeconds;
 }
 
 function onPublisherClosed(publisher, { error }) {

@@ -13,7 +13,10 @@ class StenoCaptureProcessor extends AudioWorkletProcessor {
     this.active = true;
     this.port.onmessage = (event) => {
       if (event.data === 'flush') {
+        // The last chunk, and nothing after it: the page stops the microphone once it has
+        // this, and a chunk posted meanwhile would arrive after the session was told so.
         this.post();
+        this.active = false;
         this.port.postMessage({ flushed: true });
       } else if (event.data === 'stop') {
         this.active = false;

@@ -166,6 +166,16 @@ export class CaptionView {
   }
 }
 
+/**
+ * What the page says when its session was resumed on a new connection: `lost` is the seconds
+ * of audio that could not be sent again (declared to the server as a gap).
+ */
+export function reconnectedMessage(lost) {
+  if (!(lost >= 0.05)) return 'Reconnected; nothing was lost.';
+  const seconds = lost < 10 ? lost.toFixed(1) : String(Math.round(lost));
+  return `Reconnected; ${seconds} s of audio could not be sent again and ${seconds === '1.0' ? 'was' : 'were'} lost.`;
+}
+
 /** Sets a status line: its `data-state` (for styles and tests) and its text. */
 export function setStatusLine(element, state, text) {
   element.dataset.state = state;

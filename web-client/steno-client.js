@@ -30,6 +30,9 @@
  *            channel   publish to this broadcast channel (optional)
  *            token     access token, added to the URL as ?token=
  *            start     extra fields merged into the `start` message (optional)
+ *            resume    {session, resumeToken, after}: continue that session (its connection
+ *                      dropped) instead of starting one: sends `resume`, and `resumed` is its
+ *                      `ready` (the server first replays the events after seq `after`)
  *            WebSocket the WebSocket constructor to use (default globalThis.WebSocket)
  *            maxFrameBytes  PCM is split into binary frames of at most this size (default 32768)
  *
@@ -52,6 +55,9 @@
  *   end()              Sends `end`. Resolves with the `ended` message ({duration}) once it
  *                      arrives. No audio may be sent after it.
  *   cancel()           Sends `cancel`. Resolves with the `cancelled` message ({through}).
+ *   gap(seconds)       Declares audio the client does not have (e.g. lost while disconnected):
+ *                      the session's timeline advances by `seconds`. Resolves with the server's
+ *                      `gap` message ({start, end}).
  *   close(code?, reason?)  Closes the socket at once (no `end`); pending promises reject.
  *   on(type, fn)       Adds a callback; returns a function that removes it. `type` is a server
  *                      event type ('ready', 'volatile', 'final', 'speech', 'progress', 'error',
@@ -66,7 +72,7 @@
  * Properties
  *   state          'new' | 'connecting' | 'ready' | 'ending' | 'closed'
  *   session        the session id from `ready` (null before)
- *   readyMessage   the whole `ready` message (null before)
+ *   readyMessage   the whole `ready` message (or `resumed`, for a resuming client; null before)
  *   ready          Promise of the `ready` message (same as start())
  *   closed         Promise that always resolves, with {code, reason, wasClean, error}
  *   error          the StenoError that ended the session, if any
@@ -75,13 +81,14 @@
  *                  waiting for `ready`
  *   sentSeconds    seconds of audio sent (PCM from byte counts, Opus from packet TOC bytes; a
  *                  packet with a malformed header counts as long as the last good one, as on
- *                  the server)
+ *                  the server), with declared gaps; a resuming client starts at `received`
  *   lastSeq        `seq` of the last server event
  *
  * Errors
  *   StenoError extends Error with `code` (a protocol code such as 'unsupported_audio', or
  *   'connection_failed' / 'connection_lost' / 'closed' for transport problems, 'unauthorized' /
- *   'forbidden' for a refused token or origin), `message`, `closeCode` (the WebSocket close
+ *   'forbidden' for a refused token or origin, 'resume_failed' (close 4404) for a refused
+ *   resume), `message`, `closeCode` (the WebSocket close
  *   code, when there was one), `status` (the HTTP status that explained a refusal) and `fatal`.
  *   Non-fatal server errors ('bad_message', 'bad_audio') arrive only as 'error' events.
  *   Promises still pending when the session closes reject with the StenoError that ended it.
@@ -146,8 +153,12 @@
  *
  * new StenoPublisher(url, options) (or StenoClient.publish, which also starts it)
  *   options  audio, language, volatile, words, channel, token, start, WebSocket, maxFrameBytes
- *                          as for StenoClient (each connection opens a session with them)
- *            bufferSeconds audio held while there is no session, the latest kept (default 60)
+ *                          as for StenoClient (each new session is opened with them)
+ *            bufferSeconds audio held while there is no session, the latest kept (default 60);
+ *                          also the most sent audio kept for sending again after a drop
+ *            resume        resume the session after a dropped connection while the server keeps
+ *                          it (`ready.limits.resumeSeconds`), instead of starting a new one
+ *                          (default true)
  *            pcmFallback   when the server refuses Opus (1003), go on in PCM s16le at the same
  *                          rate: a 'format' event says so, and from then on sendAudio takes PCM
  *                          (Float32Array samples or s16le bytes). Default false
@@ -160,6 +171,15 @@
  *            probe         after a connection that never opened, GET the stream address over
  *                          HTTP to learn why (default true; see probeStream); fetch: the fetch
  *                          function to use (default globalThis.fetch)
+ *   After a dropped connection (close 1006/1005: the server did not close the session) it
+ *   resumes the session: `resume` with `session`, `resumeToken` and the last `seq` it got; the
+ *   events the server replays come once each (one it already has is not delivered again);
+ *   on `resumed` it sends the audio from `resumed.received` on — it keeps what it sent until a
+ *   `progress.received` covers it, and what it was given meanwhile — declaring with `gap`
+ *   first any audio it no longer has, so the session's timeline stays the publisher's. A
+ *   finalize the server may not have got is sent again in its place. A refused resume
+ *   (`resume_failed`, 4404), a session the server closed (1001, 4008, 4009, 1011…) or one kept
+ *   too long gives a new session instead, which gets the audio after the old one's last final.
  *   Why it waits (state 'reconnecting', `reason`): 'full' (503 full: waits Retry-After, again
  *   and again, never giving up), 'restarting' (close 1001/1012 or 503 draining: waits until
  *   the server is back, however long), 'lost' (a drop: backoff, up to maxAttempts),
@@ -181,16 +201,20 @@
  *   close()          stops at once. reconnectNow() skips the wait.
  *   Events: every server event of its sessions, as StenoClient's, each with `offset` added: the
  *     publisher-timeline time where that session's audio starts (times in a session start at
- *     0 again; add `offset` for one continuous timeline); and
+ *     0 again; add `offset` for one continuous timeline). `resumed` (a session continued on a
+ *     new connection) also carries `lost` (seconds declared as a gap: 0 when nothing was lost)
+ *     and `resent` (seconds sent again); a `ready` after a refused resume carries
+ *     `resumeFailed: true`. And
  *     'state'   {state, previous, attempt, reason, delay?, retryAt?, retryAfter?, status?, code?,
- *               error?}: 'new' → 'connecting' → 'open' → 'reconnecting' → 'connecting' … →
- *               'idle' → 'connecting' … → 'ending' → 'closed';
+ *               error?, resuming? (connecting), resumed? (open)}: 'new' → 'connecting' → 'open'
+ *               → 'reconnecting' → 'connecting' … → 'idle' → 'connecting' … → 'ending' → 'closed';
  *     'format'  {audio, previous, reason} the format changed (pcmFallback);
  *     'dropped' {seconds, total, reason} audio that will not be sent ('buffer_full',
- *               'format_changed', 'cancelled', 'ended_while_away', 'closed');
+ *               'format_changed', 'cancelled', 'ended_while_away', 'closed'), or that was sent
+ *               and never arrived ('connection_lost', known when the session is resumed);
  *     'close'   {code, reason, wasClean, error} once, at the end.
  *   Properties: state, audio (the current format), url, client (the current StenoClient),
- *   session, sessions, timeline, offset, bufferedSeconds, bufferedAmount, droppedSeconds,
+ *   session, sessions, resumes, timeline, offset, bufferedSeconds, bufferedAmount, droppedSeconds,
  *   reason, reconnectDelay, retryAt, attempt, lag, lastSeq, error, ready, closed.
  *
  * Helpers
@@ -229,6 +253,7 @@ export const CloseCode = Object.freeze({
   SESSION_LIMIT: 4009,
   IDLE: 4010,
   NOT_STARTED: 4400,
+  RESUME_FAILED: 4404,
 });
 
 const CLOSE_CODE_TO_ERROR = new Map([
@@ -240,6 +265,7 @@ const CLOSE_CODE_TO_ERROR = new Map([
   [4009, 'session_limit'],
   [4010, 'idle'],
   [4400, 'not_started'],
+  [4404, 'resume_failed'],
 ]);
 
 const ERROR_SENTENCES = {
@@ -253,6 +279,7 @@ const ERROR_SENTENCES = {
   idle: 'The session was closed because no audio arrived for a while.',
   shutting_down: 'The server is shutting down; captions so far were finalized.',
   internal: 'The server had an internal error; the captions finalized so far are kept.',
+  resume_failed: 'The server could no longer continue the session after the connection dropped.',
   connection_failed: 'Could not connect to the captioning server.',
   unauthorized: 'The captioning server refused the access token.',
   forbidden: 'The captioning server does not accept connections from this page (its origin is not allowed).',
@@ -272,14 +299,15 @@ export function describeError(code) {
  * Whether a client should open a new session after the connection closed with this code
  * while it still had audio to send. Retry: a dropped connection (1006/1005), a server going
  * away or restarting (1001, 1012, 1013), an internal error (1011, a fresh session may work),
- * a slow link (4008) and the maximum session length (4009: carry on in a new session).
- * Never: a normal close (1000), or codes that would only repeat (1003 unsupported audio,
- * 1009 too large, 4400 protocol misuse) or mean nobody is sending (4010 idle).
+ * a slow link (4008), the maximum session length (4009: carry on in a new session) and a
+ * session that could not be resumed (4404: start a new one). Never: a normal close (1000),
+ * or codes that would only repeat (1003 unsupported audio, 1009 too large, 4400 protocol
+ * misuse) or mean nobody is sending (4010 idle).
  */
 export function shouldReconnect(closeCode) {
   switch (closeCode) {
     case 1001: case 1005: case 1006: case 1011: case 1012: case 1013: case 1014:
-    case 4008: case 4009:
+    case 4008: case 4009: case 4404:
       return true;
     default:
       return false;
@@ -613,6 +641,7 @@ export class StenoClient extends EventOwner {
     this._carry = null; // PCM bytes that did not fill a whole sample frame yet
     this._lastOpusSamples = 960; // duration given to an Opus packet whose header is malformed
     this._finalizeWaiters = [];
+    this._gapWaiters = [];
     this._ended = deferred();
     this._cancelled = deferred();
     this._endRequested = false;
@@ -651,7 +680,14 @@ export class StenoClient extends EventOwner {
     socket.binaryType = 'arraybuffer';
     socket.onopen = () => {
       this._opened = true;
-      const { audio, language, volatile, words, channel, start } = this.options;
+      const { audio, language, volatile, words, channel, start, resume } = this.options;
+      if (resume) {
+        // Continue a session whose connection dropped: the server replays the events after
+        // `after`, then says `resumed`; nothing else may be sent before that.
+        const { session, resumeToken, after = 0 } = resume;
+        socket.send(JSON.stringify({ type: 'resume', session, resumeToken, after }));
+        return;
+      }
       const message = { type: 'start', audio, volatile, words, ...(start || {}) };
       if (language) message.language = language;
       if (channel) message.channel = channel;
@@ -708,6 +744,21 @@ export class StenoClient extends EventOwner {
     const message = { type: 'finalize' };
     if (through != null) message.through = through;
     this._send(JSON.stringify(message));
+    return waiter.promise;
+  }
+
+  /**
+   * Declares `seconds` of audio this client does not have (e.g. lost while disconnected): the
+   * session's timeline advances without audio. Resolves with the server's `gap` event.
+   */
+  gap(seconds) {
+    if (!(seconds > 0)) return Promise.reject(new TypeError('gap: the duration must be more than 0 seconds'));
+    const refused = this._control('gap');
+    if (refused) return refused;
+    const waiter = deferred();
+    this._gapWaiters.push(waiter);
+    this._send(JSON.stringify({ type: 'gap', duration: Math.round(seconds * 1e6) / 1e6 }));
+    this.sentSeconds += seconds;
     return waiter.promise;
   }
 
@@ -774,13 +825,21 @@ export class StenoClient extends EventOwner {
 
     switch (event.type) {
       case 'ready':
+      case 'resumed':
+        // `resumed` is a resuming connection's `ready`: from it on, audio continues the
+        // session's timeline at `received`.
+        if (this.state !== 'connecting' || (event.type === 'resumed') !== !!this.options.resume) break;
         this.session = event.session ?? null;
         this.readyMessage = event;
-        if (this.state === 'connecting') this.state = this._endRequested || this._cancelRequested ? 'ending' : 'ready';
+        if (event.type === 'resumed' && typeof event.received === 'number') this.sentSeconds += event.received;
+        this.state = this._endRequested || this._cancelRequested ? 'ending' : 'ready';
         for (const item of this._outbox) this._socket.send(item);
         this._outbox = [];
         this._outboxBytes = 0;
         this._ready.resolve(event);
+        break;
+      case 'gap':
+        this._gapWaiters.shift()?.resolve(event);
         break;
       case 'progress':
         if (typeof event.received === 'number' && typeof event.analyzed === 'number') {
@@ -838,6 +897,7 @@ export class StenoClient extends EventOwner {
     const reason = error || new StenoError('closed', 'The session closed.', { closeCode: info.code });
     this._ready.reject(reason);
     for (const waiter of this._finalizeWaiters.splice(0)) waiter.reject(reason);
+    for (const waiter of this._gapWaiters.splice(0)) waiter.reject(reason);
     this._ended.reject(reason); // no effect if `ended` already resolved it
     this._cancelled.reject(reason);
     const result = { ...info, error };
@@ -1023,8 +1083,15 @@ export class StenoViewer extends EventOwner {
 }
 
 /**
- * A publisher that stays with its audio: it opens a session (StenoClient), reconnects with
- * backoff when the connection drops or the server is full or restarting, holds the audio given
+ * Slack when comparing a time the server wrote (to the millisecond) with one of the client's
+ * own: the server's count of what it received always falls between two audio messages.
+ */
+const TIME_SLACK = 0.0006;
+
+/**
+ * A publisher that stays with its audio: it opens a session (StenoClient), resumes that session
+ * on a new connection when the connection drops (sending again what the server did not get),
+ * reconnects with backoff when the server is full or restarting, holds the audio given
  * meanwhile (bounded) and sends it when a session is ready again, and switches from Opus to
  * PCM when the server refuses Opus (with `pcmFallback`). Its events are the sessions' server
  * events, each with `offset` added, and its own 'state', 'format', 'dropped' and 'close'.
@@ -1036,27 +1103,40 @@ export class StenoPublisher extends EventOwner {
     this.options = {
       reconnect: true, minDelay: 0.5, maxDelay: 30, restartDelay: 5, jitter: 0.2,
       firstAttempts: 3, maxAttempts: Infinity, bufferSeconds: 60, pcmFallback: false, probe: true,
-      volatile: true, words: true, maxFrameBytes: 32768,
+      resume: true, volatile: true, words: true, maxFrameBytes: 32768,
       ...options,
     };
     this.audio = { encoding: 'pcm_s16le', sampleRate: 16000, channels: 1, ...(options.audio || {}) };
     this.state = 'new';
     this.client = null; // the StenoClient of the current connection
     this.session = null; // the id of the latest session that was ready
-    this.sessions = 0; // sessions that were ready
+    this.sessions = 0; // sessions that were ready (a resumed one counts once)
+    this.resumes = 0; // times a session was resumed on a new connection
     this.timeline = 0; // seconds of audio given to sendAudio (the publisher's timeline)
     this.offset = null; // where the current session's audio starts on that timeline
-    this.droppedSeconds = 0; // audio given but never sent (buffer full, format changed, end while away)
+    this.droppedSeconds = 0; // audio given but never captioned: buffer full, format changed, end while away, lost
     this.attempt = 0; // connection attempts since the last ready session
     this.reason = null; // why reconnecting: 'full', 'restarting', 'lost', 'unreachable', 'session_limit'
     this.reconnectDelay = null;
     this.retryAt = null; // Date.now() milliseconds of the next attempt
     this.error = null;
     this.lag = null;
-    this.lastSeq = 0;
+    this.lastSeq = 0; // seq of the current session's last event (what a resume asks to continue after)
 
-    this._held = []; // since the last ready session: {data, bytes, seconds, t0} or {finalize, waiter}
+    // Audio is kept as the messages it is sent in: {data, bytes, seconds, t0, sent?} (t0 on the
+    // publisher's timeline; `sent` once a connection took it), and finalizes in their place
+    // among them: {finalize, through, at, waiter}.
+    this._held = []; // to send once a session is ready (or resumed)
     this._heldSeconds = 0;
+    this._sent = []; // sent on the current connection and not yet acknowledged by `progress.received`
+    this._sentSeconds = 0;
+    this._sentThrough = 0; // the end of the audio the current session's connections took
+    this._pendingFinalizes = []; // finalizes the session has (or may have), awaiting `finalized`
+    this._captionedThrough = 0; // the end of the current session's latest final
+    this._resume = null; // {session, resumeToken, seconds} while the current session can be resumed
+    this._lostAt = null; // Date.now() when its connection dropped
+    this._resumeRefused = false; // the last resume was refused: the next `ready` says so
+    this._carry = null; // PCM bytes short of a whole sample frame, for the next piece
     this._lastOpusSamples = 960;
     this._live = true; // audio is coming; pause() says it is not for a while
     this._ending = null; // 'end' | 'cancel' once asked
@@ -1071,7 +1151,7 @@ export class StenoPublisher extends EventOwner {
     this.closed = this._closed.promise;
   }
 
-  /** Seconds of audio held until a session is ready. */
+  /** Seconds of audio held until a session is ready (after a drop: with what may need sending again). */
   get bufferedSeconds() {
     return this._heldSeconds;
   }
@@ -1097,36 +1177,22 @@ export class StenoPublisher extends EventOwner {
     if (this._ending || this.state === 'closed') {
       throw new StenoError('closed', 'Audio cannot be sent after end(), cancel() or close().');
     }
-    const { encoding, sampleRate, channels = 1 } = this.audio;
-    let seconds;
-    let copy;
-    if (encoding === 'opus') {
-      if (data instanceof Float32Array) throw new TypeError('sendAudio: Opus takes encoded packets, not samples');
-      const packet = toBytes(data, 'opus');
-      const samples = opusPacketSamples(packet) || this._lastOpusSamples;
-      this._lastOpusSamples = samples;
-      seconds = samples / 48000;
-      copy = () => packet.slice();
-    } else if (data instanceof Float32Array) {
-      seconds = data.length / channels / sampleRate;
-      copy = () => data.slice();
-    } else {
-      const bytes = toBytes(data, encoding);
-      seconds = bytes.length / (BYTES_PER_SAMPLE[encoding] || 2) / channels / sampleRate;
-      copy = () => bytes.slice();
-    }
-    const t0 = this.timeline;
-    this.timeline += seconds;
+    const pieces = this._pieces(data);
     this._live = true;
-    if (this.state === 'open') {
-      this.client.sendAudio(data);
-      return this.timeline;
+    for (const piece of pieces) {
+      piece.t0 = this.timeline;
+      this.timeline += piece.seconds;
+      if (this.state === 'open') {
+        this._sendAudioOn(this.client, piece);
+      } else {
+        this._held.push(piece);
+        this._heldSeconds += piece.seconds;
+      }
     }
-    const held = copy();
-    this._held.push({ data: held, bytes: held.byteLength, seconds, t0 });
-    this._heldSeconds += seconds;
-    this._trimHeld();
-    if (this.state === 'new' || this.state === 'idle') this._connect();
+    if (this.state !== 'open') {
+      this._trimHeld();
+      if (this.state === 'new' || this.state === 'idle') this._connect();
+    }
     return this.timeline;
   }
 
@@ -1138,11 +1204,15 @@ export class StenoPublisher extends EventOwner {
   finalize(through) {
     if (this.state === 'closed') return Promise.reject(this.error || new StenoError('closed', 'The publisher is closed.'));
     if (this._ending) return Promise.reject(new StenoError('closed', 'Cannot finalize after end() or cancel().'));
-    if (this.state === 'open') return this._finalizeOn(this.client, through);
-    if (this.state === 'idle' || (this._heldSeconds === 0 && this.state !== 'connecting')) return Promise.resolve(null);
-    const waiter = deferred();
-    this._held.push({ finalize: true, through, waiter });
-    return waiter.promise;
+    const item = { finalize: true, through, at: this.timeline, waiter: deferred() };
+    if (this.state === 'open') {
+      this._sendFinalize(this.client, item);
+      return item.waiter.promise;
+    }
+    const something = this._heldSeconds > 0 || this.state === 'connecting' || (this.state === 'reconnecting' && this._resume);
+    if (this.state === 'idle' || !something) return Promise.resolve(null);
+    this._held.push(item);
+    return item.waiter.promise;
   }
 
   /**
@@ -1195,14 +1265,21 @@ export class StenoPublisher extends EventOwner {
   }
 
   /**
-   * What the next connection is — the one place that decides how a connection begins. Every
-   * connection starts a new session today (`start`, from these options). Session resume will
-   * be decided here: with `this.session` set after a drop, ask for `resume` of that session
-   * instead, and let _onReady send only the held audio the server says it lacks.
+   * What the next connection is — the one place that decides how a connection begins: the
+   * `resume` of the session whose connection dropped while the server still keeps it
+   * (`limits.resumeSeconds` since the drop), else `start` of a new session from these options.
    */
   _sessionOptions() {
     const { language, volatile, words, channel, start, WebSocket, maxFrameBytes } = this.options;
-    return { audio: this.audio, language, volatile, words, channel, start, WebSocket, maxFrameBytes };
+    const options = { audio: this.audio, language, volatile, words, channel, start, WebSocket, maxFrameBytes };
+    if (this._resume && this._lostAt !== null && Date.now() - this._lostAt > this._resume.seconds * 1000) {
+      this._endSession(); // too late: the server has finalized it by now
+    }
+    if (this._resume) {
+      const { session, resumeToken } = this._resume;
+      options.resume = { session, resumeToken, after: this.lastSeq };
+    }
+    return options;
   }
 
   _connect() {
@@ -1214,52 +1291,240 @@ export class StenoPublisher extends EventOwner {
     this.client = client;
     client.on('event', (event) => { if (this.client === client) this._onEvent(client, event); });
     client.on('close', (info) => { if (this.client === client) this._onClientClose(client, info); });
-    this._setState('connecting');
+    this._setState('connecting', { resuming: !!client.options.resume });
     client.start().catch(() => {}); // the outcome arrives as 'close'
   }
 
   _onEvent(client, event) {
-    if (typeof event.seq === 'number') this.lastSeq = event.seq;
-    if (event.type === 'ready') {
+    const resuming = !!client.options.resume;
+    // A refused resume is not the user's error: a new session follows (see _onClientClose).
+    if (resuming && event.type === 'error' && event.code === 'resume_failed') return;
+    if (typeof event.seq === 'number') {
+      // A resumed connection replays the events after `after` with their own seq: one this
+      // publisher already has is not delivered again.
+      if (resuming && event.seq <= this.lastSeq) return;
+      this.lastSeq = event.seq;
+    }
+    if (event.type === 'ready' && !resuming) {
       this._onReady(client, event);
       return;
     }
-    if (event.type === 'progress' && typeof event.received === 'number' && typeof event.analyzed === 'number') {
-      this.lag = Math.max(0, event.received - event.analyzed);
+    if (event.type === 'resumed' && resuming) {
+      this._onResumed(client, event);
+      return;
     }
     const delivered = { ...event, offset: this.offset };
-    if (event.type === 'ended' || event.type === 'cancelled') this._endResult?.resolve(delivered);
+    let answered = null;
+    switch (event.type) {
+      case 'progress':
+        if (typeof event.received === 'number' && typeof event.analyzed === 'number') {
+          this.lag = Math.max(0, event.received - event.analyzed);
+        }
+        this._acknowledge(event.received);
+        break;
+      case 'final':
+        if (typeof event.end === 'number') this._captionedThrough = Math.max(this._captionedThrough, this.offset + event.end);
+        break;
+      case 'finalized': {
+        // Answers come in the order the finalizes were sent, whichever connection brings them.
+        answered = this._pendingFinalizes.shift() ?? null;
+        const index = answered ? this._sent.indexOf(answered) : -1;
+        if (index >= 0) this._sent.splice(index, 1);
+        break;
+      }
+      case 'ended':
+      case 'cancelled':
+        this._endResult?.resolve(delivered);
+        break;
+      default:
+        break;
+    }
     this._deliver(delivered);
+    answered?.waiter.resolve(delivered);
   }
 
-  _onReady(client, event) {
-    this.session = event.session ?? null;
-    this.sessions += 1;
+  /** Resets what counts the attempts to connect, once a session is ready or resumed. */
+  _connected() {
     this.attempt = 0;
     this._failures = 0;
     this._restarting = false;
     this.reason = null;
     this.error = null;
+    this._lostAt = null;
+  }
+
+  _onReady(client, event) {
+    this.session = event.session ?? null;
+    this.sessions += 1;
+    this._connected();
+    const resumeSeconds = Number(event.limits?.resumeSeconds) || 0;
+    this._resume = this.options.resume && event.resumeToken && resumeSeconds > 0
+      ? { session: this.session, resumeToken: event.resumeToken, seconds: resumeSeconds } : null;
     const held = this._held;
     this._held = [];
     this._heldSeconds = 0;
+    this._sent = [];
+    this._sentSeconds = 0;
     this.offset = held.find((item) => !item.finalize)?.t0 ?? this.timeline;
+    this._sentThrough = this.offset;
+    this._captionedThrough = this.offset;
+    const resumeFailed = this._resumeRefused;
+    this._resumeRefused = false;
     this._setState(this._ending ? 'ending' : 'open');
-    const delivered = { ...event, offset: this.offset };
+    const delivered = { ...event, offset: this.offset, ...(resumeFailed ? { resumeFailed: true } : {}) };
     this._ready.resolve(delivered);
     this._deliver(delivered);
     // Everything held, in order: audio, and the finalizes asked for while away.
     for (const item of held) {
-      if (item.finalize) this._finalizeOn(client, item.through).then(item.waiter.resolve, item.waiter.reject);
-      else client.sendAudio(item.data);
+      if (item.finalize) this._sendFinalize(client, item);
+      else this._sendAudioOn(client, item);
     }
     if (this._ending === 'end') client.end().catch(() => {});
   }
 
-  _finalizeOn(client, through) {
+  /**
+   * The session continues on this connection. The server has its audio up to `received`: send
+   * what it lacks from there on — what the old connection may not have delivered, then what
+   * was held meanwhile. Audio no longer kept is declared as a `gap` first, so the session's
+   * timeline stays the publisher's timeline less `offset`.
+   */
+  _onResumed(client, event) {
+    this.resumes += 1;
+    this._connected();
     const offset = this.offset ?? 0;
-    const at = through == null ? undefined : Math.max(0, through - offset);
-    return client.finalize(at).then((event) => ({ ...event, offset }));
+    const at = offset + (typeof event.received === 'number' ? event.received : 0);
+    const send = [];
+    let resent = 0;
+    for (const item of this._held) {
+      if (item.finalize) {
+        // One placed before `at` reached the server (audio after it did); one at `at` may not
+        // have, and is sent again (a second `finalized` for it is harmless).
+        if (item.at >= at - TIME_SLACK) send.push(item);
+      } else if (item.t0 + item.seconds / 2 > at) {
+        // The server's count falls between two messages: this one is after it.
+        send.push(item);
+        if (item.sent) resent += item.seconds;
+      }
+    }
+    this._pendingFinalizes = this._pendingFinalizes.filter((item) => !send.includes(item));
+    const firstAudio = send.find((item) => !item.finalize);
+    const lacking = (firstAudio ? firstAudio.t0 : this.timeline) - at;
+    const lost = lacking > TIME_SLACK ? lacking : 0;
+    // Of what is lost, what was sent and never arrived has not been counted yet (held audio
+    // that was given up has been, as 'buffer_full').
+    const uncounted = Math.min(firstAudio ? firstAudio.t0 : this.timeline, this._sentThrough) - at;
+    if (uncounted > TIME_SLACK) this._dropped(uncounted, 'connection_lost');
+    this._held = [];
+    this._heldSeconds = 0;
+    this._setState(this._ending ? 'ending' : 'open', { resumed: true });
+    this._deliver({ ...event, offset, lost, resent });
+    if (lost > 0) client.gap(lost).catch(() => {});
+    for (const item of send) {
+      if (item.finalize) this._sendFinalize(client, item);
+      else this._sendAudioOn(client, item);
+    }
+    if (this._ending === 'end') client.end().catch(() => {});
+  }
+
+  /**
+   * One piece of audio in the current format as the messages it will be sent in, each
+   * {data, bytes, seconds}: an Opus packet as it is; PCM in whole sample frames of at most
+   * maxFrameBytes (a partial frame waits for the next piece). Each one is a copy.
+   */
+  _pieces(data) {
+    const { encoding, sampleRate, channels = 1 } = this.audio;
+    if (encoding === 'opus') {
+      if (data instanceof Float32Array) throw new TypeError('sendAudio: Opus takes encoded packets, not samples');
+      const packet = toBytes(data, 'opus').slice();
+      const samples = opusPacketSamples(packet) || this._lastOpusSamples;
+      this._lastOpusSamples = samples;
+      return [{ data: packet, bytes: packet.byteLength, seconds: samples / 48000 }];
+    }
+    let bytes = data instanceof Float32Array ? floatToPcm(data, encoding) : toBytes(data, encoding);
+    if (this._carry) {
+      const joined = new Uint8Array(this._carry.length + bytes.length);
+      joined.set(this._carry);
+      joined.set(bytes, this._carry.length);
+      bytes = joined;
+    }
+    const frameBytes = (BYTES_PER_SAMPLE[encoding] || 2) * channels;
+    const whole = bytes.length - (bytes.length % frameBytes);
+    this._carry = whole < bytes.length ? bytes.slice(whole) : null;
+    const maxBytes = Math.max(frameBytes, this.options.maxFrameBytes - (this.options.maxFrameBytes % frameBytes));
+    const pieces = [];
+    for (let offset = 0; offset < whole; offset += maxBytes) {
+      const piece = bytes.slice(offset, Math.min(whole, offset + maxBytes));
+      pieces.push({ data: piece, bytes: piece.byteLength, seconds: piece.byteLength / frameBytes / sampleRate });
+    }
+    return pieces;
+  }
+
+  /** Sends one message of audio and keeps it until the server says it has it. */
+  _sendAudioOn(client, item) {
+    client.sendAudio(item.data);
+    item.sent = true;
+    this._sent.push(item);
+    this._sentSeconds += item.seconds;
+    this._sentThrough = item.t0 + item.seconds;
+    this._trimSent();
+  }
+
+  _sendFinalize(client, item) {
+    const offset = this.offset ?? 0;
+    const through = item.through == null ? undefined : Math.max(0, item.through - offset);
+    client.finalize(through).catch(() => {}); // answered by `finalized`, on this connection or a resumed one
+    this._pendingFinalizes.push(item);
+    this._sent.push(item);
+  }
+
+  /** The server has the session's audio up to `received`: what was sent before it is not kept. */
+  _acknowledge(received) {
+    if (typeof received !== 'number') return;
+    const at = (this.offset ?? 0) + received;
+    while (this._sent.length) {
+      const item = this._sent[0];
+      const arrived = item.finalize ? item.at < at - TIME_SLACK : item.t0 + item.seconds / 2 <= at;
+      if (!arrived) break;
+      this._sent.shift();
+      if (!item.finalize) this._sentSeconds -= item.seconds;
+    }
+  }
+
+  /** Keeps at most `bufferSeconds` of sent audio to send again; older is given up. */
+  _trimSent() {
+    while (this._sentSeconds > this.options.bufferSeconds && this._sent.length > 1) {
+      const item = this._sent.shift();
+      if (!item.finalize) this._sentSeconds -= item.seconds;
+    }
+  }
+
+  /** The connection dropped: what it may not have delivered goes before what is held. */
+  _keepUnacknowledged() {
+    if (this._sent.length === 0) return;
+    for (const item of this._sent) if (!item.finalize) this._heldSeconds += item.seconds;
+    this._held = [...this._sent, ...this._held];
+    this._sent = [];
+    this._sentSeconds = 0;
+    this._trimHeld();
+  }
+
+  /**
+   * The session is over on the server (it closed it, or it cannot be resumed): the next
+   * connection starts a new one, with what no final of the old one covered.
+   */
+  _endSession() {
+    this._resume = null;
+    this._lostAt = null;
+    const unanswered = this._pendingFinalizes.filter((item) => !this._held.includes(item));
+    this._pendingFinalizes = [];
+    const error = new StenoError('connection_lost', 'The session ended before it could finalize this.');
+    for (const item of unanswered) item.waiter.reject(error);
+    const through = this._captionedThrough;
+    this._held = this._held.filter((item) => {
+      if (item.finalize || !item.sent || item.t0 + item.seconds > through + TIME_SLACK) return true;
+      this._heldSeconds -= item.seconds;
+      return false;
+    });
   }
 
   /** Keeps the latest `bufferSeconds` of held audio. */
@@ -1270,7 +1535,7 @@ export class StenoPublisher extends EventOwner {
       if (index < 0 || this._held.length - index <= 1) break;
       const [item] = this._held.splice(index, 1);
       this._heldSeconds -= item.seconds;
-      dropped += item.seconds;
+      if (!item.sent) dropped += item.seconds; // sent audio may have arrived: a resume tells
     }
     if (dropped > 0) this._dropped(dropped, 'buffer_full');
   }
@@ -1281,7 +1546,7 @@ export class StenoPublisher extends EventOwner {
   }
 
   _discardHeld(why) {
-    const seconds = this._heldSeconds;
+    const seconds = this._held.reduce((n, item) => n + (item.finalize || item.sent ? 0 : item.seconds), 0);
     const error = new StenoError('closed', 'The publisher stopped before a session could finalize this.');
     for (const item of this._held) if (item.finalize) item.waiter.reject(error);
     this._held = [];
@@ -1302,7 +1567,7 @@ export class StenoPublisher extends EventOwner {
       this._setState('ending');
       if (open) (kind === 'end' ? client.end() : client.cancel()).catch(() => {});
       else if (kind === 'cancel') client.cancel().catch(() => {});
-      // end while connecting: the held audio and `end` follow `ready`
+      // end while connecting: the held audio and `end` follow `ready` (or `resumed`)
     } else {
       // Waiting to reconnect, idle, or never started: there is no session to finish.
       if (kind === 'end') this._discardHeld('ended_while_away');
@@ -1326,14 +1591,30 @@ export class StenoPublisher extends EventOwner {
       this._finish(info, error);
       return;
     }
+    if (wasReady) this._keepUnacknowledged();
+    // Only the connection went (no close from the server): the session waits to be resumed.
+    const connectionOnly = code === 1005 || code === 1006;
+    if (wasReady && connectionOnly && this._resume) {
+      this._lostAt = Date.now();
+    } else if (!(connectionOnly && client.options.resume) && error?.code !== 'connection_failed') {
+      this._endSession(); // closed by the server, refused, or not resumable
+    }
     // The server does not take Opus: carry on in PCM at the same rate, once.
     if (code === 1003 && this.audio.encoding === 'opus' && this.options.pcmFallback && !this._fellBack) {
       this._fellBack = true;
       const previous = this.audio;
       this.audio = { ...previous, encoding: 'pcm_s16le' };
+      this._carry = null;
       this._discardHeld('format_changed');
       this._emit('format', { audio: this.audio, previous, reason: 'unsupported_audio' });
       this._connect();
+      return;
+    }
+    if (code === 4404) {
+      // The session could not be resumed (expired, or the server restarted): a new one at once.
+      this._resumeRefused = true;
+      if (!this._live && this._heldSeconds === 0) this._setIdle();
+      else this._connect();
       return;
     }
     if (error?.code === 'connection_failed') {
@@ -1459,6 +1740,9 @@ export class StenoPublisher extends EventOwner {
     this._discardHeld(this._ending === 'cancel' ? 'cancelled' : 'closed');
     this._setState('closed', { code: info.code, reason: this.reason, error });
     const failure = error || new StenoError('closed', 'The publisher closed.', { closeCode: info.code ?? null });
+    for (const item of this._pendingFinalizes.splice(0)) item.waiter.reject(failure); // no effect once answered
+    this._sent = [];
+    this._resume = null;
     this._ready.reject(failure);
     if (this._endResult) {
       if (error) this._endResult.reject(error);
