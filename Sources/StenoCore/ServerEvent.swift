@@ -41,16 +41,21 @@ public struct SessionLimits: Sendable, Hashable {
     /// `resume` it, analyzing what it had and keeping the results; then it is finalized and
     /// closed. 0 = no resume.
     public var resumeSeconds: Double
+    /// Seconds a connection may take to send `start` (or `resume`) after it opened; then it is
+    /// closed with `idle` (4010), so that connections that never start hold nothing. 0 = no
+    /// limit (then `idleTimeoutSeconds` applies). Not announced: it is over by `ready`.
+    public var startTimeoutSeconds: Double
 
     public init(maxFrameBytes: Int = 64 * 1024, bufferSeconds: Double = 10,
                 maxSessionSeconds: Double = 4 * 3600, idleTimeoutSeconds: Double = 30,
-                outboundBytes: Int = 1 << 20, resumeSeconds: Double = 30) {
+                outboundBytes: Int = 1 << 20, resumeSeconds: Double = 30, startTimeoutSeconds: Double = 10) {
         self.maxFrameBytes = maxFrameBytes
         self.bufferSeconds = bufferSeconds
         self.maxSessionSeconds = maxSessionSeconds
         self.idleTimeoutSeconds = idleTimeoutSeconds
         self.outboundBytes = outboundBytes
         self.resumeSeconds = resumeSeconds
+        self.startTimeoutSeconds = startTimeoutSeconds
     }
 }
 

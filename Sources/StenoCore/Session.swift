@@ -26,6 +26,9 @@
 //   own backpressure is not idle). In a session it ends like the session limit: finalize
 //   first (finals delivered), then `idle` and close 4010. Before `start`: `idle` at once.
 // - Maximum session duration: wall (monotonic) seconds since `start` was accepted.
+// - Start deadline: a connection that has not had its `start` (or `resume`) accepted within
+//   `startTimeoutSeconds` of opening is closed with `idle`, whatever else it sent: a socket
+//   that never starts holds nothing for long.
 // - Shutdown: sessions awaiting `start` close at once with `shutting_down`; streaming ones
 //   finalize, deliver their finals, then `shutting_down` / 1001; sessions already ending on the
 //   client's `end` finish normally (`ended`, 1000). `shutdownDeadline` closes at once.
@@ -251,6 +254,8 @@ public struct SessionMachine: Sendable {
     private var analyzed: Double = 0
     private var lastOpusSamples: Int
     private var lastActivity: Double
+    /// When the connection opened (the `start` deadline runs from here).
+    private let openedMonotonic: Double
     private var startedMonotonic: Double = 0
     private var lastProgressAt: Double = -Double.infinity
     private var lastProgressReceived: Double = 0
@@ -265,6 +270,7 @@ public struct SessionMachine: Sendable {
         self.configuration = configuration
         self.resumeToken = configuration.limits.resumeSeconds > 0 ? resumeToken : nil
         self.lastActivity = now
+        self.openedMonotonic = now
         self.lastOpusSamples = configuration.defaultOpusPacketSamples
     }
 
@@ -668,7 +674,9 @@ public struct SessionMachine: Sendable {
             && detachedSince == nil
         switch stage {
         case .awaitingStart:
-            if idleExpired {
+            if limits.startTimeoutSeconds > 0 && now - openedMonotonic >= limits.startTimeoutSeconds {
+                fail(.idle, "no \"start\" message within \(seconds(limits.startTimeoutSeconds)) s of connecting", into: &out)
+            } else if idleExpired {
                 fail(.idle, "no \"start\" message for \(seconds(limits.idleTimeoutSeconds)) s", into: &out)
             }
             return

@@ -203,6 +203,7 @@ final class Router: TransportDelegate {
         let now = SystemClock.now()
         for session in allSessions {
             session.input(.tick(now: now))
+            session.flushLingeringAudio(now: now)
             context.metrics.lagSeconds.observe(session.lag)
             // A detached session that has finished (not resumed in time, or drained) has no
             // connection whose close would say so.

@@ -57,7 +57,18 @@ final class StreamSession: Sendable {
         var channel: String?
         /// A `resume` this connection's client asked for, to be looked at once the lock is let go.
         var resumeRequest: ResumeRequest?
+        /// Audio received and not yet handed to the lane: it goes in batches of about one
+        /// recognizer block, so a worker is woken once per block rather than per message.
+        var batch: [AudioChunk] = []
+        var batchSeconds = 0.0
+        var batchSince = 0.0
     }
+
+    /// Audio per lane job: the recognizer analyzes 2048-sample blocks (0.128 s), so waking a
+    /// worker for less would mostly find nothing to analyze.
+    static let batchSeconds = 0.128
+    /// A batch left short (the client paused) goes to the lane after this long anyway.
+    static let batchLinger = 0.1
 
     /// How a session takes the end of its connection.
     enum Departure {
@@ -223,27 +234,35 @@ final class StreamSession: Sendable {
                     + (request.channel.map { " on channel \($0)" } ?? ""))
             case .submitAudio(let chunk):
                 server.metrics.audioReceivedSeconds.add(chunk.duration)
-                submitAudio(chunk)
+                if s.batch.isEmpty { s.batchSince = SystemClock.now() }
+                s.batch.append(chunk)
+                s.batchSeconds += chunk.duration
+                if s.batchSeconds >= Self.batchSeconds { submitBatch(&s) }
             case .pauseReading:
                 if let connection = s.connection { server.handle.setReading(connection, false) }
             case .resumeReading:
                 if let connection = s.connection { server.handle.setReading(connection, true) }
             case .submitGap(_, let duration):
+                submitBatch(&s)
                 submit { pipeline throws(StenoError) in
-                    (try pipeline.gap(seconds: duration), nil)
+                    (try pipeline.gap(seconds: duration), [])
                 }
             case .resume(let request):
                 s.resumeRequest = request
             case .submitFinalize(let through):
+                submitBatch(&s)
                 submit { pipeline throws(StenoError) in
-                    (try pipeline.finalize(through: through), .finalizeCompleted)
+                    (try pipeline.finalize(through: through), [.finalizeCompleted])
                 }
             case .submitEnd:
+                submitBatch(&s)
                 s.endSubmittedAt = SystemClock.now()
                 submit { pipeline throws(StenoError) in
-                    (try pipeline.finish(), .endCompleted)
+                    (try pipeline.finish(), [.endCompleted])
                 }
             case .cancelPipeline:
+                s.batch.removeAll()
+                s.batchSeconds = 0
                 releasePipeline()
             case .close(let code, let reason):
                 if let connection = s.connection {
@@ -310,11 +329,29 @@ final class StreamSession: Sendable {
         }
     }
 
-    private func submitAudio(_ chunk: AudioChunk) {
+    /// Hands the audio batch to the lane, as one job.
+    private func submitBatch(_ s: inout State) {
+        guard !s.batch.isEmpty else { return }
+        let chunks = s.batch
+        s.batch.removeAll(keepingCapacity: true)
+        s.batchSeconds = 0
         submit { pipeline throws(StenoError) in
-            let output = try pipeline.append(chunk.bytes)
-            let warning = chunk.headerIsMalformed ? nil : output.warning
-            return (output.events, warning.map { .pipelineWarning($0) })
+            var events: [TranscriberEvent] = []
+            var warnings: [SessionInput] = []
+            for chunk in chunks {
+                let output = try pipeline.append(chunk.bytes)
+                events += output.events
+                if let warning = output.warning, !chunk.headerIsMalformed { warnings.append(.pipelineWarning(warning)) }
+            }
+            return (events, warnings)
+        }
+    }
+
+    /// A short batch that has waited `batchLinger` goes to the lane (the client paused, or
+    /// sends little): called on every tick.
+    func flushLingeringAudio(now: Double) {
+        state.withLock { s in
+            if !s.batch.isEmpty && now - s.batchSince >= Self.batchLinger { submitBatch(&s) }
         }
     }
 
@@ -322,38 +359,39 @@ final class StreamSession: Sendable {
     /// waited, goes on with what it kept.
     private func wake() {
         lane.unpark { [self] in
-            run { pipeline throws(StenoError) in (try pipeline.proceed(), nil) }
+            run { pipeline throws(StenoError) in (try pipeline.proceed(), []) }
         }
     }
 
     /// Queues a pipeline job (see `run`).
-    private func submit(_ body: @escaping @Sendable (TranscriptionPipeline) throws(StenoError) -> ([TranscriberEvent], SessionInput?)) {
+    private func submit(_ body: @escaping @Sendable (TranscriptionPipeline) throws(StenoError) -> ([TranscriberEvent], [SessionInput])) {
         lane.submit { [self] in run(body) }
     }
 
     /// Runs a pipeline step on the lane: `body` returns the recognizer events it made and the
-    /// input that says its request is done (a completion, or a warning to pass on). The
+    /// inputs to pass on (warnings), or that say its request is done (completions). The
     /// events go to the machine with how far analysis has got. While the recognizer waits for
     /// a decoder, completions are owed (a request is done only when its finals have come)
     /// and the lane parks until `wake`. A thrown error fails the session with `internal`; a
     /// missing pipeline (it failed to start, or was cancelled) does nothing.
-    private func run(_ body: (TranscriptionPipeline) throws(StenoError) -> ([TranscriberEvent], SessionInput?)) {
+    private func run(_ body: (TranscriptionPipeline) throws(StenoError) -> ([TranscriberEvent], [SessionInput])) {
         let outcome: Result<([SessionInput], Bool), StenoError>? = work.withValue { w in
             guard let p = w.pipeline else { return nil }
             do throws(StenoError) {
                 let (events, extra) = try body(p)
                 var inputs: [SessionInput] = []
-                var completion: SessionInput?
-                switch extra {
-                case .finalizeCompleted?, .endCompleted?: completion = extra
-                case let other?: inputs.append(other)
-                case nil: break
+                var completions: [SessionInput] = []
+                for input in extra {
+                    switch input {
+                    case .finalizeCompleted, .endCompleted: completions.append(input)
+                    default: inputs.append(input)
+                    }
                 }
                 let waiting = p.isWaiting
                 // After `finish`, everything received was analyzed: say so exactly.
                 let through = p.isFinished && !waiting ? p.receivedSeconds : p.analyzedSeconds
                 inputs.insert(.results(events, analyzedThrough: through, now: SystemClock.now()), at: 0)
-                if let completion { w.owed.append(completion) }
+                w.owed += completions
                 if !waiting {
                     inputs += w.owed
                     w.owed.removeAll()

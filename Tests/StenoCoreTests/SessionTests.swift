@@ -504,9 +504,23 @@ let everyInput: [SessionInput] = [
     }
 
     @Test func idleBeforeStartClosesAtOnce() {
-        var h = Harness(limits: SessionLimits(idleTimeoutSeconds: 10))
+        var h = Harness(limits: SessionLimits(idleTimeoutSeconds: 10, startTimeoutSeconds: 0))
         #expect(h.tick(at: 109.9) == [])
         #expect(h.tick(at: 110) == [errorEvent(1, .idle, "no \"start\" message for 10 s"), "close 4010 idle"])
+    }
+
+    @Test func aConnectionThatNeverStartsIsClosedAtTheStartDeadlineWhateverItSends() {
+        var h = Harness(limits: SessionLimits(idleTimeoutSeconds: 0, startTimeoutSeconds: 5))
+        h.now = 102
+        #expect(h.text(#"{"type":"nonsense"}"#).first?.contains("bad_message") == true)
+        h.now = 104.9
+        #expect(h.text("not json").first?.contains("bad_message") == true)
+        #expect(h.tick(at: 104.99) == [])
+        #expect(h.tick(at: 105) == [errorEvent(3, .idle, "no \"start\" message within 5 s of connecting"), "close 4010 idle"])
+        // Once started, the deadline is over.
+        var started = Harness(limits: SessionLimits(idleTimeoutSeconds: 0, startTimeoutSeconds: 5))
+        started.start()
+        #expect(started.tick(at: 200) == [])
     }
 
     @Test func idleInASessionFinalizesFirst() {

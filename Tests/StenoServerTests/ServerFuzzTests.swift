@@ -231,15 +231,21 @@ private struct Script {
     /// Runs the script; returns what the server did wrong (empty: nothing).
     mutating func run(port: Int) throws -> [String] {
         log = ["connect \(path)"]
-        let client: StenoClient
-        do {
-            client = try StenoClient(port: port, path: path)
-        } catch {
-            // Turned away at the handshake (e.g. 503 at the session limit) is an answer too.
-            log.append("handshake refused: \(error)")
-            seen.insert("handshake refused")
-            return []
+        var connected: StenoClient?
+        // Turned away at the handshake (e.g. 503 at the session limit) is an answer too; the
+        // script then tries again a while, so that what it is for still gets done on a busy
+        // machine, where sessions take longer to make room.
+        for _ in 0..<30 {
+            do {
+                connected = try StenoClient(port: port, path: path)
+                break
+            } catch {
+                log.append("handshake refused: \(error)")
+                seen.insert("handshake refused")
+                usleep(200_000)
+            }
         }
+        guard let client = connected else { return [] }
         client.writeSlice = 0.5
         do {
             for step in steps {
