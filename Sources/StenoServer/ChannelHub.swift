@@ -36,11 +36,11 @@ final class ChannelHub: Sendable {
     }
 
     private let state = Mutex(State())
-    private let handle: TransportHandle
+    private let handle: any ConnectionSink
     private let metrics: StenoMetrics
     let maxIdleChannels: Int
 
-    init(handle: TransportHandle, metrics: StenoMetrics, maxIdleChannels: Int = 64) {
+    init(handle: any ConnectionSink, metrics: StenoMetrics, maxIdleChannels: Int = 64) {
         self.handle = handle
         self.metrics = metrics
         self.maxIdleChannels = maxIdleChannels

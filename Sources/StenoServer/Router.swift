@@ -25,6 +25,8 @@ final class Router: TransportDelegate {
     /// capacity for a few seconds (an accepted handshake that never completes expires).
     private var pendingUpgrades: [Double] = []
     private var draining = false
+    /// Whether a new talker would be kept within the lag target (measured at each tick).
+    var admission = Admission()
 
     init(context: ServerContext, options: ServerOptions, registry: SessionRegistry) {
         self.context = context
@@ -53,7 +55,7 @@ final class Router: TransportDelegate {
             let reason: String? = switch response.status {
             case 401: "unauthorized"
             case 403: "forbidden_origin"
-            case 503: draining ? "draining" : "capacity"
+            case 503: draining ? "draining" : admission.isBusy ? "overload" : "capacity"
             default: nil
             }
             if let reason { context.metrics.handshakesRefused.labels(reason).increment() }
@@ -85,15 +87,17 @@ final class Router: TransportDelegate {
     }
 
     /// Why a new connection to `path` would be refused for lack of room: "draining" while the
-    /// server shuts down, "full" at capacity; nil when it fits.
+    /// server shuts down, "full" at the connection limit (`maxSessions`), "busy" while the
+    /// measured load says another talker would not be kept up with; nil when it fits.
     private func refusal(for path: String) -> String? {
         if draining { return "draining" }
         guard path == Self.streamPath else { return nil }
         let now = SystemClock.now()
         pendingUpgrades.removeAll { now - $0 > 5 }
-        // Sessions whose protocol has closed (ended, cancelled, failed) hold no recognizer
-        // and take no more input, even while their connection finishes closing.
-        return registry.liveCount + pendingUpgrades.count < options.maxSessions ? nil : "full"
+        // Sessions whose protocol has closed (ended, cancelled, failed) hold nothing and take
+        // no more input, even while their connection finishes closing.
+        if registry.liveCount + pendingUpgrades.count >= options.maxSessions { return "full" }
+        return admission.isBusy ? "busy" : nil
     }
 
     func opened(_ id: ConnectionID, request: UpgradeRequest) {
@@ -201,14 +205,25 @@ final class Router: TransportDelegate {
 
     func tick() {
         let now = SystemClock.now()
+        var lags: [Double] = []
         for session in allSessions {
             session.input(.tick(now: now))
             session.flushLingeringAudio(now: now)
-            context.metrics.lagSeconds.observe(session.lag)
+            let lag = session.lag
+            lags.append(lag)
+            context.metrics.lagSeconds.observe(lag)
             // A detached session that has finished (not resumed in time, or drained) has no
             // connection whose close would say so.
             if let (line, seconds) = session.closingSummary { forget(session, line: line, seconds: seconds) }
         }
+        let wasBusy = admission.isBusy
+        admission.measure(now: now, load: context.engine.load, lags: lags)
+        if admission.isBusy != wasBusy {
+            context.log.info(admission.isBusy
+                ? "busy: new sessions are refused (lag \(JSONWriter.secondsText(admission.lag)) s, \(context.engine.load.waiting) waiting for a recognizer)"
+                : "no longer busy: new sessions are admitted")
+        }
+        context.metrics.admissionBusy.set(admission.isBusy ? 1 : 0)
     }
 
     private func forget(_ session: StreamSession, line: String, seconds: Double) {

@@ -188,10 +188,6 @@ public struct ServerOptions: Sendable, Equatable {
             self.webRoot = webRoot
         }
 
-        /// The default session limit: what the CPU keeps up with, and what half the memory
-        /// holds. At the measured real-time factor of 0.4–0.65 one core keeps 1.5–2.5 live
-        /// streams up to date, so two sessions per core; and each session's recognizer
-        /// needs ≈100 MB, of which at most half the machine's memory is used.
         /// The default number of shared decoders: four per core (a live talker costs a core
         /// ≈0.2–0.4 s per second of speech, and a decoder is held for a whole utterance while
         /// it waits for the talker), and no more than half the memory holds at ≈100 MB each.
@@ -200,10 +196,10 @@ public struct ServerOptions: Sendable, Equatable {
             return max(2, min(4 * cores, byMemory))
         }
 
-        public var maxSessions: Int {
-            let byMemory = Int(clamping: physicalMemory / 2 / Self.bytesPerSession)
-            return max(1, min(2 * cores, byMemory))
-        }
+        /// The default connection limit for `/v1/stream`: sessions are light (a front end;
+        /// talkers share the recognizers, and load decides admission), so it is set by open
+        /// files rather than CPU: each connection is one.
+        public var maxSessions: Int { 10_000 }
 
         /// The defaults of this machine and program (reads the file system only to find
         /// the web root).
@@ -286,7 +282,7 @@ public struct ServerOptions: Sendable, Equatable {
             (.port, "TCP port; 0 picks any free port", "\(options.port)"),
             (.model, "pocketsphinx model directory", options.modelPath),
             (.webRoot, "folder served at /", options.webRoot),
-            (.maxSessions, "most transcription sessions at once (≈100 MB each)", "\(options.maxSessions)"),
+            (.maxSessions, "most connected sessions at once (talkers are admitted by load)", "\(options.maxSessions)"),
             (.maxFrameBytes, "largest WebSocket message, bytes", "\(options.maxFrameBytes)"),
             (.bufferSeconds, "audio a session may hold unanalyzed", JSONWriter.secondsText(options.bufferSeconds)),
             (.outboundBytes, "unsent events a connection may hold, bytes", "\(options.outboundBytes)"),

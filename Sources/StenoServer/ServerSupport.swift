@@ -12,7 +12,8 @@ import Glibc
 
 /// What every session of a server shares.
 struct ServerContext: Sendable {
-    let handle: TransportHandle
+    /// The connections: the transport's handle, or one in memory in tests.
+    let handle: any ConnectionSink
     let engine: any SpeechEngine
     let pool: WorkerPool
     let metrics: StenoMetrics
@@ -34,7 +35,7 @@ extension OutgoingMessage {
 extension StenoMetrics {
     /// A viewer whose queue overflowed is not reading: counted, and closed with 4008 at once,
     /// its queue discarded. (Sessions go through their state machine instead.)
-    func closeSlowConsumer(_ id: ConnectionID, on handle: TransportHandle) {
+    func closeSlowConsumer(_ id: ConnectionID, on handle: any ConnectionSink) {
         errorSent(.slowConsumer)
         handle.close(id, code: ErrorCode.slowConsumer.closeCode ?? 4008, reason: "slow_consumer", discardQueued: true)
     }

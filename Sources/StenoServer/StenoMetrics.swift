@@ -1,5 +1,6 @@
 import StenoCore
 import StenoPrometheus
+import StenoSpeech
 import StenoWorkers
 
 /// Every metric the server publishes, registered on one registry.
@@ -46,11 +47,13 @@ public final class StenoMetrics: Sendable {
     public let recognizersCreated: Counter
     /// `steno_opus_decoders_created_total`: Opus decoders created.
     public let decodersCreated: Counter
+    /// `steno_admission_busy`: 1 while new sessions are refused for load, else 0.
+    public let admissionBusy: Gauge
 
     /// The event types of the protocol; their series exist from the start at 0.
     public static let eventTypes = ServerEventKind.allCases.map(\.rawValue)
     /// Handshake refusal reasons; their series exist from the start at 0.
-    public static let refusalReasons = ["unauthorized", "forbidden_origin", "capacity", "draining"]
+    public static let refusalReasons = ["unauthorized", "forbidden_origin", "capacity", "overload", "draining"]
 
     /// Buckets for lag and latency: 50 ms to 30 s.
     public static let latencyBuckets: [Double] = [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30]
@@ -89,6 +92,8 @@ public final class StenoMetrics: Sendable {
             buckets: Self.latencyBuckets)
         recognizersCreated = registry.counter("steno_recognizers_created_total", help: "Speech recognizers created.")
         decodersCreated = registry.counter("steno_opus_decoders_created_total", help: "Opus decoders created.")
+        admissionBusy = registry.gauge(
+            "steno_admission_busy", help: "1 while new sessions are refused because the measured load is too high.")
 
         for reason in Self.refusalReasons { _ = handshakesRefused.labels(reason) }
     }
@@ -101,6 +106,22 @@ public final class StenoMetrics: Sendable {
     /// Counts an `error` event.
     public func errorSent(_ code: ErrorCode) {
         (errorCounters[code] ?? errors.labels(code.rawValue)).increment()
+    }
+
+    /// Publishes the shared recognizers' state, read at each scrape: `steno_recognizers`
+    /// (the most utterances recognized at once), `steno_recognizers_busy`,
+    /// `steno_recognizer_waiting_sessions`.
+    public func attach(engine: any SpeechEngine) {
+        registry.sampledGauge("steno_recognizers", help: "Shared recognizers (decoders): the most utterances recognized at once.") {
+            let capacity = engine.load.capacity
+            return capacity == Int.max ? 0 : Double(capacity)
+        }
+        registry.sampledGauge("steno_recognizers_busy", help: "Shared recognizers lent to an utterance now.") {
+            Double(engine.load.busy)
+        }
+        registry.sampledGauge("steno_recognizer_waiting_sessions", help: "Sessions with speech waiting for a shared recognizer.") {
+            Double(engine.load.waiting)
+        }
     }
 
     /// Publishes the worker pool's state, read at each scrape:

@@ -32,6 +32,7 @@ public final class StenoServer: Sendable {
         self.metrics = metrics
         let pool = WorkerPool(workers: max(1, options.workers), name: "steno")
         metrics.attach(pool: pool)
+        metrics.attach(engine: engine)
         self.pool = pool
 
         var configuration = TransportConfiguration(

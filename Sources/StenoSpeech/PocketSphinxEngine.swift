@@ -81,6 +81,11 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
         return DecoderStats(capacity: s.capacity, made: s.made, idle: s.idle, lent: s.lent, waiting: s.waiting)
     }
 
+    public var load: RecognizerLoad {
+        let s = pool.stats
+        return RecognizerLoad(capacity: s.capacity, busy: s.lent, waiting: s.waiting)
+    }
+
     /// Decoders idle in the pool right now.
     public var idleDecoders: Int { pool.stats.idle }
 

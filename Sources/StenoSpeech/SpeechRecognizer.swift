@@ -108,6 +108,22 @@ extension SpeechRecognizer {
     }
 }
 
+/// How busy an engine's shared decoders are: what admission looks at.
+public struct RecognizerLoad: Sendable, Hashable {
+    /// The most utterances it recognizes at once.
+    public var capacity: Int
+    /// Utterances being recognized now.
+    public var busy: Int
+    /// Sessions with speech to recognize that wait for a decoder.
+    public var waiting: Int
+
+    public init(capacity: Int, busy: Int, waiting: Int) {
+        self.capacity = capacity
+        self.busy = busy
+        self.waiting = waiting
+    }
+}
+
 /// A speech engine: loads models and makes recognizers, one per session.
 ///
 /// `Sendable`: a server keeps one engine and calls `makeRecognizer` from any worker thread,
@@ -124,6 +140,9 @@ public protocol SpeechEngine: Sendable {
     /// (pocketsphinx: until that many decoders are idle in the pool). Blocking; a no-op for
     /// engines with nothing to prepare.
     func prepare(sessions: Int) throws(StenoError)
+
+    /// How busy its shared decoders are now.
+    var load: RecognizerLoad { get }
 }
 
 extension SpeechEngine {
@@ -133,4 +152,7 @@ extension SpeechEngine {
     }
 
     public func prepare(sessions: Int) throws(StenoError) {}
+
+    /// An engine without shared decoders is never busy.
+    public var load: RecognizerLoad { RecognizerLoad(capacity: Int.max, busy: 0, waiting: 0) }
 }

@@ -40,3 +40,32 @@ extension TransportDelegate {
     public func http(_ request: HTTPRequest) -> HTTPResponse? { nil }
     public func tick() {}
 }
+
+/// What the session layer does to connections: everything it needs of the transport, and all
+/// it may do from any thread. `TransportHandle` is the libwebsockets one; tests of the session
+/// layer give it one in memory, with no sockets.
+public protocol ConnectionSink: Sendable {
+    /// Queues `message` for `id` (see `TransportHandle.send`).
+    @discardableResult
+    func send(_ id: ConnectionID, _ message: OutgoingMessage) -> SendResult
+    /// Closes `id` once what is queued was written, or at once with `discardQueued`.
+    func close(_ id: ConnectionID, code: UInt16, reason: String, discardQueued: Bool)
+    /// Stops or resumes reading `id`'s socket (TCP backpressure on the client).
+    func setReading(_ id: ConnectionID, _ reading: Bool)
+    /// Unsent outbound bytes of `id`, or nil when it is not open.
+    func queuedBytes(_ id: ConnectionID) -> Int?
+    /// Keeps up to `bytes` of the numbered messages last written to `id`, for a resume.
+    func retainWritten(_ id: ConnectionID, bytes: Int)
+    /// Continues on `id` what another connection left behind (see `TransportHandle.adopt`).
+    func adopt(_ id: ConnectionID, _ backlog: OutboundBacklog, after ordinal: UInt64, retaining bytes: Int) -> Bool
+    /// Drops `id` at once and hands over what it kept (see `TransportHandle.detach`).
+    func detach(_ id: ConnectionID) -> OutboundBacklog?
+}
+
+extension ConnectionSink {
+    public func close(_ id: ConnectionID, code: UInt16, reason: String = "") {
+        close(id, code: code, reason: reason, discardQueued: false)
+    }
+}
+
+extension TransportHandle: ConnectionSink {}

@@ -63,6 +63,23 @@ public struct OutgoingMessage: Sendable {
 
     /// Payload size in bytes (what counts against the outbound limit).
     public var byteCount: Int { written?.frame.payloadCount ?? bytes.count }
+
+    /// The bytes as they go out as message number `ordinal` of their connection: the decimal
+    /// ordinal in the slot, if there is one.
+    public func bytes(numbered ordinal: UInt64) -> [UInt8] {
+        guard let slot = ordinalSlot else { return bytes }
+        return Array(bytes[..<slot.lowerBound]) + Self.digits(ordinal) + Array(bytes[slot.upperBound...])
+    }
+
+    static func digits(_ value: UInt64) -> [UInt8] {
+        var digits: [UInt8] = []
+        var n = value
+        repeat {
+            digits.append(UInt8(ascii: "0") + UInt8(n % 10))
+            n /= 10
+        } while n > 0
+        return digits.reversed()
+    }
 }
 
 /// What a connection that kept its written messages (`TransportHandle.retainWritten`) left
@@ -105,16 +122,8 @@ final class FrameBuffer: @unchecked Sendable {
     /// `message`'s bytes, with `ordinal` written in its slot if it has one.
     init(_ message: OutgoingMessage, ordinal: UInt64) {
         let pre = steno_lws_pre
-        var digits: [UInt8] = []
         let slot = message.ordinalSlot ?? 0..<0
-        if message.ordinalSlot != nil {
-            var n = ordinal
-            repeat {
-                digits.append(UInt8(ascii: "0") + UInt8(n % 10))
-                n /= 10
-            } while n > 0
-            digits.reverse()
-        }
+        let digits = message.ordinalSlot == nil ? [] : OutgoingMessage.digits(ordinal)
         let bytes = message.bytes
         let count = bytes.count - slot.count + digits.count
         payloadCount = count

@@ -136,25 +136,61 @@ public final class WorkerPool: Sendable {
     ///   - sliceJobs: the most jobs a lane runs before it yields its thread (at least 1).
     ///   - sliceDuration: a lane yields once this much time has passed in its slice.
     ///   - name: prefix of the thread names, as shown by `top -H` or a debugger.
-    public init(
+    public convenience init(
         workers: Int = WorkerPool.defaultWorkerCount,
         preparers: Int? = nil,
         sliceJobs: Int = 8,
         sliceDuration: Duration = .milliseconds(20),
         name: String = "steno"
     ) {
-        let workerCount = max(1, workers)
-        let preparerCount = max(1, preparers ?? (workerCount / 2))
-        self.workerCount = workerCount
-        self.preparerCount = preparerCount
+        self.init(workers: max(1, workers), preparers: max(1, preparers ?? (max(1, workers) / 2)),
+                  sliceJobs: sliceJobs, sliceDuration: sliceDuration, name: name, threads: true)
+    }
+
+    private init(workers workerCount: Int, preparers preparerCount: Int, sliceJobs: Int, sliceDuration: Duration,
+                 name: String, threads: Bool) {
+        self.workerCount = threads ? workerCount : 0
+        self.preparerCount = threads ? preparerCount : 0
         self.sliceJobs = max(1, sliceJobs)
         self.sliceDuration = sliceDuration
+        guard threads else { return }
         state.withLock { $0.liveThreads = workerCount + preparerCount }
         for index in 0..<workerCount {
             startThread(kind: .compute, name: "\(name)-worker-\(index)")
         }
         for index in 0..<preparerCount {
             startThread(kind: .preparation, name: "\(name)-prepare-\(index)")
+        }
+    }
+
+    /// A pool with no threads of its own: jobs run only when ``runPending()`` is called, on
+    /// the calling thread, in the order the threads would take them. For tests of what runs
+    /// on lanes that must not depend on timing.
+    public static func manual(sliceJobs: Int = 8) -> WorkerPool {
+        WorkerPool(workers: 0, preparers: 0, sliceJobs: sliceJobs, sliceDuration: .seconds(3600), name: "manual",
+                   threads: false)
+    }
+
+    /// A manual pool (``manual(sliceJobs:)``) runs its ready jobs, of both kinds, on the
+    /// calling thread until none is ready (jobs that submit jobs have those run too). Returns
+    /// how many ran. On a pool with threads it does nothing.
+    @discardableResult
+    public func runPending() -> Int {
+        guard workerCount == 0 else { return 0 }
+        let me = currentThreadID()
+        var ran = 0
+        while true {
+            let picked: (Int, JobKind)? = state.withLock { s in
+                for kind in JobKind.allCases {
+                    if let id = s[ready: kind].popFirst() {
+                        s.busy(kind, +1)
+                        return (id, kind)
+                    }
+                }
+                return nil
+            }
+            guard let (id, kind) = picked else { return ran }
+            ran += runSlice(lane: id, kind: kind, thread: me)
         }
     }
 
@@ -412,7 +448,8 @@ public final class WorkerPool: Sendable {
 
     /// Runs jobs of one lane until its slice is used up, it has nothing left, or its next
     /// job is for the other kind of thread.
-    private func runSlice(lane id: Int, kind: JobKind, thread me: UInt) {
+    @discardableResult
+    private func runSlice(lane id: Int, kind: JobKind, thread me: UInt) -> Int {
         let clock = ContinuousClock()
         let began = clock.now
         var ran = 0
@@ -431,10 +468,10 @@ public final class WorkerPool: Sendable {
                 ran += 1
             case .yielded(let kind):
                 wake(kind)
-                return
+                return ran
             case .finished(let exit):
                 if exit { signalExit() }
-                return
+                return ran
             }
         }
     }

@@ -25,7 +25,8 @@ private func failure(_ arguments: [String], _ environment: [String: String] = [:
         #expect(options.port == 8080)
         #expect(options.modelPath == "/models/en-us")
         #expect(options.webRoot == "/srv/web-client")
-        #expect(options.maxSessions == 4)
+        #expect(options.maxSessions == 10_000)
+        #expect(options.recognizers == 8)
         #expect(options.maxFrameBytes == 65536)
         #expect(options.bufferSeconds == 10)
         #expect(options.outboundBytes == 1_048_576)
@@ -278,13 +279,14 @@ private func failure(_ arguments: [String], _ environment: [String: String] = [:
 
     // MARK: Defaults
 
-    @Test func theSessionLimitFollowsCoresAndMemory() {
-        func limit(cores: Int, gigabytes: UInt64) -> Int {
-            ServerOptions.Defaults(cores: cores, physicalMemory: gigabytes << 30, modelPath: "", webRoot: "").maxSessions
+    @Test func theRecognizersFollowCoresAndMemoryAndConnectionsDoNot() {
+        func defaults(cores: Int, gigabytes: UInt64) -> ServerOptions.Defaults {
+            ServerOptions.Defaults(cores: cores, physicalMemory: gigabytes << 30, modelPath: "", webRoot: "")
         }
-        #expect(limit(cores: 2, gigabytes: 24) == 4)  // the CPU is the limit
-        #expect(limit(cores: 64, gigabytes: 8) == 40)  // memory is the limit: 4 GiB / 100 MiB
-        #expect(limit(cores: 1, gigabytes: 0) == 1)  // never below one
+        #expect(defaults(cores: 2, gigabytes: 24).recognizers == 8)  // the CPU is the limit
+        #expect(defaults(cores: 64, gigabytes: 8).recognizers == 40)  // memory is: 4 GiB / 100 MiB
+        #expect(defaults(cores: 1, gigabytes: 0).recognizers == 2)  // never below two
+        #expect(defaults(cores: 1, gigabytes: 0).maxSessions == 10_000)  // connections are light
         #expect(ServerOptions.Defaults(cores: 0, physicalMemory: 0, modelPath: "", webRoot: "").cores == 1)
     }
 

@@ -1,0 +1,159 @@
+import StenoCore
+import StenoSpeech
+import StenoTransport
+import Testing
+@testable import StenoServer
+
+/// Sharing recognizers among sessions, in memory: more talkers than recognizers, thousands of
+/// quiet sessions, and admission by measured load. The scripted engine lends its "decoders"
+/// as pocketsphinx's pool does, so this is the server's scheduling without models or sockets.
+@Suite struct SchedulingTests {
+    /// Talkers in turns of 1 s of speech and 0.5 s of pause, for 30 s of audio, all at once.
+    static func talk(_ server: MemoryServer, _ ids: [ConnectionID], seconds: Double, onRound: (Int) -> Void = { _ in }) {
+        let block = 0.128
+        let speech = MemoryServer.pcm(seconds: block, speech: true)
+        let silence = MemoryServer.pcm(seconds: block, speech: false)
+        let rounds = Int(seconds / block)
+        for round in 0..<rounds {
+            let t = Double(round) * block
+            for id in ids {
+                server.send(id, audio: t.truncatingRemainder(dividingBy: 1.5) < 1.0 ? speech : silence)
+            }
+            server.settle()
+            for id in ids { server.connections.read(id) }
+            onRound(round)
+        }
+    }
+
+    @Test func moreTalkersThanRecognizersShareThemFairlyAndNoneStarves() throws {
+        let server = MemoryServer(recognizers: 3) { $0.bufferSeconds = 3600 }
+        var ids: [ConnectionID] = []
+        for _ in 0..<12 {
+            let (_, id) = server.connect()
+            ids.append(try #require(id))
+            server.send(ids.last!, MemoryServer.start)
+        }
+        server.settle()
+        var spreads: [Double] = []
+        var mostWaiting = 0
+        Self.talk(server, ids, seconds: 30) { round in
+            mostWaiting = max(mostWaiting, server.engine.load.waiting)
+            guard round % 20 == 19 else { return }
+            let analyzed = ids.map { id in
+                server.events(id).last { $0.type == "progress" }?.number("analyzed") ?? 0
+            }
+            spreads.append(analyzed.max()! - analyzed.min()!)
+        }
+        #expect(server.engine.load.busy <= 3)
+        #expect(mostWaiting >= 3, "the talkers had to queue for recognizers")
+        for id in ids { server.send(id, #"{"type":"end"}"#) }
+        for _ in 0..<200 where ids.contains(where: { server.connections.closeRequest($0) == nil }) { server.settle() }
+
+        // Every talker got every utterance of its 30 s, in order; nobody starved.
+        for id in ids {
+            let events = server.events(id)
+            let finals = events.filter { $0.type == "final" }
+            #expect(finals.count == 20, "\(id): \(finals.count) finals")
+            let starts = finals.compactMap { $0.number("start") }
+            #expect(starts == starts.sorted())
+            #expect(events.last?.type == "ended")
+        }
+        // While they queued for recognizers, they fell behind evenly: no session got more
+        // than one utterance's turn (1.5 s of audio) ahead of another.
+        #expect(!spreads.isEmpty)
+        #expect(spreads.allSatisfy { $0 <= 1.5 + 0.3 }, "spreads of analyzed audio: \(spreads)")
+        #expect(server.engine.load.busy == 0 && server.engine.load.waiting == 0)
+    }
+
+    @Test func newSessionsAreRefusedWhileTalkersWaitForRecognizersAndAdmittedAfter() throws {
+        let server = MemoryServer(recognizers: 2)
+        server.router.admission.waitGrace = 0
+        var ids: [ConnectionID] = []
+        for _ in 0..<4 {
+            let (_, id) = server.connect()
+            ids.append(try #require(id))
+            server.send(ids.last!, MemoryServer.start)
+        }
+        server.settle()
+        // Four talkers, two recognizers: two wait.
+        for id in ids { server.send(id, audio: MemoryServer.pcm(seconds: 0.5, speech: true)) }
+        server.settle()
+        #expect(server.engine.load.waiting == 2)
+        server.settle()
+        let (refused, none) = server.connect()
+        #expect(none == nil)
+        guard case .reject(let response) = refused else {
+            Issue.record("admitted while talkers wait")
+            return
+        }
+        #expect(response.status == 503)
+        #expect(String(decoding: response.body, as: UTF8.self).contains(#""status":"busy""#))
+        #expect(response.headers.contains { $0.name == "Retry-After" })
+        #expect(server.metrics.handshakesRefused.labels("overload").value == 1)
+        #expect(server.metrics.admissionBusy.value == 1)
+        // A viewer is not a talker.
+        #expect(server.connect("/v1/listen?channel=x").0 == .accept)
+
+        // Pauses end the utterances; the waiting ones get their turn; nobody waits any more.
+        for _ in 0..<3 {
+            for id in ids { server.send(id, audio: MemoryServer.pcm(seconds: 0.5, speech: false)) }
+            server.settle()
+        }
+        #expect(server.engine.load.waiting == 0)
+        server.settle()
+        #expect(server.connect().0 == .accept)
+        #expect(server.metrics.admissionBusy.value == 0)
+    }
+
+    @Test func thousandsOfQuietSessionsHoldNoRecognizerAndLeaveRoomForTalkers() throws {
+        let server = MemoryServer(recognizers: 2)
+        var quiet: [ConnectionID] = []
+        for _ in 0..<2000 {
+            let (decision, id) = server.connect()
+            #expect(decision == .accept)
+            quiet.append(try #require(id))
+            server.send(quiet.last!, MemoryServer.start)
+        }
+        server.settle()
+        // A second of silence from every one of them.
+        let silence = MemoryServer.pcm(seconds: 1, speech: false)
+        for id in quiet { server.send(id, audio: silence) }
+        server.settle()
+        #expect(server.engine.load.busy == 0 && server.engine.load.waiting == 0)
+        // A talker is admitted and captioned.
+        let (decision, talkerID) = server.connect()
+        #expect(decision == .accept)
+        let talker = try #require(talkerID)
+        server.send(talker, MemoryServer.start)
+        server.send(talker, audio: MemoryServer.pcm(seconds: 0.5, speech: true) + MemoryServer.pcm(seconds: 0.3, speech: false))
+        server.send(talker, #"{"type":"end"}"#)
+        server.settle()
+        let finals = server.events(talker).filter { $0.type == "final" }
+        #expect(finals.count == 1)
+        #expect(server.sessions.count == 2001)
+    }
+
+    @Test func theLoadMeasureHasHysteresis() {
+        var admission = Admission()
+        let calm = RecognizerLoad(capacity: 4, busy: 4, waiting: 0)
+        admission.measure(now: 0, load: calm, lags: [0, 0.1, 0.5, 0.9])
+        #expect(!admission.isBusy, "behind, but within the target")
+        admission.measure(now: 1, load: calm, lags: Array(repeating: 1.2, count: 20))
+        #expect(admission.isBusy)
+        admission.measure(now: 2, load: calm, lags: Array(repeating: 0.7, count: 20))
+        #expect(admission.isBusy, "not yet: over half the target")
+        admission.measure(now: 3, load: calm, lags: Array(repeating: 0.4, count: 20))
+        #expect(!admission.isBusy)
+        // Sessions waiting for a recognizer: busy once they have waited the grace period.
+        let short = RecognizerLoad(capacity: 4, busy: 4, waiting: 1)
+        admission.measure(now: 4, load: short, lags: [])
+        #expect(!admission.isBusy)
+        admission.measure(now: 5, load: short, lags: [])
+        #expect(admission.isBusy)
+        admission.measure(now: 6, load: calm, lags: [])
+        #expect(!admission.isBusy)
+        // Quiet sessions (no backlog) do not dilute the lag of the ones behind.
+        admission.measure(now: 7, load: calm, lags: Array(repeating: 0, count: 1000) + Array(repeating: 2, count: 5))
+        #expect(admission.isBusy)
+    }
+}

@@ -1,0 +1,376 @@
+import Foundation
+import StenoCore
+import StenoSpeech
+import StenoSystem
+import StenoTransport
+import StenoWorkers
+import Synchronization
+@testable import StenoServer
+
+// The session layer without sockets or models: the Router driven as the transport would drive
+// it, connections in memory, a manual worker pool (jobs run when the test says), and a scripted
+// speech engine whose shared "decoders" are lent and waited for like pocketsphinx's. Fast and
+// deterministic enough to run thousands of sessions.
+
+// MARK: - Connections in memory
+
+/// A `ConnectionSink` that keeps each connection's queue, numbers messages as the transport
+/// does when the test lets the client read them, and records closes and flow control.
+final class MemoryConnections: ConnectionSink {
+    struct Connection {
+        var queue: OutboundQueue<OutgoingMessage>
+        var written: UInt64 = 0
+        var received: [String] = []
+        var close: (code: UInt16, reason: String)?
+        var reading = true
+    }
+
+    private let state = Mutex<[ConnectionID: Connection]>([:])
+    let outboundBytes: Int
+
+    init(outboundBytes: Int = 1 << 20) {
+        self.outboundBytes = outboundBytes
+    }
+
+    func open(_ id: ConnectionID) {
+        state.withLock { $0[id] = Connection(queue: OutboundQueue(byteLimit: outboundBytes)) }
+    }
+
+    func send(_ id: ConnectionID, _ message: OutgoingMessage) -> SendResult {
+        state.withLock { s in
+            guard s[id] != nil, s[id]?.close == nil else { return .closed }
+            switch s[id]!.queue.enqueue(message, size: message.byteCount, delivery: message.delivery) {
+            case .queued: return .queued
+            case .replaced: return .replaced
+            case .overflow: return .overflow
+            }
+        }
+    }
+
+    func close(_ id: ConnectionID, code: UInt16, reason: String, discardQueued: Bool) {
+        state.withLock { s in
+            guard s[id] != nil, s[id]?.close == nil else { return }
+            s[id]!.close = (code, reason)
+            if discardQueued { s[id]!.queue.removeAll() }
+        }
+    }
+
+    func setReading(_ id: ConnectionID, _ reading: Bool) {
+        state.withLock { s in if s[id] != nil { s[id]!.reading = reading } }
+    }
+
+    func queuedBytes(_ id: ConnectionID) -> Int? { state.withLock { $0[id]?.queue.byteCount } }
+    func retainWritten(_ id: ConnectionID, bytes: Int) {}
+    func adopt(_ id: ConnectionID, _ backlog: OutboundBacklog, after ordinal: UInt64, retaining bytes: Int) -> Bool { false }
+    func detach(_ id: ConnectionID) -> OutboundBacklog? { nil }
+
+    /// The client reads everything queued: the messages as it receives them, numbered.
+    @discardableResult
+    func read(_ id: ConnectionID) -> [String] {
+        state.withLock { s in
+            guard var c = s[id] else { return [] }
+            var texts: [String] = []
+            while let message = c.queue.dequeue() {
+                if message.ordinalSlot != nil { c.written += 1 }
+                texts.append(String(decoding: message.bytes(numbered: c.written), as: UTF8.self))
+            }
+            c.received += texts
+            s[id] = c
+            return texts
+        }
+    }
+
+    func received(_ id: ConnectionID) -> [String] { state.withLock { $0[id]?.received ?? [] } }
+    func closeRequest(_ id: ConnectionID) -> (code: UInt16, reason: String)? { state.withLock { $0[id]?.close } }
+    func isReading(_ id: ConnectionID) -> Bool { state.withLock { $0[id]?.reading ?? false } }
+}
+
+// MARK: - A scripted engine
+
+/// Recognizes "speech" without a model: 16 kHz audio in blocks of 2048 samples, a block is
+/// speech when a sample's magnitude exceeds 0.1. An utterance is the speech blocks in a row;
+/// each adds a word `wN` covering its block; a silent block after speech ends it as a final.
+/// Utterances need one of the engine's `capacity` decoders, lent first come first served, as
+/// pocketsphinx's are: a recognizer that finds none waits (keeping its audio) until woken.
+final class ScriptedEngine: SpeechEngine {
+    let info = SpeechEngineInfo(name: "scripted", version: "1", model: "test", language: "en-US", sampleRate: 16000)
+    fileprivate let decoders: ScriptedDecoders
+
+    init(capacity: Int) {
+        decoders = ScriptedDecoders(capacity: capacity)
+    }
+
+    func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
+        ScriptedRecognizer(decoders: decoders, wake: wake, partials: options.partialResults)
+    }
+
+    var load: RecognizerLoad { decoders.load }
+}
+
+final class ScriptedDecoders: Sendable {
+    private struct State {
+        var free: Int
+        var waiting: [@Sendable () -> Bool] = []
+    }
+
+    let capacity: Int
+    private let state: Mutex<State>
+
+    init(capacity: Int) {
+        self.capacity = capacity
+        state = Mutex(State(free: capacity))
+    }
+
+    var load: RecognizerLoad {
+        state.withLock { RecognizerLoad(capacity: capacity, busy: capacity - $0.free, waiting: $0.waiting.count) }
+    }
+
+    /// A decoder now, or a place in line: `grant` is called (and returns true if it took it)
+    /// when one comes free.
+    func take(orWait grant: @escaping @Sendable () -> Bool) -> Bool {
+        state.withLock { s in
+            if s.free > 0 && s.waiting.isEmpty {
+                s.free -= 1
+                return true
+            }
+            s.waiting.append(grant)
+            return false
+        }
+    }
+
+    func giveBack() {
+        let next = state.withLock { s -> (@Sendable () -> Bool)? in
+            if s.waiting.isEmpty {
+                s.free += 1
+                return nil
+            }
+            return s.waiting.removeFirst()
+        }
+        if let next, !next() { giveBack() }
+    }
+}
+
+final class ScriptedRecognizer: SpeechRecognizer {
+    let info = SpeechEngineInfo(name: "scripted", version: "1", model: "test", language: "en-US", sampleRate: 16000)
+    let sampleRate = 16000
+    private let decoders: ScriptedDecoders
+    private let wake: @Sendable () -> Void
+    private let partials: Bool
+    private final class Flags: Sendable {
+        let granted = Mutex(false)
+        let withdrawn = Mutex(false)
+    }
+    private let flags = Flags()
+    private var hasDecoder = false
+    private var waiting = false
+    private var pending: [Float] = []
+    private var received = 0
+    private var fed = 0
+    private var words: [Word] = []
+    private var endAsked: Bool?  // true: finish
+    private var done = false
+
+    init(decoders: ScriptedDecoders, wake: @escaping @Sendable () -> Void, partials: Bool) {
+        self.decoders = decoders
+        self.wake = wake
+        self.partials = partials
+    }
+
+    deinit { cancel() }
+
+    var receivedSeconds: Double { Double(received) / 16000 }
+    var analyzedSeconds: Double { Double(fed) / 16000 }
+    var isWaiting: Bool { waiting }
+
+    func accept(_ samples: UnsafeBufferPointer<Float>) throws(StenoError) -> [TranscriberEvent] {
+        guard !done else { throw StenoError(.internal, "finished") }
+        pending += samples
+        received += samples.count
+        return run()
+    }
+
+    func endUtterance() throws(StenoError) -> [TranscriberEvent] {
+        endAsked = endAsked ?? false
+        return run()
+    }
+
+    func finish() throws(StenoError) -> [TranscriberEvent] {
+        endAsked = true
+        return run()
+    }
+
+    func proceed() throws(StenoError) -> [TranscriberEvent] { run() }
+
+    func cancel() {
+        if hasDecoder {
+            hasDecoder = false
+            decoders.giveBack()
+        }
+        flags.withdrawn.withLock { $0 = true }
+        done = true
+    }
+
+    private func run() -> [TranscriberEvent] {
+        var events: [TranscriberEvent] = []
+        if waiting {
+            guard flags.granted.withLock({ $0 }) else { return events }
+            flags.granted.withLock { $0 = false }
+            waiting = false
+            hasDecoder = true
+        }
+        while !waiting && !done {
+            let take = pending.count >= 2048 ? 2048 : (endAsked != nil ? pending.count : 0)
+            if take == 0 && endAsked == nil { break }
+            let block = Array(pending.prefix(take))
+            let speech = block.contains { abs($0) > 0.1 }
+            if speech && !hasDecoder {
+                let flags = self.flags
+                let wake = self.wake
+                if decoders.take(orWait: {
+                    if flags.withdrawn.withLock({ $0 }) { return false }
+                    flags.granted.withLock { $0 = true }
+                    wake()
+                    return true
+                }) {
+                    hasDecoder = true
+                } else {
+                    waiting = true
+                    break
+                }
+            }
+            pending.removeFirst(take)
+            let start = Double(fed) / 16000
+            fed += take
+            let end = Double(fed) / 16000
+            if speech {
+                words.append(Word("w\(words.count + 1)", range: TimeRange(start: start, end: end), confidence: 0.9))
+                if partials { events.append(.partial(result(words))) }
+            } else if !words.isEmpty {
+                events.append(.final(result(words)))
+                words = []
+                release()
+            }
+            if take < 2048 {
+                // The end asked for: what was heard is final now.
+                if !words.isEmpty { events.append(.final(result(words))) }
+                words = []
+                release()
+                if endAsked == true { done = true }
+                endAsked = nil
+                break
+            }
+        }
+        return events
+    }
+
+    private func release() {
+        if hasDecoder {
+            hasDecoder = false
+            decoders.giveBack()
+        }
+    }
+
+    private func result(_ words: [Word]) -> RecognitionResult {
+        RecognitionResult(range: TimeRange(start: words[0].range.start, end: words[words.count - 1].range.end),
+                          text: words.map(\.text).joined(separator: " "), words: words)
+    }
+}
+
+// MARK: - The session layer, assembled
+
+/// A Router with sessions, channels and metrics on memory connections, a manual worker pool
+/// and a scripted engine: the test is the transport.
+final class MemoryServer {
+    let connections: MemoryConnections
+    let engine: ScriptedEngine
+    let pool = WorkerPool.manual()
+    let metrics = StenoMetrics()
+    let router: Router
+    let sessions = SessionRegistry()
+    private var nextID: UInt64 = 1
+
+    init(recognizers: Int = 4, _ configure: (inout ServerOptions) -> Void = { _ in }) {
+        var options = ServerOptions()
+        options.idleTimeout = nil
+        options.resumeSeconds = 0
+        configure(&options)
+        let limits = SessionLimits(
+            maxFrameBytes: options.maxFrameBytes, bufferSeconds: options.bufferSeconds,
+            maxSessionSeconds: options.maxSessionDuration.map(\.inSeconds) ?? 0,
+            idleTimeoutSeconds: options.idleTimeout.map(\.inSeconds) ?? 0,
+            outboundBytes: options.outboundBytes, resumeSeconds: options.resumeSeconds)
+        connections = MemoryConnections(outboundBytes: options.outboundBytes)
+        engine = ScriptedEngine(capacity: recognizers)
+        let context = ServerContext(
+            handle: connections, engine: engine, pool: pool, metrics: metrics, log: .silent,
+            channels: ChannelHub(handle: connections, metrics: metrics), sessions: sessions,
+            sessionConfiguration: SessionConfiguration(
+                engine: EngineInfo(name: "scripted", model: "test", language: "en-US", sampleRate: 16000),
+                limits: limits))
+        router = Router(context: context, options: options, registry: sessions)
+    }
+
+    /// An upgrade to `path`: its decision, and the new connection if accepted.
+    func connect(_ path: String = "/v1/stream") -> (UpgradeDecision, ConnectionID?) {
+        let (path, query) = Self.split(path)
+        let request = UpgradeRequest(path: path, query: query)
+        let decision = router.decideUpgrade(request)
+        guard decision == .accept else { return (decision, nil) }
+        let id = ConnectionID(rawValue: nextID)
+        nextID += 1
+        connections.open(id)
+        router.opened(id, request: request)
+        return (decision, id)
+    }
+
+    func send(_ id: ConnectionID, _ text: String) { router.received(id, .text(text)) }
+    func send(_ id: ConnectionID, audio: [UInt8]) { router.received(id, .binary(audio)) }
+
+    /// Runs what the lanes have to do, then a tick.
+    func settle() {
+        while pool.runPending() > 0 {}
+        router.tick()
+        while pool.runPending() > 0 {}
+    }
+
+    /// The client hangs up.
+    func disconnect(_ id: ConnectionID) { router.closed(id, backlog: nil) }
+
+    /// The events a client has read, parsed.
+    func events(_ id: ConnectionID) -> [JSONObject] {
+        connections.read(id)
+        return connections.received(id).compactMap { text in
+            if case .object(let o)? = try? JSONParser().parse(text) { return o } else { return nil }
+        }
+    }
+
+    static func split(_ path: String) -> (String, [QueryItem]) {
+        guard let q = path.firstIndex(of: "?") else { return (path, []) }
+        let items = path[path.index(after: q)...].split(separator: "&").map { pair -> QueryItem in
+            let parts = pair.split(separator: "=", maxSplits: 1)
+            return QueryItem(name: String(parts[0]), value: parts.count > 1 ? String(parts[1]) : "")
+        }
+        return (String(path[..<q]), items)
+    }
+
+    static let start = #"{"type":"start","audio":{"encoding":"pcm_s16le","sampleRate":16000,"channels":1}}"#
+
+    /// `seconds` of 16 kHz s16 PCM: a tone when `speech`, else silence.
+    static func pcm(seconds: Double, speech: Bool) -> [UInt8] {
+        let n = Int(seconds * 16000)
+        var bytes = [UInt8](repeating: 0, count: 2 * n)
+        if speech {
+            for i in 0..<n {
+                let v = Int16(i % 32 < 16 ? 8000 : -8000)
+                bytes[2 * i] = UInt8(truncatingIfNeeded: v)
+                bytes[2 * i + 1] = UInt8(truncatingIfNeeded: v >> 8)
+            }
+        }
+        return bytes
+    }
+}
+
+extension JSONObject {
+    var type: String { if case .string(let s)? = self["type"] { s } else { "" } }
+    func number(_ key: String) -> Double? { if case .number(let n)? = self[key] { n } else { nil } }
+}
