@@ -52,8 +52,12 @@ public enum ClientMessage: Sendable, Hashable {
     /// `{"type":"gap","duration":D}`: D seconds of audio the client does not have (lost while
     /// it was disconnected): the timeline advances by D without audio.
     case gap(duration: Double)
+    /// `{"type":"silence","duration":D}`: D seconds of silence the client did not send (it
+    /// suppresses silence to save the network): the timeline advances by D as if silence had
+    /// come, and nothing is reported.
+    case silence(duration: Double)
 
-    /// The longest gap one message may declare, in seconds.
+    /// The longest gap or silence one message may declare, in seconds.
     public static let maxGapSeconds = 3600.0
 
     /// The wire name of the message's `type`.
@@ -65,6 +69,7 @@ public enum ClientMessage: Sendable, Hashable {
         case .end: return "end"
         case .cancel: return "cancel"
         case .gap: return "gap"
+        case .silence: return "silence"
         }
     }
 
@@ -126,16 +131,16 @@ public enum ClientMessage: Sendable, Hashable {
                 throw StenoError(.badMessage, "field \"after\" must be the last seq received, 0 or more")
             }
             return .resume(ResumeRequest(session: session, resumeToken: token, after: UInt64(after)))
-        case "gap":
+        case "gap", "silence":
             guard let duration = try fields.optionalNumber("duration"), duration > 0,
                   duration <= maxGapSeconds else {
                 throw StenoError(.badMessage,
                     "field \"duration\" must be the seconds of audio skipped, more than 0 and at most 3600")
             }
-            return .gap(duration: duration)
+            return type == "gap" ? .gap(duration: duration) : .silence(duration: duration)
         default:
             throw StenoError(.badMessage,
-                "unknown message type \"\(clippedForError(type))\"; expected start, resume, finalize, end, cancel or gap")
+                "unknown message type \"\(clippedForError(type))\"; expected start, resume, finalize, end, cancel, gap or silence")
         }
     }
 

@@ -41,7 +41,8 @@
 //   is finalized (its finals still reach a channel) and closes without a close frame.
 // - `gap`: the timeline advances by the duration, without audio; the `gap` event reports it
 //   at once; the utterance in progress ends there (audio on both sides of a hole is not one
-//   utterance).
+//   utterance). `silence` (suppressed silence) is the same on the timeline, with no event:
+//   it counts as activity, like audio, and after `end` it is audio after `end`.
 
 /// What the server configures a session with.
 public struct SessionConfiguration: Sendable, Hashable {
@@ -98,8 +99,8 @@ public enum SessionAction: Sendable, Hashable {
     case submitFinalize(through: Double)
     /// End of input: finalize everything; then feed `.endCompleted` after delivering its finals.
     case submitEnd
-    /// `duration` seconds of the timeline, starting at `start`, have no audio: end the
-    /// utterance in progress and go on after the hole.
+    /// `duration` seconds of the timeline, starting at `start`, have no audio (a declared gap,
+    /// or silence the client did not send): end the utterance in progress and go on after it.
     case submitGap(start: Double, duration: Double)
     /// The client, instead of `start`, asks to continue the detached session of the request on
     /// this connection. If it may, this machine is dropped and the session's own machine gets
@@ -256,7 +257,7 @@ public struct SessionMachine: Sendable {
     private var lastActivity: Double
     /// When the connection opened (the `start` deadline runs from here).
     private let openedMonotonic: Double
-    private var startedMonotonic: Double = 0
+    private var startedMonotonicTime: Double = 0
     private var lastProgressAt: Double = -Double.infinity
     private var lastProgressReceived: Double = 0
     private var lastProgressAnalyzed: Double = 0
@@ -322,6 +323,9 @@ public struct SessionMachine: Sendable {
 
     /// Whether results carry words (the start request's `words`).
     public var includesWords: Bool { request?.words ?? true }
+
+    /// Monotonic time the `start` was accepted, once it was.
+    public var startedMonotonic: Double? { isStarted || isClosed && request != nil ? startedMonotonicTime : nil }
 
     /// Whether the machine has asked for the socket not to be read (inbound backpressure).
     public private(set) var isReadingPaused = false
@@ -492,6 +496,19 @@ public struct SessionMachine: Sendable {
             out.append(.submitGap(start: Double(receivedUnits - units) / unitRate, duration: Double(units) / unitRate))
             emit(.gap(start: start, end: receivedSeconds), into: &out)
             regulateReading(into: &out)
+        case (.open, .silence(let duration)):
+            let units = max(1, Int64((duration * unitRate).rounded()))
+            receivedUnits += units
+            lastActivity = max(lastActivity, now)
+            out.append(.submitGap(start: Double(receivedUnits - units) / unitRate, duration: Double(units) / unitRate))
+            regulateReading(into: &out)
+        case (.ending(.requested), .silence):
+            if !warnedAudioAfterEnd {
+                warnedAudioAfterEnd = true
+                emit(.error(StenoError(.badMessage, "audio after \"end\" is ignored")), into: &out)
+            }
+        case (.ending, .silence):
+            break
         case (.ending, .gap):
             emit(.error(StenoError(.badMessage, "the session is ending; \"gap\" is ignored")), into: &out)
         case (.ending, .finalize):
@@ -514,7 +531,7 @@ public struct SessionMachine: Sendable {
         assembler = TranscriptAssembler(options: .init(volatile: request.volatile, words: request.words))
         unitRate = request.audio.encoding == .opus ? Double(OpusPacket.sampleRate) : Double(request.audio.sampleRate)
         startedAt = wallClock
-        startedMonotonic = now
+        startedMonotonicTime = now
         stage = .open
         out.append(.startPipeline(request))
         emit(.ready(ReadyInfo(session: id, startedAt: wallClock, engine: configuration.engine,
@@ -681,7 +698,7 @@ public struct SessionMachine: Sendable {
             }
             return
         case .open:
-            if limits.maxSessionSeconds > 0 && now - startedMonotonic >= limits.maxSessionSeconds {
+            if limits.maxSessionSeconds > 0 && now - startedMonotonicTime >= limits.maxSessionSeconds {
                 windDown(.sessionLimit, into: &out)
             } else if let since = detachedSince, now - since >= limits.resumeSeconds {
                 windDown(.abandoned, into: &out)

@@ -33,6 +33,7 @@ final class Router: TransportDelegate {
         self.options = options
         self.registry = registry
         self.staticFiles = options.webRoot.isEmpty ? nil : StaticFiles(root: options.webRoot)
+        self.admission.lagTarget = options.lagTarget
         self.policy = HandshakePolicy(
             paths: [Self.streamPath, Self.listenPath],
             tokens: Set(options.tokens),
@@ -209,15 +210,17 @@ final class Router: TransportDelegate {
         for session in allSessions {
             session.input(.tick(now: now))
             session.flushLingeringAudio(now: now)
-            let lag = session.lag
-            lags.append(lag)
+            let (lag, live) = session.lagAndPace(now: now)
+            // A client sending a file faster than real time is behind by its own doing (flow
+            // control holds it): only live streams tell whether another talker would keep up.
+            if live { lags.append(lag) }
             context.metrics.lagSeconds.observe(lag)
             // A detached session that has finished (not resumed in time, or drained) has no
             // connection whose close would say so.
             if let (line, seconds) = session.closingSummary { forget(session, line: line, seconds: seconds) }
         }
         let wasBusy = admission.isBusy
-        admission.measure(now: now, load: context.engine.load, lags: lags)
+        if options.lagTarget > 0 { admission.measure(now: now, load: context.engine.load, lags: lags) }
         if admission.isBusy != wasBusy {
             context.log.info(admission.isBusy
                 ? "busy: new sessions are refused (lag \(JSONWriter.secondsText(admission.lag)) s, \(context.engine.load.waiting) waiting for a recognizer)"

@@ -70,6 +70,9 @@ public struct ServerOptions: Sendable, Equatable {
     /// Decoders shared by all sessions: how many utterances are recognized at once (≈95 MB
     /// each). A session borrows one while it speaks.
     public var recognizers: Int = 4
+    /// The lag (seconds of audio behind real time) a live talker may have before new sessions
+    /// are refused for load (see `Admission`); 0: admit by the connection limit alone.
+    public var lagTarget: Double = 1
     /// How long a session whose connection dropped waits for its client to resume it, in
     /// seconds; 0: no resume.
     public var resumeSeconds: Double = 30

@@ -206,6 +206,16 @@ final class StreamSession: Sendable {
     /// Progress for the lag metric: received − analyzed.
     var lag: Double { state.withLock { $0.machine.backlogSeconds } }
 
+    /// The lag, and whether the session streams at about real time (not a file sent faster):
+    /// no more audio received than wall-clock time since `start`, give or take a second.
+    func lagAndPace(now: Double) -> (lag: Double, live: Bool) {
+        state.withLock { s in
+            let m = s.machine
+            guard let started = m.startedMonotonic else { return (0, false) }
+            return (m.backlogSeconds, m.receivedSeconds <= (now - started) * 1.1 + 1)
+        }
+    }
+
     /// How the session went, once it has closed with no connection (the log line).
     var closingSummary: (line: String, seconds: Double)? {
         state.withLock { s in s.machine.isClosed && s.connection == nil ? summary(s) : nil }

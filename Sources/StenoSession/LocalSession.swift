@@ -1,3 +1,4 @@
+import Dispatch
 import StenoCore
 import StenoSpeech
 import StenoSystem
@@ -27,6 +28,8 @@ public final class LocalSession {
     private var machine: SessionMachine
     private let engine: any SpeechEngine
     private var pipeline: TranscriptionPipeline?
+    /// Signalled when the recognizer, waiting for a shared decoder, can go on.
+    private let woken = DispatchSemaphore(value: 0)
 
     /// A session on `engine`. Limits that depend on wall time (idle, session length) are off
     /// unless given: a file is not a live stream.
@@ -84,7 +87,8 @@ public final class LocalSession {
             onEvent?(numbered)
         case .startPipeline(let request):
             do throws(StenoError) {
-                let recognizer = try engine.makeRecognizer(options: RecognizerOptions())
+                let woken = self.woken
+                let recognizer = try engine.makeRecognizer(options: RecognizerOptions()) { woken.signal() }
                 pipeline = try TranscriptionPipeline(format: request.audio, recognizer: recognizer)
             } catch {
                 handle(.pipelineFailed(error.message))
@@ -92,22 +96,22 @@ public final class LocalSession {
         case .submitAudio(let chunk):
             run { pipeline throws(StenoError) in
                 let output = try pipeline.append(chunk.bytes)
-                results(output.events, pipeline)
+                try results(output.events, pipeline)
                 if let warning = output.warning, !chunk.headerIsMalformed { handle(.pipelineWarning(warning)) }
             }
         case .submitFinalize(let through):
             run { pipeline throws(StenoError) in
-                results(try pipeline.finalize(through: through), pipeline)
+                try results(try pipeline.finalize(through: through), pipeline)
                 handle(.finalizeCompleted)
             }
         case .submitEnd:
             run { pipeline throws(StenoError) in
-                results(try pipeline.finish(), pipeline)
+                try results(try pipeline.finish(), pipeline)
                 handle(.endCompleted)
             }
         case .submitGap(_, let duration):
             run { pipeline throws(StenoError) in
-                results(try pipeline.gap(seconds: duration), pipeline)
+                try results(try pipeline.gap(seconds: duration), pipeline)
             }
         case .resume:
             handle(.resumeRejected("a local session has nothing to resume"))
@@ -121,8 +125,16 @@ public final class LocalSession {
         }
     }
 
-    private func results(_ events: [TranscriberEvent], _ pipeline: TranscriptionPipeline) {
+    /// The events of a pipeline step; if the recognizer then waits for a shared decoder (the
+    /// engine serves other sessions too), waits for it here — a local session has nothing else
+    /// to do — and takes what it makes when it goes on.
+    private func results(_ events: [TranscriberEvent], _ pipeline: TranscriptionPipeline) throws(StenoError) {
         handle(.results(events, analyzedThrough: pipeline.analyzedSeconds, now: Self.now()))
+        while pipeline.isWaiting {
+            woken.wait()
+            let more = try pipeline.proceed()
+            handle(.results(more, analyzedThrough: pipeline.analyzedSeconds, now: Self.now()))
+        }
     }
 
     private func run(_ body: (TranscriptionPipeline) throws(StenoError) -> Void) {

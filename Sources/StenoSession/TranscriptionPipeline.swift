@@ -45,6 +45,9 @@ public final class TranscriptionPipeline {
     /// re-feed). Without an early finalize there is one entry and the two counts are equal.
     private var mapping: [(recognizerStart: Int, outputStart: Int)] = [(0, 0)]
     private var recognizerSamples = 0
+    /// Silence or gaps the recognizer counted without audio: where in its samples, how many,
+    /// and the session time they start at.
+    private var holes: [(start: Int, length: Int, time: Double)] = []
     /// The latest ingest output, `history[0]` being output sample `historyStart`.
     private var history: [Float] = []
     private var historyStart = 0
@@ -160,11 +163,23 @@ public final class TranscriptionPipeline {
     /// A hole of `seconds` in the timeline (audio the client lost): what was heard before it
     /// becomes final, and later audio is placed after the hole.
     public func gap(seconds: Double) throws(StenoError) -> [TranscriberEvent] {
+        try silence(seconds: seconds)
+    }
+
+    /// `seconds` of silence the client left out: the timeline moves on as if it had been sent
+    /// (the recognizer ends the utterance in progress and puts what follows on the grid the
+    /// whole input would have had), and nothing is reported.
+    public func silence(seconds: Double) throws(StenoError) -> [TranscriberEvent] {
         guard !finished else { return [] }
         scratch.removeAll(keepingCapacity: true)
+        let start = receivedSeconds
         _ = ingest.skip(seconds: seconds, flushingInto: &scratch)
         var events = try feed(scratch)
-        events += map(try recognizer.endUtterance())
+        let samples = Int((max(0, seconds) * Double(recognizer.sampleRate)).rounded())
+        holes.append((recognizerSamples, samples, start))
+        recognizerSamples += samples
+        mapping.append((recognizerSamples, ingest.outputSamples))
+        events += map(try recognizer.skipSilence(samples))
         return events
     }
 
@@ -219,6 +234,10 @@ public final class TranscriptionPipeline {
     private func sessionTime(recognizerSeconds t: Double) -> Double {
         let rate = Double(recognizer.sampleRate)
         let k = t.isFinite ? Int((t * rate).rounded()) : 0
+        // Inside a hole (or at its edges) there is no audio to map through: time runs on.
+        if let hole = holes.last(where: { $0.start <= k && k <= $0.start + $0.length }) {
+            return hole.time + Double(k - hole.start) / rate
+        }
         let entry = mapping.last { $0.recognizerStart <= k } ?? mapping[0]
         return ingest.clock.seconds(atOutputSample: entry.outputStart + (k - entry.recognizerStart))
     }

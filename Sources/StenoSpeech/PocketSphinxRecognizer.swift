@@ -62,9 +62,21 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
     private var received = 0
     /// Samples analyzed so far (front end and search).
     private var fed = 0
-    /// Samples accepted and not yet given to the front end; `input[inputHead...]`.
+    /// Samples accepted and not yet given to the front end; `input[inputHead...]`. Sample
+    /// `input[i]` is sample `inputBase + i` of the stream.
     private var input: [Int16] = []
     private var inputHead = 0
+    private var inputBase = 0
+    /// Silence left out by the client (`skipSilence`): before which accepted sample (counted
+    /// like `inputBase`), and how long.
+    private var holes: [(position: Int, length: Int)] = []
+    /// Samples to drop from what comes after a hole, so that frames stay on the grid the
+    /// whole input would have put them on.
+    private var dropSamples = 0
+    /// Where the block grid of the utterance started, and how long the next block is (a
+    /// block is shorter only after a hole, to end where the whole input's would).
+    private var blockOrigin = 0
+    private var blockLength: Int
     /// A block the front end has analyzed whose cepstra wait for a decoder.
     private var suspended: Block?
     /// An end asked for (`endUtterance`, `finish`), done once the input before it is analyzed.
@@ -81,6 +93,9 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
 
     private enum End {
         case utterance, finish
+        /// The utterance ends where the client left silence out (as the detector would have
+        /// ended it in that silence).
+        case silence
     }
 
     // The utterance in progress.
@@ -113,6 +128,7 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
         self.maxUtteranceSamples = max(1, Int(min(maxUtteranceSeconds, 86_400) * Double(Self.sampleRate)))
         self.partialResults = partialResults
         self.mean = shape.freshMean
+        self.blockLength = blockSamples
         self.waiter = DecoderWaiter(wake: wake)
         input.reserveCapacity(blockSamples)
         frontEnd.startStream()
@@ -150,6 +166,20 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
         return try run()
     }
 
+    /// `samples` of silence the client left out, after what was accepted so far. The utterance
+    /// in progress ends there, as the detector would have ended it in the silence; the timeline
+    /// moves on; and the audio after it is put on the frame and block grid the whole input
+    /// would have had (a few of its first samples are dropped for that), so that the words
+    /// after a long pause come out as they would have without the pause left out.
+    public func skipSilence(_ samples: Int) throws(StenoError) -> [TranscriberEvent] {
+        try usable()
+        guard samples > 0 else { return [] }
+        // Where the hole falls among the samples accepted (holes are not in `input`).
+        holes.append((inputBase + input.count, samples))
+        received += samples
+        return try run()
+    }
+
     public func cancel() {
         release()
     }
@@ -172,10 +202,28 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
                 try search(block, into: &events)
             }
             while suspended == nil && !released {
-                if input.count - inputHead >= blockSamples {
-                    try analyze(samples: blockSamples, end: nil, into: &events)
-                } else if let end = pendingEnd {
-                    try analyze(samples: input.count - inputHead, end: end, into: &events)
+                let available = input.count - inputHead
+                let head = inputBase + inputHead
+                let untilHole = holes.first.map { $0.position - head } ?? Int.max
+                if dropSamples > 0 && available > 0 && untilHole > 0 {
+                    let drop = min(dropSamples, available, untilHole)
+                    inputHead += drop
+                    fed += drop
+                    dropSamples -= drop
+                } else if let hole = holes.first, untilHole <= available, untilHole < blockLength {
+                    // Everything before the hole is here, and less than a block.
+                    if untilHole > 0 && utteranceHasSpeech {
+                        try analyze(samples: untilHole, end: .silence, into: &events)
+                    } else {
+                        inputHead += untilHole
+                        fed += untilHole
+                        holes.removeFirst()
+                        skip(hole.length, into: &events)
+                    }
+                } else if available >= blockLength && untilHole >= blockLength {
+                    try analyze(samples: blockLength, end: nil, into: &events)
+                } else if let end = pendingEnd, holes.isEmpty {
+                    try analyze(samples: available, end: end, into: &events)
                 } else {
                     break
                 }
@@ -209,6 +257,7 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
             }
         }
         inputHead += count
+        blockLength = blockSamples
         if awaitingFirstBlock {
             awaitingFirstBlock = false
             startedInSilence = frames.isEmpty
@@ -231,6 +280,16 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
             try decoder.searchBlock(&frames)
         }
         fed += block.samples
+        if block.end == .silence {
+            try closeUtterance(cut: false, into: &events)
+            if speechActive {
+                // Speech ended where the client's silence began.
+                speechActive = false
+                cutWhileSpeaking = nil
+                events.append(.speechEnded(at: seconds(fed)))
+            }
+            return
+        }
         if let end = block.end {
             try closeUtterance(cut: true, into: &events)
             pendingEnd = nil
@@ -321,6 +380,31 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
         partialText = ""
         awaitingFirstBlock = true
         startedInSilence = false
+        blockOrigin = fed
+        blockLength = blockSamples
+        frontEnd.startUtterance()
+    }
+
+    /// Moves past a hole of `length` samples (the client's silence; nothing of the utterance
+    /// before it has speech): the front end starts again after it on the frame grid of the
+    /// utterance's block grid (dropping the first samples after the hole up to that grid), and
+    /// the next block ends where the whole input's would have.
+    private func skip(_ length: Int, into events: inout [TranscriberEvent]) {
+        fed += length
+        if speechActive {
+            speechActive = false
+            cutWhileSpeaking = nil
+            events.append(.speechEnded(at: seconds(fed - length)))
+        }
+        let shift = shape.frameShift
+        let restart = blockOrigin + (fed - blockOrigin + shift - 1) / shift * shift
+        dropSamples = restart - fed
+        var blockEnd = blockOrigin + (restart - blockOrigin + blockSamples - 1) / blockSamples * blockSamples
+        if blockEnd == restart { blockEnd += blockSamples }
+        blockLength = blockEnd - restart
+        utteranceStart = restart
+        silenceFrame = nil
+        firstFrame = 0
         frontEnd.startUtterance()
     }
 
@@ -338,7 +422,9 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
         guard !released else { return }
         released = true
         input = []
+        inputBase += inputHead
         inputHead = 0
+        holes = []
         suspended = nil
         if let decoder {
             self.decoder = nil
@@ -350,6 +436,7 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
     private func compactInput() {
         if inputHead > 0 && inputHead * 2 >= input.count {
             input.removeFirst(inputHead)
+            inputBase += inputHead
             inputHead = 0
         }
     }

@@ -90,6 +90,10 @@ public protocol SpeechRecognizer: AnyObject {
 
     /// Goes on after `wake`: analyzes what it kept, as far as it can.
     func proceed() throws(StenoError) -> [TranscriberEvent]
+
+    /// `samples` of silence the client left out (it declared them instead of sending them):
+    /// the utterance in progress ends, and the input timeline moves on by that much.
+    func skipSilence(_ samples: Int) throws(StenoError) -> [TranscriberEvent]
 }
 
 extension SpeechRecognizer {

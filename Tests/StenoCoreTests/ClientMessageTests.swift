@@ -58,7 +58,7 @@ import Testing
         ("\"start\"", "expected a JSON object, not a string"),
         ("{}", "field \"type\" is missing"),
         (#"{"type":3}"#, "field \"type\" must be a string"),
-        (#"{"type":"pause"}"#, "unknown message type \"pause\"; expected start, resume, finalize, end, cancel or gap"),
+        (#"{"type":"pause"}"#, "unknown message type \"pause\"; expected start, resume, finalize, end, cancel, gap or silence"),
         (#"{"type":"start"}"#, "field \"audio\" is missing"),
         (#"{"type":"start","audio":[]}"#, "field \"audio\" must be an object"),
         (#"{"type":"start","audio":{"sampleRate":16000,"channels":1}}"#, "field \"audio.encoding\" is missing"),

@@ -229,7 +229,7 @@ let everyInput: [SessionInput] = [
         var h = Harness()
         h.start()
         #expect(h.text(#"{"type":"pause"}"#) == [errorEvent(2, .badMessage,
-            "unknown message type \"pause\"; expected start, resume, finalize, end, cancel or gap")])
+            "unknown message type \"pause\"; expected start, resume, finalize, end, cancel, gap or silence")])
         #expect(h.text(#"{"type":"finalize","through":"x"}"#) == [errorEvent(3, .badMessage,
             "field \"through\" must be a number")])
         #expect(h.machine.phase == .streaming)

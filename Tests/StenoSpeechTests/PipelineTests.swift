@@ -189,3 +189,92 @@ enum Speech44 {
     }
 }
 
+
+/// A client that leaves out silence (and says so with `silence`) gets the finals of one that
+/// sends everything: the same words, at times within one 10 ms frame.
+@Suite struct SilenceSuppressionTests {
+    static func session(_ engine: PocketSphinxEngine) -> LocalSession { LocalSession(engine: engine) }
+
+    /// The finals of `samples` sent continuously, and with silence left out.
+    static func both(_ samples: [Float]) throws -> (continuous: [RecognitionResult], suppressed: [RecognitionResult], silences: Double) {
+        let engine = try SharedEngine.get()
+        let format = try AudioFormat(encoding: .pcmF32LE, sampleRate: 16000, channels: 1)
+        func bytes(_ floats: [Float]) -> [UInt8] {
+            floats.withUnsafeBytes { Array($0) }
+        }
+        let continuous = session(engine)
+        continuous.start(format: format)
+        var i = 0
+        while i < samples.count {
+            continuous.send(audio: bytes(Array(samples[i..<min(samples.count, i + 320)])))
+            i += 320
+        }
+        continuous.end()
+
+        let suppressed = session(engine)
+        suppressed.start(format: format)
+        var suppressor = SilenceSuppressor(sampleRate: 16000)
+        var declared = 0.0
+        func deliver(_ outputs: [SilenceSuppressor.Output]) {
+            for output in outputs {
+                switch output {
+                case .audio(let floats):
+                    var j = 0
+                    while j < floats.count {
+                        suppressed.send(audio: bytes(Array(floats[j..<min(floats.count, j + 320)])))
+                        j += 320
+                    }
+                case .silence(let seconds):
+                    declared += seconds
+                    suppressed.send(text: "{\"type\":\"silence\",\"duration\":\(seconds)}")
+                }
+            }
+        }
+        i = 0
+        while i < samples.count {
+            deliver(suppressor.push(Array(samples[i..<min(samples.count, i + 320)])))
+            i += 320
+        }
+        deliver(suppressor.finish())
+        suppressed.end()
+        #expect(abs(suppressed.receivedSeconds - continuous.receivedSeconds) < 0.002, "the timeline is the whole input's")
+        return (continuous.finals, suppressed.finals, declared)
+    }
+
+    static func expectSame(_ a: [RecognitionResult], _ b: [RecognitionResult], sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(a.map(\.text) == b.map(\.text), sourceLocation: sourceLocation)
+        for (x, y) in zip(a.flatMap(\.words), b.flatMap(\.words)) {
+            #expect(abs(x.range.start - y.range.start) <= 0.0101 && abs(x.range.end - y.range.end) <= 0.0101,
+                    "\(x.text): \(x.range) vs \(y.range)", sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test func speechWithLongPausesGivesTheSameFinalsWhenItsSilenceIsLeftOut() throws {
+        // Five utterances with 3 s of quiet room noise between them.
+        var samples: [Float] = []
+        var noise = SplitNoise()
+        for name in ["cards/001.wav", "cards/002.wav", "cards/003.wav", "cards/004.wav", "cards/005.wav"] {
+            samples += try TestAudio.load(name).floats
+            samples += (0..<48000).map { _ in noise.next() * 0.0005 }
+        }
+        let (continuous, suppressed, silences) = try Self.both(samples)
+        #expect(silences > 5, "most of the 15 s of pauses was left out: \(silences) s")
+        #expect(continuous.count >= 5)
+        Self.expectSame(continuous, suppressed)
+    }
+
+    @Test func aRecordingWithShortPausesIsSentWhole() throws {
+        let samples = try TestAudio.load("librivox/sense_and_sensibility_01_austen_64kb-0870.wav").floats
+        let (continuous, suppressed, _) = try Self.both(samples)
+        Self.expectSame(continuous, suppressed)
+    }
+}
+
+/// Deterministic low-level noise in -1...1.
+struct SplitNoise {
+    var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+    mutating func next() -> Float {
+        state = state &* 6364136223846793005 &+ 1442695040888963407
+        return Float(Int64(bitPattern: state >> 11) % 2000 - 1000) / 1000
+    }
+}

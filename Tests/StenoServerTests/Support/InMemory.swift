@@ -201,6 +201,13 @@ final class ScriptedRecognizer: SpeechRecognizer {
 
     func proceed() throws(StenoError) -> [TranscriberEvent] { run() }
 
+    func skipSilence(_ samples: Int) throws(StenoError) -> [TranscriberEvent] {
+        let events = try endUtterance()
+        received += samples
+        fed += samples
+        return events
+    }
+
     func cancel() {
         if hasDecoder {
             hasDecoder = false
