@@ -70,6 +70,9 @@ public struct ServerOptions: Sendable, Equatable {
     /// Decoders shared by all sessions: how many utterances are recognized at once (≈95 MB
     /// each). A session borrows one while it speaks.
     public var recognizers: Int = 4
+    /// Each session keeps a recognizer from its first utterance to its end, as before they were
+    /// shared (for comparison in benchmarks; `recognizers` then limits sessions that spoke).
+    public var dedicatedRecognizers = false
     /// The lag (seconds of audio behind real time) a live talker may have before new sessions
     /// are refused for load (see `Admission`); 0: admit by the connection limit alone.
     public var lagTarget: Double = 1

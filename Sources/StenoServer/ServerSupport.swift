@@ -22,6 +22,8 @@ struct ServerContext: Sendable {
     /// Every `/v1/stream` session, for resume and draining.
     let sessions: SessionRegistry
     let sessionConfiguration: SessionConfiguration
+    /// Sessions keep their recognizer to the end (`ServerOptions.dedicatedRecognizers`).
+    var dedicatedRecognizers = false
 }
 
 

@@ -54,7 +54,7 @@ public final class StenoServer: Sendable {
             idleTimeoutSeconds: options.idleTimeout.map(\.inSeconds) ?? 0,
             outboundBytes: options.outboundBytes,
             resumeSeconds: options.resumeSeconds)
-        self.context = ServerContext(
+        var context = ServerContext(
             handle: transport.handle,
             engine: engine,
             pool: pool,
@@ -65,6 +65,8 @@ public final class StenoServer: Sendable {
             sessionConfiguration: SessionConfiguration(
                 engine: EngineInfo(name: info.name, model: info.model, language: info.language, sampleRate: info.sampleRate),
                 limits: limits))
+        context.dedicatedRecognizers = options.dedicatedRecognizers
+        self.context = context
     }
 
     /// Starts listening; returns the port (the real one when `options.port` is 0). The

@@ -320,12 +320,14 @@ final class StreamSession: Sendable {
 
     private func startPipeline(_ request: StartRequest) {
         let engine = server.engine
+        let dedicated = server.dedicatedRecognizers
         let metrics = server.metrics
         lane.submit { [self] in
             do throws(StenoError) {
                 // Light: a front end of its own; a decoder is borrowed per utterance, and when
                 // none is free the recognizer waits and `wake` brings the lane back.
-                let recognizer = try engine.makeRecognizer(options: RecognizerOptions()) { [weak self] in
+                let options = RecognizerOptions(keepsDecoder: dedicated)
+                let recognizer = try engine.makeRecognizer(options: options) { [weak self] in
                     self?.wake()
                 }
                 let made = try TranscriptionPipeline(format: request.audio, recognizer: recognizer)

@@ -59,6 +59,7 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
             blockSamples: configuration.blockSamples,
             maxUtteranceSeconds: maxSeconds,
             partialResults: options.partialResults,
+            keepsDecoder: options.keepsDecoder,
             wake: wake)
     }
 

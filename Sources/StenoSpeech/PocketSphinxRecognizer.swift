@@ -57,6 +57,9 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
     private var startedInSilence = false
     /// The decoder searching the utterance in progress (only while it has speech).
     private var decoder: PocketSphinxDecoder?
+    /// With `keepsDecoder`: the decoder kept between utterances.
+    private var kept: PocketSphinxDecoder?
+    private let keepsDecoder: Bool
 
     /// Samples accepted so far.
     private var received = 0
@@ -118,8 +121,9 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
     private var cutWhileSpeaking: Int?
 
     init(pool: DecoderPool, shape: DecoderShape, frontEnd: SpeechFrontEnd, info: SpeechEngineInfo,
-         blockSamples: Int, maxUtteranceSeconds: Double, partialResults: Bool,
+         blockSamples: Int, maxUtteranceSeconds: Double, partialResults: Bool, keepsDecoder: Bool = false,
          wake: @escaping @Sendable () -> Void) {
+        self.keepsDecoder = keepsDecoder
         self.pool = pool
         self.shape = shape
         self.frontEnd = frontEnd
@@ -317,7 +321,10 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
     private func attach() throws(StenoError) -> Bool {
         if decoder != nil { return true }
         let got: PocketSphinxDecoder
-        if let granted = waiter.take() {
+        if let kept {
+            got = kept
+            self.kept = nil
+        } else if let granted = waiter.take() {
             got = try granted.get()
         } else if let idle = pool.take(for: waiter) {
             got = idle
@@ -353,7 +360,7 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
             mean = try decoder.endUtterance(last: &last)
             let words = self.words(decoder, final: true)
             self.decoder = nil
-            pool.giveBack(decoder)
+            if keepsDecoder { kept = decoder } else { pool.giveBack(decoder) }
             if let result = Self.result(words) {
                 events.append(.final(result))
             } else if !partialText.isEmpty {
@@ -429,6 +436,10 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
         if let decoder {
             self.decoder = nil
             pool.giveBack(decoder)
+        }
+        if let kept {
+            self.kept = nil
+            pool.giveBack(kept)
         }
         pool.withdraw(waiter)
     }

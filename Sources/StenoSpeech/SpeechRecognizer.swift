@@ -28,10 +28,15 @@ public struct SpeechEngineInfo: Sendable, Hashable, CustomStringConvertible {
 public struct RecognizerOptions: Sendable, Hashable {
     /// Report `.partial` results (volatile guesses). Off saves a little CPU.
     public var partialResults: Bool
+    /// Keep a decoder from the first utterance to the end of the session instead of giving it
+    /// back after each one: the design before shared decoders, kept for comparison in the
+    /// benchmarks (each session then costs a decoder while connected).
+    public var keepsDecoder: Bool
     /// Force a final after this many seconds of one utterance; nil keeps the engine's default.
     public var maxUtteranceSeconds: Double?
 
-    public init(partialResults: Bool = true, maxUtteranceSeconds: Double? = nil) {
+    public init(partialResults: Bool = true, maxUtteranceSeconds: Double? = nil, keepsDecoder: Bool = false) {
+        self.keepsDecoder = keepsDecoder
         self.partialResults = partialResults
         self.maxUtteranceSeconds = maxUtteranceSeconds
     }

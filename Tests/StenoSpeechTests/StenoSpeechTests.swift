@@ -372,6 +372,22 @@ let testFiles = [
         #expect(engine.decoderStats.lent == 0 && engine.decoderStats.waiting == 0, "\(engine.decoderStats)")
     }
 
+    /// The design before shared decoders (kept for the benchmarks): a session keeps its decoder
+    /// between utterances, and gets the same finals.
+    @Test func aSessionThatKeepsItsDecoderGetsTheSameFinals() throws {
+        let engine = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(recognizers: 2))
+        let audio = try TestAudio.load("beckett.wav")
+        let shared = try transcribe(audio, with: engine.makeRecognizer()).finals
+        let keeping = try engine.makeRecognizer(options: RecognizerOptions(keepsDecoder: true))
+        let floats = audio.floats
+        var events = try keeping.accept(Array(floats.prefix(40000)))
+        #expect(!events.finals.isEmpty)
+        #expect(engine.load.busy == 1, "kept after its first utterance")
+        events += try keeping.accept(Array(floats.dropFirst(40000))) + keeping.finish()
+        #expect(events.finals == shared)
+        #expect(engine.load.busy == 0)
+    }
+
     /// Sessions on several threads at once get the same results as one alone.
     @Test func concurrentSessionsAreIndependent() async throws {
         let audio = try TestAudio.load("cards/002.wav")
