@@ -1,4 +1,4 @@
-// The client → server text messages of PROTOCOL.md.
+// The client → server text messages of docs/protocol.md.
 
 /// A validated `start` request.
 public struct StartRequest: Sendable, Hashable {

@@ -1,4 +1,4 @@
-/// The error codes of the wire protocol (PROTOCOL.md, "Errors and close codes").
+/// The error codes of the wire protocol (docs/protocol.md, "Errors and close codes").
 public enum ErrorCode: String, Sendable, CaseIterable, Hashable {
     case badMessage = "bad_message"
     case badAudio = "bad_audio"

@@ -1,4 +1,4 @@
-// The server → client events of PROTOCOL.md and their JSON encoding.
+// The server → client events of docs/protocol.md and their JSON encoding.
 
 /// What `ready` says about the recognizer serving the session.
 public struct EngineInfo: Sendable, Hashable {

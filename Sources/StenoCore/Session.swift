@@ -8,7 +8,7 @@
 //        └── fatal error ──▶ failed(code)      cancel ──▶ cancelled        pipeline done ──▶ ended
 //                                                                                     (or failed(code))
 //
-// Decisions where PROTOCOL.md is silent (also in the report):
+// Decisions where the first protocol was silent (marked (choice) in docs/protocol.md):
 // - A `start` whose language the engine cannot serve (see `LanguageTag.serves`) gets a
 //   non-fatal `bad_message` naming the served language; no session starts and the client may
 //   send another `start`. A `start` without `language` gets the engine's language.
@@ -20,7 +20,7 @@
 //   Audio after it was discarded unanalyzed. Cancel takes effect at once: no round trip to
 //   the pipeline (`cancelPipeline` is fire-and-forget; late pipeline reports are ignored).
 // - `finalized.through` and `ended.duration` are computed here from the audio received
-//   (the timeline of PROTOCOL.md), not taken from the pipeline.
+//   (the timeline of docs/protocol.md), not taken from the pipeline.
 // - Idle timeout: runs while awaiting `start` and while streaming with no finalize pending;
 //   it restarts on every client frame and whenever analysis advances (a client blocked by our
 //   own backpressure is not idle). In a session it ends like the session limit: finalize
@@ -48,7 +48,7 @@
 public struct SessionConfiguration: Sendable, Hashable {
     public var engine: EngineInfo
     public var limits: SessionLimits
-    /// Seconds between `progress` events while audio flows (PROTOCOL.md: at least once a second).
+    /// Seconds between `progress` events while audio flows (docs/protocol.md: at least once a second).
     /// The server should tick several times per interval.
     public var progressInterval: Double
     /// Duration counted for an Opus packet whose header is unreadable before any good packet

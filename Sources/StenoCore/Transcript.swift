@@ -1,4 +1,4 @@
-/// Turns a recognizer's `TranscriberEvent`s into protocol events, enforcing PROTOCOL.md's
+/// Turns a recognizer's `TranscriberEvent`s into protocol events, enforcing docs/protocol.md's
 /// invariants whatever the recognizer does, and keeps the finals so far.
 ///
 /// Guarantees on what it emits:

@@ -13,7 +13,7 @@ public final class StenoMetrics: Sendable {
 
     /// `steno_sessions_active`: transcription sessions open now.
     public let sessionsActive: Gauge
-    /// `steno_sessions_total`: transcription sessions started (a `ready` was sent).
+    /// `steno_sessions_total`: `/v1/stream` connections opened (each a session, started or not).
     public let sessionsTotal: Counter
     /// `steno_handshakes_refused_total{reason}`: WebSocket upgrades refused before a
     /// session existed; reasons `unauthorized`, `forbidden_origin`, `capacity`, `draining`.
@@ -63,7 +63,7 @@ public final class StenoMetrics: Sendable {
     public init(registry: MetricsRegistry = MetricsRegistry()) {
         self.registry = registry
         sessionsActive = registry.gauge("steno_sessions_active", help: "Transcription sessions open now.")
-        sessionsTotal = registry.counter("steno_sessions_total", help: "Transcription sessions started.")
+        sessionsTotal = registry.counter("steno_sessions_total", help: "Connections opened on /v1/stream (sessions, started or not).")
         handshakesRefused = registry.counter(
             "steno_handshakes_refused_total", help: "WebSocket handshakes refused, by reason.", labels: ["reason"])
         viewersActive = registry.gauge("steno_viewers_active", help: "Broadcast viewers connected now.")
@@ -72,7 +72,7 @@ public final class StenoMetrics: Sendable {
         audioAnalyzedSeconds = registry.counter(
             "steno_audio_analyzed_seconds_total", help: "Seconds of audio analyzed by the recognizers.")
         lagSeconds = registry.histogram(
-            "steno_lag_seconds", help: "Audio received but not yet analyzed, in seconds, sampled per session every 0.25 s.",
+            "steno_lag_seconds", help: "Audio received but not yet analyzed, in seconds, sampled per session at each tick (4 a second).",
             buckets: Self.latencyBuckets)
         let eventsSent = registry.counter("steno_events_sent_total", help: "Events sent to clients, by type.", labels: ["type"])
         let errors = registry.counter("steno_errors_total", help: "Error events sent to clients, by code.", labels: ["code"])

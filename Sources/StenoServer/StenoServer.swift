@@ -63,7 +63,7 @@ public final class StenoServer: Sendable {
             channels: ChannelHub(handle: transport.handle, metrics: metrics),
             sessions: sessions,
             sessionConfiguration: SessionConfiguration(
-                engine: EngineInfo(name: info.name, model: info.model, language: info.language, sampleRate: info.sampleRate),
+                engine: info.announced,
                 limits: limits))
         context.dedicatedRecognizers = options.dedicatedRecognizers
         self.context = context

@@ -37,7 +37,7 @@ public final class LocalSession {
         self.engine = engine
         let info = engine.info
         let configuration = SessionConfiguration(
-            engine: EngineInfo(name: info.name, model: info.model, language: info.language, sampleRate: info.sampleRate),
+            engine: info.announced,
             limits: limits ?? SessionLimits(maxSessionSeconds: 0, idleTimeoutSeconds: 0, startTimeoutSeconds: 0))
         self.machine = SessionMachine(id: id, configuration: configuration, now: Self.now())
     }

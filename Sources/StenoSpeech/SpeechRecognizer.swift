@@ -22,6 +22,11 @@ public struct SpeechEngineInfo: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String { "\(name) \(version), model \(model) (\(language)), \(sampleRate) Hz" }
+
+    /// What `ready.engine` says of it (everything but the version).
+    public var announced: EngineInfo {
+        EngineInfo(name: name, model: model, language: language, sampleRate: sampleRate)
+    }
 }
 
 /// Per-session choices a server passes when it makes a recognizer.
