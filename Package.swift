@@ -102,7 +102,7 @@ let package = Package(
             resources: [.copy("Resources")]),
         .testTarget(
             name: "StenoCLITests",
-            dependencies: ["steno", "StenoCore"],
+            dependencies: ["steno", "StenoCore", "StenoServer", "StenoSystem"],
             resources: [.copy("Resources")]),
     ]
 )

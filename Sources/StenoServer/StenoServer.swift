@@ -37,7 +37,7 @@ public final class StenoServer: Sendable {
 
         var configuration = TransportConfiguration(
             host: options.host, port: options.port,
-            maxMessageSize: options.maxFrameBytes, outboundByteLimit: options.outboundBytes)
+            maxMessageSize: options.limits.maxFrameBytes, outboundByteLimit: options.limits.outboundBytes)
         configuration.tlsCertificatePath = options.tls?.certificatePath
         configuration.tlsKeyPath = options.tls?.privateKeyPath
         configuration.keepAliveSeconds = options.keepAlive.map { Int($0.inSeconds.rounded()) } ?? 0
@@ -47,13 +47,6 @@ public final class StenoServer: Sendable {
         self.transport = transport
 
         let info = engine.info
-        let limits = SessionLimits(
-            maxFrameBytes: options.maxFrameBytes,
-            bufferSeconds: options.bufferSeconds,
-            maxSessionSeconds: options.maxSessionDuration.map(\.inSeconds) ?? 0,
-            idleTimeoutSeconds: options.idleTimeout.map(\.inSeconds) ?? 0,
-            outboundBytes: options.outboundBytes,
-            resumeSeconds: options.resumeSeconds)
         var context = ServerContext(
             handle: transport.handle,
             engine: engine,
@@ -64,7 +57,7 @@ public final class StenoServer: Sendable {
             sessions: sessions,
             sessionConfiguration: SessionConfiguration(
                 engine: info.announced,
-                limits: limits))
+                limits: options.limits))
         context.dedicatedRecognizers = options.dedicatedRecognizers
         self.context = context
     }

@@ -27,9 +27,9 @@ case "version", "--version":
 case "help", "--help", "-h":
     print(usage, terminator: "")
 case nil:
-    FileHandleOutput.stderr(usage)
+    StandardStreams.stderr(usage)
     exit(2)
 case let other?:
-    FileHandleOutput.stderr("steno: unknown command '\(other)'\n\n" + usage)
+    StandardStreams.stderr("steno: unknown command '\(other)'\n\n" + usage)
     exit(2)
 }

@@ -170,11 +170,11 @@ import StenoTestSupport
 
     @Test func readyAnnouncesTheEngineAndTheLimitsTheServerRunsWith() throws {
         let server = try LiveServer {
-            $0.maxFrameBytes = 32768
-            $0.bufferSeconds = 2.5
-            $0.maxSessionDuration = .seconds(600)
-            $0.idleTimeout = .seconds(45)
-            $0.outboundBytes = 262_144
+            $0.limits.maxFrameBytes = 32768
+            $0.limits.bufferSeconds = 2.5
+            $0.limits.maxSessionSeconds = 600
+            $0.limits.idleTimeoutSeconds = 45
+            $0.limits.outboundBytes = 262_144
         }
         let client = try server.connect()
         let ready = try client.start(Self.endgame)

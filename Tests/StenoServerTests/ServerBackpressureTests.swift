@@ -18,7 +18,7 @@ import StenoTestSupport
     @Test func aMinuteSentAsFastAsPossibleGetsEveryFinalWithBoundedBuffering() throws {
         let input = Self.minute
         let bufferSeconds = 3.0
-        let server = try LiveServer { $0.bufferSeconds = bufferSeconds }
+        let server = try LiveServer { $0.limits.bufferSeconds = bufferSeconds }
 
         // The reference on another thread, while the server works.
         let reference = Thread { _ = Reference.finals(input) }
@@ -66,7 +66,7 @@ import StenoTestSupport
         // it late because analysis holds the client back.
         let input = Self.minute
         let server = try LiveServer {
-            $0.bufferSeconds = 3
+            $0.limits.bufferSeconds = 3
             $0.keepAlive = .seconds(1)
         }
         let client = try server.connect(sendBufferSize: 16 * 1024)
@@ -81,7 +81,7 @@ import StenoTestSupport
 
     @Test func aClientThatDoesNotReadIsClosedWith4008AndAParallelSessionIsUnaffected() throws {
         let input = TestInput.pcm16k()
-        let server = try LiveServer { $0.outboundBytes = 4096 }
+        let server = try LiveServer { $0.limits.outboundBytes = 4096 }
         let port = server.port
 
         let results = onThreads([

@@ -23,7 +23,7 @@ import StenoTestSupport
     @Test func viewersGetBackfillAndLiveEventsAndASlowViewerHurtsNobody() throws {
         let input = TestInput.pcm16k()
         let (firstHalf, secondHalf, _) = input.split(at: 5.2)
-        let server = try LiveServer { $0.outboundBytes = 64 * 1024 }
+        let server = try LiveServer { $0.limits.outboundBytes = 64 * 1024 }
 
         let publisher = try server.connect()
         let ready = try publisher.start(input, extra: #""channel":"studio-a""#)
@@ -100,7 +100,7 @@ import StenoTestSupport
     }
 
     @Test func aViewerThatTalksWithoutReadingIsClosedWith4008EvenWhenNothingIsPublished() throws {
-        let server = try LiveServer { $0.outboundBytes = 16 * 1024 }
+        let server = try LiveServer { $0.limits.outboundBytes = 16 * 1024 }
         let watcher = try server.connect(path: "/v1/listen?channel=quiet")
         _ = try watcher.waitFor("joined")
         let slow = try server.connect(path: "/v1/listen?channel=quiet", receiveBufferSize: 2048)

@@ -167,7 +167,7 @@ import Testing
     @Test(arguments: ["binary", "binary in fragments", "text", "binary before start"])
     func aFrameOverTheLimitCloses1009(_ what: String) throws {
         let limit = 8192    // the next session's 100 ms messages (4800 bytes) fit
-        let server = try LiveServer { $0.maxFrameBytes = limit }
+        let server = try LiveServer { $0.limits.maxFrameBytes = limit }
         let client = try server.connect()
         if what != "binary before start" { try client.start(Self.endgame) }
         switch what {
@@ -192,7 +192,7 @@ import Testing
 
     @Test func theSessionLimitFinalizesThenCloses4009() throws {
         let input = Self.endgame
-        let server = try LiveServer { $0.maxSessionDuration = .seconds(3) }
+        let server = try LiveServer { $0.limits.maxSessionSeconds = 3 }
         let client = try server.connect()
         try client.start(input)
         // All the audio (well before the limit), then nothing: the server ends the session.
@@ -204,7 +204,7 @@ import Testing
     }
 
     @Test func idleBeforeStartCloses4010AtOnce() throws {
-        let server = try LiveServer { $0.idleTimeout = .milliseconds(500) }
+        let server = try LiveServer { $0.limits.idleTimeoutSeconds = 0.5 }
         let client = try server.connect()
         try client.readUntilClose(timeout: 30)
         expectFatal(client, "idle", close: 4010)
@@ -214,7 +214,7 @@ import Testing
     @Test func aClientHeldBackByTheServerIsNotIdle() throws {
         // The client cannot send while the server does not read; analysis moving on is activity.
         let input = Self.endgame
-        let server = try LiveServer { $0.idleTimeout = .seconds(2); $0.bufferSeconds = 0.5 }
+        let server = try LiveServer { $0.limits.idleTimeoutSeconds = 2; $0.limits.bufferSeconds = 0.5 }
         let client = try server.connect(sendBufferSize: 4096)
         try client.start(input)
         try client.send(audio: input.messages, of: input)
@@ -225,7 +225,7 @@ import Testing
 
     @Test func idleInASessionFinalizesThenCloses4010() throws {
         let input = Self.endgame
-        let server = try LiveServer { $0.idleTimeout = .seconds(1) }
+        let server = try LiveServer { $0.limits.idleTimeoutSeconds = 1 }
         let client = try server.connect()
         try client.start(input)
         try client.send(audio: input.messages, of: input)

@@ -25,8 +25,8 @@ import StenoTestSupport
     @Test func randomScriptsNeverBreakTheServer() throws {
         let server = try LiveServer {
             $0.maxSessions = 3 // fewer than the clients: some are turned away at the handshake
-            $0.maxFrameBytes = 8192
-            $0.idleTimeout = .seconds(5)
+            $0.limits.maxFrameBytes = 8192
+            $0.limits.idleTimeoutSeconds = 5
         }
         let port = server.port
         // STENO_FUZZ_SEED and STENO_FUZZ_SCRIPTS replay a failure or search longer.

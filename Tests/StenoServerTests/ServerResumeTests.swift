@@ -10,7 +10,7 @@ import Testing
     static let input = TestInput.pcm16k()
 
     static func server(resumeSeconds: Double = 30) throws -> LiveServer {
-        try LiveServer { $0.resumeSeconds = resumeSeconds }
+        try LiveServer { $0.limits.resumeSeconds = resumeSeconds }
     }
 
     static func resumeMessage(_ ready: WireEvent, after: Int, token: String? = nil) -> String {

@@ -299,14 +299,15 @@ final class LiveServer {
         options.host = "127.0.0.1"
         options.port = 0
         options.maxSessions = 16
-        options.idleTimeout = nil
+        options.limits.idleTimeoutSeconds = 0
+        options.webRoot = Self.webClient
         // Test clients answer pings only while they read, and many wait on one thread while
         // another does the work; on a loaded machine that can outlast the keepalive. The
         // keepalive tests turn it on.
         options.keepAlive = nil
         // A client that vanishes would hold its session for the resume grace period; the
         // resume tests turn it on.
-        options.resumeSeconds = 0
+        options.limits.resumeSeconds = 0
         // Many tests stream in parallel on a busy machine; admission by load has its own tests.
         options.lagTarget = 0
         options.workers = 2
@@ -316,6 +317,13 @@ final class LiveServer {
                              log: Log(minimum: .debug, sink: { lines.append($0) }))
         port = try server.start()
     }
+
+    /// The package's `web-client/` (this file is `Tests/StenoServerTests/Support/` below the root).
+    static let webClient: String = {
+        var path = #filePath
+        for _ in 0..<4 { path = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)]) }
+        return path + "/web-client"
+    }()
 
     deinit { stop() }
 

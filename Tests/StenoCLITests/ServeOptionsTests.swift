@@ -1,24 +1,37 @@
+import StenoCore
+import StenoServer
 import Testing
-@testable import StenoServer
+@testable import steno
 
-private let machine = ServerOptions.Defaults(
+private let machine = MachineDefaults(
     cores: 2, physicalMemory: 8 << 30, modelPath: "/models/en-us", webRoot: "/srv/web-client")
 
 private func parse(_ arguments: [String], _ environment: [String: String] = [:]) throws -> ServerOptions {
-    try ServerOptions(arguments: arguments, environment: environment, defaults: machine)
+    try #require(try ServeOptions.parse(arguments, environment: environment, machine: machine))
 }
 
+private func helpRequested(_ arguments: [String]) throws -> Bool {
+    try ServeOptions.parse(arguments, environment: [:], machine: machine) == nil
+}
+
+private let flags = ServeOptions.Flags(machine)
+
 /// The error parsing throws, or nil if it succeeds.
-private func failure(_ arguments: [String], _ environment: [String: String] = [:]) -> ServerOptionsError? {
+private func failure(_ arguments: [String], _ environment: [String: String] = [:]) -> UsageError? {
     do {
-        _ = try ServerOptions(arguments: arguments, environment: environment, defaults: machine)
+        _ = try ServeOptions.parse(arguments, environment: environment, machine: machine)
         return nil
     } catch {
         return error
     }
 }
 
-@Suite struct ServerOptionsTests {
+/// The problem of the error parsing throws, or nil if it succeeds.
+private func problem(_ arguments: [String], _ environment: [String: String] = [:]) -> UsageError.Problem? {
+    failure(arguments, environment)?.problem
+}
+
+@Suite struct ServeOptionsTests {
     @Test func defaults() throws {
         let options = try parse([])
         #expect(options.host == "127.0.0.1")
@@ -27,19 +40,20 @@ private func failure(_ arguments: [String], _ environment: [String: String] = [:
         #expect(options.webRoot == "/srv/web-client")
         #expect(options.maxSessions == 10_000)
         #expect(options.recognizers == 8)
-        #expect(options.maxFrameBytes == 65536)
-        #expect(options.bufferSeconds == 10)
-        #expect(options.outboundBytes == 1_048_576)
-        #expect(options.idleTimeout == .seconds(30))
-        #expect(options.maxSessionDuration == .seconds(4 * 3600))
+        #expect(options.limits.maxFrameBytes == 65536)
+        #expect(options.limits.bufferSeconds == 10)
+        #expect(options.limits.outboundBytes == 1_048_576)
+        #expect(options.limits.idleTimeoutSeconds == 30)
+        #expect(options.limits.maxSessionSeconds == 4 * 3600)
+        #expect(options.limits == SessionLimits())
         #expect(options.tokens == [])
         #expect(options.allowedOrigins == [])
         #expect(options.tls == nil)
         #expect(options.drainTimeout == .seconds(10))
         #expect(options.workers == 2)
         #expect(options.logLevel == .info)
-        #expect(!options.helpRequested)
-        #expect(options == ServerOptions(defaults: machine))
+        #expect(options.keepAlive == .seconds(30))
+        #expect(options == ServeOptions.defaults(machine))
     }
 
     @Test func everyFlag() throws {
@@ -56,11 +70,11 @@ private func failure(_ arguments: [String], _ environment: [String: String] = [:
         #expect(options.modelPath == "/m")
         #expect(options.webRoot == "/w")
         #expect(options.maxSessions == 12)
-        #expect(options.maxFrameBytes == 131072)
-        #expect(options.bufferSeconds == 2.5)
-        #expect(options.outboundBytes == 65536)
-        #expect(options.idleTimeout == .seconds(45))
-        #expect(options.maxSessionDuration == .seconds(60))
+        #expect(options.limits.maxFrameBytes == 131072)
+        #expect(options.limits.bufferSeconds == 2.5)
+        #expect(options.limits.outboundBytes == 65536)
+        #expect(options.limits.idleTimeoutSeconds == 45)
+        #expect(options.limits.maxSessionSeconds == 60)
         #expect(options.tokens == ["alpha", "beta"])
         #expect(options.allowedOrigins == ["https://example.com", "http://localhost:8080"])
         #expect(options.tls == ServerOptions.TLS(certificatePath: "/c.pem", privateKeyPath: "/k.pem"))
@@ -91,11 +105,11 @@ private func failure(_ arguments: [String], _ environment: [String: String] = [:
         #expect(options.modelPath == "/m")
         #expect(options.webRoot == "/w")
         #expect(options.maxSessions == 7)
-        #expect(options.maxFrameBytes == 2048)
-        #expect(options.bufferSeconds == 4)
-        #expect(options.outboundBytes == 8192)
-        #expect(options.idleTimeout == nil)
-        #expect(options.maxSessionDuration == nil)
+        #expect(options.limits.maxFrameBytes == 2048)
+        #expect(options.limits.bufferSeconds == 4)
+        #expect(options.limits.outboundBytes == 8192)
+        #expect(options.limits.idleTimeoutSeconds == 0)
+        #expect(options.limits.maxSessionSeconds == 0)
         #expect(options.tokens == ["one", "two", "three"])
         #expect(options.allowedOrigins == ["https://a.example", "https://b.example"])
         #expect(options.tls == ServerOptions.TLS(certificatePath: "/c", privateKeyPath: "/k"))
@@ -114,23 +128,31 @@ private func failure(_ arguments: [String], _ environment: [String: String] = [:
     }
 
     /// Two valid values of each option: the first for the environment, the second for the flag.
-    private static let pairs: [(ServerOptions.Option, String, String)] = [
-        (.host, "10.0.0.1", "10.0.0.2"), (.port, "1000", "2000"), (.model, "/env", "/flag"),
-        (.webRoot, "/env", "/flag"), (.maxSessions, "5", "6"), (.maxFrameBytes, "2048", "4096"),
-        (.bufferSeconds, "5", "6"), (.outboundBytes, "8192", "16384"), (.idleTimeout, "5", "6"),
-        (.maxSessionSeconds, "5", "6"), (.token, "env", "flag"),
-        (.allowedOrigin, "https://env.example", "https://flag.example"), (.drainTimeout, "5", "6"),
-        (.workers, "5", "6"), (.logLevel, "error", "debug"),
+    private static let pairs: [(String, String, String)] = [
+        ("host", "10.0.0.1", "10.0.0.2"), ("port", "1000", "2000"), ("model", "/env", "/flag"),
+        ("web-root", "/env", "/flag"), ("max-sessions", "5", "6"), ("max-frame-bytes", "2048", "4096"),
+        ("buffer-seconds", "5", "6"), ("outbound-bytes", "8192", "16384"), ("idle-timeout", "5", "6"),
+        ("max-session-seconds", "5", "6"), ("token", "env", "flag"),
+        ("allowed-origin", "https://env.example", "https://flag.example"), ("drain-timeout", "5", "6"),
+        ("keepalive", "5", "6"), ("workers", "5", "6"), ("log-level", "error", "debug"),
     ]
 
     @Test(arguments: 0..<pairs.count)
     func theFlagWinsOverTheEnvironment(index: Int) throws {
-        let (option, environmentValue, flagValue) = Self.pairs[index]
-        let both = try parse([option.flag, flagValue], [option.environmentName: environmentValue])
+        let (name, environmentValue, flagValue) = Self.pairs[index]
+        let option = try #require(flags.all.first { $0.name == name })
+        let variable = try #require(option.environment)
+        let both = try parse([option.flag, flagValue], [variable: environmentValue])
         let flagOnly = try parse([option.flag, flagValue])
-        let environmentOnly = try parse([], [option.environmentName: environmentValue])
+        let environmentOnly = try parse([], [variable: environmentValue])
         #expect(both == flagOnly)
         #expect(both != environmentOnly)
+    }
+
+    @Test func everyFlagHasAVariableAndEveryPairIsTested() {
+        let tested = Set(Self.pairs.map(\.0) + ["cert", "key", "viewer-token"])
+        #expect(Set(flags.all.map(\.name)) == tested)
+        for flag in flags.all { #expect(flag.environment != nil, "\(flag.flag)") }
     }
 
     @Test func theTLSFlagsWinOverTheEnvironment() throws {
@@ -149,39 +171,45 @@ private func failure(_ arguments: [String], _ environment: [String: String] = [:
     }
 
     @Test func viewerTokensNeedTokensAndComeFromFlagsOrEnvironment() throws {
-        #expect(failure(["--viewer-token", "look"]) == .viewerTokenWithoutToken)
-        #expect(failure([], ["STENO_VIEWER_TOKENS": "look"]) == .viewerTokenWithoutToken)
+        let needsToken = UsageError.Problem.requires(
+            option: "--viewer-token", other: "--token", reason: "without it anyone could publish while viewers need a token")
+        #expect(problem(["--viewer-token", "look"]) == needsToken)
+        #expect(problem([], ["STENO_VIEWER_TOKENS": "look"]) == needsToken)
         let options = try parse(["--token", "pub", "--viewer-token", "look", "--viewer-token", "see"])
         #expect(options.tokens == ["pub"] && options.viewerTokens == ["look", "see"])
         let fromEnvironment = try parse([], ["STENO_TOKENS": "pub", "STENO_VIEWER_TOKENS": "look,see"])
         #expect(fromEnvironment.viewerTokens == ["look", "see"])
         #expect(failure(["--token", "pub", "--viewer-token", "b@d token"]) != nil)
-        #expect(ServerOptions.Option.viewerToken.environmentName == "STENO_VIEWER_TOKENS")
-        #expect(ServerOptions.helpText(defaults: machine).contains("--viewer-token TOKEN"))
+        #expect(flags.viewerToken.environment == "STENO_VIEWER_TOKENS")
+        #expect(ServeOptions.spec(machine).helpText().contains("--viewer-token TOKEN"))
     }
 
     @Test func environmentNamesFollowTheFlags() {
-        #expect(ServerOptions.Option.maxSessionSeconds.environmentName == "STENO_MAX_SESSION_SECONDS")
-        #expect(ServerOptions.Option.webRoot.environmentName == "STENO_WEB_ROOT")
-        #expect(ServerOptions.Option.token.environmentName == "STENO_TOKENS")
-        #expect(ServerOptions.Option.allowedOrigin.environmentName == "STENO_ALLOWED_ORIGINS")
+        #expect(flags.maxSessionSeconds.environment == "STENO_MAX_SESSION_SECONDS")
+        #expect(flags.webRoot.environment == "STENO_WEB_ROOT")
+        #expect(flags.token.environment == "STENO_TOKENS")
+        #expect(flags.allowedOrigin.environment == "STENO_ALLOWED_ORIGINS")
+        #expect(flags.keepAlive.environment == "STENO_KEEPALIVE")
+        #expect(flags.viewerToken.environment == "STENO_VIEWER_TOKENS")
     }
 
     @Test func zeroDisablesTheTimeLimits() throws {
         let options = try parse(["--idle-timeout", "0", "--max-session-seconds", "0", "--drain-timeout", "0"])
-        #expect(options.idleTimeout == nil)
-        #expect(options.maxSessionDuration == nil)
+        #expect(options.limits.idleTimeoutSeconds == 0)
+        #expect(options.limits.maxSessionSeconds == 0)
         #expect(options.drainTimeout == .zero)
+        #expect(try parse(["--keepalive", "0"]).keepAlive == nil)
+        #expect(try parse(["--keepalive", "0.4"]).keepAlive == .seconds(1))
     }
 
     @Test func helpIsRecognisedBeforeAnythingElse() throws {
-        #expect(try parse(["--help"]).helpRequested)
-        #expect(try parse(["--port", "abc", "-h"]).helpRequested)
-        let text = ServerOptions.helpText(defaults: machine)
+        #expect(try helpRequested(["--help"]))
+        #expect(try helpRequested(["--port", "abc", "-h"]))
+        let text = ServeOptions.spec(machine).helpText()
         #expect(text.hasPrefix("Usage: steno serve [options]\n"))
-        for option in ServerOptions.Option.allCases {
+        for option in flags.all {
             #expect(text.contains(option.flag + " "), "help lacks \(option.flag)")
-            #expect(text.contains(option.environmentName), "help lacks \(option.environmentName)")
+            #expect(text.contains(option.environment ?? "?"), "help lacks \(option.flag)'s variable")
         }
         #expect(text.contains("default: /models/en-us; env STENO_MODEL"))
         #expect(text.contains("default: 14400; env STENO_MAX_SESSION_SECONDS"))
@@ -190,9 +218,9 @@ private func failure(_ arguments: [String], _ environment: [String: String] = [:
     // MARK: Errors
 
     @Test func badNumbers() {
-        #expect(failure(["--port", "abc"]) == .invalidValue(
+        #expect(problem(["--port", "abc"]) == .invalidValue(
             source: "--port", value: "abc", expected: "a whole number from 0 to 65535"))
-        #expect(failure(["--port", "-1"]) == .invalidValue(
+        #expect(problem(["--port", "-1"]) == .invalidValue(
             source: "--port", value: "-1", expected: "a whole number from 0 to 65535 (not negative)"))
         #expect(failure(["--port", "65536"]) != nil)
         #expect(failure(["--port", "99999999999999999999999"]) != nil)
@@ -207,7 +235,7 @@ private func failure(_ arguments: [String], _ environment: [String: String] = [:
     }
 
     @Test func badSeconds() {
-        #expect(failure(["--buffer-seconds", "-2"]) == .invalidValue(
+        #expect(problem(["--buffer-seconds", "-2"]) == .invalidValue(
             source: "--buffer-seconds", value: "-2",
             expected: "seconds from 0.1 to 3600, such as 30 or 2.5 (not negative)"))
         for bad in ["0", "abc", "1e3", "nan", "inf", "0x10", "1.2.3", ".", "", "5s", "--"] {
@@ -216,13 +244,13 @@ private func failure(_ arguments: [String], _ environment: [String: String] = [:
         #expect(failure(["--idle-timeout", "-1"]) != nil)
         #expect(failure(["--max-session-seconds", "-0.5"]) != nil)
         #expect(failure(["--drain-timeout", "99999"]) != nil)
-        #expect((try? parse(["--buffer-seconds", ".5"]))?.bufferSeconds == 0.5)
-        #expect((try? parse(["--buffer-seconds", "3."]))?.bufferSeconds == 3)
+        #expect((try? parse(["--buffer-seconds", ".5"]))?.limits.bufferSeconds == 0.5)
+        #expect((try? parse(["--buffer-seconds", "3."]))?.limits.bufferSeconds == 3)
     }
 
     @Test func environmentErrorsNameTheVariable() {
         let error = failure([], ["STENO_PORT": "abc"])
-        #expect(error == .invalidValue(
+        #expect(error?.problem == .invalidValue(
             source: "STENO_PORT (environment)", value: "abc", expected: "a whole number from 0 to 65535"))
         #expect(error?.description
             == "invalid value 'abc' for STENO_PORT (environment): expected a whole number from 0 to 65535")
@@ -232,33 +260,37 @@ private func failure(_ arguments: [String], _ environment: [String: String] = [:
     }
 
     @Test func missingValues() {
-        #expect(failure(["--port"]) == .missingValue(option: "--port"))
-        #expect(failure(["--port", "--host", "x"]) == .missingValue(option: "--port"))
-        #expect(failure(["--token"]) == .missingValue(option: "--token"))
+        #expect(problem(["--port"]) == .missingValue(option: "--port"))
+        #expect(problem(["--port", "--host", "x"]) == .missingValue(option: "--port"))
+        #expect(problem(["--token"]) == .missingValue(option: "--token"))
         #expect(failure(["--port"])?.description == "--port needs a value")
         // An explicitly empty value is a value, and a bad one.
-        #expect(failure(["--model="]) == .invalidValue(source: "--model", value: "", expected: "a path"))
+        #expect(problem(["--model="]) == .invalidValue(source: "--model", value: "", expected: "a path"))
         #expect(failure(["--host", ""]) != nil)
     }
 
     @Test func unknownFlagsAndStrayArguments() {
-        #expect(failure(["--prot", "1"]) == .unknownOption("--prot", suggestion: "--port"))
+        #expect(problem(["--prot", "1"]) == .unknownOption("--prot", suggestion: "--port"))
         #expect(failure(["--prot", "1"])?.description
             == "unknown option --prot (did you mean --port?); see steno serve --help")
-        #expect(failure(["--max-session", "1"]) == .unknownOption("--max-session", suggestion: "--max-sessions"))
-        #expect(failure(["--frobnicate"]) == .unknownOption("--frobnicate", suggestion: nil))
-        #expect(failure(["-p", "80"]) == .unknownOption("-p", suggestion: nil))
-        #expect(failure(["--"]) == .unknownOption("--", suggestion: nil))
-        #expect(failure(["--hel"]) == .unknownOption("--hel", suggestion: "--help"))
-        #expect(failure(["serve"]) == .unexpectedArgument("serve"))
-        #expect(failure(["-"]) == .unexpectedArgument("-"))
-        #expect(failure(["--port", "80", "extra"]) == .unexpectedArgument("extra"))
+        #expect(problem(["--max-session", "1"]) == .unknownOption("--max-session", suggestion: "--max-sessions"))
+        #expect(problem(["--frobnicate"]) == .unknownOption("--frobnicate", suggestion: nil))
+        #expect(problem(["-p", "80"]) == .unknownOption("-p", suggestion: nil))
+        #expect(problem(["--"]) == .unknownOption("--", suggestion: nil))
+        #expect(problem(["--hel"]) == .unknownOption("--hel", suggestion: "--help"))
+        #expect(problem(["serve"]) == .unexpectedArgument("serve"))
+        #expect(problem(["-"]) == .unexpectedArgument("-"))
+        #expect(problem(["--port", "80", "extra"]) == .unexpectedArgument("extra"))
+        #expect(failure(["extra"])?.description == "unexpected argument 'extra'; see steno serve --help")
     }
 
     @Test func tlsNeedsBothFiles() {
-        #expect(failure(["--cert", "/c.pem"]) == .certificateWithoutKey)
-        #expect(failure(["--key", "/k.pem"]) == .keyWithoutCertificate)
-        #expect(failure([], ["STENO_CERT": "/c.pem"]) == .certificateWithoutKey)
+        let certificateWithoutKey = UsageError.Problem.requires(
+            option: "--cert", other: "--key", reason: "TLS needs the certificate and its private key")
+        #expect(problem(["--cert", "/c.pem"]) == certificateWithoutKey)
+        #expect(problem(["--key", "/k.pem"]) == .requires(
+            option: "--key", other: "--cert", reason: "TLS needs the certificate and its private key"))
+        #expect(problem([], ["STENO_CERT": "/c.pem"]) == certificateWithoutKey)
         #expect(failure(["--cert", "/c.pem"])?.description
             == "--cert needs --key as well: TLS needs the certificate and its private key")
     }
@@ -272,29 +304,30 @@ private func failure(_ arguments: [String], _ environment: [String: String] = [:
         #expect(failure(["--allowed-origin", "https://example.com/"]) != nil)
         #expect(failure(["--allowed-origin", "https://"]) != nil)
         #expect(failure(["--allowed-origin", "https://a.example/path"]) != nil)
-        #expect(failure(["--log-level", "loud"]) == .invalidValue(
+        #expect(problem(["--log-level", "loud"]) == .invalidValue(
             source: "--log-level", value: "loud", expected: "one of error, warning, info, debug, trace"))
         #expect(failure(["--host", "a b"]) != nil)
     }
 
     // MARK: Defaults
 
-    @Test func theRecognizersFollowCoresAndMemoryAndConnectionsDoNot() {
-        func defaults(cores: Int, gigabytes: UInt64) -> ServerOptions.Defaults {
-            ServerOptions.Defaults(cores: cores, physicalMemory: gigabytes << 30, modelPath: "", webRoot: "")
+    @Test func theRecognizersFollowCoresAndMemory() {
+        func defaults(cores: Int, gigabytes: UInt64) -> MachineDefaults {
+            MachineDefaults(cores: cores, physicalMemory: gigabytes << 30, modelPath: "", webRoot: "")
         }
         #expect(defaults(cores: 2, gigabytes: 24).recognizers == 8)  // the CPU is the limit
         #expect(defaults(cores: 64, gigabytes: 8).recognizers == 40)  // memory is: 4 GiB / 100 MiB
         #expect(defaults(cores: 1, gigabytes: 0).recognizers == 2)  // never below two
-        #expect(defaults(cores: 1, gigabytes: 0).maxSessions == 10_000)  // connections are light
-        #expect(ServerOptions.Defaults(cores: 0, physicalMemory: 0, modelPath: "", webRoot: "").cores == 1)
+        // Connections are light: their limit does not depend on the machine.
+        #expect(ServeOptions.defaults(defaults(cores: 1, gigabytes: 0)).maxSessions == 10_000)
+        #expect(MachineDefaults(cores: 0, physicalMemory: 0, modelPath: "", webRoot: "").cores == 1)
     }
 
     @Test func theWebRootIsLookedForNearTheProgram() {
         let exe = "/home/u/steno/.build/x86_64-unknown-linux-gnu/debug/steno"
-        let source = "/build/steno/Sources/StenoServer/ServerOptions.swift"
+        let source = "/build/steno/Sources/steno/Serve/MachineDefaults.swift"
         func find(_ existing: Set<String>, executable: String? = exe) -> String {
-            ServerOptions.Defaults.findWebRoot(
+            MachineDefaults.findWebRoot(
                 currentDirectory: "/work", executablePath: executable, sourceFile: source,
                 isDirectory: { existing.contains($0) })
         }
@@ -308,9 +341,9 @@ private func failure(_ arguments: [String], _ environment: [String: String] = [:
     }
 
     @Test func detectingTheMachineGivesUsableDefaults() {
-        let detected = ServerOptions.Defaults.detect()
+        let detected = MachineDefaults.detect()
         #expect(detected.cores >= 1)
-        #expect(detected.maxSessions >= 1)
+        #expect(detected.recognizers >= 2)
         #expect(detected.webRoot.hasSuffix("web-client"))
         #expect(detected.modelPath == "/usr/share/pocketsphinx/model/en-us")
     }

@@ -2,9 +2,10 @@
 import Glibc
 #endif
 
-/// Writes to the standard streams without Foundation, flushing at once: the server's startup
-/// line must reach a pipe (tests and supervisors read it) as soon as it is printed.
-enum FileHandleOutput {
+/// Unbuffered writes to the standard output and error descriptors (1 and 2): each call is
+/// written at once, so the server's startup line reaches a pipe (tests and supervisors read
+/// it) as soon as it is printed, and a caption line reaches the program it is piped into.
+enum StandardStreams {
     static func stdout(_ text: String) {
         write(text, to: 1)
     }
@@ -14,6 +15,13 @@ enum FileHandleOutput {
     }
 
     static func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }
+
+    /// Columns of the terminal on `fd`, or nil when it is not one.
+    static func terminalWidth(_ fd: Int32) -> Int? {
+        var size = winsize()
+        guard ioctl(fd, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return nil }
+        return Int(size.ws_col)
+    }
 
     private static func write(_ text: String, to fd: Int32) {
         var bytes = Array(text.utf8)

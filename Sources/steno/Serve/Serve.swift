@@ -12,25 +12,16 @@ import Glibc
 /// deliver its finals, close with 1001) and exits 0.
 enum Serve {
     static func run(_ arguments: [String]) -> Int32 {
-        var environment: [String: String] = [:]
-        var entry = environ
-        while let pointer = entry.pointee {
-            let pair = String(cString: pointer)
-            if let eq = pair.firstIndex(of: "=") {
-                environment[String(pair[..<eq])] = String(pair[pair.index(after: eq)...])
-            }
-            entry += 1
-        }
-
-        let options: ServerOptions
-        do {
-            options = try ServerOptions(arguments: arguments, environment: environment)
+        let machine = MachineDefaults.detect()
+        let parsed: ServerOptions?
+        do throws(UsageError) {
+            parsed = try ServeOptions.parse(arguments, environment: ProcessEnvironment.current(), machine: machine)
         } catch {
-            FileHandleOutput.stderr("steno serve: \(error)\n\nsee steno serve --help\n")
+            StandardStreams.stderr("steno serve: \(error)\n\nsee steno serve --help\n")
             return 2
         }
-        if options.helpRequested {
-            FileHandleOutput.stdout(ServerOptions.helpText())
+        guard let options = parsed else {
+            StandardStreams.stdout(ServeOptions.spec(machine).helpText())
             return 0
         }
 
@@ -45,7 +36,7 @@ enum Serve {
                 modelDirectory: options.modelPath,
                 recognizers: options.recognizers))
         } catch {
-            FileHandleOutput.stderr("steno serve: cannot load the speech model: \(error.message)\n")
+            StandardStreams.stderr("steno serve: cannot load the speech model: \(error.message)\n")
             return 1
         }
 
@@ -72,12 +63,12 @@ enum Serve {
         do {
             port = try server.start()
         } catch {
-            FileHandleOutput.stderr("steno serve: cannot listen on \(options.host):\(options.port): \(error)\n")
+            StandardStreams.stderr("steno serve: cannot listen on \(options.host):\(options.port): \(error)\n")
             return 1
         }
         let scheme = options.tls == nil ? "http" : "https"
         let host = options.host.contains(":") ? "[\(options.host)]" : options.host
-        FileHandleOutput.stdout("steno \(StenoVersion.string) listening on \(scheme)://\(host):\(port)\n")
+        StandardStreams.stdout("steno \(StenoVersion.string) listening on \(scheme)://\(host):\(port)\n")
 
         stop.wait()
         let drainSeconds = options.drainTimeout.inSeconds

@@ -1,0 +1,90 @@
+import Foundation
+import StenoSpeech
+
+/// What `steno serve`'s defaults depend on: the machine and where the program was built.
+struct MachineDefaults: Sendable, Equatable {
+    /// Active processor cores.
+    var cores: Int
+    /// Physical memory in bytes.
+    var physicalMemory: UInt64
+    /// The model directory of Debian's `pocketsphinx-en-us` package.
+    var modelPath: String
+    /// The web client folder (see ``findWebRoot(currentDirectory:executablePath:sourceFile:isDirectory:)``).
+    var webRoot: String
+
+    /// Memory set aside per session: one recognizer (≈95 MB measured) and its buffers.
+    static let bytesPerSession: UInt64 = 100 << 20
+
+    init(cores: Int, physicalMemory: UInt64, modelPath: String, webRoot: String) {
+        self.cores = max(1, cores)
+        self.physicalMemory = physicalMemory
+        self.modelPath = modelPath
+        self.webRoot = webRoot
+    }
+
+    /// The default number of shared decoders: four per core (a live talker costs a core
+    /// ≈0.2–0.4 s per second of speech, and a decoder is held for a whole utterance while it
+    /// waits for the talker), and no more than half the memory holds at ≈100 MB each.
+    var recognizers: Int {
+        let byMemory = Int(clamping: physicalMemory / 2 / Self.bytesPerSession)
+        return max(2, min(4 * cores, byMemory))
+    }
+
+    /// The defaults of this machine and program (reads the file system only to find
+    /// the web root).
+    static func detect() -> MachineDefaults {
+        let info = ProcessInfo.processInfo
+        let executable = Bundle.main.executableURL?.resolvingSymlinksInPath().path
+        let webRoot = findWebRoot(
+            currentDirectory: FileManager.default.currentDirectoryPath,
+            executablePath: executable,
+            sourceFile: #filePath,
+            isDirectory: { path in
+                var directory: ObjCBool = false
+                return FileManager.default.fileExists(atPath: path, isDirectory: &directory) && directory.boolValue
+            })
+        return MachineDefaults(
+            cores: info.activeProcessorCount, physicalMemory: info.physicalMemory,
+            modelPath: PocketSphinxConfiguration.debianModelDirectory, webRoot: webRoot)
+    }
+
+    /// Where the web client is when `--web-root` is not given. The first folder named
+    /// `web-client` that exists among:
+    /// 1. the current directory (`swift run steno serve` from the package, or CI);
+    /// 2. the executable's directory and each of its parents (a build under the
+    ///    package's `.build/…/debug/`), and `share/steno/web-client` beside an
+    ///    installed `bin/steno`;
+    /// 3. the package the program was compiled from (found from this source file's
+    ///    path at build time: `Sources/steno/Serve/` is three levels below the root).
+    /// When none exists, `web-client` in the current directory, which the server then
+    /// reports as missing.
+    static func findWebRoot(
+        currentDirectory: String, executablePath: String?, sourceFile: String,
+        isDirectory: (String) -> Bool
+    ) -> String {
+        var candidates = [join(currentDirectory, "web-client")]
+        if let executablePath {
+            var directory = parent(of: executablePath)
+            for _ in 0..<6 {
+                candidates.append(join(directory, "web-client"))
+                if parent(of: directory) == directory { break }
+                directory = parent(of: directory)
+            }
+            let prefix = parent(of: parent(of: executablePath))
+            candidates.append(join(prefix, "share/steno/web-client"))
+        }
+        let packageRoot = parent(of: parent(of: parent(of: parent(of: sourceFile))))
+        candidates.append(join(packageRoot, "web-client"))
+        return candidates.first(where: isDirectory) ?? candidates[0]
+    }
+
+    private static func parent(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        if slash == path.startIndex { return "/" }
+        return String(path[..<slash])
+    }
+
+    private static func join(_ directory: String, _ name: String) -> String {
+        directory.hasSuffix("/") ? directory + name : directory + "/" + name
+    }
+}

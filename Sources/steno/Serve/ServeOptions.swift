@@ -1,0 +1,149 @@
+import StenoCore
+import StenoServer
+import StenoSystem
+
+/// `steno serve`'s command line: every server option as a flag and a `STENO_*` variable,
+/// parsed into the plain `ServerOptions`.
+///
+/// Parsing is pure: it reads only its arguments, the environment and the
+/// ``MachineDefaults`` it is given, and checks values without touching the file system
+/// (whether the model and web root exist is for the server to find out at start).
+struct ServeOptions {
+    /// The flags, with this machine's defaults in their help.
+    struct Flags {
+        let host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes: Flag
+        let idleTimeout, maxSessionSeconds, token, viewerToken, allowedOrigin, cert, key: Flag
+        let drainTimeout, keepAlive, workers, logLevel: Flag
+
+        init(_ machine: MachineDefaults) {
+            let server = ServerOptions()
+            let limits = SessionLimits()
+            func seconds(_ value: Double) -> String { JSONWriter.secondsText(value) }
+            func seconds(_ value: Duration?) -> String { value.map { seconds($0.inSeconds) } ?? "0" }
+            host = Flag("host", value: "ADDRESS", help: "address to listen on",
+                        default: server.host, environment: "STENO_HOST")
+            port = Flag("port", value: "N", help: "TCP port; 0 picks any free port",
+                        default: "\(server.port)", environment: "STENO_PORT")
+            model = Flag("model", value: "PATH", help: "pocketsphinx model directory",
+                         default: machine.modelPath, environment: "STENO_MODEL")
+            webRoot = Flag("web-root", value: "PATH", help: "folder served at /",
+                           default: machine.webRoot, environment: "STENO_WEB_ROOT")
+            maxSessions = Flag("max-sessions", value: "N", help: "most connected sessions at once (talkers are admitted by load)",
+                               default: "\(server.maxSessions)", environment: "STENO_MAX_SESSIONS")
+            maxFrameBytes = Flag("max-frame-bytes", value: "BYTES", help: "largest WebSocket message, bytes",
+                                 default: "\(limits.maxFrameBytes)", environment: "STENO_MAX_FRAME_BYTES")
+            bufferSeconds = Flag("buffer-seconds", value: "SECONDS", help: "audio a session may hold unanalyzed",
+                                 default: seconds(limits.bufferSeconds), environment: "STENO_BUFFER_SECONDS")
+            outboundBytes = Flag("outbound-bytes", value: "BYTES", help: "unsent events a connection may hold, bytes",
+                                 default: "\(limits.outboundBytes)", environment: "STENO_OUTBOUND_BYTES")
+            idleTimeout = Flag("idle-timeout", value: "SECONDS", help: "close a session silent this long; 0 never",
+                               default: seconds(limits.idleTimeoutSeconds), environment: "STENO_IDLE_TIMEOUT")
+            maxSessionSeconds = Flag("max-session-seconds", value: "SECONDS", help: "longest session; 0 unlimited",
+                                     default: seconds(limits.maxSessionSeconds), environment: "STENO_MAX_SESSION_SECONDS")
+            token = Flag("token", value: "TOKEN", help: "accepted bearer token; repeatable (env: comma-separated)",
+                         default: "none (no auth)", environment: "STENO_TOKENS", repeatable: true)
+            viewerToken = Flag("viewer-token", value: "TOKEN", help: "token that may only follow channels; needs --token; repeatable",
+                               default: "none", environment: "STENO_VIEWER_TOKENS", repeatable: true)
+            allowedOrigin = Flag("allowed-origin", value: "ORIGIN", help: "accepted Origin, e.g. https://example.com; repeatable",
+                                 default: "any origin", environment: "STENO_ALLOWED_ORIGINS", repeatable: true)
+            cert = Flag("cert", value: "PATH", help: "TLS certificate (PEM); needs --key",
+                        default: "none (plain HTTP)", environment: "STENO_CERT")
+            key = Flag("key", value: "PATH", help: "TLS private key (PEM); needs --cert",
+                       default: "none (plain HTTP)", environment: "STENO_KEY")
+            drainTimeout = Flag("drain-timeout", value: "SECONDS", help: "on shutdown, wait this long for sessions to finalize",
+                                default: seconds(server.drainTimeout), environment: "STENO_DRAIN_TIMEOUT")
+            keepAlive = Flag("keepalive", value: "SECONDS", help: "ping WebSockets this often; hang up on ones that do not answer; 0 never",
+                             default: seconds(server.keepAlive), environment: "STENO_KEEPALIVE")
+            workers = Flag("workers", value: "N", help: "threads for decoding and recognition",
+                           default: "\(machine.cores)", environment: "STENO_WORKERS")
+            logLevel = Flag("log-level", value: "LEVEL", help: LogLevel.allCases.map(\.rawValue).joined(separator: "|"),
+                            default: server.logLevel.rawValue, environment: "STENO_LOG_LEVEL")
+        }
+
+        var all: [Flag] {
+            [host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes, idleTimeout,
+             maxSessionSeconds, token, viewerToken, allowedOrigin, cert, key, drainTimeout, keepAlive, workers, logLevel]
+        }
+    }
+
+    static func spec(_ machine: MachineDefaults) -> CommandSpec {
+        CommandSpec(
+            command: "steno serve",
+            summary: """
+                Serves live captions over WebSocket (/v1/stream, /v1/listen), the web client (/),
+                /healthz and /metrics. Every option can also be set by the environment variable
+                shown; the command line wins. Times are in seconds.
+                """,
+            flags: Flags(machine).all)
+    }
+
+    /// The options when nothing is given, on `machine`.
+    static func defaults(_ machine: MachineDefaults) -> ServerOptions {
+        var options = ServerOptions()
+        options.modelPath = machine.modelPath
+        options.webRoot = machine.webRoot
+        options.workers = machine.cores
+        options.recognizers = machine.recognizers
+        return options
+    }
+
+    /// The parsed command line, or nil when it asked for the help text.
+    static func parse(_ arguments: [String], environment: [String: String],
+                      machine: MachineDefaults) throws(UsageError) -> ServerOptions? {
+        let flags = Flags(machine)
+        let given = try spec(machine).parse(arguments, environment: environment)
+        if given.helpRequested { return nil }
+        var options = defaults(machine)
+
+        if let value = given.single(flags.host) { options.host = try given.host(value) }
+        if let value = given.single(flags.port) { options.port = try given.integer(value, in: 0...65535) }
+        if let value = given.single(flags.model) { options.modelPath = try given.path(value) }
+        if let value = given.single(flags.webRoot) { options.webRoot = try given.path(value) }
+        if let value = given.single(flags.maxSessions) {
+            options.maxSessions = try given.integer(value, in: 1...100_000)
+        }
+        if let value = given.single(flags.maxFrameBytes) {
+            options.limits.maxFrameBytes = try given.integer(value, in: 1024...(16 << 20))
+        }
+        if let value = given.single(flags.bufferSeconds) {
+            options.limits.bufferSeconds = try given.seconds(value, in: 0.1...3600)
+        }
+        if let value = given.single(flags.outboundBytes) {
+            options.limits.outboundBytes = try given.integer(value, in: 4096...(1 << 30))
+        }
+        if let value = given.single(flags.idleTimeout) {
+            options.limits.idleTimeoutSeconds = try given.seconds(value, in: 0...86400)
+        }
+        if let value = given.single(flags.maxSessionSeconds) {
+            options.limits.maxSessionSeconds = try given.seconds(value, in: 0...(30 * 86400))
+        }
+        options.tokens = try given.list(flags.token).map { (value) throws(UsageError) in try given.token(value) }
+        options.viewerTokens = try given.list(flags.viewerToken).map { (value) throws(UsageError) in try given.token(value) }
+        if !options.viewerTokens.isEmpty && options.tokens.isEmpty {
+            throw given.error(.requires(option: flags.viewerToken.flag, other: flags.token.flag,
+                                        reason: "without it anyone could publish while viewers need a token"))
+        }
+        options.allowedOrigins = try given.list(flags.allowedOrigin).map { (value) throws(UsageError) in
+            try given.origin(value)
+        }
+        let certificate = try given.single(flags.cert).map { (value) throws(UsageError) in try given.path(value) }
+        let key = try given.single(flags.key).map { (value) throws(UsageError) in try given.path(value) }
+        let tlsReason = "TLS needs the certificate and its private key"
+        switch (certificate, key) {
+        case let (certificate?, key?): options.tls = ServerOptions.TLS(certificatePath: certificate, privateKeyPath: key)
+        case (nil, nil): options.tls = nil
+        case (_?, nil): throw given.error(.requires(option: flags.cert.flag, other: flags.key.flag, reason: tlsReason))
+        case (nil, _?): throw given.error(.requires(option: flags.key.flag, other: flags.cert.flag, reason: tlsReason))
+        }
+        if let value = given.single(flags.drainTimeout) {
+            options.drainTimeout = .seconds(try given.seconds(value, in: 0...3600))
+        }
+        if let value = given.single(flags.keepAlive) {
+            let seconds = try given.seconds(value, in: 0...3600)
+            options.keepAlive = seconds == 0 ? nil : .seconds(max(1, seconds.rounded()))
+        }
+        if let value = given.single(flags.workers) { options.workers = try given.integer(value, in: 1...256) }
+        if let value = given.single(flags.logLevel) { options.logLevel = try given.logLevel(value) }
+        return options
+    }
+}

@@ -1,0 +1,178 @@
+import StenoAudio
+import StenoCore
+import StenoSession
+import StenoSpeech
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `steno transcribe FILE`: a WAV file through the same session pipeline the server runs
+/// (the protocol state machine, decoding, resampling, recognition), printed as text, wire
+/// events (JSON lines), WebVTT or SRT.
+enum Transcribe {
+    enum Format: String, CaseIterable { case text, jsonl, vtt, srt }
+
+    struct Options {
+        var file = ""
+        var format = Format.text
+        var model = PocketSphinxConfiguration.debianModelDirectory
+        var chunkMilliseconds = 100
+        var maxUtterance = 15.0
+        var words = true
+        var progress = true
+    }
+
+    enum Flags {
+        static let format = Flag("format", value: "F", help: "text: one final per line, [start → end] text; jsonl: the wire events; vtt, srt: captions",
+                                 default: Format.text.rawValue)
+        static let model = Flag("model", value: "DIR", help: "pocketsphinx model directory",
+                                default: PocketSphinxConfiguration.debianModelDirectory)
+        static let chunkMilliseconds = Flag("chunk-ms", value: "N", help: "audio per message sent to the session, ms", default: "100")
+        static let maxUtterance = Flag("max-utterance", value: "SECONDS", help: "force a final after this much continuous speech",
+                                       default: "15")
+        static let noWords = Flag.toggle("no-words", help: "leave word timings out of jsonl output")
+        static let noProgress = Flag.toggle("no-progress", help: "no progress bar on stderr")
+    }
+
+    static let spec = CommandSpec(
+        command: "steno transcribe", arguments: "FILE", maxArguments: 1,
+        summary: """
+            Transcribes a WAV file (PCM 8-32 bit or float, mono or stereo, 8-48 kHz) through the
+            same session pipeline as the server, and prints its finals.
+            """,
+        flags: [Flags.format, Flags.model, Flags.chunkMilliseconds, Flags.maxUtterance, Flags.noWords, Flags.noProgress])
+
+    /// The options, or nil when the help text was asked for.
+    static func parse(_ arguments: [String]) throws(UsageError) -> Options? {
+        let given = try spec.parse(arguments)
+        if given.helpRequested { return nil }
+        var options = Options()
+        if let value = given.single(Flags.format) {
+            options.format = Format(rawValue: try given.choice(value, Format.allCases.map(\.rawValue)))!
+        }
+        if let value = given.single(Flags.model) { options.model = try given.path(value) }
+        if let value = given.single(Flags.chunkMilliseconds) {
+            options.chunkMilliseconds = try given.integer(value, in: 1...10_000)
+        }
+        if let value = given.single(Flags.maxUtterance) {
+            options.maxUtterance = try given.seconds(value, in: 0.001...86400)
+        }
+        options.words = !given.isOn(Flags.noWords)
+        options.progress = !given.isOn(Flags.noProgress)
+        guard let file = given.arguments.first else { throw given.error(.missingArgument("FILE")) }
+        options.file = file
+        return options
+    }
+
+    static func run(_ arguments: [String]) -> Int32 {
+        let options: Options
+        do throws(UsageError) {
+            guard let parsed = try parse(arguments) else {
+                StandardStreams.stdout(spec.helpText())
+                return 0
+            }
+            options = parsed
+        } catch {
+            StandardStreams.stderr("steno transcribe: \(error)\n")
+            return 2
+        }
+        do throws(StenoError) {
+            return try transcribe(options.file, options)
+        } catch {
+            StandardStreams.stderr("steno transcribe: \(options.file): \(error.message)\n")
+            return 1
+        }
+    }
+
+    static func transcribe(_ file: String, _ options: Options) throws(StenoError) -> Int32 {
+        let wav = try WAVFile(path: file)
+        let format = try wav.wireFormat()
+        guard wav.frameCount > 0 else { throw StenoError(.badAudio, "the file holds no audio") }
+
+        let engine = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(
+            modelDirectory: options.model, maxUtteranceSeconds: options.maxUtterance))
+        let session = LocalSession(engine: engine)
+        let bar = ProgressBar(total: wav.duration,
+                              enabled: options.progress && StandardStreams.isTerminal(2))
+        session.onEvent = { event in
+            switch options.format {
+            case .jsonl:
+                bar.clear()
+                StandardStreams.stdout(event.text + "\n")
+            case .text where event.kind == .final:
+                if let final = session.finals.last {
+                    bar.clear()
+                    StandardStreams.stdout(Captions.plainText([final]))
+                }
+            default:
+                break
+            }
+        }
+
+        session.start(format: format, words: options.words)
+        let bytes = wav.f32leBytes
+        let frameBytes = 4 * wav.channels
+        let chunk = max(1, wav.sampleRate * options.chunkMilliseconds / 1000) * frameBytes
+        var offset = 0
+        while offset < bytes.count, session.closeCode == nil {
+            let end = min(bytes.count, offset + chunk)
+            session.send(audio: Array(bytes[offset..<end]))
+            offset = end
+            bar.update(Double(offset / frameBytes) / Double(wav.sampleRate))
+        }
+        session.end()
+        bar.clear()
+
+        switch options.format {
+        case .vtt: StandardStreams.stdout(Captions.webVTT(session.finals))
+        case .srt: StandardStreams.stdout(Captions.srt(session.finals))
+        case .text, .jsonl: break
+        }
+        guard session.closeCode == 1000 else {
+            let error = session.events.last { $0.kind == .error }
+            throw StenoError(.internal, error.map { "the session failed: \($0.text)" } ?? "the session did not end cleanly")
+        }
+        return 0
+    }
+}
+
+/// A one-line progress bar on stderr, redrawn at most ten times a second.
+final class ProgressBar {
+    private let total: Double
+    private let enabled: Bool
+    private var lastDraw = -1.0
+    private var drawn = false
+
+    init(total: Double, enabled: Bool) {
+        self.total = max(total, 0.001)
+        self.enabled = enabled
+    }
+
+    func update(_ seconds: Double) {
+        guard enabled else { return }
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        let now = Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+        guard now - lastDraw >= 0.1 || seconds >= total else { return }
+        lastDraw = now
+        let fraction = min(1, seconds / total)
+        let width = 30
+        let filled = Int(fraction * Double(width))
+        let bar = String(repeating: "█", count: filled) + String(repeating: "░", count: width - filled)
+        StandardStreams.stderr("\r\(bar) \(Int(fraction * 100))%  \(format(seconds)) / \(format(total))")
+        drawn = true
+    }
+
+    func clear() {
+        guard enabled, drawn else { return }
+        StandardStreams.stderr("\r\u{1B}[K")
+        drawn = false
+        lastDraw = -1
+    }
+
+    private func format(_ seconds: Double) -> String {
+        let s = Int(seconds)
+        return "\(s / 60):" + (s % 60 < 10 ? "0" : "") + "\(s % 60)"
+    }
+}
