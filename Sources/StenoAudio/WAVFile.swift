@@ -68,109 +68,17 @@ public struct WAVFile: Sendable, Equatable {
 
     /// Parses a WAV file held in memory.
     public init(bytes: [UInt8]) throws(StenoError) {
-        if bytes.isEmpty { throw StenoError(.badAudio, "the file is empty") }
-        guard bytes.count >= 12 else {
-            throw StenoError(.badAudio, "not a WAV file: too short for a RIFF header (\(bytes.count) bytes)")
+        // A complete file: a header that needs more bytes is a truncated one, so never nil.
+        guard let header = try WAVHeader.parse(bytes, complete: true) else {
+            throw StenoError(.badAudio, "truncated WAV header")
         }
-        guard Self.tag(bytes, 0) == "RIFF", Self.tag(bytes, 8) == "WAVE" else {
-            throw StenoError(.badAudio, "not a WAV file: no RIFF/WAVE header")
+        let available = bytes.count - header.dataOffset
+        let size = header.dataSize.map { min($0, available) } ?? available
+        let whole = size / header.bytesPerFrame * header.bytesPerFrame
+        let samples = bytes.withUnsafeBytes { raw in
+            header.decode(UnsafeRawBufferPointer(rebasing: raw[header.dataOffset..<(header.dataOffset + whole)]))
         }
-
-        var offset = 12
-        var fmt: (tag: Int, channels: Int, rate: Int, blockAlign: Int, bits: Int)?
-        var dataRange: Range<Int>?
-        while offset + 8 <= bytes.count, dataRange == nil {
-            let id = Self.tag(bytes, offset)
-            let size = Int(Self.u32(bytes, offset + 4))
-            let body = offset + 8
-            switch id {
-            case "fmt ":
-                guard size >= 16, body + 16 <= bytes.count else {
-                    throw StenoError(.badAudio, "truncated WAV header: the fmt chunk is cut short")
-                }
-                var tag = Int(Self.u16(bytes, body))
-                let bits = Int(Self.u16(bytes, body + 14))
-                if tag == 0xFFFE {  // WAVE_FORMAT_EXTENSIBLE: the real format is the subformat GUID's first two bytes
-                    guard size >= 40, body + 26 <= bytes.count else {
-                        throw StenoError(.badAudio, "truncated WAV header: the extensible fmt chunk is cut short")
-                    }
-                    tag = Int(Self.u16(bytes, body + 24))
-                }
-                fmt = (tag, Int(Self.u16(bytes, body + 2)), Int(Self.u32(bytes, body + 4)),
-                       Int(Self.u16(bytes, body + 12)), bits)
-            case "data":
-                guard fmt != nil else {
-                    throw StenoError(.badAudio, "not a valid WAV file: the data chunk comes before fmt")
-                }
-                // A size of 0 or past the end is a placeholder left by a recorder that never came back
-                // to fill it in: the data runs to the end of the file.
-                let end = (size == 0 || size > bytes.count - body) ? bytes.count : body + size
-                dataRange = body..<max(body, end)
-            default:
-                break
-            }
-            // Chunks are padded to an even size.
-            let (next, overflow) = body.addingReportingOverflow(size + (size & 1))
-            if overflow { break }
-            offset = next
-        }
-        guard let fmt else { throw StenoError(.badAudio, "truncated WAV header: no fmt chunk") }
-        guard let dataRange else { throw StenoError(.badAudio, "not a valid WAV file: no data chunk") }
-
-        let isFloat: Bool
-        switch (fmt.tag, fmt.bits) {
-        case (1, 8), (1, 16), (1, 24), (1, 32): isFloat = false
-        case (3, 32), (3, 64): isFloat = true
-        default:
-            throw StenoError(.unsupportedAudio,
-                "unsupported WAV sample format (format tag \(fmt.tag), \(fmt.bits) bits): use PCM or IEEE float")
-        }
-        guard fmt.channels == 1 || fmt.channels == 2 else {
-            throw StenoError(.unsupportedAudio, "WAV files must be mono or stereo, not \(fmt.channels) channels")
-        }
-        guard AudioFormat.pcmRates.contains(fmt.rate) else {
-            throw StenoError(.unsupportedAudio, "the WAV file's rate is \(fmt.rate) Hz; 8000-48000 Hz is supported")
-        }
-        let bytesPerSample = fmt.bits / 8
-        let frameBytes = bytesPerSample * fmt.channels
-        guard fmt.blockAlign == frameBytes else {
-            throw StenoError(.badAudio, "inconsistent WAV header: block align \(fmt.blockAlign), expected \(frameBytes)")
-        }
-
-        let count = dataRange.count / frameBytes * fmt.channels
-        var samples = [Float](repeating: 0, count: count)
-        samples.withUnsafeMutableBufferPointer { dst in
-            for i in 0..<count {
-                let p = dataRange.lowerBound + i * bytesPerSample
-                switch (isFloat, bytesPerSample) {
-                case (false, 1): dst[i] = (Float(bytes[p]) - 128) / 128
-                case (false, 2): dst[i] = Float(Int16(bitPattern: Self.u16(bytes, p))) / 32768
-                case (false, 3):
-                    let raw = Int32(bytes[p]) << 8 | Int32(bytes[p + 1]) << 16 | Int32(bytes[p + 2]) << 24
-                    dst[i] = Float(raw >> 8) / 8_388_608
-                case (false, _): dst[i] = Float(Int32(bitPattern: Self.u32(bytes, p))) / 2_147_483_648
-                case (true, 4): dst[i] = Float(bitPattern: Self.u32(bytes, p))
-                case (true, _):
-                    dst[i] = Float(Double(bitPattern: UInt64(Self.u32(bytes, p)) | UInt64(Self.u32(bytes, p + 4)) << 32))
-                }
-            }
-        }
-        self.init(sampleRate: fmt.rate, channels: fmt.channels, samples: samples)
-    }
-
-    private static func tag(_ b: [UInt8], _ at: Int) -> String {
-        guard at + 4 <= b.count else { return "" }
-        return String(decoding: b[at..<at + 4], as: UTF8.self)
-    }
-
-    private static func u16(_ b: [UInt8], _ at: Int) -> UInt16 {
-        guard at + 2 <= b.count else { return 0 }
-        return UInt16(b[at]) | UInt16(b[at + 1]) << 8
-    }
-
-    private static func u32(_ b: [UInt8], _ at: Int) -> UInt32 {
-        guard at + 4 <= b.count else { return 0 }
-        return UInt32(b[at]) | UInt32(b[at + 1]) << 8 | UInt32(b[at + 2]) << 16 | UInt32(b[at + 3]) << 24
+        self.init(sampleRate: header.sampleRate, channels: header.channels, samples: samples)
     }
 
     // MARK: Writing

@@ -193,3 +193,32 @@ import Testing
         }
     }
 }
+
+@Suite struct OpusEncoderTests {
+    @Test(arguments: [8000, 16000, 48000])
+    func framesOfTwentyMillisecondsDecodeBack(rate: Int) throws {
+        let encoder = try OpusEncoder(sampleRate: rate)
+        #expect(encoder.frameSamples == rate / 50)
+        let tone = Signal.sine(440, rate: rate, seconds: 0.5)
+        let decoder = try OpusDecoder(outputRate: 16_000)
+        var decoded: [Float] = []
+        var start = 0
+        while start < tone.count {
+            let packet = try encoder.encode(tone[start..<min(tone.count, start + encoder.frameSamples)])
+            #expect(OpusPacket.duration(packet) == 0.02)
+            let (samples, outcome) = decoder.decode(packet)
+            #expect(!outcome.concealed)
+            decoded += samples
+            start += encoder.frameSamples
+        }
+        #expect(decoded.count == 25 * 320)
+        // The tone comes through (after the codec's start-up): not silence.
+        let energy = decoded[4000...].reduce(0) { $0 + $1 * $1 } / Float(decoded.count - 4000)
+        #expect(energy > 0.05)
+    }
+
+    @Test func unsupportedSettingsAreErrors() {
+        #expect(throws: StenoError.self) { _ = try OpusEncoder(sampleRate: 44100) }
+        #expect(throws: StenoError.self) { _ = try OpusEncoder(sampleRate: 16000, frameMilliseconds: 25) }
+    }
+}

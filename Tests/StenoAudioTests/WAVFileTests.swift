@@ -158,3 +158,24 @@ private func floats(_ bytes: [UInt8]) -> [Float] {
         #expect(throws: StenoError.self) { _ = try WAVFile(path: "/nonexistent/steno/file.wav") }
     }
 }
+
+@Suite struct WAVHeaderTests {
+    @Test func aStreamedHeaderWaitsForItsBytes() throws {
+        let file = WAVBuilder(channels: 2, rate: 22050, extraChunks: [("LIST", [1, 2, 3])], dataSizeOverride: 0xFFFF_FFFF)
+            .build([1, 0, 2, 0, 3, 0, 4, 0])
+        let dataOffset = file.count - 8
+        for cut in 0..<dataOffset {
+            #expect(try WAVHeader.parse(Array(file[0..<cut]), complete: false) == nil, "\(cut) bytes")
+        }
+        let header = try #require(try WAVHeader.parse(Array(file[0..<dataOffset]), complete: false))
+        #expect(header.sampleRate == 22050 && header.channels == 2 && header.bitsPerSample == 16 && !header.isFloat)
+        #expect(header.dataOffset == dataOffset && header.dataSize == nil && header.bytesPerFrame == 4)
+        let samples = file.withUnsafeBytes { header.decode(UnsafeRawBufferPointer(rebasing: $0[dataOffset...])) }
+        #expect(samples == [1, 2, 3, 4].map { Float($0) / 32768 })
+    }
+
+    @Test func aForeignStreamFailsAtOnce() {
+        #expect(throws: StenoError.self) { _ = try WAVHeader.parse(Array("OggS".utf8), complete: false) }
+        #expect(throws: StenoError.self) { _ = try WAVHeader.parse(Array("RIFF\u{0}\u{0}\u{0}\u{0}AVI ".utf8), complete: false) }
+    }
+}
