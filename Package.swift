@@ -31,11 +31,15 @@ let package = Package(
         .systemLibrary(
             name: "CPocketSphinx", pkgConfig: "pocketsphinx",
             providers: [.apt(["libpocketsphinx-dev", "libsphinxbase-dev", "pocketsphinx-en-us"])]),
+        .systemLibrary(
+            name: "CAlsa", pkgConfig: "alsa",
+            providers: [.apt(["libasound2-dev"])]),
 
         // One shim per C library: what Swift cannot call (variadic functions, macros).
         .target(name: "CLwsShims", dependencies: ["CLibWebSockets"]),
         .target(name: "COpusShims", dependencies: ["COpus"]),
         .target(name: "CPocketSphinxShims", dependencies: ["CPocketSphinx"]),
+        .target(name: "CAlsaShims", dependencies: ["CAlsa"]),
 
         // Generic rooms, nothing Steno-specific: a lock, the worker pool, a metrics registry.
         .target(name: "StenoSystem", dependencies: ["StenoCore"]),
@@ -66,10 +70,11 @@ let package = Package(
             name: "StenoServer",
             dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoSession", "StenoTransport",
                            "StenoWorkers", "StenoPrometheus", "StenoSystem"]),
-        // The command line: serve, transcribe, and one flag parser for all of them.
+        // The command line: serve, transcribe, send, listen, and one flag parser for all of them.
         .executableTarget(
             name: "steno",
-            dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoSession", "StenoServer", "StenoSystem"]),
+            dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoSession", "StenoServer", "StenoSystem",
+                           "StenoTransport", "CAlsa", "CAlsaShims"]),
 
         // Benchmarks: `make bench` prints their tables.
         .executableTarget(
@@ -102,7 +107,8 @@ let package = Package(
             resources: [.copy("Resources")]),
         .testTarget(
             name: "StenoCLITests",
-            dependencies: ["steno", "StenoCore", "StenoServer", "StenoSystem"],
+            dependencies: ["steno", "StenoCore", "StenoAudio", "StenoServer", "StenoSpeech", "StenoSystem",
+                           "StenoTestSupport"],
             resources: [.copy("Resources")]),
     ]
 )

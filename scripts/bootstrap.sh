@@ -14,6 +14,7 @@ run_packages=(
     libsoxr-dev         # resampling
     libpocketsphinx-dev libsphinxbase-dev  # the recognizer
     pocketsphinx-en-us  # the embedded English model
+    libasound2-dev      # ALSA capture for steno send --device
 )
 test_packages=(
     pocketsphinx          # pocketsphinx_continuous: the reference the tests compare with

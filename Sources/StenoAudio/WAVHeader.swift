@@ -18,6 +18,15 @@ public struct WAVHeader: Sendable, Equatable {
     /// 0xFFFFFFFF placeholder of a streamed file): the data runs to the end.
     public var dataSize: Int?
 
+    public init(sampleRate: Int, channels: Int, bitsPerSample: Int, isFloat: Bool, dataOffset: Int = 0, dataSize: Int? = nil) {
+        self.sampleRate = sampleRate
+        self.channels = channels
+        self.bitsPerSample = bitsPerSample
+        self.isFloat = isFloat
+        self.dataOffset = dataOffset
+        self.dataSize = dataSize
+    }
+
     public var bytesPerSample: Int { bitsPerSample / 8 }
     public var bytesPerFrame: Int { bytesPerSample * channels }
 

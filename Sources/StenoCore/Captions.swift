@@ -65,24 +65,35 @@ public enum Captions {
     /// WebVTT: `WEBVTT`, a blank line, then cues `00:00:01.200 --> 00:00:02.480` separated by
     /// blank lines. `&`, `<` and `>` in text are escaped as the format requires.
     public static func webVTT(_ finals: [RecognitionResult], layout: CaptionLayout = CaptionLayout()) -> String {
-        var out = "WEBVTT\n"
-        for cue in cues(finals, layout: layout) {
-            out += "\n" + timestamp(cue.range.start, separator: ".") + " --> "
-                + timestamp(cue.range.end, separator: ".") + "\n"
-            for line in cue.lines { out += escapeVTT(line) + "\n" }
-        }
+        var out = webVTTHeader
+        for cue in cues(finals, layout: layout) { out += webVTTCue(cue) }
+        return out
+    }
+
+    /// What a WebVTT file starts with, before its first cue.
+    public static let webVTTHeader = "WEBVTT\n"
+
+    /// One WebVTT cue as it follows the header or the previous cue: a blank line, the times,
+    /// the lines (a file written cue by cue, as a live client does, is `webVTT`'s text).
+    public static func webVTTCue(_ cue: CaptionCue) -> String {
+        var out = "\n" + timestamp(cue.range.start, separator: ".") + " --> " + timestamp(cue.range.end, separator: ".") + "\n"
+        for line in cue.lines { out += escapeVTT(line) + "\n" }
         return out
     }
 
     /// SubRip: numbered cues `1`, `00:00:01,200 --> 00:00:02,480`, lines, separated by blank lines.
     public static func srt(_ finals: [RecognitionResult], layout: CaptionLayout = CaptionLayout()) -> String {
         var out = ""
-        for (index, cue) in cues(finals, layout: layout).enumerated() {
-            if index > 0 { out += "\n" }
-            out += "\(index + 1)\n" + timestamp(cue.range.start, separator: ",") + " --> "
-                + timestamp(cue.range.end, separator: ",") + "\n"
-            for line in cue.lines { out += line + "\n" }
-        }
+        for (index, cue) in cues(finals, layout: layout).enumerated() { out += srtCue(cue, number: index + 1) }
+        return out
+    }
+
+    /// SubRip cue `number` (from 1), with the blank line that separates it from the one
+    /// before (a file written cue by cue is `srt`'s text).
+    public static func srtCue(_ cue: CaptionCue, number: Int) -> String {
+        var out = number > 1 ? "\n" : ""
+        out += "\(number)\n" + timestamp(cue.range.start, separator: ",") + " --> " + timestamp(cue.range.end, separator: ",") + "\n"
+        for line in cue.lines { out += line + "\n" }
         return out
     }
 
@@ -127,10 +138,12 @@ public enum Captions {
         var end: Double
     }
 
-    /// Splits finals into cues.
-    public static func cues(_ finals: [RecognitionResult], layout: CaptionLayout = CaptionLayout()) -> [CaptionCue] {
+    /// Splits finals into cues; none starts before `previousEnd` (the end of the cues already
+    /// written, when finals are rendered as they come).
+    public static func cues(_ finals: [RecognitionResult], layout: CaptionLayout = CaptionLayout(),
+                            after previousEnd: Double = 0) -> [CaptionCue] {
         var cues: [CaptionCue] = []
-        var previousEnd = 0.0
+        var previousEnd = previousEnd
         for final in finals {
             let tokens = tokens(of: final)
             guard !tokens.isEmpty else { continue }

@@ -1,6 +1,8 @@
 // steno: the live-captioning server and its tools.
-//   steno serve [options]        the WebSocket server (see `steno serve --help`)
-//   steno transcribe FILE [...]  a WAV file through the same session pipeline
+//   steno serve [options]          the WebSocket server (see `steno serve --help`)
+//   steno transcribe FILE [...]    a WAV file through the same session pipeline
+//   steno send [INPUT] [...]       audio to a server, captions back
+//   steno listen --channel NAME    a broadcast channel's captions
 
 #if canImport(Glibc)
 import Glibc
@@ -13,6 +15,8 @@ let usage = """
     commands:
       serve                 run the captioning server (steno serve --help)
       transcribe FILE       transcribe a WAV file (steno transcribe --help)
+      send [INPUT]          stream a file, standard input or a microphone to a server (steno send --help)
+      listen --channel NAME print a broadcast channel's captions (steno listen --help)
       version               print the version
 
     """
@@ -22,6 +26,10 @@ case "serve":
     exit(Serve.run(Array(arguments.dropFirst())))
 case "transcribe":
     exit(Transcribe.run(Array(arguments.dropFirst())))
+case "send":
+    exit(Send.run(Array(arguments.dropFirst())))
+case "listen":
+    exit(Listen.run(Array(arguments.dropFirst())))
 case "version", "--version":
     print("steno \(StenoVersion.string)")
 case "help", "--help", "-h":

@@ -65,6 +65,22 @@ import Testing
             """)
     }
 
+    @Test func writtenCueByCueTheFilesAreTheSame() {
+        // As a live client writes them: each final's cues as it comes, after the last cue's end.
+        var vtt = Captions.webVTTHeader, srt = ""
+        var number = 0, end = 0.0
+        for final in [Self.short, Self.long] {
+            for cue in Captions.cues([final], after: end) {
+                number += 1
+                vtt += Captions.webVTTCue(cue)
+                srt += Captions.srtCue(cue, number: number)
+                end = cue.range.end
+            }
+        }
+        #expect(vtt == Captions.webVTT([Self.short, Self.long]))
+        #expect(srt == Captions.srt([Self.short, Self.long]))
+    }
+
     @Test func emptyTranscripts() {
         #expect(Captions.webVTT([]) == "WEBVTT\n")
         #expect(Captions.srt([]) == "")

@@ -1,0 +1,228 @@
+import StenoCore
+import StenoSystem
+import StenoTransport
+
+/// What `steno send` and `steno listen` share: the server, credentials, output, retries.
+struct ClientOptions: Sendable, Equatable {
+    /// The server's base address; the routes (`/v1/stream`, `/v1/listen`) go after its path.
+    var server = WebSocketURL(secure: false, host: "127.0.0.1", port: 8080)
+    var token: String?
+    /// PEM file of authorities to trust for `wss://` (e.g. the server's self-signed certificate).
+    var caFile: String?
+    var format = CaptionOutputFormat.text
+    var reconnection = Reconnection()
+    var logLevel = LogLevel.info
+
+    /// The address of `route` (with its query) on the server.
+    func url(_ route: String) -> WebSocketURL {
+        var base = server.path
+        if let query = base.firstIndex(of: "?") { base = String(base[..<query]) }
+        while base.hasSuffix("/") { base.removeLast() }
+        return server.with(path: base + route)
+    }
+
+    enum Flags {
+        static let server = Flag("server", value: "URL", help: "the server: ws://HOST:PORT, or wss:// for TLS",
+                                 default: "ws://127.0.0.1:8080", environment: "STENO_SERVER")
+        static let token = Flag("token", value: "TOKEN", help: "bearer token the server asks for",
+                                default: "none", environment: "STENO_TOKEN")
+        static let ca = Flag("ca", value: "FILE", help: "trust this PEM certificate (authority) for wss://, e.g. a self-signed one",
+                             default: "the system's", environment: "STENO_CA")
+        static let format = Flag("format", value: "F", help: "text: [start → end] text per final; jsonl: the wire events; vtt, srt",
+                                 default: CaptionOutputFormat.text.rawValue)
+        static let retryFor = Flag("retry-for", value: "SECONDS", help: "give up (exit 4) after this long without reaching the server",
+                                   default: "300")
+        static let retryMax = Flag("retry-max", value: "SECONDS", help: "longest wait between attempts (also caps Retry-After)",
+                                   default: "30")
+        static let logLevel = Flag("log-level", value: "LEVEL", help: "messages on stderr: " + LogLevel.allCases.map(\.rawValue).joined(separator: "|"),
+                                   default: LogLevel.info.rawValue)
+
+        static let all = [server, token, ca, format, retryFor, retryMax, logLevel]
+    }
+
+    static let exitCodes = """
+        Exit codes: 0 done (the session ended and its last finals were printed); 1 the input
+        failed (unreadable file, not WAV, capture device error); 2 bad command line; 3 refused
+        by the server (HTTP 401/403/404 at the handshake, or a session error it would repeat,
+        such as unsupported audio); 4 the server could not be reached for --retry-for
+        seconds; 130 interrupted twice.
+        """
+
+    /// The shared flags of `given`.
+    static func parse(_ given: ParsedCommandLine) throws(UsageError) -> ClientOptions {
+        var options = ClientOptions()
+        if let value = given.single(Flags.server) {
+            guard let url = WebSocketURL(value.text) else {
+                throw given.error(.invalidValue(source: value.source, value: value.text,
+                                                expected: "ws://HOST[:PORT] or wss://HOST[:PORT]"))
+            }
+            options.server = url
+        }
+        if let value = given.single(Flags.token) { options.token = try given.token(value) }
+        if let value = given.single(Flags.ca) { options.caFile = try given.path(value) }
+        if let value = given.single(Flags.format) {
+            options.format = CaptionOutputFormat(rawValue: try given.choice(value, CaptionOutputFormat.allCases.map(\.rawValue)))!
+        }
+        if let value = given.single(Flags.retryFor) {
+            options.reconnection.giveUpAfter = try given.seconds(value, in: 0...(7 * 86400))
+        }
+        if let value = given.single(Flags.retryMax) {
+            options.reconnection.maxDelay = try given.seconds(value, in: 0.1...3600)
+        }
+        if let value = given.single(Flags.logLevel) { options.logLevel = try given.logLevel(value) }
+        if options.caFile != nil && !options.server.secure {
+            throw given.error(.requires(option: Flags.ca.flag, other: "a wss:// --server", reason: "a CA only applies to TLS"))
+        }
+        return options
+    }
+}
+
+/// `steno send`'s command line.
+struct SendOptions: Sendable, Equatable {
+    enum Input: Sendable, Equatable {
+        case file(String)
+        case standardInput(raw: RawPCMFormat?)
+        case device(name: String, sampleRate: Int, channels: Int)
+    }
+
+    var client = ClientOptions()
+    var input = Input.standardInput(raw: nil)
+    var channel: String?
+    var language: String?
+    var encoding = WireEncoding.opus
+    /// Send a file as fast as the server takes it, not at real time.
+    var fast = false
+    /// Seconds of audio held while the connection is down (and unsent while it is slow).
+    var bufferSeconds = 60.0
+    var listDevices = false
+
+    enum Flags {
+        static let channel = Flag("channel", value: "NAME", help: "publish on this broadcast channel (steno listen follows it)")
+        static let language = Flag("language", value: "TAG", help: "the language spoken, e.g. en-US", default: "the server's")
+        static let encoding = Flag("encoding", value: "E", help: "opus (20 ms packets) or pcm", default: WireEncoding.opus.rawValue)
+        static let fast = Flag.toggle("fast", help: "send a file as fast as the server takes it, not at real time")
+        static let rawRate = Flag("raw-rate", value: "HZ", help: "standard input is raw PCM at this rate (8000-48000), not WAV")
+        static let rawChannels = Flag("raw-channels", value: "N", help: "channels of raw PCM (1 or 2)", default: "1")
+        static let rawFormat = Flag("raw-format", value: "F", help: "samples of raw PCM: s16le or f32le", default: "s16le")
+        static let device = Flag("device", value: "NAME", help: "capture from this ALSA device (e.g. default, hw:1)")
+        static let rate = Flag("rate", value: "HZ", help: "capture rate of --device", default: "16000")
+        static let listDevices = Flag.toggle("list-devices", help: "list the ALSA capture devices and exit")
+        static let bufferSeconds = Flag("buffer-seconds", value: "SECONDS",
+                                        help: "audio held while disconnected; a device's oldest is dropped beyond it",
+                                        default: "60")
+    }
+
+    static let spec = CommandSpec(
+        command: "steno send", arguments: "[INPUT]", maxArguments: 1,
+        summary: """
+            Streams audio to a Steno server and prints its captions as they come. INPUT is a WAV
+            file (sent at real time, or --fast), or - for standard input (WAV, or raw PCM with
+            --raw-rate); --device captures from a microphone. The connection survives the
+            network: it reconnects with backoff, keeps the audio captured meanwhile (up to
+            --buffer-seconds) and sends it after, and waits out a full server. Ctrl-C ends the
+            session and waits for its last finals; a second Ctrl-C quits at once.
+            """,
+        flags: ClientOptions.Flags.all + [
+            Flags.channel, Flags.language, Flags.encoding, Flags.fast, Flags.rawRate, Flags.rawChannels, Flags.rawFormat,
+            Flags.device, Flags.rate, Flags.listDevices, Flags.bufferSeconds,
+        ],
+        epilogue: ClientOptions.exitCodes)
+
+    /// The options, or nil when the help text was asked for.
+    static func parse(_ arguments: [String], environment: [String: String]) throws(UsageError) -> SendOptions? {
+        let given = try spec.parse(arguments, environment: environment)
+        if given.helpRequested { return nil }
+        var options = SendOptions()
+        options.client = try ClientOptions.parse(given)
+        options.listDevices = given.isOn(Flags.listDevices)
+        if let value = given.single(Flags.channel) {
+            guard ChannelName.isValid(value.text) else {
+                throw given.error(.invalidValue(source: value.source, value: value.text,
+                                                expected: "1-64 letters, digits, '-', '_' or '.'"))
+            }
+            options.channel = value.text
+        }
+        if let value = given.single(Flags.language) {
+            guard LanguageTag.isWellFormed(value.text) else {
+                throw given.error(.invalidValue(source: value.source, value: value.text, expected: "a language tag such as en-US"))
+            }
+            options.language = value.text
+        }
+        if let value = given.single(Flags.encoding) {
+            options.encoding = WireEncoding(rawValue: try given.choice(value, WireEncoding.allCases.map(\.rawValue)))!
+        }
+        options.fast = given.isOn(Flags.fast)
+        if let value = given.single(Flags.bufferSeconds) { options.bufferSeconds = try given.seconds(value, in: 1...3600) }
+
+        var raw: RawPCMFormat?
+        if let value = given.single(Flags.rawRate) {
+            raw = RawPCMFormat(sampleRate: try given.integer(value, in: AudioFormat.pcmRates), channels: 1, sample: .s16le)
+        }
+        for flag in [Flags.rawChannels, Flags.rawFormat] where given.wasGiven(flag) && raw == nil {
+            throw given.error(.requires(option: flag.flag, other: Flags.rawRate.flag, reason: "raw PCM needs its rate"))
+        }
+        if let value = given.single(Flags.rawChannels) { raw?.channels = try given.integer(value, in: 1...2) }
+        if let value = given.single(Flags.rawFormat) {
+            raw?.sample = RawPCMFormat.Sample(rawValue: try given.choice(value, RawPCMFormat.Sample.allCases.map(\.rawValue)))!
+        }
+
+        let device = given.single(Flags.device).map(\.text)
+        if given.wasGiven(Flags.rate) && device == nil {
+            throw given.error(.requires(option: Flags.rate.flag, other: Flags.device.flag, reason: "it is the capture rate"))
+        }
+        let rate = try given.single(Flags.rate).map { (value) throws(UsageError) in try given.integer(value, in: AudioFormat.pcmRates) } ?? 16_000
+        let argument = given.arguments.first
+        switch (argument, device) {
+        case (_?, _?):
+            throw given.error(.conflict("INPUT", Flags.device.flag))
+        case (nil, let device?):
+            guard !device.isEmpty else {
+                throw given.error(.invalidValue(source: Flags.device.flag, value: device, expected: "an ALSA device name"))
+            }
+            if raw != nil { throw given.error(.conflict(Flags.rawRate.flag, Flags.device.flag)) }
+            options.input = .device(name: device, sampleRate: rate, channels: 1)
+        case ("-"?, nil):
+            options.input = .standardInput(raw: raw)
+        case (let path?, nil):
+            if raw != nil {
+                throw given.error(.requires(option: Flags.rawRate.flag, other: "INPUT -", reason: "raw PCM comes on standard input"))
+            }
+            options.input = .file(path)
+        case (nil, nil):
+            if !options.listDevices { throw given.error(.missingArgument("INPUT (a WAV file, or - for standard input) or --device")) }
+        }
+        return options
+    }
+}
+
+/// `steno listen`'s command line.
+struct ListenOptions: Sendable, Equatable {
+    var client = ClientOptions()
+    var channel = ""
+
+    enum Flags {
+        static let channel = Flag("channel", value: "NAME", help: "the broadcast channel to follow (required)")
+    }
+
+    static let spec = CommandSpec(
+        command: "steno listen",
+        summary: """
+            Prints a broadcast channel's captions: the finals so far, then the live ones, following
+            the channel across reconnects without printing a final twice. Runs until interrupted.
+            """,
+        flags: [Flags.channel] + ClientOptions.Flags.all,
+        epilogue: ClientOptions.exitCodes)
+
+    static func parse(_ arguments: [String], environment: [String: String]) throws(UsageError) -> ListenOptions? {
+        let given = try spec.parse(arguments, environment: environment)
+        if given.helpRequested { return nil }
+        var options = ListenOptions()
+        options.client = try ClientOptions.parse(given)
+        guard let value = given.single(Flags.channel) else { throw given.error(.missingArgument(Flags.channel.flag)) }
+        guard ChannelName.isValid(value.text) else {
+            throw given.error(.invalidValue(source: value.source, value: value.text, expected: "1-64 letters, digits, '-', '_' or '.'"))
+        }
+        options.channel = value.text
+        return options
+    }
+}

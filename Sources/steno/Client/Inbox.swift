@@ -1,0 +1,75 @@
+import Dispatch
+import StenoTransport
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What the client's main loop reacts to, from every thread: the connection's events (tagged
+/// with the attempt they belong to, so a late event of an old connection is not mistaken for
+/// the current one's), new audio, the end of the input, and interrupts.
+enum ClientInput: Sendable {
+    case socket(attempt: Int, WebSocketClientEvent)
+    /// New audio frames are waiting.
+    case audio
+    /// The input has no more audio; `error` when it failed.
+    case inputEnded(error: String?)
+    /// SIGINT or SIGTERM, the `count`-th one.
+    case interrupt(count: Int)
+}
+
+/// A queue many threads post to and one thread waits on.
+final class Inbox: Sendable {
+    private let items = Mutex<[ClientInput]>([])
+    private let signal = DispatchSemaphore(value: 0)
+
+    func post(_ input: ClientInput) {
+        items.withLock { $0.append(input) }
+        signal.signal()
+    }
+
+    /// Everything posted so far, waiting up to `timeout` seconds for something when there is
+    /// nothing yet (nil: as long as it takes). Empty when the time passed.
+    func take(timeout: Double?) -> [ClientInput] {
+        let waiting = items.withLock { $0.isEmpty }
+        if waiting {
+            if let timeout {
+                _ = signal.wait(timeout: .now() + max(0, timeout))
+            } else {
+                signal.wait()
+            }
+        }
+        return items.withLock { list in
+            let taken = list
+            list.removeAll(keepingCapacity: true)
+            return taken
+        }
+    }
+}
+
+/// SIGINT and SIGTERM, counted and posted to an inbox (through a dispatch source, not a
+/// handler: the main loop acts on them). The sources must be kept alive.
+enum InterruptSignals {
+    static func install(into inbox: Inbox) -> [any DispatchSourceSignal] {
+        var wanted = sigset_t()
+        sigemptyset(&wanted)
+        sigaddset(&wanted, SIGTERM)
+        sigaddset(&wanted, SIGINT)
+        // A parent may have started us with these signals blocked (the mask is inherited).
+        pthread_sigmask(SIG_UNBLOCK, &wanted, nil)
+        signal(SIGTERM, SIG_IGN)
+        signal(SIGINT, SIG_IGN)
+        signal(SIGPIPE, SIG_IGN)
+        let count = Atomic<Int>(0)
+        return [SIGINT, SIGTERM].map { number in
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler {
+                let n = count.add(1, ordering: .relaxed).newValue
+                inbox.post(.interrupt(count: n))
+            }
+            source.resume()
+            return source
+        }
+    }
+}

@@ -1,0 +1,147 @@
+import StenoCore
+import StenoSystem
+import StenoTransport
+
+/// Which of a channel's finals were printed. A viewer gets `joined` and the channel's finals
+/// so far on every connection; a final is printed once per publisher timeline (a `joined`
+/// with another `startedAt` is a new publisher, whose times start again at 0), by its end.
+struct ChannelFollower: Sendable, Equatable {
+    /// The `startedAt` of the timeline being followed.
+    private(set) var timeline: String?
+    /// The end of the last final printed, per timeline.
+    private var printedThrough: [String: Double] = [:]
+
+    /// A `joined`: whether it starts another timeline than the one followed.
+    mutating func joined(startedAt: String) -> Bool {
+        defer { timeline = startedAt }
+        return timeline != startedAt
+    }
+
+    /// Whether a final is new (and is now counted as printed).
+    mutating func isNew(_ range: TimeRange) -> Bool {
+        let key = timeline ?? ""
+        if let through = printedThrough[key], range.end <= through + SendBuffer.tolerance { return false }
+        printedThrough[key] = range.end
+        return true
+    }
+}
+
+/// `steno listen`: a channel's captions, across reconnects.
+final class Listener {
+    private let options: ListenOptions
+    private let inbox: Inbox
+    private let status: StatusLine
+    private let log: Log
+    private let writer: CaptionWriter
+    private let connector: Connector
+    private var reconnection: Reconnection
+    private var follower = ChannelFollower()
+    private var attempt = 0
+    private var client: WebSocketClient?
+    private var retryAt: Double?
+    private var joinedOnce = false
+    private var exitCode: Int32?
+
+    init(options: ListenOptions, log: Log, status: StatusLine, inbox: Inbox) {
+        self.options = options
+        self.inbox = inbox
+        self.status = status
+        self.log = log
+        writer = CaptionWriter(format: options.client.format) { text in status.around { StandardStreams.stdout(text) } }
+        connector = Connector(options: options.client, route: "/v1/listen?channel=\(options.channel)", inbox: inbox, log: log)
+        reconnection = options.client.reconnection
+    }
+
+    func run() -> Int32 {
+        connect()
+        while exitCode == nil {
+            var timeout: Double? = nil
+            if client == nil, let at = retryAt { timeout = max(0, at - SystemClock.now()) }
+            for input in inbox.take(timeout: timeout) {
+                handle(input)
+                if exitCode != nil { break }
+            }
+            if exitCode == nil, client == nil, let at = retryAt, SystemClock.now() >= at { connect() }
+        }
+        status.show("")
+        return exitCode ?? ExitCode.done
+    }
+
+    private func connect() {
+        attempt += 1
+        retryAt = nil
+        client = connector.open(attempt: attempt)
+    }
+
+    private func handle(_ input: ClientInput) {
+        switch input {
+        case .socket(let attempt, let event):
+            guard attempt == self.attempt else { return }
+            switch event {
+            case .opened:
+                log.debug("connected to \(options.client.url("/v1/listen"))")
+            case .message(.text(let text)):
+                if let message = ServerMessage(text) { received(message) }
+            case .message(.binary):
+                break
+            case .closed, .refused, .failed:
+                ended(event)
+            }
+        case .interrupt(let count):
+            if count >= 2 {
+                exitCode = ExitCode.interrupted
+                return
+            }
+            // Nothing to wait for: a viewer only reads.
+            client?.close(code: 1000)
+            _ = client?.waitUntilFinished(timeout: 2)
+            exitCode = ExitCode.done
+        case .audio, .inputEnded:
+            break
+        }
+    }
+
+    private func received(_ message: ServerMessage) {
+        switch message.type {
+        case "joined":
+            let startedAt = message.string("startedAt") ?? ""
+            reconnection.succeeded()
+            if follower.joined(startedAt: startedAt) {
+                writer.event(message)
+                log.info(joinedOnce ? "channel \(options.channel): a new timeline (started \(startedAt))"
+                                    : "following channel \(options.channel) (started \(startedAt))")
+            } else {
+                log.info("following channel \(options.channel) again")
+            }
+            joinedOnce = true
+        case "final":
+            guard let result = message.result, follower.isNew(result.range) else { return }
+            writer.event(message)
+            writer.final(result)
+            status.show("")
+        case "volatile":
+            writer.event(message)
+            status.show(message.string("text") ?? "")
+        case "error":
+            writer.event(message)
+            if let error = message.error {
+                log.warning("the server says: \(error.code): \(error.message)")
+            }
+        default:
+            writer.event(message)
+        }
+    }
+
+    private func ended(_ event: WebSocketClientEvent) {
+        client = nil
+        status.show("")
+        switch reconnection.verdict(for: event, at: SystemClock.now(), jitter: Double.random(in: 0...1)) {
+        case .retry(let delay, let why):
+            log.warning("\(why); reconnecting in \(Sender.seconds(delay)) s")
+            retryAt = SystemClock.now() + delay
+        case .stop(let code, let message):
+            log.error(message)
+            exitCode = code
+        }
+    }
+}

@@ -1,0 +1,404 @@
+import Foundation
+import StenoAudio
+import StenoCore
+import StenoSystem
+import StenoTransport
+import Synchronization
+
+/// The sender's audio, shared by the capture thread (which appends) and the main loop
+/// (which sends).
+final class SharedSendBuffer: Sendable {
+    let state: Mutex<SendBuffer>
+    init(limitSeconds: Double) { state = Mutex(SendBuffer(limitSeconds: limitSeconds)) }
+    func withLock<R>(_ body: (inout SendBuffer) -> R) -> R { state.withLock { body(&$0) } }
+}
+
+/// Reads the input on a thread of its own and turns it into frames in the send buffer: at
+/// real time for a WAV file (unless `--fast`), as it comes for a pipe or a device.
+final class Capture: @unchecked Sendable {
+    private let input: any AudioInput
+    private let encoder: FrameEncoder
+    private let buffer: SharedSendBuffer
+    private let inbox: Inbox
+    private let paced: Bool
+    private let stopped = Atomic<Bool>(false)
+
+    init(input: any AudioInput, encoder: FrameEncoder, buffer: SharedSendBuffer, inbox: Inbox, paced: Bool) {
+        self.input = input
+        self.encoder = encoder
+        self.buffer = buffer
+        self.inbox = inbox
+        self.paced = paced
+    }
+
+    func start() {
+        let thread = Thread { [self] in run() }
+        thread.name = "steno-capture"
+        thread.start()
+    }
+
+    /// No more audio is taken (a read under way may still finish).
+    func stop() { stopped.store(true, ordering: .relaxed) }
+
+    private var isStopped: Bool { stopped.load(ordering: .relaxed) }
+
+    private func run() {
+        let started = SystemClock.now()
+        do throws(StenoError) {
+            while !isStopped {
+                guard let samples = try input.read() else { break }
+                for frame in try encoder.add(samples) { deliver(frame, started) }
+            }
+            if !isStopped { for frame in try encoder.finish() { deliver(frame, started) } }
+            inbox.post(.inputEnded(error: nil))
+        } catch {
+            inbox.post(.inputEnded(error: error.message))
+        }
+    }
+
+    private func deliver(_ frame: AudioFrame, _ started: Double) {
+        if paced {
+            // Released when it would have been captured; late frames (after a wait) go at once.
+            while !isStopped {
+                let wait = started + frame.start - SystemClock.now()
+                if wait <= 0 { break }
+                usleep(UInt32(min(wait, 0.1) * 1_000_000))
+            }
+        }
+        if !input.isLive {
+            // A file or a pipe waits for room: nothing it holds is lost.
+            while !isStopped && !buffer.withLock({ $0.hasRoom }) { usleep(5_000) }
+        }
+        if isStopped { return }
+        buffer.withLock { _ = $0.append(frame, live: input.isLive) }
+        inbox.post(.audio)
+    }
+}
+
+/// `steno send`: one session's worth of audio to the server, across as many connections as
+/// it takes, with its captions printed as they come.
+final class Sender {
+    private let options: SendOptions
+    private let format: AudioFormat
+    private let inbox: Inbox
+    private let buffer: SharedSendBuffer
+    private let capture: Capture
+    private let status: StatusLine
+    private let log: Log
+    private let writer: CaptionWriter
+    private let connector: Connector
+    private var reconnection: Reconnection
+
+    private enum Phase: Equatable {
+        /// No connection; the next attempt at `retryAt`.
+        case idle
+        case connecting(SessionRecord.Opening)
+        /// `start` sent: audio follows at once.
+        case starting
+        /// `resume` sent: audio waits for `resumed`.
+        case resuming
+        case streaming
+        /// `end` sent on this connection.
+        case ending
+    }
+
+    private var phase = Phase.idle
+    private var attempt = 0
+    private var client: WebSocketClient?
+    private var retryAt: Double?
+    /// The session the audio goes to, and how its timeline maps onto ours.
+    private var session: SessionRecord?
+    private var timeline: SessionTimeline?
+    private var sessionsStarted = 0
+    /// Where (our time) the last final printed ends: no final ending earlier is printed again,
+    /// and a new session starts after it.
+    private var printedThrough: Double?
+    private var fatalError: String?
+    private var inputOver = false
+    private var inputError: String?
+    private var ended = false
+    private var exitCode: Int32?
+    private var lastLagReport = 0.0
+    private var laggingReported = false
+    private var droppedReported = 0.0
+    private let reportsLag: Bool
+
+    /// Queued bytes at which sending waits for the socket.
+    private static let socketHighWater = 64 * 1024
+    /// Fatal errors the server would give again: no point in a new session.
+    private static let permanentErrors: Set<String> = ["unsupported_audio", "not_started", "too_large"]
+
+    init(options: SendOptions, input: any AudioInput, encoder: FrameEncoder, log: Log, status: StatusLine, inbox: Inbox) {
+        self.options = options
+        self.format = encoder.format
+        self.inbox = inbox
+        self.status = status
+        self.log = log
+        buffer = SharedSendBuffer(limitSeconds: options.bufferSeconds)
+        var isFile = false
+        if case .file = options.input { isFile = true }
+        let paced = isFile && !options.fast
+        capture = Capture(input: input, encoder: encoder, buffer: buffer, inbox: inbox, paced: paced)
+        // Lag means something for audio that comes at real time; a fast file is always "behind".
+        reportsLag = paced || input.isLive
+        writer = CaptionWriter(format: options.client.format) { text in status.around { StandardStreams.stdout(text) } }
+        connector = Connector(options: options.client, route: "/v1/stream", inbox: inbox, log: log)
+        reconnection = options.client.reconnection
+    }
+
+    func run() -> Int32 {
+        capture.start()
+        connect()
+        while exitCode == nil {
+            for input in inbox.take(timeout: nextTimeout()) {
+                handle(input)
+                if exitCode != nil { break }
+            }
+            if exitCode != nil { break }
+            if phase == .idle, let at = retryAt, SystemClock.now() >= at { connect() }
+            pump()
+            report()
+        }
+        capture.stop()
+        status.show("")
+        client?.disconnect()
+        return exitCode ?? ExitCode.done
+    }
+
+    // MARK: - Connecting
+
+    private func connect() {
+        attempt += 1
+        retryAt = nil
+        let opening = SessionRecord.opening(for: session, now: SystemClock.now())
+        phase = .connecting(opening)
+        log.debug("connecting to \(options.client.url("/v1/stream")) (\(opening == .start ? "new session" : "resuming"))")
+        client = connector.open(attempt: attempt)
+    }
+
+    private func opened() {
+        guard case .connecting(let opening) = phase, let client else { return }
+        switch opening {
+        case .start:
+            // A new session hears again what the last one did not finalize.
+            buffer.withLock { _ = $0.rewind(after: printedThrough ?? -1) }
+            session = nil
+            timeline = nil
+            client.send(.text(ClientMessages.start(format, language: options.language, channel: options.channel)))
+            phase = .starting
+        case .resume(let id, let token, let seq):
+            client.send(.text(ClientMessages.resume(session: id, token: token, after: seq)))
+            phase = .resuming
+        }
+    }
+
+    private func connectionEnded(_ event: WebSocketClientEvent) {
+        client = nil
+        status.show("")
+        let hadSession = phase != .idle && { if case .connecting = phase { false } else { true } }()
+        phase = .idle
+        let now = SystemClock.now()
+        if ended {
+            exitCode = inputError == nil ? ExitCode.done : ExitCode.inputFailed
+            return
+        }
+        if let fatal = fatalError, Self.permanentErrors.contains(fatal) {
+            log.error("the server will not take this audio (\(fatal)); stopping")
+            exitCode = ExitCode.refused
+            return
+        }
+        fatalError = nil
+        session?.lostAt = now
+        if case .closed(let code?, _, _) = event {
+            switch code {
+            case 4404:
+                // The server no longer has the session (or refused the token): a new one, now.
+                log.warning("the session could not be resumed; starting a new one")
+                session?.resumeToken = nil
+                retryAt = now
+                return
+            case 4009:
+                log.info("the session reached the server's time limit; starting a new one")
+                session?.resumeToken = nil
+                retryAt = now
+                return
+            case 1003, 1009, 4400:
+                log.error("the server closed the session (\(code)); stopping")
+                exitCode = ExitCode.refused
+                return
+            default:
+                break
+            }
+        }
+        switch reconnection.verdict(for: event, at: now, jitter: Double.random(in: 0...1)) {
+        case .retry(let delay, let why):
+            let buffered = buffer.withLock { $0.unsentSeconds + $0.sentSeconds }
+            log.warning("\(why); \(hadSession ? "reconnecting" : "trying again") in \(Self.seconds(delay)) s"
+                        + (buffered > 0.5 ? " (holding \(Self.seconds(buffered)) s of audio)" : ""))
+            retryAt = now + delay
+        case .stop(let code, let message):
+            log.error(message)
+            exitCode = code
+        }
+    }
+
+    // MARK: - Events
+
+    private func handle(_ input: ClientInput) {
+        switch input {
+        case .socket(let attempt, let event):
+            guard attempt == self.attempt else { return }
+            switch event {
+            case .opened:
+                opened()
+            case .message(.text(let text)):
+                guard let message = ServerMessage(text) else {
+                    log.warning("the server sent something that is not an event: \(text.prefix(80))")
+                    return
+                }
+                received(message)
+            case .message(.binary):
+                break
+            case .closed, .refused, .failed:
+                connectionEnded(event)
+            }
+        case .audio:
+            break
+        case .inputEnded(let error):
+            if let error {
+                log.error("the input failed: \(error)")
+                inputError = error
+            }
+            inputOver = true
+        case .interrupt(let count):
+            if count >= 2 {
+                log.warning("interrupted again: quitting now")
+                exitCode = ExitCode.interrupted
+                return
+            }
+            log.info("interrupted: ending the session and waiting for its last finals (Ctrl-C again quits at once)")
+            capture.stop()
+            inputOver = true
+        }
+    }
+
+    private func received(_ message: ServerMessage) {
+        if message.type == "final", isPrinted(message) { return }
+        writer.event(message)
+        if let seq = message.seq, let last = session?.lastSeq { session?.lastSeq = max(last, seq) }
+        switch message.type {
+        case "ready":
+            guard let record = SessionRecord(ready: message) else { return }
+            session = record
+            sessionsStarted += 1
+            if phase == .starting { phase = .streaming }
+            reconnection.succeeded()
+            let backlog = buffer.withLock { $0.unsentSeconds }
+            log.info((sessionsStarted == 1 ? "session \(record.id) started" : "reconnected: new session \(record.id)")
+                     + (backlog > 0.5 ? "; \(Self.seconds(backlog)) s of audio to send" : ""))
+        case "resumed":
+            let received = message.number("received") ?? 0
+            timeline?.resumed(received: received)
+            let from = timeline?.senderPosition ?? 0
+            buffer.withLock { _ = $0.rewind(after: from) }
+            if phase == .resuming { phase = .streaming }
+            reconnection.succeeded()
+            let backlog = buffer.withLock { $0.unsentSeconds }
+            log.info("resumed session \(session?.id ?? "?") at \(Self.seconds(received)) s"
+                     + (backlog > 0.5 ? "; \(Self.seconds(backlog)) s of audio to send" : ""))
+        case "final":
+            guard let result = message.result else { return }
+            let mapped = mapped(result)
+            if options.client.format != .jsonl { writer.final(mapped) }
+            status.show("")
+            printedThrough = mapped.range.end
+            buffer.withLock { $0.forget(through: mapped.range.end) }
+        case "volatile":
+            status.show(message.string("text") ?? "")
+        case "error":
+            guard let error = message.error else { return }
+            if error.fatal {
+                fatalError = error.code
+                log.error("the server ended the session: \(error.code): \(error.message)")
+            } else {
+                log.warning("the server says: \(error.code): \(error.message)")
+            }
+        case "ended":
+            ended = true
+            status.show("")
+            log.info("session \(session?.id ?? "") ended: \(Self.seconds(message.number("duration") ?? 0)) s of audio")
+        default:
+            break
+        }
+    }
+
+    /// A final already printed (on an earlier connection).
+    private func isPrinted(_ message: ServerMessage) -> Bool {
+        guard let result = message.result, let through = printedThrough else { return false }
+        return mapped(result).range.end <= through + SendBuffer.tolerance
+    }
+
+    /// A result on our timeline (a new session's 0 is where its first audio started here).
+    private func mapped(_ result: RecognitionResult) -> RecognitionResult {
+        guard let timeline else { return result }
+        let shift = timeline.sender(result.range.start) - result.range.start
+        guard shift != 0 else { return result }
+        return RecognitionResult(
+            range: TimeRange(start: result.range.start + shift, end: result.range.end + shift),
+            text: result.text,
+            words: result.words.map { Word($0.text, range: TimeRange(start: $0.range.start + shift, end: $0.range.end + shift),
+                                           confidence: $0.confidence) })
+    }
+
+    // MARK: - Sending
+
+    private func pump() {
+        guard let client, phase == .starting || phase == .streaming else { return }
+        while client.queuedBytes < Self.socketHighWater {
+            guard let frame = buffer.withLock({ $0.takeUnsent() }) else { break }
+            if timeline == nil { timeline = SessionTimeline(startingAt: frame.start) }
+            var gapSent = false
+            let hole = timeline!.hole(before: frame)
+            if hole > 0, session?.takesGaps == true {
+                client.send(.text(ClientMessages.gap(hole)))
+                gapSent = true
+            }
+            timeline!.sent(frame, gapSent: gapSent)
+            client.send(.binary(frame.bytes))
+        }
+        if inputOver && !buffer.withLock({ $0.hasUnsent }) {
+            client.send(.text(ClientMessages.end))
+            phase = .ending
+        }
+    }
+
+    private func nextTimeout() -> Double? {
+        if phase == .idle, let at = retryAt { return max(0, at - SystemClock.now()) }
+        if let client, phase == .starting || phase == .streaming, client.queuedBytes >= Self.socketHighWater,
+           buffer.withLock({ $0.hasUnsent }) {
+            return 0.02  // the socket is full: look again soon
+        }
+        return 1
+    }
+
+    /// Lag and drops, on stderr, now and then.
+    private func report() {
+        let now = SystemClock.now()
+        let (unsent, dropped) = buffer.withLock { ($0.unsentSeconds, $0.droppedSeconds) }
+        if dropped - droppedReported >= 0.5 {
+            log.warning("the buffer (--buffer-seconds \(Self.seconds(options.bufferSeconds))) is full: dropped \(Self.seconds(dropped - droppedReported)) s of the oldest audio")
+            droppedReported = dropped
+        }
+        guard phase == .streaming, reportsLag else { return }
+        if unsent > 2, now - lastLagReport >= 5 {
+            log.info("catching up: \(Self.seconds(unsent)) s of audio to send")
+            lastLagReport = now
+            laggingReported = true
+        } else if laggingReported && unsent < 0.5 {
+            log.info("caught up")
+            laggingReported = false
+        }
+    }
+
+    static func seconds(_ value: Double) -> String { JSONWriter.secondsText((value * 10).rounded() / 10) }
+}

@@ -1,0 +1,62 @@
+import StenoCore
+
+/// A server event as a client reads it: its `type`, `seq` and fields, and the text it came as
+/// (what `--format jsonl` prints).
+struct ServerMessage: Sendable, Equatable {
+    let type: String
+    let seq: Int?
+    let object: JSONObject
+    let text: String
+
+    /// Nil for a text that is not a JSON object with a string `type`.
+    init?(_ text: String) {
+        guard let value = try? JSONParser(maxDepth: 16, maxBytes: 4 << 20).parse(text),
+              case .object(let object) = value, case .string(let type)? = object["type"] else { return nil }
+        self.type = type
+        self.object = object
+        self.text = text
+        if case .number(let n)? = object["seq"], n >= 0, n < 1e15, n == n.rounded() { seq = Int(n) } else { seq = nil }
+    }
+
+    func number(_ key: String) -> Double? {
+        if case .number(let n)? = object[key], n.isFinite { return n }
+        return nil
+    }
+
+    func string(_ key: String) -> String? {
+        if case .string(let s)? = object[key] { return s }
+        return nil
+    }
+
+    func bool(_ key: String) -> Bool? {
+        if case .bool(let b)? = object[key] { return b }
+        return nil
+    }
+
+    func objectField(_ key: String) -> JSONObject? {
+        if case .object(let o)? = object[key] { return o }
+        return nil
+    }
+
+    /// The result a `final` or `volatile` carries: its range, text and words.
+    var result: RecognitionResult? {
+        guard let start = number("start"), let end = number("end"), let text = string("text") else { return nil }
+        var words: [Word] = []
+        if case .array(let items)? = object["words"] {
+            for item in items {
+                guard case .object(let w) = item, case .string(let word)? = w["word"],
+                      case .number(let s)? = w["start"], case .number(let e)? = w["end"] else { continue }
+                var confidence = 0.0
+                if case .number(let c)? = w["confidence"] { confidence = c }
+                words.append(Word(word, range: TimeRange(start: s, end: e), confidence: confidence))
+            }
+        }
+        return RecognitionResult(range: TimeRange(start: start, end: end), text: text, words: words)
+    }
+
+    /// For `error`: its code, message, and whether the session is over.
+    var error: (code: String, message: String, fatal: Bool)? {
+        guard type == "error" else { return nil }
+        return (string("code") ?? "", string("message") ?? "", bool("fatal") ?? false)
+    }
+}
