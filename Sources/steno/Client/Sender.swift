@@ -210,16 +210,17 @@ final class Sender {
         fatalError = nil
         session?.lostAt = now
         if case .closed(let code?, _, _) = event {
+            // A close frame means the server ended the session (only a dropped connection
+            // leaves it waiting to be resumed), except for a connection it cut for not reading.
+            if code != 4008 { session?.resumeToken = nil }
             switch code {
             case 4404:
                 // The server no longer has the session (or refused the token): a new one, now.
                 log.warning("the session could not be resumed; starting a new one")
-                session?.resumeToken = nil
                 retryAt = now
                 return
             case 4009:
                 log.info("the session reached the server's time limit; starting a new one")
-                session?.resumeToken = nil
                 retryAt = now
                 return
             case 1003, 1009, 4400:

@@ -13,7 +13,7 @@ struct ServeOptions {
     struct Flags {
         let host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes: Flag
         let idleTimeout, maxSessionSeconds, token, viewerToken, allowedOrigin, cert, key: Flag
-        let drainTimeout, keepAlive, workers, logLevel: Flag
+        let resumeSeconds, drainTimeout, keepAlive, workers, logLevel: Flag
 
         init(_ machine: MachineDefaults) {
             let server = ServerOptions()
@@ -50,6 +50,8 @@ struct ServeOptions {
                         default: "none (plain HTTP)", environment: "STENO_CERT")
             key = Flag("key", value: "PATH", help: "TLS private key (PEM); needs --cert",
                        default: "none (plain HTTP)", environment: "STENO_KEY")
+            resumeSeconds = Flag("resume-seconds", value: "SECONDS", help: "keep a session whose connection dropped this long for its client to resume; 0 never",
+                                 default: seconds(limits.resumeSeconds), environment: "STENO_RESUME_SECONDS")
             drainTimeout = Flag("drain-timeout", value: "SECONDS", help: "on shutdown, wait this long for sessions to finalize",
                                 default: seconds(server.drainTimeout), environment: "STENO_DRAIN_TIMEOUT")
             keepAlive = Flag("keepalive", value: "SECONDS", help: "ping WebSockets this often; hang up on ones that do not answer; 0 never",
@@ -62,7 +64,8 @@ struct ServeOptions {
 
         var all: [Flag] {
             [host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes, idleTimeout,
-             maxSessionSeconds, token, viewerToken, allowedOrigin, cert, key, drainTimeout, keepAlive, workers, logLevel]
+             maxSessionSeconds, resumeSeconds, token, viewerToken, allowedOrigin, cert, key, drainTimeout, keepAlive, workers,
+             logLevel]
         }
     }
 
@@ -116,6 +119,9 @@ struct ServeOptions {
         }
         if let value = given.single(flags.maxSessionSeconds) {
             options.limits.maxSessionSeconds = try given.seconds(value, in: 0...(30 * 86400))
+        }
+        if let value = given.single(flags.resumeSeconds) {
+            options.limits.resumeSeconds = try given.seconds(value, in: 0...3600)
         }
         options.tokens = try given.list(flags.token).map { (value) throws(UsageError) in try given.token(value) }
         options.viewerTokens = try given.list(flags.viewerToken).map { (value) throws(UsageError) in try given.token(value) }

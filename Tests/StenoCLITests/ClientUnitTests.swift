@@ -1,0 +1,263 @@
+import StenoCore
+import StenoTransport
+import Testing
+@testable import steno
+
+/// The clients' parts that need no server: buffering, timelines, the start/resume choice,
+/// retries, de-duplication, framing, output, command lines.
+@Suite struct SendBufferTests {
+    static func frame(_ index: Int, _ duration: Double = 0.02) -> AudioFrame {
+        AudioFrame(start: Double(index) * duration, duration: duration, bytes: [UInt8(truncatingIfNeeded: index)])
+    }
+
+    @Test func framesGoOutInOrderAndSentOnesAreHeldUntilForgotten() {
+        var buffer = SendBuffer(limitSeconds: 1)
+        for i in 0..<10 { buffer.append(Self.frame(i), live: false) }
+        #expect(abs(buffer.unsentSeconds - 0.2) < 1e-9)
+        for i in 0..<6 { #expect(buffer.takeUnsent() == Self.frame(i)) }
+        #expect(abs(buffer.sentSeconds - 0.12) < 1e-9 && buffer.count == 10)
+        buffer.forget(through: 0.06)  // frames 0-2 end by 0.06
+        #expect(buffer.firstStart == 0.06 && buffer.count == 7)
+        // A resumed server has 0.1 s: frames 5 … are sent again, 3 and 4 are forgotten.
+        let r1 = buffer.rewind(after: 0.1)
+        #expect(r1 == 0.1)
+        let r2 = buffer.takeUnsent()
+        #expect(r2 == Self.frame(5))
+        #expect(abs(buffer.unsentSeconds - 0.08) < 1e-9)
+    }
+
+    @Test func aSourceThatCanWaitIsHeldBackAndALiveOneLosesItsOldestAudio() {
+        var waiting = SendBuffer(limitSeconds: 0.1)
+        for i in 0..<5 { waiting.append(Self.frame(i), live: false) }
+        #expect(!waiting.hasRoom)
+        _ = waiting.takeUnsent()
+        #expect(waiting.hasRoom)
+
+        var live = SendBuffer(limitSeconds: 0.1)
+        var dropped = 0.0
+        for i in 0..<8 { dropped += live.append(Self.frame(i), live: true) }
+        #expect(abs(dropped - 0.06) < 1e-9 && abs(live.droppedSeconds - 0.06) < 1e-9)
+        #expect(live.nextUnsentStart == Self.frame(3).start)  // the newest 0.1 s are kept
+    }
+
+    @Test func sentAudioIsHeldUpToTheLimitOnly() {
+        var buffer = SendBuffer(limitSeconds: 0.1)
+        for i in 0..<20 {
+            buffer.append(Self.frame(i), live: false)
+            _ = buffer.takeUnsent()
+        }
+        #expect(buffer.sentSeconds <= 0.1 + SendBuffer.tolerance)
+        #expect(buffer.firstStart == Self.frame(15).start)
+    }
+
+    @Test func aTimelineMapsSessionTimesAndBridgesHoles() {
+        var timeline = SessionTimeline(startingAt: 5)
+        timeline.sent(AudioFrame(start: 5, duration: 1, bytes: []), gapSent: false)
+        #expect(timeline.sender(0.5) == 5.5)
+        // Two seconds were lost: without gap messages the mapping moves on …
+        let late = AudioFrame(start: 8, duration: 1, bytes: [])
+        #expect(timeline.hole(before: late) == 2)
+        var spliced = timeline
+        spliced.sent(late, gapSent: false)
+        #expect(spliced.sessionPosition == 2 && spliced.sender(1.5) == 8.5 && spliced.sender(0.5) == 5.5)
+        // … with them the session's timeline advances too.
+        var gapped = timeline
+        gapped.sent(late, gapSent: true)
+        #expect(gapped.sessionPosition == 4 && gapped.sender(3.5) == 8.5)
+        // Resuming where the server got to.
+        gapped.resumed(received: 3.5)
+        #expect(gapped.senderPosition == 8.5 && gapped.sessionPosition == 3.5)
+    }
+}
+
+@Suite struct SessionChoiceTests {
+    static let ready = ServerMessage(#"{"type":"ready","seq":1,"session":"s1","startedAt":"2026-11-29T19:07:13.211Z","limits":{"resumeSeconds":30},"resumeToken":"tok"}"#)!
+
+    @Test func resumeWhileTheServerHoldsTheSessionElseStart() throws {
+        var record = try #require(SessionRecord(ready: Self.ready))
+        #expect(record.id == "s1" && record.resumeToken == "tok" && record.resumeSeconds == 30 && record.takesGaps)
+        #expect(SessionRecord.opening(for: nil, now: 0) == .start)
+        record.lastSeq = 41
+        record.lostAt = 100
+        #expect(SessionRecord.opening(for: record, now: 110) == .resume(session: "s1", token: "tok", after: 41))
+        #expect(SessionRecord.opening(for: record, now: 131) == .start)
+        record.resumeToken = nil
+        #expect(SessionRecord.opening(for: record, now: 101) == .start)
+        // A server without resume says nothing of it.
+        let old = try #require(SessionRecord(ready: ServerMessage(#"{"type":"ready","seq":1,"session":"s2","limits":{}}"#)!))
+        #expect(old.resumeToken == nil && !old.takesGaps && SessionRecord.opening(for: old, now: 0) == .start)
+    }
+
+    @Test func clientMessages() throws {
+        let start = ClientMessages.start(try AudioFormat(encoding: .opus, sampleRate: 16000, channels: 1), language: "en-US", channel: "c")
+        #expect(start == #"{"type":"start","audio":{"encoding":"opus","sampleRate":16000,"channels":1},"language":"en-US","volatile":true,"words":true,"channel":"c"}"#)
+        #expect(throws: Never.self) { _ = try ClientMessage.parse(start) }
+        #expect(ClientMessages.resume(session: "s", token: "t", after: 7) == #"{"type":"resume","session":"s","resumeToken":"t","after":7}"#)
+        #expect(ClientMessages.gap(1.25) == #"{"type":"gap","duration":1.25}"#)
+    }
+
+    @Test func retriesBackOffAndGiveUpButABusyServerIsWaitedOut() {
+        var retry = Reconnection(maxDelay: 4, giveUpAfter: 10)
+        let r3 = retry.failed(at: 0, jitter: 0.5)
+        #expect(r3 == 0.5)
+        let r4 = retry.failed(at: 1, jitter: 0.5)
+        #expect(r4 == 1)
+        let r5 = retry.failed(at: 2, jitter: 0.5)
+        #expect(r5 == 2)
+        let r6 = retry.failed(at: 4, jitter: 0.5)
+        #expect(r6 == 4)
+        let r7 = retry.failed(at: 8, jitter: 1)
+        #expect(r7 == 4)  // capped
+        let r8 = retry.failed(at: 10, jitter: 0.5)
+        #expect(r8 == nil)  // ten seconds of failures
+        retry.succeeded()
+        let r9 = retry.failed(at: 20, jitter: 0)
+        #expect(r9 == 0.4)
+        let r10 = retry.busy(retryAfter: 7)
+        #expect(r10 == 4 && retry.failingSince == nil)
+        let r11 = retry.verdict(for: .refused(status: 401, retryAfter: nil), at: 0, jitter: 0)
+        #expect(r11
+            == .stop(code: ExitCode.refused, message: "the server refused the connection: 401 Unauthorized (a missing or wrong --token)"))
+        guard case .retry(let delay, _) = retry.verdict(for: .refused(status: 503, retryAfter: 2), at: 0, jitter: 0) else {
+            Issue.record("503 is waited out")
+            return
+        }
+        #expect(delay == 2)
+    }
+
+    @Test func aChannelsFinalsArePrintedOncePerTimeline() {
+        var follower = ChannelFollower()
+        let r12 = follower.joined(startedAt: "A")
+        #expect(r12)
+        let r13 = follower.isNew(TimeRange(start: 0, end: 1))
+        #expect(r13)
+        let r14 = follower.isNew(TimeRange(start: 1.5, end: 2))
+        #expect(r14)
+        // A reconnect: joined again, backfill again.
+        let r15 = follower.joined(startedAt: "A")
+        #expect(!r15)
+        let r16 = follower.isNew(TimeRange(start: 0, end: 1))
+        #expect(!r16)
+        let r17 = follower.isNew(TimeRange(start: 1.5, end: 2))
+        #expect(!r17)
+        let r18 = follower.isNew(TimeRange(start: 2.5, end: 3))
+        #expect(r18)
+        // The next publisher's timeline starts at 0 again.
+        let r19 = follower.joined(startedAt: "B")
+        #expect(r19)
+        let r20 = follower.isNew(TimeRange(start: 0, end: 1))
+        #expect(r20)
+    }
+}
+
+@Suite struct FramingAndOutputTests {
+    @Test func pcmFramesAreTwentyMillisecondsOnTheSendersTimeline() throws {
+        let encoder = try FrameEncoder(CapturedFormat(sampleRate: 44100, channels: 2, isSixteenBit: true), encoding: .pcm)
+        #expect(encoder.format == (try AudioFormat(encoding: .pcmS16LE, sampleRate: 44100, channels: 2)))
+        var frames = try encoder.add([Float](repeating: 0.25, count: 2 * 1000))
+        frames += try encoder.finish()
+        #expect(frames.map(\.bytes.count) == [882 * 4, 118 * 4])
+        #expect(frames[1].start == 882.0 / 44100 && frames[1].end == 1000.0 / 44100)
+        #expect(Array(frames[0].bytes[0..<2]) == [0x00, 0x20])  // 0.25 × 32768 = 0x2000
+        let float = try FrameEncoder(CapturedFormat(sampleRate: 16000, channels: 1, isSixteenBit: false), encoding: .pcm)
+        #expect(float.format.encoding == .pcmF32LE)
+    }
+
+    @Test func opusFramesAreMonoAndOtherRatesAreResampled() throws {
+        let encoder = try FrameEncoder(CapturedFormat(sampleRate: 44100, channels: 2, isSixteenBit: true), encoding: .opus)
+        #expect(encoder.format == (try AudioFormat(encoding: .opus, sampleRate: 48000, channels: 1)))
+        var frames = try encoder.add([Float](repeating: 0, count: 2 * 44100))
+        frames += try encoder.finish()
+        #expect(frames.count == 50)
+        for (i, frame) in frames.enumerated() {
+            #expect(abs(frame.start - Double(i) * 0.02) < 1e-9 && frame.duration == 0.02)
+            #expect(OpusPacket.duration(frame.bytes) == 0.02)
+        }
+    }
+
+    @Test func finalsAreWrittenAsTranscribeWritesThem() {
+        let finals = [
+            RecognitionResult(range: TimeRange(start: 0.29, end: 1.16), text: "ever try it"),
+            RecognitionResult(range: TimeRange(start: 1.822, end: 2.742), text: "as the files"),
+        ]
+        for format in [CaptionOutputFormat.text, .vtt, .srt] {
+            var out = ""
+            let writer = CaptionWriter(format: format) { out += $0 }
+            for final in finals { writer.final(final) }
+            let expected = switch format {
+            case .text: Captions.plainText(finals)
+            case .vtt: Captions.webVTT(finals)
+            default: Captions.srt(finals)
+            }
+            #expect(out == expected, "\(format)")
+        }
+        var jsonl = ""
+        let writer = CaptionWriter(format: .jsonl) { jsonl += $0 }
+        let text = #"{"type":"final","seq":3,"start":0.29,"end":1.16,"text":"ever try it","words":[{"word":"ever","start":0.29,"end":0.5,"confidence":0.9}]}"#
+        let message = ServerMessage(text)!
+        writer.event(message)
+        writer.final(message.result!)
+        #expect(jsonl == text + "\n")
+        #expect(message.result?.words.first?.text == "ever" && message.seq == 3)
+        #expect(ServerMessage("not json") == nil && ServerMessage(#"{"seq":1}"#) == nil)
+    }
+}
+
+@Suite struct ClientCommandLineTests {
+    func send(_ arguments: [String], _ environment: [String: String] = [:]) throws -> SendOptions {
+        try #require(try SendOptions.parse(arguments, environment: environment))
+    }
+
+    func sendProblem(_ arguments: [String]) -> UsageError.Problem? {
+        do {
+            _ = try SendOptions.parse(arguments, environment: [:])
+            return nil
+        } catch {
+            return error.problem
+        }
+    }
+
+    @Test func sendInputsAndDefaults() throws {
+        let file = try send(["talk.wav"])
+        #expect(file.input == .file("talk.wav") && file.encoding == .opus && !file.fast && file.bufferSeconds == 60)
+        #expect(file.client.server == WebSocketURL("ws://127.0.0.1:8080") && file.client.format == .text)
+        #expect(file.client.url("/v1/stream").description == "ws://127.0.0.1:8080/v1/stream")
+        let raw = try send(["-", "--raw-rate", "48000", "--raw-channels=2", "--raw-format", "f32le", "--encoding", "pcm"])
+        #expect(raw.input == .standardInput(raw: RawPCMFormat(sampleRate: 48000, channels: 2, sample: .f32le)))
+        #expect(try send(["-"]).input == .standardInput(raw: nil))
+        let device = try send(["--device", "hw:1", "--rate", "48000", "--channel", "studio-a", "--fast"])
+        #expect(device.input == .device(name: "hw:1", sampleRate: 48000, channels: 1) && device.channel == "studio-a")
+        #expect(try send(["--list-devices"]).listDevices)
+        let environment = try send(["a.wav"], ["STENO_SERVER": "wss://captions.example/steno/", "STENO_TOKEN": "t0k",
+                                               "STENO_CA": "/ca.pem"])
+        #expect(environment.client.token == "t0k" && environment.client.caFile == "/ca.pem")
+        #expect(environment.client.url("/v1/listen?channel=x").description == "wss://captions.example/steno/v1/listen?channel=x")
+        let retries = try send(["a.wav", "--retry-for", "5", "--retry-max", "0.5", "--format", "srt", "--log-level", "warn"])
+        #expect(retries.client.reconnection.giveUpAfter == 5 && retries.client.reconnection.maxDelay == 0.5)
+        #expect(retries.client.format == .srt && retries.client.logLevel == .warning)
+    }
+
+    @Test func sendRefusesWhatDoesNotFit() {
+        #expect(sendProblem([]) == .missingArgument("INPUT (a WAV file, or - for standard input) or --device"))
+        #expect(sendProblem(["a.wav", "--device", "hw:0"]) == .conflict("INPUT", "--device"))
+        #expect(sendProblem(["a.wav", "--raw-rate", "16000"]) != nil)
+        #expect(sendProblem(["-", "--raw-format", "s16le"]) != nil)  // raw needs its rate
+        #expect(sendProblem(["-", "--raw-rate", "96000"]) != nil)
+        #expect(sendProblem(["a.wav", "--rate", "16000"]) != nil)
+        #expect(sendProblem(["a.wav", "--server", "http://x"]) != nil)
+        #expect(sendProblem(["a.wav", "--ca", "/c.pem"]) != nil)  // not wss
+        #expect(sendProblem(["a.wav", "--channel", "no spaces"]) != nil)
+        #expect(sendProblem(["a.wav", "--encoding", "mp3"]) != nil)
+        #expect(sendProblem(["a.wav", "b.wav"]) == .unexpectedArgument("b.wav"))
+        #expect(sendProblem(["a.wav", "--fats"]) == .unknownOption("--fats", suggestion: "--fast"))
+    }
+
+    @Test func listenNeedsAChannel() throws {
+        let options = try #require(try ListenOptions.parse(["--channel", "room-1", "--format", "jsonl"], environment: [:]))
+        #expect(options.channel == "room-1" && options.client.format == .jsonl)
+        #expect(throws: UsageError.self) { try ListenOptions.parse([], environment: [:]) }
+        #expect(throws: UsageError.self) { try ListenOptions.parse(["--channel", ".."], environment: [:]) }
+        #expect(throws: UsageError.self) { try ListenOptions.parse(["--channel", "a", "extra"], environment: [:]) }
+        #expect(ListenOptions.spec.helpText().contains("Exit codes: 0 done"))
+    }
+}
