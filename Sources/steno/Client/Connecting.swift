@@ -23,8 +23,16 @@ struct Connector {
         })
         let client = WebSocketClient(configuration: configuration)
         let inbox = self.inbox
+        let secure = configuration.url.secure
         do {
-            try client.connect { event in inbox.post(.socket(attempt: attempt, event)) }
+            try client.connect { event in
+                var event = event
+                if secure, case .failed(let why) = event, why.lowercased().contains("ssl") || why.lowercased().contains("tls") {
+                    // lws's words for a certificate that does not verify are OpenSSL's.
+                    event = .failed(why + " (TLS: does the server's certificate verify? --ca FILE trusts a self-signed one)")
+                }
+                inbox.post(.socket(attempt: attempt, event))
+            }
         } catch {
             inbox.post(.socket(attempt: attempt, .failed(error.description)))
         }

@@ -38,6 +38,7 @@ final class Listener {
     private var follower = ChannelFollower()
     private var attempt = 0
     private var client: WebSocketClient?
+    private var ending: [WebSocketClient] = []
     private var retryAt: Double?
     private var joinedOnce = false
     private var exitCode: Int32?
@@ -64,6 +65,9 @@ final class Listener {
             if exitCode == nil, client == nil, let at = retryAt, SystemClock.now() >= at { connect() }
         }
         status.show("")
+        client?.disconnect()
+        // Let connections that ended finish tearing down (TLS too) before the process exits.
+        for old in ending { old.waitUntilFinished(timeout: 5) }
         return exitCode ?? ExitCode.done
     }
 
@@ -133,6 +137,7 @@ final class Listener {
     }
 
     private func ended(_ event: WebSocketClientEvent) {
+        if let client { ending.append(client) }
         client = nil
         status.show("")
         switch reconnection.verdict(for: event, at: SystemClock.now(), jitter: Double.random(in: 0...1)) {

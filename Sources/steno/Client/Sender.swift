@@ -105,6 +105,8 @@ final class Sender {
     private var phase = Phase.idle
     private var attempt = 0
     private var client: WebSocketClient?
+    /// Connections that are over, whose threads may still be ending.
+    private var ending: [WebSocketClient] = []
     private var retryAt: Double?
     /// The session the audio goes to, and how its timeline maps onto ours.
     private var session: SessionRecord?
@@ -162,6 +164,9 @@ final class Sender {
         capture.stop()
         status.show("")
         client?.disconnect()
+        // Connections that ended are still tearing down their context (and TLS) on their own
+        // threads: let them finish before the process exits under them.
+        for old in ending { old.waitUntilFinished(timeout: 5) }
         return exitCode ?? ExitCode.done
     }
 
@@ -193,6 +198,7 @@ final class Sender {
     }
 
     private func connectionEnded(_ event: WebSocketClientEvent) {
+        if let client { ending.append(client) }
         client = nil
         status.show("")
         let hadSession = phase != .idle && { if case .connecting = phase { false } else { true } }()

@@ -1,0 +1,87 @@
+import Foundation
+import StenoCore
+import StenoTestSupport
+import Testing
+
+/// `steno listen`, and `steno send --device` from an ALSA device.
+@Suite struct ListenTests {
+    @Test func backfillThenLiveFinalsAndNoFinalTwiceAcrossAReconnect() throws {
+        let server = CLIServer.shared
+        let channel = "listen-\(getpid())"
+        // The publisher, at real time.
+        let publisher = try StenoCommand(["send", TestAudio.beckett, "--server", server.url, "--channel", channel])
+        try publisher.waitForStdout(lines: 1)
+        // A viewer joining late gets what was said so far, then the rest as it is said; its
+        // connection is cut on the way.
+        let proxy = try TCPProxy(targetPort: server.port)
+        defer { proxy.stop() }
+        let listener = try StenoCommand(["listen", "--channel", channel, "--server", "ws://127.0.0.1:\(proxy.port)",
+                                         "--retry-max", "0.5"])
+        try listener.waitForStdout(lines: 2)
+        proxy.cut()
+        #expect(try publisher.finish() == 0, "\(publisher.stderr.text)")
+        let published = publisher.stdout.lines
+        #expect(published.count >= 4)
+        try listener.wait(for: "every final") { listener.stdout.lines.count >= published.count }
+        try listener.waitForStderr("again")  // it reconnected
+        listener.interrupt()
+        #expect(try listener.finish() == 0, "\(listener.stderr.text)")
+        #expect(listener.stdout.lines == published)
+        #expect(proxy.acceptedCount >= 2)
+    }
+
+    @Test func jsonlIsTheChannelsEventsWithoutRepeats() throws {
+        let server = CLIServer.shared
+        let channel = "listen-jsonl-\(getpid())"
+        let publisher = try StenoCommand.run(["send", TestAudio.clip, "--server", server.url, "--channel", channel, "--fast",
+                                              "--encoding", "pcm"])
+        #expect(publisher.status == 0, "\(publisher.stderr)")
+        // After the publisher left: the channel's finals are all backfill.
+        let listener = try StenoCommand(["listen", "--channel", channel, "--server", server.url, "--format", "jsonl"])
+        let finals = publisher.stdout.split(separator: "\n").count
+        try listener.wait(for: "the backfill") {
+            listener.stdout.lines.filter { $0.contains(#""type":"final""#) }.count >= finals
+        }
+        listener.interrupt()
+        #expect(try listener.finish() == 0)
+        #expect(listener.stdout.lines.first?.hasPrefix(#"{"type":"joined""#) == true)
+        #expect(TestAudio.finals(ofJSONLines: listener.stdout.text) == TestAudio.finals(ofJSONLines: try TestAudio.transcribed(TestAudio.clip, format: "jsonl")))
+    }
+
+    /// ALSA's `file` plugin plays a raw file into a capture device (with the `null` device
+    /// under it), which works in a container without a sound card: the device is declared in
+    /// the `.asoundrc` of a HOME made for the test.
+    @Test func captureFromAnALSADevice() throws {
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("steno-alsa-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: home) }
+        let raw = home.appendingPathComponent("clip.raw")
+        try TestAudio.clipRaw.write(to: raw)
+        try """
+            pcm.stenotest {
+                type file
+                slave.pcm null
+                file "/dev/null"
+                infile "\(raw.path)"
+                format "raw"
+            }
+            """.write(to: home.appendingPathComponent(".asoundrc"), atomically: true, encoding: .utf8)
+        let environment = ["HOME": home.path]
+
+        let devices = try StenoCommand.run(["send", "--list-devices"], environment: environment)
+        #expect(devices.status == 0 && devices.stdout.contains("stenotest"), "\(devices.stdout) \(devices.stderr)")
+
+        let send = try StenoCommand(["send", "--device", "stenotest", "--rate", "16000", "--encoding", "pcm",
+                                     "--server", CLIServer.shared.url], environment: environment)
+        // The device gives the clip, then (the file played out) whatever the null device has.
+        let expected = try TestAudio.transcribed(TestAudio.clip).split(separator: "\n").map(String.init)
+        try send.waitForStdout(lines: 2)
+        send.interrupt()
+        #expect(try send.finish() == 0, "\(send.stderr.text)")
+        #expect(Array(send.stdout.lines.prefix(2)) == Array(expected.prefix(2)))
+
+        let missing = try StenoCommand.run(["send", "--device", "no-such-device", "--server", CLIServer.shared.url],
+                                           environment: environment)
+        #expect(missing.status == 1 && missing.stderr.contains("cannot open the capture device"), "\(missing.stderr)")
+    }
+}

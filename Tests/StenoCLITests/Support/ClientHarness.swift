@@ -1,0 +1,304 @@
+import Foundation
+import StenoAudio
+import StenoCore
+import StenoServer
+import StenoSpeech
+import StenoSystem
+import StenoTestSupport
+import Synchronization
+import Testing
+
+// Real servers in the test process, `steno send` and `steno listen` as subprocesses that
+// talk to them over real sockets, and the audio they send.
+
+/// One speech engine for every server of these tests (each session gets its own decoder).
+enum CLIEngine {
+    static let engine: PocketSphinxEngine = {
+        do throws(StenoError) {
+            return try PocketSphinxEngine(configuration: PocketSphinxConfiguration(recognizers: 8))
+        } catch {
+            fatalError("the pocketsphinx model cannot be loaded: \(error.message)")
+        }
+    }()
+}
+
+/// A server on 127.0.0.1, any free port.
+final class CLIServer: @unchecked Sendable {
+    let server: StenoServer
+    let port: Int
+    var url: String { "ws://127.0.0.1:\(port)" }
+
+    /// The one most tests share (sessions do not disturb each other).
+    static let shared: CLIServer = {
+        do {
+            return try CLIServer()
+        } catch {
+            fatalError("cannot start the test server: \(error)")
+        }
+    }()
+
+    init(_ configure: (inout ServerOptions) -> Void = { _ in }) throws {
+        var options = ServerOptions()
+        options.host = "127.0.0.1"
+        options.port = 0
+        options.maxSessions = 16
+        options.workers = 2
+        options.keepAlive = nil
+        options.limits.idleTimeoutSeconds = 0
+        configure(&options)
+        server = StenoServer(options: options, engine: CLIEngine.engine, log: .silent)
+        port = try server.start()
+    }
+
+    func stop() { server.stop() }
+}
+
+/// Bytes a child writes to a pipe, as they come.
+final class Collected: Sendable {
+    private let state = Mutex<(data: Data, ended: Bool)>((Data(), false))
+
+    func append(_ data: Data) {
+        state.withLock { s in
+            if data.isEmpty { s.ended = true } else { s.data.append(data) }
+        }
+    }
+
+    var text: String { String(decoding: state.withLock { $0.data }, as: UTF8.self) }
+    var lines: [String] { text.split(separator: "\n", omittingEmptySubsequences: true).map(String.init) }
+    var ended: Bool { state.withLock { $0.ended } }
+}
+
+/// A `steno` command running as a subprocess, spawned without inheriting any other open file
+/// (tests run in parallel: a child holding another test's pipe would keep it from ending).
+final class StenoCommand: @unchecked Sendable {
+    static let binary: String = Bundle.module.bundleURL.deletingLastPathComponent().appendingPathComponent("steno").path
+
+    let pid: pid_t
+    let stdout = Collected()
+    let stderr = Collected()
+    let arguments: [String]
+    private let exit = Mutex<Int32?>(nil)
+
+    /// Starts `steno ARGUMENTS`; `input` is written to its standard input (then closed) when
+    /// given, else standard input is empty. `environment` is added to this process's.
+    init(_ arguments: [String], input: Data? = nil, environment: [String: String] = [:]) throws {
+        self.arguments = arguments
+        var pipes: [[Int32]] = []
+        for _ in 0..<3 {
+            var fds: [Int32] = [0, 0]
+            guard Self.pipe2(&fds, O_CLOEXEC) == 0 else { throw TestClientError.io("pipe2", errno) }
+            pipes.append(fds)
+        }
+        let (inRead, inWrite) = (pipes[0][0], pipes[0][1])
+        let (outRead, outWrite) = (pipes[1][0], pipes[1][1])
+        let (errRead, errWrite) = (pipes[2][0], pipes[2][1])
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, inRead, 0)
+        posix_spawn_file_actions_adddup2(&actions, outWrite, 1)
+        posix_spawn_file_actions_adddup2(&actions, errWrite, 2)
+        _ = Self.closeFrom(&actions, 3)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        // The child starts with no signal blocked and default handlers (it installs its own).
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        var defaults = sigset_t()
+        sigfillset(&defaults)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        let variables = ProcessInfo.processInfo.environment.merging(environment) { $1 }.map { "\($0.key)=\($0.value)" }
+        var argv: [UnsafeMutablePointer<CChar>?] = ([Self.binary] + arguments).map { strdup($0) } + [nil]
+        var envp: [UnsafeMutablePointer<CChar>?] = variables.map { strdup($0) } + [nil]
+        defer {
+            for a in argv { free(a) }
+            for e in envp { free(e) }
+        }
+        var child: pid_t = 0
+        let rc = posix_spawn(&child, Self.binary, &actions, &attributes, &argv, &envp)
+        close(inRead)
+        close(outWrite)
+        close(errWrite)
+        guard rc == 0 else {
+            close(inWrite)
+            close(outRead)
+            close(errRead)
+            throw TestClientError.io("posix_spawn steno", rc)
+        }
+        pid = child
+        for (fd, sink) in [(outRead, stdout), (errRead, stderr)] {
+            Thread {
+                var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+                while true {
+                    let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                    if n < 0 && errno == EINTR { continue }
+                    if n <= 0 { break }
+                    sink.append(Data(buffer[0..<n]))
+                }
+                close(fd)
+                sink.append(Data())
+            }.start()
+        }
+        Thread {
+            if let input {
+                var offset = 0
+                let bytes = [UInt8](input)
+                while offset < bytes.count {
+                    let n = bytes.withUnsafeBytes { write(inWrite, $0.baseAddress! + offset, $0.count - offset) }
+                    if n < 0 && errno == EINTR { continue }
+                    if n <= 0 { break }
+                    offset += n
+                }
+            }
+            close(inWrite)
+        }.start()
+    }
+
+    deinit {
+        if status == nil {
+            kill(pid, SIGKILL)
+            _ = status(waiting: true)
+        }
+    }
+
+    // GNU extensions Swift's Glibc module does not show (it is not built with _GNU_SOURCE).
+    private typealias Pipe2 = @convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32
+    private typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    private static let pipe2: Pipe2 = unsafeBitCast(dlsym(UnsafeMutableRawPointer(bitPattern: 0), "pipe2")!, to: Pipe2.self)
+    private static let closeFrom: CloseFrom = unsafeBitCast(
+        dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np")!, to: CloseFrom.self)
+
+    /// The exit status once the child has ended (128 + the signal when a signal ended it).
+    var status: Int32? { status(waiting: false) }
+
+    private func status(waiting: Bool) -> Int32? {
+        exit.withLock { known in
+            if let known { return known }
+            var raw: Int32 = 0
+            var rc: pid_t
+            repeat { rc = waitpid(pid, &raw, waiting ? 0 : WNOHANG) } while rc < 0 && errno == EINTR
+            guard rc == pid else { return nil }
+            // WIFEXITED / WEXITSTATUS are macros: decode by hand.
+            let code = (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
+            known = code
+            return code
+        }
+    }
+
+    var isRunning: Bool { status == nil }
+
+    /// Waits until `condition` holds (a guard against hanging, not a timing assertion).
+    func wait(for what: String, timeout: Double = 60, _ condition: () -> Bool) throws {
+        let deadline = Deadline(timeout)
+        while !condition() {
+            if deadline.hasPassed {
+                throw TestClientError.timeout("\(what); steno \(arguments.joined(separator: " ")): stdout \(stdout.text) stderr \(stderr.text)")
+            }
+            if !isRunning && stdout.ended && stderr.ended && !condition() {
+                throw TestClientError.closed("steno \(arguments.joined(separator: " ")) ended (\(status ?? -1)) before \(what): stdout \(stdout.text) stderr \(stderr.text)")
+            }
+            usleep(10_000)
+        }
+    }
+
+    func waitForStdout(lines count: Int, timeout: Double = 60) throws {
+        try wait(for: "\(count) lines of stdout", timeout: timeout) { stdout.lines.count >= count }
+    }
+
+    func waitForStderr(_ text: String, timeout: Double = 60) throws {
+        try wait(for: "'\(text)' on stderr", timeout: timeout) { stderr.text.contains(text) }
+    }
+
+    func interrupt() { kill(pid, SIGINT) }
+
+    /// Waits for the command to end; its exit status.
+    @discardableResult
+    func finish(timeout: Double = 120) throws -> Int32 {
+        let deadline = Deadline(timeout)
+        while isRunning || !stdout.ended || !stderr.ended {
+            if deadline.hasPassed {
+                kill(pid, SIGKILL)
+                throw TestClientError.timeout("steno \(arguments.joined(separator: " ")) did not end: stdout \(stdout.text) stderr \(stderr.text)")
+            }
+            usleep(10_000)
+        }
+        return status ?? -1
+    }
+
+    /// Runs a command to its end.
+    static func run(_ arguments: [String], input: Data? = nil, environment: [String: String] = [:],
+                    timeout: Double = 120) throws -> (status: Int32, stdout: String, stderr: String) {
+        let command = try StenoCommand(arguments, input: input, environment: environment)
+        let status = try command.finish(timeout: timeout)
+        return (status, command.stdout.text, command.stderr.text)
+    }
+}
+
+/// The test audio, and what `steno transcribe` makes of it.
+enum TestAudio {
+    static func resource(_ name: String) -> String {
+        Bundle.module.url(forResource: "Resources/\(name)", withExtension: nil)!.path
+    }
+
+    /// Beckett, 16 kHz mono 16-bit, 9.97 s: five finals.
+    static let beckett = resource("beckett.wav")
+
+    /// Its first 4.5 s (three finals): the short audio most tests send.
+    static let clip: String = {
+        do throws(StenoError) {
+            let wav = try WAVFile(path: beckett)
+            let clip = WAVFile(sampleRate: wav.sampleRate, channels: 1, samples: Array(wav.samples.prefix(wav.sampleRate * 9 / 2)))
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("steno-clip-\(getpid()).wav").path
+            try clip.write(path: path)
+            return path
+        } catch {
+            fatalError("cannot make the test clip: \(error.message)")
+        }
+    }()
+
+    /// The clip's samples as raw 16-bit PCM.
+    static let clipRaw: Data = {
+        do throws(StenoError) {
+            return Data(try WAVFile(path: clip).s16leBytes)
+        } catch {
+            fatalError("cannot read the test clip: \(error.message)")
+        }
+    }()
+
+    private static let transcripts = Mutex<[String: String]>([:])
+
+    /// `steno transcribe FILE --format FORMAT`'s output (each made once).
+    static func transcribed(_ path: String, format: String = "text") throws -> String {
+        let key = path + "|" + format
+        if let known = transcripts.withLock({ $0[key] }) { return known }
+        let result = try StenoCommand.run(["transcribe", path, "--format", format, "--no-progress"])
+        guard result.status == 0 else { throw TestClientError.protocolError("transcribe failed: \(result.stderr)") }
+        transcripts.withLock { $0[key] = result.stdout }
+        return result.stdout
+    }
+
+    /// The `final` events of JSON lines, without their `seq` (which depends on what else the
+    /// connection carried).
+    static func finals(ofJSONLines text: String) -> [JSONValue] {
+        text.split(separator: "\n").compactMap { line -> JSONValue? in
+            guard case .object(var object)? = try? JSONParser().parse(String(line)),
+                  object["type"] == .string("final") else { return nil }
+            object["seq"] = nil
+            return .object(object)
+        }
+    }
+
+    /// The ranges of `[start → end] text` lines, to check that finals never repeat or overlap.
+    static func ranges(ofText text: String) -> [(Double, Double)] {
+        text.split(separator: "\n").compactMap { line in
+            guard let m = line.wholeMatch(of: /\[(\d\d):(\d\d):(\d\d)\.(\d\d\d) → (\d\d):(\d\d):(\d\d)\.(\d\d\d)\] .+/) else { return nil }
+            func seconds(_ h: Substring, _ m: Substring, _ s: Substring, _ ms: Substring) -> Double {
+                Double(h)! * 3600 + Double(m)! * 60 + Double(s)! + Double(ms)! / 1000
+            }
+            return (seconds(m.1, m.2, m.3, m.4), seconds(m.5, m.6, m.7, m.8))
+        }
+    }
+}
