@@ -81,7 +81,8 @@ final class StenoCommand: @unchecked Sendable {
 
     /// Starts `steno ARGUMENTS`; `input` is written to its standard input (then closed) when
     /// given, else standard input is empty. `environment` is added to this process's.
-    init(_ arguments: [String], input: Data? = nil, environment: [String: String] = [:]) throws {
+    init(_ arguments: [String], input: Data? = nil, environment: [String: String] = [:],
+         executable: String = StenoCommand.binary) throws {
         self.arguments = arguments
         var pipes: [[Int32]] = []
         for _ in 0..<3 {
@@ -111,14 +112,14 @@ final class StenoCommand: @unchecked Sendable {
         posix_spawnattr_setsigdefault(&attributes, &defaults)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         let variables = ProcessInfo.processInfo.environment.merging(environment) { $1 }.map { "\($0.key)=\($0.value)" }
-        var argv: [UnsafeMutablePointer<CChar>?] = ([Self.binary] + arguments).map { strdup($0) } + [nil]
+        var argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         var envp: [UnsafeMutablePointer<CChar>?] = variables.map { strdup($0) } + [nil]
         defer {
             for a in argv { free(a) }
             for e in envp { free(e) }
         }
         var child: pid_t = 0
-        let rc = posix_spawn(&child, Self.binary, &actions, &attributes, &argv, &envp)
+        let rc = posix_spawn(&child, executable, &actions, &attributes, &argv, &envp)
         close(inRead)
         close(outWrite)
         close(errWrite)
