@@ -132,7 +132,7 @@ public struct PCMConverter: Sendable, Hashable {
     /// NaN → 0, anything beyond ±1 (including ±Inf) → ±1. Written with comparisons only
     /// (NaN fails both), so the loop stays branch-free.
     @inline(__always)
-    static func sanitize(_ x: Float) -> Float {
+    public static func sanitize(_ x: Float) -> Float {
         let low: Float = x < -1 ? -1 : x
         let clamped: Float = low > 1 ? 1 : low
         return clamped == clamped ? clamped : 0

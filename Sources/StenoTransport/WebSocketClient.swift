@@ -135,7 +135,9 @@ public final class WebSocketClient: @unchecked Sendable {
             s.started = true
         }
         self.handler = handler
-        installLwsLogging(configuration.log)
+        // lws logging is process-wide: a client does not take it over from a server in the
+        // same process.
+        if lwsLogSink.withLock({ $0 == nil }) { installLwsLogging(configuration.log) }
         let thread = Thread { [self] in
             serviceThread.store(UInt(pthread_self()), ordering: .releasing)
             serve()

@@ -18,50 +18,6 @@ protocol AudioInput: AnyObject {
     func read() throws(StenoError) -> [Float]?
 }
 
-/// A WAV file, read whole, handed out 100 ms at a time.
-final class WAVFileInput: AudioInput {
-    let format: CapturedFormat
-    let isLive = false
-    private let samples: [Float]
-    private var offset = 0
-
-    init(path: String) throws(StenoError) {
-        let bytes = try Self.contents(of: path)
-        guard let header = try WAVHeader.parse(bytes, complete: true) else {
-            throw StenoError(.badAudio, "truncated WAV header")
-        }
-        let wav = try WAVFile(bytes: bytes)
-        guard wav.frameCount > 0 else { throw StenoError(.badAudio, "the file holds no audio") }
-        samples = wav.samples
-        format = CapturedFormat(sampleRate: header.sampleRate, channels: header.channels,
-                                isSixteenBit: header.bitsPerSample == 16 && !header.isFloat)
-    }
-
-    func read() -> [Float]? {
-        guard offset < samples.count else { return nil }
-        let step = max(1, format.sampleRate / 10) * format.channels
-        let end = min(samples.count, offset + step)
-        defer { offset = end }
-        return Array(samples[offset..<end])
-    }
-
-    static func contents(of path: String) throws(StenoError) -> [UInt8] {
-        guard let file = fopen(path, "rb") else {
-            throw StenoError(.badAudio, "cannot open \(path): \(String(cString: strerror(errno)))")
-        }
-        defer { fclose(file) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { fread($0.baseAddress, 1, $0.count, file) }
-            if n > 0 { bytes.append(contentsOf: chunk[0..<n]) }
-            if n < chunk.count { break }
-        }
-        if ferror(file) != 0 { throw StenoError(.badAudio, "cannot read \(path)") }
-        return bytes
-    }
-}
-
 /// Raw PCM on standard input: how to read it.
 struct RawPCMFormat: Sendable, Equatable {
     enum Sample: String, CaseIterable, Sendable { case s16le, f32le }
@@ -70,8 +26,9 @@ struct RawPCMFormat: Sendable, Equatable {
     var sample: Sample
 }
 
-/// Standard input: a WAV stream (its header read first), or raw PCM as described.
-final class StandardInput: AudioInput {
+/// A WAV stream (its header read first) or raw PCM as described, from standard input or a
+/// file: read as it comes, never whole (a file may be hours long).
+final class StreamInput: AudioInput {
     let format: CapturedFormat
     let isLive = false
     private let header: WAVHeader
@@ -81,10 +38,34 @@ final class StandardInput: AudioInput {
     private var atEnd = false
     private let fd: Int32
 
+    private let ownsDescriptor: Bool
+    private let name: String
+
+    /// A WAV file.
+    convenience init(path: String) throws(StenoError) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw StenoError(.badAudio, "cannot open \(path): \(String(cString: strerror(errno)))") }
+        do throws(StenoError) {
+            try self.init(raw: nil, fd: fd, name: path, ownsDescriptor: true)
+        } catch {
+            close(fd)
+            throw error
+        }
+        // A file that holds no audio is an error, as for steno transcribe.
+        while pending.count < header.bytesPerFrame && !atEnd && remaining != 0 {
+            let more = try Self.readSome(fd, name)
+            if more.isEmpty { atEnd = true } else { pending += more }
+        }
+        if let remaining, pending.count > remaining { pending.removeLast(pending.count - remaining) }
+        guard pending.count >= header.bytesPerFrame else { throw StenoError(.badAudio, "the file holds no audio") }
+    }
+
     /// Reads the WAV header first when `raw` is nil (so the format is known before anything
     /// is sent): an error for a stream that is not WAV.
-    init(raw: RawPCMFormat?, fd: Int32 = 0) throws(StenoError) {
+    init(raw: RawPCMFormat?, fd: Int32 = 0, name: String = "standard input", ownsDescriptor: Bool = false) throws(StenoError) {
         self.fd = fd
+        self.name = name
+        self.ownsDescriptor = ownsDescriptor
         if let raw {
             header = WAVHeader(sampleRate: raw.sampleRate, channels: raw.channels,
                                bitsPerSample: raw.sample == .s16le ? 16 : 32, isFloat: raw.sample == .f32le,
@@ -94,13 +75,13 @@ final class StandardInput: AudioInput {
             var bytes: [UInt8] = []
             var parsed: WAVHeader?
             while parsed == nil {
-                let more = try Self.readSome(fd)
+                let more = try Self.readSome(fd, name)
                 if more.isEmpty {
                     parsed = try WAVHeader.parse(bytes, complete: true)
                     break
                 }
                 bytes += more
-                if bytes.count > 1 << 20 { throw StenoError(.badAudio, "no WAV data chunk in the first megabyte of standard input") }
+                if bytes.count > 1 << 20 { throw StenoError(.badAudio, "no WAV data chunk in the first megabyte") }
                 parsed = try WAVHeader.parse(bytes, complete: false)
             }
             guard let parsed else { throw StenoError(.badAudio, "truncated WAV header") }
@@ -123,18 +104,20 @@ final class StandardInput: AudioInput {
                 return samples
             }
             if atEnd || remaining == 0 { return nil }
-            let more = try Self.readSome(fd)
+            let more = try Self.readSome(fd, name)
             if more.isEmpty { atEnd = true } else { pending += more }
         }
     }
 
-    private static func readSome(_ fd: Int32) throws(StenoError) -> [UInt8] {
+    deinit { if ownsDescriptor { close(fd) } }
+
+    private static func readSome(_ fd: Int32, _ name: String) throws(StenoError) -> [UInt8] {
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         while true {
             let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
             if n >= 0 { return Array(buffer[0..<n]) }
             if errno == EINTR { continue }
-            throw StenoError(.badAudio, "cannot read standard input: \(String(cString: strerror(errno)))")
+            throw StenoError(.badAudio, "cannot read \(name): \(String(cString: strerror(errno)))")
         }
     }
 }

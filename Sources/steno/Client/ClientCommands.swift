@@ -33,8 +33,8 @@ enum Send {
         let encoder: FrameEncoder
         do throws(StenoError) {
             switch options.input {
-            case .file(let path): input = try WAVFileInput(path: path)
-            case .standardInput(let raw): input = try StandardInput(raw: raw)
+            case .file(let path): input = try StreamInput(path: path)
+            case .standardInput(let raw): input = try StreamInput(raw: raw)
             case .device(let name, let rate, let channels): input = try AlsaInput(device: name, sampleRate: rate, channels: channels)
             }
             encoder = try FrameEncoder(input.format, encoding: options.encoding)

@@ -45,7 +45,7 @@ struct ClientOptions: Sendable, Equatable {
         failed (unreadable file, not WAV, capture device error); 2 bad command line; 3 refused
         by the server (HTTP 401/403/404 at the handshake, or a session error it would repeat,
         such as unsupported audio); 4 the server could not be reached for --retry-for
-        seconds; 130 interrupted twice.
+        seconds; 130 interrupted twice; 141 standard output was closed.
         """
 
     /// The shared flags of `given`.

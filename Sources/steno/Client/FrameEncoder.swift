@@ -54,6 +54,8 @@ final class FrameEncoder {
     func add(_ samples: [Float]) throws(StenoError) -> [AudioFrame] {
         var mono = samples
         if opus != nil {
+            // No NaN or out-of-range value reaches the encoder.
+            for i in mono.indices { mono[i] = PCMConverter.sanitize(mono[i]) }
             if input.channels == 2 {
                 mono = stride(from: 0, to: samples.count - 1, by: 2).map { (samples[$0] + samples[$0 + 1]) * 0.5 }
             }

@@ -30,6 +30,9 @@ enum StandardStreams {
             let n = bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
             if n <= 0 {
                 if n < 0 && errno == EINTR { continue }
+                // The reader of a pipe left (`steno listen | head`): nobody is reading the
+                // captions any more. (Where SIGPIPE is not ignored, it has ended us already.)
+                if n < 0 && errno == EPIPE && fd == 1 { exit(141) }
                 return
             }
             offset += n
