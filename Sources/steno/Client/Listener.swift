@@ -72,6 +72,7 @@ final class Listener {
     }
 
     private func connect() {
+        ending.removeAll { $0.waitUntilFinished(timeout: 0) }  // done tearing down
         attempt += 1
         retryAt = nil
         client = connector.open(attempt: attempt)

@@ -173,6 +173,7 @@ final class Sender {
     // MARK: - Connecting
 
     private func connect() {
+        ending.removeAll { $0.waitUntilFinished(timeout: 0) }  // done tearing down
         attempt += 1
         retryAt = nil
         let opening = SessionRecord.opening(for: session, now: SystemClock.now())
