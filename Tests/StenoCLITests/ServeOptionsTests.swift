@@ -51,6 +51,7 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         #expect(options.tls == nil)
         #expect(options.drainTimeout == .seconds(10))
         #expect(options.workers == 2)
+        #expect(options.recognizers == 8)
         #expect(options.logLevel == .info)
         #expect(options.keepAlive == .seconds(30))
         #expect(options == ServeOptions.defaults(machine))
@@ -134,7 +135,7 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         ("buffer-seconds", "5", "6"), ("outbound-bytes", "8192", "16384"), ("idle-timeout", "5", "6"),
         ("max-session-seconds", "5", "6"), ("resume-seconds", "5", "6"), ("token", "env", "flag"),
         ("allowed-origin", "https://env.example", "https://flag.example"), ("drain-timeout", "5", "6"),
-        ("keepalive", "5", "6"), ("workers", "5", "6"), ("log-level", "error", "debug"),
+        ("keepalive", "5", "6"), ("workers", "5", "6"), ("recognizers", "5", "6"), ("log-level", "error", "debug"),
     ]
 
     @Test(arguments: 0..<pairs.count)

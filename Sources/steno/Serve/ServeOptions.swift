@@ -13,7 +13,7 @@ struct ServeOptions {
     struct Flags {
         let host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes: Flag
         let idleTimeout, maxSessionSeconds, token, viewerToken, allowedOrigin, cert, key: Flag
-        let resumeSeconds, drainTimeout, keepAlive, workers, logLevel: Flag
+        let resumeSeconds, drainTimeout, keepAlive, workers, recognizers, logLevel: Flag
 
         init(_ machine: MachineDefaults) {
             let server = ServerOptions()
@@ -58,6 +58,8 @@ struct ServeOptions {
                              default: seconds(server.keepAlive), environment: "STENO_KEEPALIVE")
             workers = Flag("workers", value: "N", help: "threads for decoding and recognition",
                            default: "\(machine.cores)", environment: "STENO_WORKERS")
+            recognizers = Flag("recognizers", value: "N", help: "shared decoders: utterances recognized at once (≈95 MB each)",
+                               default: "\(machine.recognizers)", environment: "STENO_RECOGNIZERS")
             logLevel = Flag("log-level", value: "LEVEL", help: LogLevel.allCases.map(\.rawValue).joined(separator: "|"),
                             default: server.logLevel.rawValue, environment: "STENO_LOG_LEVEL")
         }
@@ -65,7 +67,7 @@ struct ServeOptions {
         var all: [Flag] {
             [host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes, idleTimeout,
              maxSessionSeconds, resumeSeconds, token, viewerToken, allowedOrigin, cert, key, drainTimeout, keepAlive, workers,
-             logLevel]
+             recognizers, logLevel]
         }
     }
 
@@ -149,6 +151,7 @@ struct ServeOptions {
             options.keepAlive = seconds == 0 ? nil : .seconds(max(1, seconds.rounded()))
         }
         if let value = given.single(flags.workers) { options.workers = try given.integer(value, in: 1...256) }
+        if let value = given.single(flags.recognizers) { options.recognizers = try given.integer(value, in: 1...1000) }
         if let value = given.single(flags.logLevel) { options.logLevel = try given.logLevel(value) }
         return options
     }
