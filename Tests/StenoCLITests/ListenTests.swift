@@ -49,14 +49,13 @@ import Testing
     }
 
     /// ALSA's `file` plugin plays a raw file into a capture device (with the `null` device
-    /// under it), which works in a container without a sound card: the device is declared in
-    /// the `.asoundrc` of a HOME made for the test.
-    @Test func captureFromAnALSADevice() throws {
+    /// under it), which works in a container without a sound card: the device `stenotest` is
+    /// declared in the `.asoundrc` of a HOME made for the test. Returns that HOME.
+    static func alsaHome(playing audio: Data) throws -> URL {
         let home = FileManager.default.temporaryDirectory.appendingPathComponent("steno-alsa-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: home) }
-        let raw = home.appendingPathComponent("clip.raw")
-        try TestAudio.clipRaw.write(to: raw)
+        let raw = home.appendingPathComponent("audio.raw")
+        try audio.write(to: raw)
         try """
             pcm.stenotest {
                 type file
@@ -66,6 +65,12 @@ import Testing
                 format "raw"
             }
             """.write(to: home.appendingPathComponent(".asoundrc"), atomically: true, encoding: .utf8)
+        return home
+    }
+
+    @Test func captureFromAnALSADevice() throws {
+        let home = try Self.alsaHome(playing: TestAudio.clipRaw)
+        defer { try? FileManager.default.removeItem(at: home) }
         let environment = ["HOME": home.path]
 
         let devices = try StenoCommand.run(["send", "--list-devices"], environment: environment)
@@ -83,5 +88,28 @@ import Testing
         let missing = try StenoCommand.run(["send", "--device", "no-such-device", "--server", CLIServer.shared.url],
                                            environment: environment)
         #expect(missing.status == 1 && missing.stderr.contains("cannot open the capture device"), "\(missing.stderr)")
+    }
+
+    /// A microphone goes on while the server is out of reach; beyond `--buffer-seconds` its
+    /// oldest audio is dropped, and the resumed session is told of the hole (`gap`).
+    @Test func aLongOutageOfALiveSourceIsDeclaredAsAGap() throws {
+        let home = try Self.alsaHome(playing: TestAudio.clipRaw)
+        defer { try? FileManager.default.removeItem(at: home) }
+        let proxy = try TCPProxy(targetPort: CLIServer.shared.port)
+        defer { proxy.stop() }
+        let send = try StenoCommand(["send", "--device", "stenotest", "--encoding", "pcm", "--format", "jsonl",
+                                     "--buffer-seconds", "1", "--retry-max", "0.3", "--server", "ws://127.0.0.1:\(proxy.port)"],
+                                    environment: ["HOME": home.path])
+        try send.wait(for: "ready") { send.stdout.text.contains(#""type":"ready""#) }
+        // Out of reach: connections are cut and refused until audio has been dropped.
+        proxy.refuse(true)
+        proxy.cut()
+        try send.waitForStderr("dropped")
+        proxy.refuse(false)
+        try send.wait(for: "the server's gap event") { send.stdout.text.contains(#"{"type":"gap""#) }
+        send.interrupt()
+        #expect(try send.finish() == 0, "\(send.stderr.text)")
+        #expect(send.stderr.text.contains("resumed session") && send.stderr.text.contains("declared a gap"))
+        #expect(send.stdout.lines.last?.hasPrefix(#"{"type":"ended""#) == true)
     }
 }

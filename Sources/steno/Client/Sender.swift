@@ -368,7 +368,13 @@ final class Sender {
             var gapSent = false
             let hole = timeline!.hole(before: frame)
             if hole > 0, session?.takesGaps == true {
-                client.send(.text(ClientMessages.gap(hole)))
+                // The server takes gaps of up to an hour at a time.
+                var left = hole
+                while left > 0 {
+                    client.send(.text(ClientMessages.gap(min(left, 3600))))
+                    left -= 3600
+                }
+                log.info("declared a gap of \(Self.seconds(hole)) s of audio no longer held")
                 gapSent = true
             }
             timeline!.sent(frame, gapSent: gapSent)
