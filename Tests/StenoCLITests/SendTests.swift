@@ -77,6 +77,39 @@ import Testing
         #expect((ranges.last?.1 ?? 0) <= 4.6)
     }
 
+    @Test func aResumeTheServerCannotGrantStartsANewSession() throws {
+        // The address now leads to another server, which does not know the session.
+        let other = try CLIServer()
+        defer { other.stop() }
+        let proxy = try TCPProxy(targetPort: CLIServer.shared.port)
+        defer { proxy.stop() }
+        let send = try StenoCommand(["send", TestAudio.clip, "--server", "ws://127.0.0.1:\(proxy.port)", "--retry-max", "0.5"])
+        try send.waitForStdout(lines: 1)
+        proxy.retarget(other.port)
+        proxy.cut()
+        #expect(try send.finish() == 0, "\(send.stderr.text)")
+        #expect(send.stderr.text.contains("could not be resumed"), "\(send.stderr.text)")
+        #expect(send.stderr.text.contains("new session"))
+        let ranges = TestAudio.ranges(ofText: send.stdout.text)
+        for (a, b) in zip(ranges, ranges.dropFirst()) { #expect(a.1 <= b.0, "\(ranges)") }
+        #expect(ranges.count >= 2)
+    }
+
+    @Test func aSecondInterruptQuitsAtOnce() throws {
+        let proxy = try TCPProxy(targetPort: CLIServer.shared.port)
+        defer { proxy.stop() }
+        let send = try StenoCommand(["send", TestAudio.clip, "--server", "ws://127.0.0.1:\(proxy.port)", "--retry-max", "0.2"])
+        try send.waitForStderr("started")
+        // The server out of reach: the first interrupt can only wait for it.
+        proxy.refuse(true)
+        proxy.cut()
+        try send.waitForStderr("trying again")
+        send.interrupt()
+        try send.waitForStderr("interrupted")
+        send.interrupt()
+        #expect(try send.finish() == 130, "\(send.stderr.text)")
+    }
+
     @Test func anInterruptEndsTheSessionWithItsLastFinals() throws {
         let send = try StenoCommand(["send", TestAudio.beckett, "--server", Self.server, "--format", "jsonl"])
         try send.wait(for: "a final") { send.stdout.text.contains(#""type":"final""#) }

@@ -6,7 +6,7 @@ import Synchronization
 /// tell: neither gets a close frame). New connections are relayed again afterwards.
 public final class TCPProxy: @unchecked Sendable {
     public let port: Int
-    private let targetPort: Int
+    private let target: Atomic<Int>
     private let listener: Int32
     private let state = Mutex(State())
     private let stopping = Atomic<Bool>(false)
@@ -19,7 +19,7 @@ public final class TCPProxy: @unchecked Sendable {
     }
 
     public init(targetPort: Int) throws {
-        self.targetPort = targetPort
+        self.target = Atomic(targetPort)
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestClientError.io("socket", errno) }
         var one: Int32 = 1
@@ -67,6 +67,9 @@ public final class TCPProxy: @unchecked Sendable {
     /// though the address answers).
     public func refuse(_ refusing: Bool) { state.withLock { $0.refusing = refusing } }
 
+    /// New connections go to this port from now on (another server behind the same address).
+    public func retarget(_ port: Int) { target.store(port, ordering: .relaxed) }
+
     public func stop() {
         guard !stopping.exchange(true, ordering: .relaxed) else { return }
         shutdown(listener, Int32(SHUT_RDWR))
@@ -89,7 +92,7 @@ public final class TCPProxy: @unchecked Sendable {
                 close(client)
                 continue
             }
-            guard let server = Self.connectTo(targetPort) else {
+            guard let server = Self.connectTo(target.load(ordering: .relaxed)) else {
                 close(client)
                 continue
             }
