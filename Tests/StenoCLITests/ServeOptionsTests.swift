@@ -51,7 +51,6 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         #expect(options.tls == nil)
         #expect(options.drainTimeout == .seconds(10))
         #expect(options.workers == 2)
-        #expect(options.recognizers == 8)
         #expect(options.logLevel == .info)
         #expect(options.keepAlive == .seconds(30))
         #expect(options == ServeOptions.defaults(machine))

@@ -26,7 +26,7 @@ import Testing
     }
 
     @Test func moreTalkersThanRecognizersShareThemFairlyAndNoneStarves() throws {
-        let server = MemoryServer(recognizers: 3) { $0.bufferSeconds = 3600 }
+        let server = MemoryServer(recognizers: 3) { $0.limits.bufferSeconds = 3600 }
         var ids: [ConnectionID] = []
         for _ in 0..<12 {
             let (_, id) = server.connect()

@@ -298,15 +298,11 @@ final class MemoryServer {
 
     init(recognizers: Int = 4, _ configure: (inout ServerOptions) -> Void = { _ in }) {
         var options = ServerOptions()
-        options.idleTimeout = nil
-        options.resumeSeconds = 0
+        options.limits.idleTimeoutSeconds = 0
+        options.limits.resumeSeconds = 0
         configure(&options)
-        let limits = SessionLimits(
-            maxFrameBytes: options.maxFrameBytes, bufferSeconds: options.bufferSeconds,
-            maxSessionSeconds: options.maxSessionDuration.map(\.inSeconds) ?? 0,
-            idleTimeoutSeconds: options.idleTimeout.map(\.inSeconds) ?? 0,
-            outboundBytes: options.outboundBytes, resumeSeconds: options.resumeSeconds)
-        connections = MemoryConnections(outboundBytes: options.outboundBytes)
+        let limits = options.limits
+        connections = MemoryConnections(outboundBytes: options.limits.outboundBytes)
         engine = ScriptedEngine(capacity: recognizers)
         let context = ServerContext(
             handle: connections, engine: engine, pool: pool, metrics: metrics, log: .silent,
