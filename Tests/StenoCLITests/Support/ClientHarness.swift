@@ -43,6 +43,10 @@ final class CLIServer: @unchecked Sendable {
         options.port = 0
         options.maxSessions = 16
         options.workers = 2
+        // Decoders made ahead for the sessions, as `steno serve` makes on a two-core machine.
+        options.recognizers = 8
+        // Tests stream in parallel on a busy machine: admission by the connection limit only.
+        options.lagTarget = 0
         options.keepAlive = nil
         options.limits.idleTimeoutSeconds = 0
         configure(&options)
