@@ -134,7 +134,8 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         ("buffer-seconds", "5", "6"), ("outbound-bytes", "8192", "16384"), ("idle-timeout", "5", "6"),
         ("max-session-seconds", "5", "6"), ("resume-seconds", "5", "6"), ("token", "env", "flag"),
         ("allowed-origin", "https://env.example", "https://flag.example"), ("drain-timeout", "5", "6"),
-        ("keepalive", "5", "6"), ("workers", "5", "6"), ("recognizers", "5", "6"), ("log-level", "error", "debug"),
+        ("keepalive", "5", "6"), ("workers", "5", "6"), ("recognizers", "5", "6"), ("lag-target", "2", "0"),
+        ("log-level", "error", "debug"),
     ]
 
     @Test(arguments: 0..<pairs.count)
@@ -150,7 +151,7 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
     }
 
     @Test func everyFlagHasAVariableAndEveryPairIsTested() {
-        let tested = Set(Self.pairs.map(\.0) + ["cert", "key", "viewer-token"])
+        let tested = Set(Self.pairs.map(\.0) + ["cert", "key", "viewer-token", "dedicated-recognizers"])
         #expect(Set(flags.all.map(\.name)) == tested)
         for flag in flags.all { #expect(flag.environment != nil, "\(flag.flag)") }
     }
@@ -201,6 +202,12 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         #expect(try parse(["--resume-seconds", "0"]).limits.resumeSeconds == 0)
         #expect(try parse([], ["STENO_RESUME_SECONDS": "12.5"]).limits.resumeSeconds == 12.5)
         #expect(problem(["--resume-seconds", "-1"]) != nil)
+        // The switch of the old design, and load admission turned off.
+        #expect(try !parse([]).dedicatedRecognizers && parse([]).lagTarget == 1)
+        #expect(try parse(["--dedicated-recognizers"]).dedicatedRecognizers)
+        #expect(try parse([], ["STENO_DEDICATED_RECOGNIZERS": "1"]).dedicatedRecognizers)
+        #expect(problem(["--dedicated-recognizers=yes"]) == .unexpectedValue(option: "--dedicated-recognizers"))
+        #expect(try parse(["--lag-target", "0"]).lagTarget == 0)
         #expect(try parse(["--keepalive", "0"]).keepAlive == nil)
         #expect(try parse(["--keepalive", "0.4"]).keepAlive == .seconds(1))
     }

@@ -13,7 +13,7 @@ struct ServeOptions {
     struct Flags {
         let host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes: Flag
         let idleTimeout, maxSessionSeconds, token, viewerToken, allowedOrigin, cert, key: Flag
-        let resumeSeconds, drainTimeout, keepAlive, workers, recognizers, logLevel: Flag
+        let resumeSeconds, drainTimeout, keepAlive, workers, recognizers, dedicatedRecognizers, lagTarget, logLevel: Flag
 
         init(_ machine: MachineDefaults) {
             let server = ServerOptions()
@@ -60,6 +60,11 @@ struct ServeOptions {
                            default: "\(machine.cores)", environment: "STENO_WORKERS")
             recognizers = Flag("recognizers", value: "N", help: "shared decoders: utterances recognized at once (≈95 MB each)",
                                default: "\(machine.recognizers)", environment: "STENO_RECOGNIZERS")
+            dedicatedRecognizers = Flag.toggle("dedicated-recognizers",
+                                               help: "each session keeps a recognizer to its end (the design before sharing, to compare)",
+                                               environment: "STENO_DEDICATED_RECOGNIZERS")
+            lagTarget = Flag("lag-target", value: "SECONDS", help: "refuse new sessions while live talkers lag more than this; 0 never for load",
+                             default: seconds(server.lagTarget), environment: "STENO_LAG_TARGET")
             logLevel = Flag("log-level", value: "LEVEL", help: LogLevel.allCases.map(\.rawValue).joined(separator: "|"),
                             default: server.logLevel.rawValue, environment: "STENO_LOG_LEVEL")
         }
@@ -67,7 +72,7 @@ struct ServeOptions {
         var all: [Flag] {
             [host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes, idleTimeout,
              maxSessionSeconds, resumeSeconds, token, viewerToken, allowedOrigin, cert, key, drainTimeout, keepAlive, workers,
-             recognizers, logLevel]
+             recognizers, dedicatedRecognizers, lagTarget, logLevel]
         }
     }
 
@@ -152,6 +157,8 @@ struct ServeOptions {
         }
         if let value = given.single(flags.workers) { options.workers = try given.integer(value, in: 1...256) }
         if let value = given.single(flags.recognizers) { options.recognizers = try given.integer(value, in: 1...1000) }
+        options.dedicatedRecognizers = given.isOn(flags.dedicatedRecognizers)
+        if let value = given.single(flags.lagTarget) { options.lagTarget = try given.seconds(value, in: 0...3600) }
         if let value = given.single(flags.logLevel) { options.logLevel = try given.logLevel(value) }
         return options
     }
