@@ -626,6 +626,13 @@ export class StenoClient extends EventOwner {
       console.warn?.(`steno-client: unknown audio encoding ${audio.encoding}`);
     }
     this.url = streamUrl(url, { token: options.token });
+    if (options.resume?.session) {
+      // A client coming back for its session is admitted even while the server is too busy
+      // for new ones: the handshake says which session it comes for.
+      const address = new URL(this.url);
+      address.searchParams.set('resume', options.resume.session);
+      this.url = address.toString();
+    }
     this.options = { volatile: true, words: true, maxFrameBytes: 32768, ...options, audio };
     this.state = 'new';
     this.session = null;

@@ -74,7 +74,7 @@ final class Router: TransportDelegate {
                     text: "400 Bad Request: /v1/listen needs ?channel=NAME (1-64 letters, digits, '-', '_', '.')\n"))
             }
         }
-        let refusal = self.refusal(for: path)
+        let refusal = self.refusal(for: path, resuming: request.queryValue("resume"))
         let decision = policy.evaluate(request, hasCapacity: refusal == nil)
         guard case .reject(let response) = decision, response.status == 503, let refusal else { return decision }
         // The 503 says why and when to come back, in a form a page can read (`GET /v1/stream`).
@@ -90,9 +90,14 @@ final class Router: TransportDelegate {
     /// Why a new connection to `path` would be refused for lack of room: "draining" while the
     /// server shuts down, "full" at the connection limit (`maxSessions`), "busy" while the
     /// measured load says another talker would not be kept up with; nil when it fits.
-    private func refusal(for path: String) -> String? {
+    ///
+    /// A client coming back for its session (`?resume=SESSION`, the id of one not ended) adds
+    /// no talker and no session, so only draining refuses it: the one client that must not be
+    /// turned away by the load is the one whose session is still running here.
+    private func refusal(for path: String, resuming sessionID: String? = nil) -> String? {
         if draining { return "draining" }
         guard path == Self.streamPath else { return nil }
+        if let sessionID, let session = registry.session(id: sessionID), !session.isClosed { return nil }
         let now = SystemClock.now()
         pendingUpgrades.removeAll { now - $0 > 5 }
         // Sessions whose protocol has closed (ended, cancelled, failed) hold nothing and take

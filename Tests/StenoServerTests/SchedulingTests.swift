@@ -93,6 +93,18 @@ import Testing
         #expect(server.metrics.admissionBusy.value == 1)
         // A viewer is not a talker.
         #expect(server.connect("/v1/listen?channel=x").0 == .accept)
+        // A client coming back for its running session adds no talker: let through. One naming
+        // a session that is not here is a new session, and refused like one.
+        let ready = try #require(server.events(ids[0]).first { $0.type == "ready" })
+        guard case .string(let session)? = ready["session"] else {
+            Issue.record("ready has no session")
+            return
+        }
+        #expect(server.connect("/v1/stream?resume=\(session)").0 == .accept)
+        guard case .reject = server.connect("/v1/stream?resume=nosuchsession").0 else {
+            Issue.record("a resume of an unknown session was admitted while busy")
+            return
+        }
 
         // Pauses end the utterances; the waiting ones get their turn; nobody waits any more.
         for _ in 0..<3 {

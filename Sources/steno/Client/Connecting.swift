@@ -10,8 +10,11 @@ struct Connector {
     let inbox: Inbox
     let log: Log
 
-    func open(attempt: Int) -> WebSocketClient {
-        var configuration = WebSocketClientConfiguration(url: options.url(route))
+    /// A connection to the route; `resuming` names the session it comes back for, which the
+    /// server admits even while it refuses new sessions for load.
+    func open(attempt: Int, resuming session: String? = nil) -> WebSocketClient {
+        let query = session.map { "?resume=" + $0 } ?? ""
+        var configuration = WebSocketClientConfiguration(url: options.url(route + query))
         if let token = options.token { configuration.headers = [WebSocketHeader("Authorization", "Bearer \(token)")] }
         configuration.caFile = options.caFile
         configuration.maxMessageSize = 4 << 20

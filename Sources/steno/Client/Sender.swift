@@ -179,7 +179,9 @@ final class Sender {
         let opening = SessionRecord.opening(for: session, now: SystemClock.now())
         phase = .connecting(opening)
         log.debug("connecting to \(options.client.url("/v1/stream")) (\(opening == .start ? "new session" : "resuming"))")
-        client = connector.open(attempt: attempt)
+        var resuming: String? = nil
+        if case .resume(let id, _, _) = opening { resuming = id }
+        client = connector.open(attempt: attempt, resuming: resuming)
     }
 
     private func opened() {

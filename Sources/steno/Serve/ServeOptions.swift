@@ -13,7 +13,7 @@ struct ServeOptions {
     struct Flags {
         let host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes: Flag
         let idleTimeout, maxSessionSeconds, token, viewerToken, allowedOrigin, cert, key: Flag
-        let resumeSeconds, drainTimeout, keepAlive, workers, recognizers, dedicatedRecognizers, lagTarget, logLevel: Flag
+        let resumeSeconds, startTimeout, drainTimeout, keepAlive, workers, recognizers, dedicatedRecognizers, lagTarget, logLevel: Flag
 
         init(_ machine: MachineDefaults) {
             let server = ServerOptions()
@@ -52,6 +52,8 @@ struct ServeOptions {
                        default: "none (plain HTTP)", environment: "STENO_KEY")
             resumeSeconds = Flag("resume-seconds", value: "SECONDS", help: "keep a session whose connection dropped this long for its client to resume; 0 never",
                                  default: seconds(limits.resumeSeconds), environment: "STENO_RESUME_SECONDS")
+            startTimeout = Flag("start-timeout", value: "SECONDS", help: "close a connection that has not sent start (or resume) this long; 0 never",
+                                default: seconds(limits.startTimeoutSeconds), environment: "STENO_START_TIMEOUT")
             drainTimeout = Flag("drain-timeout", value: "SECONDS", help: "on shutdown, wait this long for sessions to finalize",
                                 default: seconds(server.drainTimeout), environment: "STENO_DRAIN_TIMEOUT")
             keepAlive = Flag("keepalive", value: "SECONDS", help: "ping WebSockets this often; hang up on ones that do not answer; 0 never",
@@ -71,7 +73,7 @@ struct ServeOptions {
 
         var all: [Flag] {
             [host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes, idleTimeout,
-             maxSessionSeconds, resumeSeconds, token, viewerToken, allowedOrigin, cert, key, drainTimeout, keepAlive, workers,
+             maxSessionSeconds, resumeSeconds, startTimeout, token, viewerToken, allowedOrigin, cert, key, drainTimeout, keepAlive, workers,
              recognizers, dedicatedRecognizers, lagTarget, logLevel]
         }
     }
@@ -129,6 +131,9 @@ struct ServeOptions {
         }
         if let value = given.single(flags.resumeSeconds) {
             options.limits.resumeSeconds = try given.seconds(value, in: 0...3600)
+        }
+        if let value = given.single(flags.startTimeout) {
+            options.limits.startTimeoutSeconds = try given.seconds(value, in: 0...3600)
         }
         options.tokens = try given.list(flags.token).map { (value) throws(UsageError) in try given.token(value) }
         options.viewerTokens = try given.list(flags.viewerToken).map { (value) throws(UsageError) in try given.token(value) }
