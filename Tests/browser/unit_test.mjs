@@ -770,6 +770,7 @@ test('a resuming client sends resume, waits for resumed, then continues the time
   c.sendAudio(new Uint8Array([1, 2]));
   socket.open();
   assert.deepEqual(socket.texts, [{ type: 'resume', session: 's1', resumeToken: 'secret', after: 7 }]);
+  assert.match(socket.url, /[?&]resume=s1(&|$)/, 'the handshake names the session, for admission');
   assert.equal(socket.frames.length, 0, 'nothing but resume before resumed');
   socket.emit({ type: 'final', seq: 8, start: 2, end: 2.4, text: 'replayed' });
   assert.equal(c.state, 'connecting');
