@@ -45,10 +45,16 @@ public struct SessionLimits: Sendable, Hashable {
     /// closed with `idle` (4010), so that connections that never start hold nothing. 0 = no
     /// limit (then `idleTimeoutSeconds` applies). Not announced: it is over by `ready`.
     public var startTimeoutSeconds: Double
+    /// Seconds without audio in the middle of speech (the client stalled, its connection
+    /// dropped) after which what was heard is finalized, so the session stops holding a
+    /// shared recognizer. 0 = never. Not announced.
+    public var stallSeconds: Double
 
     public init(maxFrameBytes: Int = 64 * 1024, bufferSeconds: Double = 10,
                 maxSessionSeconds: Double = 4 * 3600, idleTimeoutSeconds: Double = 30,
-                outboundBytes: Int = 1 << 20, resumeSeconds: Double = 30, startTimeoutSeconds: Double = 10) {
+                outboundBytes: Int = 1 << 20, resumeSeconds: Double = 30, startTimeoutSeconds: Double = 10,
+                stallSeconds: Double = 2) {
+        self.stallSeconds = stallSeconds
         self.maxFrameBytes = maxFrameBytes
         self.bufferSeconds = bufferSeconds
         self.maxSessionSeconds = maxSessionSeconds

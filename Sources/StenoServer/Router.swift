@@ -214,7 +214,7 @@ final class Router: TransportDelegate {
         var lags: [Double] = []
         for session in allSessions {
             session.input(.tick(now: now))
-            session.flushLingeringAudio(now: now)
+            session.tickAudio(now: now)
             let (lag, live) = session.lagAndPace(now: now)
             // A client sending a file faster than real time is behind by its own doing (flow
             // control holds it): only live streams tell whether another talker would keep up.

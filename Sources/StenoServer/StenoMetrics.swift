@@ -49,6 +49,9 @@ public final class StenoMetrics: Sendable {
     public let decodersCreated: Counter
     /// `steno_admission_busy`: 1 while new sessions are refused for load, else 0.
     public let admissionBusy: Gauge
+    /// `steno_stalled_utterances_total`: utterances finalized because their audio stopped in
+    /// the middle of speech (`SessionLimits.stallSeconds`), to free a shared recognizer.
+    public let stalledUtterances: Counter
 
     /// The event types of the protocol; their series exist from the start at 0.
     public static let eventTypes = ServerEventKind.allCases.map(\.rawValue)
@@ -94,6 +97,9 @@ public final class StenoMetrics: Sendable {
         decodersCreated = registry.counter("steno_opus_decoders_created_total", help: "Opus decoders created.")
         admissionBusy = registry.gauge(
             "steno_admission_busy", help: "1 while new sessions are refused because the measured load is too high.")
+        stalledUtterances = registry.counter(
+            "steno_stalled_utterances_total",
+            help: "Utterances finalized because their audio stopped in the middle of speech, freeing a shared recognizer.")
 
         for reason in Self.refusalReasons { _ = handshakesRefused.labels(reason) }
     }

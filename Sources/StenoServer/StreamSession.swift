@@ -62,6 +62,13 @@ final class StreamSession: Sendable {
         var batch: [AudioChunk] = []
         var batchSeconds = 0.0
         var batchSince = 0.0
+        /// Whether the recognizer says speech is going on (between `speechStarted` and
+        /// `speechEnded`): while it is, the session holds one of the shared decoders.
+        var speaking = false
+        /// Monotonic time audio (or a declared gap or silence) last came in.
+        var lastAudioAt = 0.0
+        /// The stalled utterance was finalized; nothing more until audio comes again.
+        var stallReleased = false
     }
 
     /// Audio per lane job: the recognizer analyzes 2048-sample blocks (0.128 s), so waking a
@@ -117,7 +124,18 @@ final class StreamSession: Sendable {
     /// Runs the machine on `inputs` (from the lane) and counts what analysis got through.
     private func input(_ inputs: [SessionInput]) {
         state.withLock { s in
-            for input in inputs { perform(s.machine.handle(input), &s) }
+            for input in inputs {
+                if case .results(let events, _, _) = input {
+                    for event in events {
+                        switch event {
+                        case .speechStarted: s.speaking = true
+                        case .speechEnded: s.speaking = false
+                        default: break
+                        }
+                    }
+                }
+                perform(s.machine.handle(input), &s)
+            }
             let analyzed = s.machine.analyzedSeconds
             if analyzed > s.analyzedCounted {
                 server.metrics.audioAnalyzedSeconds.add(analyzed - s.analyzedCounted)
@@ -244,7 +262,9 @@ final class StreamSession: Sendable {
                     + (request.channel.map { " on channel \($0)" } ?? ""))
             case .submitAudio(let chunk):
                 server.metrics.audioReceivedSeconds.add(chunk.duration)
-                if s.batch.isEmpty { s.batchSince = SystemClock.now() }
+                s.lastAudioAt = SystemClock.now()
+                s.stallReleased = false
+                if s.batch.isEmpty { s.batchSince = s.lastAudioAt }
                 s.batch.append(chunk)
                 s.batchSeconds += chunk.duration
                 if s.batchSeconds >= Self.batchSeconds { submitBatch(&s) }
@@ -253,6 +273,8 @@ final class StreamSession: Sendable {
             case .resumeReading:
                 if let connection = s.connection { server.handle.setReading(connection, true) }
             case .submitGap(_, let duration):
+                s.lastAudioAt = SystemClock.now()
+                s.stallReleased = false
                 submitBatch(&s)
                 submit { pipeline throws(StenoError) in
                     (try pipeline.gap(seconds: duration), [])
@@ -359,11 +381,33 @@ final class StreamSession: Sendable {
         }
     }
 
-    /// A short batch that has waited `batchLinger` goes to the lane (the client paused, or
-    /// sends little): called on every tick.
-    func flushLingeringAudio(now: Double) {
-        state.withLock { s in
+    /// Called on every tick. A short batch that has waited `batchLinger` goes to the lane (the
+    /// client paused, or sends little).
+    ///
+    /// And a session whose audio stopped in the middle of speech (its connection dropped, the
+    /// client stalled) would hold a shared decoder until audio came again, perhaps never:
+    /// after `limits.stallSeconds` without audio, with everything received analyzed, what was
+    /// heard is finalized and the decoder goes back to the pool. Audio that comes later starts
+    /// a new utterance. Returns whether it did so.
+    @discardableResult
+    func tickAudio(now: Double) -> Bool {
+        let stall = server.sessionConfiguration.limits.stallSeconds
+        return state.withLock { s in
             if !s.batch.isEmpty && now - s.batchSince >= Self.batchLinger { submitBatch(&s) }
+            guard stall > 0, s.speaking, !s.stallReleased, s.batch.isEmpty, !s.machine.isClosed,
+                  now - s.lastAudioAt >= stall,
+                  s.machine.backlogSeconds <= Self.batchSeconds + 0.01 else { return false }
+            s.stallReleased = true
+            let silent = JSONWriter.secondsText(now - s.lastAudioAt)
+            submit { [self] pipeline throws(StenoError) in
+                let events = try pipeline.finalize()
+                if events.contains(where: { if case .final = $0 { true } else { false } }) {
+                    server.metrics.stalledUtterances.increment()
+                    server.log.debug("session \(sessionID): no audio for \(silent) s in the middle of speech; what was heard is final, its recognizer given back")
+                }
+                return (events, [])
+            }
+            return true
         }
     }
 

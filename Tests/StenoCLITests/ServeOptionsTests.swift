@@ -132,7 +132,7 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         ("host", "10.0.0.1", "10.0.0.2"), ("port", "1000", "2000"), ("model", "/env", "/flag"),
         ("web-root", "/env", "/flag"), ("max-sessions", "5", "6"), ("max-frame-bytes", "2048", "4096"),
         ("buffer-seconds", "5", "6"), ("outbound-bytes", "8192", "16384"), ("idle-timeout", "5", "6"),
-        ("max-session-seconds", "5", "6"), ("resume-seconds", "5", "6"), ("start-timeout", "5", "6"), ("token", "env", "flag"),
+        ("max-session-seconds", "5", "6"), ("resume-seconds", "5", "6"), ("start-timeout", "5", "6"), ("stall-seconds", "5", "6"), ("token", "env", "flag"),
         ("allowed-origin", "https://env.example", "https://flag.example"), ("drain-timeout", "5", "6"),
         ("keepalive", "5", "6"), ("workers", "5", "6"), ("recognizers", "5", "6"), ("lag-target", "2", "0"),
         ("log-level", "error", "debug"),
@@ -205,6 +205,10 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         #expect(try parse(["--start-timeout", "0"]).limits.startTimeoutSeconds == 0)
         #expect(try parse([], ["STENO_START_TIMEOUT": "2.5"]).limits.startTimeoutSeconds == 2.5)
         #expect(problem(["--start-timeout", "-1"]) != nil)
+        #expect(try parse([]).limits.stallSeconds == 2)
+        #expect(try parse(["--stall-seconds", "0"]).limits.stallSeconds == 0)
+        #expect(try parse([], ["STENO_STALL_SECONDS": "4"]).limits.stallSeconds == 4)
+        #expect(problem(["--stall-seconds", "-1"]) != nil)
         // The switch of the old design, and load admission turned off.
         #expect(try !parse([]).dedicatedRecognizers && parse([]).lagTarget == 1)
         #expect(try parse(["--dedicated-recognizers"]).dedicatedRecognizers)

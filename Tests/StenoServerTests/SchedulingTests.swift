@@ -1,3 +1,4 @@
+import Foundation
 import StenoCore
 import StenoSpeech
 import StenoTransport
@@ -115,6 +116,42 @@ import Testing
         server.settle()
         #expect(server.connect().0 == .accept)
         #expect(server.metrics.admissionBusy.value == 0)
+    }
+
+    @Test func aTalkerWhoseAudioStopsMidSpeechGivesItsRecognizerBack() throws {
+        let server = MemoryServer(recognizers: 1) { $0.limits.stallSeconds = 0.2 }
+        let (_, a) = server.connect()
+        let (_, b) = server.connect()
+        let stalled = try #require(a), next = try #require(b)
+        for id in [stalled, next] { server.send(id, MemoryServer.start) }
+        server.settle()
+        // A speaks and its audio stops (its connection dropped, it stalled) in mid-speech;
+        // B speaks and waits for the one recognizer.
+        server.send(stalled, audio: MemoryServer.pcm(seconds: 0.5, speech: true))
+        server.settle()
+        server.send(next, audio: MemoryServer.pcm(seconds: 0.5, speech: true))
+        server.settle()
+        #expect(server.engine.load.busy == 1 && server.engine.load.waiting == 1)
+        #expect(!server.events(stalled).contains { $0.type == "final" })
+
+        // Past the stall: what A said is final, and B has the recognizer.
+        Thread.sleep(forTimeInterval: 0.3)
+        server.settle()
+        server.settle()
+        #expect(server.events(stalled).contains { $0.type == "final" })
+        #expect(server.engine.load.waiting == 0)
+        #expect(server.events(next).contains { $0.type == "volatile" })
+        #expect(server.metrics.stalledUtterances.value >= 1)
+
+        // Audio that comes later starts a new utterance of A's, in line for the recognizer.
+        server.send(stalled, audio: MemoryServer.pcm(seconds: 0.5, speech: true))
+        server.settle()
+        server.send(next, audio: MemoryServer.pcm(seconds: 0.5, speech: false))
+        server.send(stalled, audio: MemoryServer.pcm(seconds: 0.5, speech: false))
+        server.settle()
+        server.settle()
+        #expect(server.events(stalled).filter { $0.type == "final" }.count == 2)
+        #expect(server.events(next).filter { $0.type == "final" }.count >= 1)
     }
 
     @Test func thousandsOfQuietSessionsHoldNoRecognizerAndLeaveRoomForTalkers() throws {

@@ -134,6 +134,28 @@ enum FormatInputs {
         #expect(reference.first("finalized")?.number("through") == finalized.number("through"))
     }
 
+    @Test func audioThatStopsMidSpeechIsFinalAfterTheStallAndTheSessionGoesOn() throws {
+        let input = TestInput.pcm16k()
+        // 5.2 s is inside "try again" (4.85–5.49 s); then nothing comes for a while.
+        let (before, after, _) = input.split(at: 5.2)
+        let server = try LiveServer { $0.limits.stallSeconds = 0.5 }
+        let client = try server.connect()
+        try client.start(input)
+        try client.send(audio: before, of: input)
+        // No finalize from the client: the server finalizes what it heard.
+        #expect(eventually(timeout: 60) { (try? client.readAvailable()) != nil && client.events.finals.last.map { $0.end > 4.85 } == true },
+                "\(client.events.finals)")
+        #expect(client.events.first("finalized") == nil, "a stall is not the client's finalize")
+        #expect(eventually(timeout: 10) { server.server.metrics.stalledUtterances.value == 1 })
+
+        try client.send(audio: after, of: input)
+        try client.end()
+        expectEndedNormally(client, audio: input.duration)
+        // The words of a finalize at the same place.
+        let reference = Reference.events(input, finalizeAt: [(before.count, #"{"type":"finalize"}"#)])
+        #expect(client.events.finals == reference.finals)
+    }
+
     @Test func finalizeThroughAnEarlierTimeCutsThereAndRecognizesTheRestAgain() throws {
         let input = TestInput.pcm16k()
         // At 6.2 s the utterance "try again <pause> fail again" is open; cut it after "again".

@@ -13,7 +13,7 @@ struct ServeOptions {
     struct Flags {
         let host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes: Flag
         let idleTimeout, maxSessionSeconds, token, viewerToken, allowedOrigin, cert, key: Flag
-        let resumeSeconds, startTimeout, drainTimeout, keepAlive, workers, recognizers, dedicatedRecognizers, lagTarget, logLevel: Flag
+        let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, workers, recognizers, dedicatedRecognizers, lagTarget, logLevel: Flag
 
         init(_ machine: MachineDefaults) {
             let server = ServerOptions()
@@ -54,6 +54,9 @@ struct ServeOptions {
                                  default: seconds(limits.resumeSeconds), environment: "STENO_RESUME_SECONDS")
             startTimeout = Flag("start-timeout", value: "SECONDS", help: "close a connection that has not sent start (or resume) this long; 0 never",
                                 default: seconds(limits.startTimeoutSeconds), environment: "STENO_START_TIMEOUT")
+            stallSeconds = Flag("stall-seconds", value: "SECONDS",
+                                help: "finalize an utterance whose audio stopped mid-speech this long, freeing its recognizer; 0 never",
+                                default: seconds(limits.stallSeconds), environment: "STENO_STALL_SECONDS")
             drainTimeout = Flag("drain-timeout", value: "SECONDS", help: "on shutdown, wait this long for sessions to finalize",
                                 default: seconds(server.drainTimeout), environment: "STENO_DRAIN_TIMEOUT")
             keepAlive = Flag("keepalive", value: "SECONDS", help: "ping WebSockets this often; hang up on ones that do not answer; 0 never",
@@ -73,7 +76,7 @@ struct ServeOptions {
 
         var all: [Flag] {
             [host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes, idleTimeout,
-             maxSessionSeconds, resumeSeconds, startTimeout, token, viewerToken, allowedOrigin, cert, key, drainTimeout, keepAlive, workers,
+             maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, allowedOrigin, cert, key, drainTimeout, keepAlive, workers,
              recognizers, dedicatedRecognizers, lagTarget, logLevel]
         }
     }
@@ -134,6 +137,9 @@ struct ServeOptions {
         }
         if let value = given.single(flags.startTimeout) {
             options.limits.startTimeoutSeconds = try given.seconds(value, in: 0...3600)
+        }
+        if let value = given.single(flags.stallSeconds) {
+            options.limits.stallSeconds = try given.seconds(value, in: 0...3600)
         }
         options.tokens = try given.list(flags.token).map { (value) throws(UsageError) in try given.token(value) }
         options.viewerTokens = try given.list(flags.viewerToken).map { (value) throws(UsageError) in try given.token(value) }

@@ -49,6 +49,9 @@ final class CLIServer: @unchecked Sendable {
         options.lagTarget = 0
         options.keepAlive = nil
         options.limits.idleTimeoutSeconds = 0
+        // A resume on a loaded machine can take longer than the 2 s after which a stalled
+        // utterance is finalized; the resume tests compare with an uninterrupted session.
+        options.limits.stallSeconds = 30
         configure(&options)
         server = StenoServer(options: options, engine: CLIEngine.engine, log: .silent)
         port = try server.start()

@@ -250,16 +250,18 @@ final class ScriptedRecognizer: SpeechRecognizer {
             fed += take
             let end = Double(fed) / 16000
             if speech {
+                if words.isEmpty { events.append(.speechStarted(at: start)) }
                 words.append(Word("w\(words.count + 1)", range: TimeRange(start: start, end: end), confidence: 0.9))
                 if partials { events.append(.partial(result(words))) }
             } else if !words.isEmpty {
                 events.append(.final(result(words)))
+                events.append(.speechEnded(at: end))
                 words = []
                 release()
             }
             if take < 2048 {
                 // The end asked for: what was heard is final now.
-                if !words.isEmpty { events.append(.final(result(words))) }
+                if !words.isEmpty { events += [.final(result(words)), .speechEnded(at: end)] }
                 words = []
                 release()
                 if endAsked == true { done = true }

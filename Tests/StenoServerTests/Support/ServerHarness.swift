@@ -308,6 +308,10 @@ final class LiveServer {
         // A client that vanishes would hold its session for the resume grace period; the
         // resume tests turn it on.
         options.limits.resumeSeconds = 0
+        // Clients on a loaded machine can pause mid-speech for longer than the 2 s after which
+        // a stalled utterance is finalized, and tests compare with whole-file references; the
+        // stall tests turn it down.
+        options.limits.stallSeconds = 30
         // Many tests stream in parallel on a busy machine; admission by load has its own tests.
         options.lagTarget = 0
         options.workers = 2
