@@ -69,6 +69,8 @@ final class StreamSession: Sendable {
         var lastAudioAt = 0.0
         /// The stalled utterance was finalized; nothing more until audio comes again.
         var stallReleased = false
+        /// The session closed and its pipeline was handed to the lane to be freed there.
+        var pipelineRetired = false
     }
 
     /// Audio per lane job: the recognizer analyzes 2048-sample blocks (0.128 s), so waking a
@@ -307,6 +309,15 @@ final class StreamSession: Sendable {
         if s.machine.isClosed, let channel = s.channel {
             server.channels.release(channel, session: sessionID)
             s.channel = nil
+        }
+        // And the pipeline goes now, on the lane: its recognizer's deinit takes the lock that
+        // guards pocketsphinx's shared configuration, which a decoder being made holds for a
+        // second or more; the session's last reference may be dropped on the lws thread.
+        if s.machine.isClosed && !s.pipelineRetired {
+            s.pipelineRetired = true
+            lane.close(.drain) { [work] in
+                work.withValue { $0.pipeline = nil }
+            }
         }
     }
 

@@ -118,6 +118,29 @@ import Testing
         #expect(server.metrics.admissionBusy.value == 0)
     }
 
+    /// A recognizer's deinit can wait for pocketsphinx's lifecycle lock (held for a second or
+    /// more while a decoder is made): it must run on the session's lane, never where the
+    /// connection's last reference goes (the lws thread).
+    @Test(arguments: [#"{"type":"end"}"#, #"{"type":"cancel"}"#, "not json"])
+    func aClosedSessionsRecognizerIsFreedOnItsLaneBeforeItsConnectionGoes(_ last: String) throws {
+        let server = MemoryServer()
+        let (_, a) = server.connect()
+        let id = try #require(a)
+        server.send(id, MemoryServer.start)
+        server.send(id, audio: MemoryServer.pcm(seconds: 0.5, speech: true))
+        server.settle()
+        #expect(server.engine.recognizersAlive == 1)
+        server.send(id, last)
+        if last == "not json" {
+            // Not fatal: the session goes on; a second start is fatal (4400).
+            server.send(id, MemoryServer.start)
+        }
+        server.settle()
+        #expect(server.connections.closeRequest(id) != nil, "\(server.events(id).map(\.type))")
+        #expect(server.engine.recognizersAlive == 0, "the recognizer outlived its session on the lane")
+        server.disconnect(id)
+    }
+
     @Test func aTalkerWhoseAudioStopsMidSpeechGivesItsRecognizerBack() throws {
         let server = MemoryServer(recognizers: 1) { $0.limits.stallSeconds = 0.2 }
         let (_, a) = server.connect()

@@ -105,6 +105,7 @@ final class ScriptedEngine: SpeechEngine {
     }
 
     var load: RecognizerLoad { decoders.load }
+    var recognizersAlive: Int { decoders.recognizersAlive.load(ordering: .relaxed) }
 }
 
 final class ScriptedDecoders: Sendable {
@@ -115,6 +116,8 @@ final class ScriptedDecoders: Sendable {
 
     let capacity: Int
     private let state: Mutex<State>
+    /// Recognizers made and not yet freed.
+    let recognizersAlive = Atomic<Int>(0)
 
     init(capacity: Int) {
         self.capacity = capacity
@@ -174,9 +177,13 @@ final class ScriptedRecognizer: SpeechRecognizer {
         self.decoders = decoders
         self.wake = wake
         self.partials = partials
+        decoders.recognizersAlive.add(1, ordering: .relaxed)
     }
 
-    deinit { cancel() }
+    deinit {
+        cancel()
+        decoders.recognizersAlive.subtract(1, ordering: .relaxed)
+    }
 
     var receivedSeconds: Double { Double(received) / 16000 }
     var analyzedSeconds: Double { Double(fed) / 16000 }
