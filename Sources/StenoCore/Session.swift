@@ -313,7 +313,12 @@ public struct SessionMachine: Sendable {
     }
 
     /// Audio received but not analyzed yet, in seconds.
-    public var backlogSeconds: Double { max(0, receivedSeconds - analyzedSeconds) }
+    public var backlogSeconds: Double {
+        // Sums of different durations: when analysis has caught up they differ by rounding
+        // (1e-16), which is nothing.
+        let backlog = receivedSeconds - analyzedSeconds
+        return backlog < 1e-9 ? 0 : backlog
+    }
 
     /// The finals sent so far (with words), for broadcast backfill and captions.
     public var finals: [RecognitionResult] { assembler.finals }

@@ -18,6 +18,8 @@ final class Router: TransportDelegate {
     let context: ServerContext
     let options: ServerOptions
     private let policy: HandshakePolicy
+    /// Who may read `/metrics` (its tokens only; no paths of its own).
+    private let metricsPolicy: HandshakePolicy
     /// The web client's files, served for paths no route takes.
     private let staticFiles: StaticFiles?
     private let registry: SessionRegistry
@@ -40,6 +42,7 @@ final class Router: TransportDelegate {
             viewerTokens: Set(options.viewerTokens),
             viewerPaths: [Self.listenPath],
             allowedOrigins: options.allowedOrigins.isEmpty ? nil : Set(options.allowedOrigins))
+        self.metricsPolicy = HandshakePolicy(paths: [], tokens: Set(options.metricsTokens))
     }
 
     private var sessionCount: Int { registry.count }
@@ -192,6 +195,9 @@ final class Router: TransportDelegate {
             return HTTPResponse(status: draining ? 503 : 200, contentType: "application/json", body: w.bytes,
                                 headers: [("Cache-Control", "no-store")])
         case "/metrics":
+            if !metricsPolicy.tokens.isEmpty && !metricsPolicy.isAuthorized(headers: request.headers, query: request.query) {
+                return .plain(status: 401, headers: [("WWW-Authenticate", "Bearer"), ("Cache-Control", "no-store")])
+            }
             updateSampledMetrics()
             return HTTPResponse(status: 200, contentType: MetricsRegistry.contentType,
                                 body: Array(context.metrics.registry.exposition().utf8),

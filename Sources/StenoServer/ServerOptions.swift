@@ -39,6 +39,9 @@ public struct ServerOptions: Sendable, Equatable {
     /// Tokens that may only follow channels (`/v1/listen`, the caption files), for links
     /// handed to an audience; they need `tokens` (publishing stays token-only).
     public var viewerTokens: [String] = []
+    /// Tokens `/metrics` asks for (as `Authorization: Bearer T` or `?token=T`); empty: open to
+    /// anyone who can reach it. `/healthz` and `/readyz` stay open for load balancers.
+    public var metricsTokens: [String] = []
     /// Accepted `Origin` values of WebSocket handshakes, lowercased; empty: any origin.
     public var allowedOrigins: [String] = []
     /// TLS certificate and key; nil: plain HTTP and WebSocket.

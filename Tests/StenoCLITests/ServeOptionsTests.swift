@@ -133,7 +133,7 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         ("web-root", "/env", "/flag"), ("max-sessions", "5", "6"), ("max-frame-bytes", "2048", "4096"),
         ("buffer-seconds", "5", "6"), ("outbound-bytes", "8192", "16384"), ("idle-timeout", "5", "6"),
         ("max-session-seconds", "5", "6"), ("resume-seconds", "5", "6"), ("start-timeout", "5", "6"), ("stall-seconds", "5", "6"), ("token", "env", "flag"),
-        ("allowed-origin", "https://env.example", "https://flag.example"), ("drain-timeout", "5", "6"),
+        ("metrics-token", "env", "flag"), ("allowed-origin", "https://env.example", "https://flag.example"), ("drain-timeout", "5", "6"),
         ("keepalive", "5", "6"), ("workers", "5", "6"), ("recognizers", "5", "6"), ("lag-target", "2", "0"),
         ("log-level", "error", "debug"),
     ]

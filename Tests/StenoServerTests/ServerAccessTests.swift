@@ -66,6 +66,35 @@ import StenoTestSupport
         #expect(metrics[#"steno_handshakes_refused_total{reason="unauthorized"}"#] == 0)
     }
 
+    @Test func metricsCanAskForATokenWhileHealthAndReadinessStayOpen() throws {
+        let server = try LiveServer { $0.metricsTokens = ["scrape-me"] }
+        let refused = try server.get("/metrics")
+        #expect(refused.status == 401 && refused.header("www-authenticate") == "Bearer")
+        #expect(try server.get("/metrics?token=wrong").status == 401)
+        #expect(try server.get("/metrics", headers: [("Authorization", "Bearer scrape-me")]).status == 200)
+        let byQuery = try server.get("/metrics?token=scrape-me")
+        #expect(byQuery.status == 200 && byQuery.bodyText.contains("steno_sessions_active"))
+        #expect(try server.get("/healthz").status == 200)
+        #expect(try server.get("/readyz").status == 200)
+        // Session tokens are not metrics tokens: without --token, streaming stays open.
+        let client = try server.connect()
+        try client.start(Self.endgame)
+        try client.end()
+        #expect(client.closeCode == 1000)
+    }
+
+    @Test func theBufferedAudioGaugeIsZeroOnceAnalysisHasCaughtUp() throws {
+        let server = try LiveServer()
+        let client = try server.connect()
+        try client.start(Self.endgame)
+        try client.send(audio: Self.endgame.messages, of: Self.endgame)
+        try client.send(#"{"type":"finalize"}"#)
+        _ = try client.waitFor("finalized")
+        #expect(eventually { (try? server.metrics()["steno_inbound_buffered_audio_seconds"]) == 0 },
+                "\((try? server.metrics()["steno_inbound_buffered_audio_seconds"]).map { "\($0 ?? -1)" } ?? "")")
+        try client.end()
+    }
+
     @Test func aSessionThatHasEndedNoLongerCountsAgainstCapacity() throws {
         let server = try LiveServer { $0.maxSessions = 1 }
         for round in 0..<4 {

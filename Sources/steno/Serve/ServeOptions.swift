@@ -12,7 +12,7 @@ struct ServeOptions {
     /// The flags, with this machine's defaults in their help.
     struct Flags {
         let host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes: Flag
-        let idleTimeout, maxSessionSeconds, token, viewerToken, allowedOrigin, cert, key: Flag
+        let idleTimeout, maxSessionSeconds, token, viewerToken, metricsToken, allowedOrigin, cert, key: Flag
         let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, workers, recognizers, dedicatedRecognizers, lagTarget, logLevel: Flag
 
         init(_ machine: MachineDefaults) {
@@ -44,6 +44,8 @@ struct ServeOptions {
                          default: "none (no auth)", environment: "STENO_TOKENS", repeatable: true)
             viewerToken = Flag("viewer-token", value: "TOKEN", help: "token that may only follow channels; needs --token; repeatable",
                                default: "none", environment: "STENO_VIEWER_TOKENS", repeatable: true)
+            metricsToken = Flag("metrics-token", value: "TOKEN", help: "token /metrics asks for; repeatable",
+                                default: "none (open)", environment: "STENO_METRICS_TOKENS", repeatable: true)
             allowedOrigin = Flag("allowed-origin", value: "ORIGIN", help: "accepted Origin, e.g. https://example.com; repeatable",
                                  default: "any origin", environment: "STENO_ALLOWED_ORIGINS", repeatable: true)
             cert = Flag("cert", value: "PATH", help: "TLS certificate (PEM); needs --key",
@@ -76,7 +78,7 @@ struct ServeOptions {
 
         var all: [Flag] {
             [host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes, idleTimeout,
-             maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, allowedOrigin, cert, key, drainTimeout, keepAlive, workers,
+             maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, metricsToken, allowedOrigin, cert, key, drainTimeout, keepAlive, workers,
              recognizers, dedicatedRecognizers, lagTarget, logLevel]
         }
     }
@@ -147,6 +149,7 @@ struct ServeOptions {
             throw given.error(.requires(option: flags.viewerToken.flag, other: flags.token.flag,
                                         reason: "without it anyone could publish while viewers need a token"))
         }
+        options.metricsTokens = try given.list(flags.metricsToken).map { (value) throws(UsageError) in try given.token(value) }
         options.allowedOrigins = try given.list(flags.allowedOrigin).map { (value) throws(UsageError) in
             try given.origin(value)
         }
