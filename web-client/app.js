@@ -34,6 +34,8 @@ ui.server.value = params.get('server') || defaultServer;
 ui.encoding.value = ['auto', 'opus', 'pcm'].includes(params.get('encoding')) ? params.get('encoding') : 'auto';
 ui.language.value = params.get('language') || 'en-US';
 ui.channel.value = params.get('channel') || '';
+// Pauses are left out and declared (`silence`) unless the address says suppression=off.
+const suppressSilence = params.get('suppression') !== 'off';
 
 // ---- the page's state: everything it remembers, in one place --------------------------------
 
@@ -387,11 +389,22 @@ function onChunk(chunk) {
   publisher.sendAudio(chunk.data);
 }
 
+/** A pause the microphone's capture left out: declared in its place among the audio. */
+function onSilence(silence) {
+  if (page.intent === 'cancelling') return;
+  page.clock = Math.max(page.clock, page.captureBase + silence.t0 + silence.seconds);
+  const publisher = page.publisher;
+  if (!alive(publisher) || publisher.state === 'ending') return;
+  publisher.silence(silence.seconds);
+}
+
 async function startMicrophone() {
   const mic = new MicrophoneCapture({
     encoding: page.pcmFallback ? 'pcm' : ui.encoding.value,
     pcmReason: page.pcmFallback ? 'the server does not accept Opus' : 'forced in settings',
     onChunk,
+    onSilence,
+    suppressSilence,
     onLevel,
     onEnded: () => {
       notice.show('The microphone was disconnected.');

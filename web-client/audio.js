@@ -2,8 +2,11 @@
 // AudioEncoder) or PCM s16le. Each encoded piece is handed to `onChunk` as
 //   { data: ArrayBuffer, seconds: duration in s, t0: start on this capture's clock in s,
 //     encoding: 'opus' | 'pcm_s16le' }.
+// With `suppressSilence` (the default), pauses are left out by steno-client.js's
+// SilenceSuppressor rules (SilenceGate): the pieces that are all silence are not handed on,
+// and `onSilence({ seconds, t0 })` is called in their place, in order among the chunks.
 
-import { opusPacketSamples } from './steno-client.js';
+import { SilenceGate, opusPacketSamples } from './steno-client.js';
 
 export const OPUS_RATES = [8000, 12000, 16000, 24000, 48000];
 const CHUNK_SECONDS = 0.02; // 20 ms: one Opus frame; small enough for low latency
@@ -34,7 +37,9 @@ function opusConfig(sampleRate) {
     numberOfChannels: 1,
     bitrate: OPUS_BITRATE,
     // Raw packets (not Ogg), 20 ms each. No DTX: every 20 ms must arrive so that the
-    // server's timeline, which counts samples, stays in step with the microphone.
+    // server's timeline, which counts samples, stays in step with the microphone (the packets
+    // WebCodecs' DTX leaves out are not declared); pauses are left out by SilenceGate instead,
+    // and declared.
     opus: { format: 'opus', frameDuration: 20000 },
   };
 }
@@ -53,6 +58,17 @@ async function supportedOpusConfig(sampleRate) {
   return null;
 }
 
+/** Samples in -1…1 as 16-bit little-endian PCM. */
+function pcmS16(samples) {
+  const bytes = new ArrayBuffer(samples.length * 2);
+  const view = new DataView(bytes);
+  for (let i = 0; i < samples.length; i++) {
+    const s = Math.max(-1, Math.min(1, samples[i]));
+    view.setInt16(i * 2, s < 0 ? Math.round(s * 0x8000) : Math.round(s * 0x7fff), true);
+  }
+  return bytes;
+}
+
 export class MicrophoneCapture {
   /**
    * @param {object} o
@@ -62,10 +78,16 @@ export class MicrophoneCapture {
    * @param {(peak: number) => void} [o.onLevel]  peak level 0…1 of each 20 ms
    * @param {() => void} [o.onEnded]  the microphone went away
    * @param {(message: string) => void} [o.onError]  the encoder failed
+   * @param {boolean} [o.suppressSilence]  leave pauses out and declare them (default true)
+   * @param {(silence: {seconds: number, t0: number}) => void} [o.onSilence]  a pause left out
    */
-  constructor({ encoding = 'auto', pcmReason = 'forced in settings', onChunk, onLevel, onEnded, onError }) {
+  constructor({ encoding = 'auto', pcmReason = 'forced in settings', onChunk, onLevel, onEnded, onError,
+    suppressSilence = true, onSilence }) {
     this.requested = encoding;
     this.pcmReason = pcmReason;
+    this.suppressSilence = suppressSilence;
+    this.onSilence = onSilence || (() => {});
+    this.silentSeconds = 0; // seconds of pauses left out so far
     this.onChunk = onChunk;
     this.onLevel = onLevel || (() => {});
     this.onEnded = onEnded || (() => {});
@@ -127,6 +149,7 @@ export class MicrophoneCapture {
       ? { encoding: 'opus', sampleRate: rate, channels: 1, label: `Opus, ${rate / 1000} kHz mono (WebCodecs)` }
       : { encoding: 'pcm_s16le', sampleRate: rate, channels: 1, label: `PCM 16-bit, ${rate / 1000} kHz mono` };
     this.format.reason = reason;
+    this._newGate();
 
     if (opus) {
       this.encoder = new AudioEncoder({
@@ -151,6 +174,15 @@ export class MicrophoneCapture {
     if (context.state !== 'running') await context.resume();
   }
 
+  /**
+   * A new gate from the current sample on (at the start, and when the format changes: what
+   * the old one held is in the old format). Positions in it count from `_gateBase`.
+   */
+  _newGate() {
+    this._gate = this.suppressSilence ? new SilenceGate(this.format.sampleRate) : null;
+    this._gateBase = this._frames;
+  }
+
   _onSamples(message) {
     if (message.flushed) {
       this._flushed?.();
@@ -160,10 +192,13 @@ export class MicrophoneCapture {
     this.onLevel(peak);
     const rate = this.format.sampleRate;
     const t0 = this._frames / rate;
+    const start = this._frames - this._gateBase;
     this._frames += samples.length;
     this.capturedSeconds = this._frames / rate;
     if (this.encoder) {
       if (this.encoder.state !== 'configured') return;
+      // Every sample is encoded (the encoder's packets and their timestamps stay continuous);
+      // the gate then holds each packet until it knows whether it is sent.
       this.encoder.encode(new AudioData({
         format: 'f32-planar',
         sampleRate: rate,
@@ -172,14 +207,15 @@ export class MicrophoneCapture {
         timestamp: Math.round(t0 * 1e6),
         data: samples,
       }));
+      if (this._gate) this._released(this._gate.judge(samples));
     } else {
-      const bytes = new ArrayBuffer(samples.length * 2);
-      const view = new DataView(bytes);
-      for (let i = 0; i < samples.length; i++) {
-        const s = Math.max(-1, Math.min(1, samples[i]));
-        view.setInt16(i * 2, s < 0 ? Math.round(s * 0x8000) : Math.round(s * 0x7fff), true);
+      const chunk = { data: pcmS16(samples), seconds: samples.length / rate, t0, encoding: 'pcm_s16le' };
+      if (!this._gate) {
+        this.onChunk(chunk);
+        return;
       }
-      this.onChunk({ data: bytes, seconds: samples.length / rate, t0, encoding: 'pcm_s16le' });
+      this._released(this._gate.piece(chunk, start, samples.length));
+      this._released(this._gate.judge(samples));
     }
   }
 
@@ -188,7 +224,27 @@ export class MicrophoneCapture {
     const bytes = new Uint8Array(chunk.byteLength);
     chunk.copyTo(bytes);
     const seconds = chunk.duration ? chunk.duration / 1e6 : opusPacketSamples(bytes) / 48000;
-    this.onChunk({ data: bytes.buffer, seconds, t0: chunk.timestamp / 1e6, encoding: 'opus' });
+    const piece = { data: bytes.buffer, seconds, t0: chunk.timestamp / 1e6, encoding: 'opus' };
+    if (!this._gate) {
+      this.onChunk(piece);
+      return;
+    }
+    const rate = this.format.sampleRate;
+    this._released(this._gate.piece(piece, Math.round(piece.t0 * rate) - this._gateBase, Math.round(seconds * rate)));
+  }
+
+  /** What the gate lets through: chunks, and the pauses left out in their place. */
+  _released(releases) {
+    const rate = this.format.sampleRate;
+    for (const release of releases) {
+      if (release.send) {
+        this.onChunk(release.send);
+      } else {
+        const seconds = release.length / rate;
+        this.silentSeconds += seconds;
+        this.onSilence({ seconds, t0: (this._gateBase + release.start) / rate });
+      }
+    }
   }
 
   /**
@@ -206,6 +262,7 @@ export class MicrophoneCapture {
     }
     const rate = this.format.sampleRate;
     this.format = { encoding: 'pcm_s16le', sampleRate: rate, channels: 1, label: `PCM 16-bit, ${rate / 1000} kHz mono`, reason };
+    this._newGate(); // what the old gate held was Opus
     return this.format;
   }
 
@@ -231,6 +288,7 @@ export class MicrophoneCapture {
         // closed by an error: nothing more to deliver
       }
     }
+    if (this._gate) this._released(this._gate.finish()); // what it held goes out, or is declared
     if (this.encoder && this.encoder.state !== 'closed') this.encoder.close();
     if (this.context && this.context.state !== 'closed') await this.context.close();
   }

@@ -55,6 +55,9 @@
  *   end()              Sends `end`. Resolves with the `ended` message ({duration}) once it
  *                      arrives. No audio may be sent after it.
  *   cancel()           Sends `cancel`. Resolves with the `cancelled` message ({through}).
+ *   silence(seconds)   Declares silence left out instead of sent (see SilenceSuppressor): the
+ *                      timeline advances by `seconds`, nothing is reported. Queued like audio
+ *                      before `ready`; exact to the microsecond. Returns `sentSeconds`.
  *   gap(seconds)       Declares audio the client does not have (e.g. lost while disconnected):
  *                      the session's timeline advances by `seconds`. Resolves with the server's
  *                      `gap` message ({start, end}).
@@ -190,6 +193,9 @@
  *   start()          connects; resolves with the first `ready`. Idempotent; sendAudio starts it too.
  *   sendAudio(data)  as StenoClient.sendAudio; held (a copy) while no session is ready. Returns
  *                    `timeline`.
+ *   silence(seconds) silence left out, declared in its place among the audio (held, sent again
+ *                    after a drop, like audio, but counting for nothing in bufferSeconds and
+ *                    bufferedSeconds; consecutive held ones are one). Returns `timeline`.
  *   finalize(through?)  resolves with `finalized` (+ offset), or null with nothing to finalize;
  *                    while away it is held with the audio and sent after it. `through` is on the
  *                    publisher's timeline.
@@ -232,6 +238,10 @@
  *   describeError(code)             a plain-language sentence for a protocol or close code
  *   opusPacketSamples(bytes)        samples at 48 kHz in one Opus packet (RFC 6716 TOC), 0 when
  *                                   malformed or longer than 120 ms (as the server reads it)
+ *   new SilenceSuppressor(rate)     which samples to send and which silence to declare instead:
+ *                                   StenoAudio's SilenceSuppressor, ported (see the class)
+ *   new SilenceGate(rate)           its verdicts put on the sender's own pieces (PCM chunks,
+ *                                   Opus packets), as `steno send` does: what the page uses
  */
 
 export const PROTOCOL_VERSION = 1;
@@ -769,6 +779,25 @@ export class StenoClient extends EventOwner {
     return waiter.promise;
   }
 
+  /**
+   * Declares `seconds` of silence this client leaves out instead of sending it (see
+   * SilenceSuppressor): the session's timeline advances as if it had been sent, and nothing
+   * is reported. Queued like audio until the session is ready. Returns `sentSeconds`.
+   */
+  silence(seconds) {
+    if (this._endRequested || this._cancelRequested || this.state === 'closed') {
+      throw new StenoError('closed', 'Silence cannot be declared after end(), cancel() or close.');
+    }
+    if (!(seconds > 0)) throw new TypeError('silence: the duration must be more than 0 seconds');
+    if (this.state === 'new') this.start();
+    // Exact to the microsecond (the server counts it in samples); at most an hour a message.
+    for (let left = seconds; left > 1e-7; left -= 3600) {
+      this._send(JSON.stringify({ type: 'silence', duration: Math.round(Math.min(left, 3600) * 1e6) / 1e6 }));
+    }
+    this.sentSeconds += seconds;
+    return this.sentSeconds;
+  }
+
   end() {
     if (this._endRequested) return this._ended.promise;
     const refused = this._control('end');
@@ -1204,6 +1233,32 @@ export class StenoPublisher extends EventOwner {
   }
 
   /**
+   * `seconds` of silence left out (see SilenceSuppressor), declared with `silence` in its place
+   * among the audio: the publisher's timeline advances by it. Held like audio while there is no
+   * session, but it counts for nothing in `bufferSeconds` (it holds no audio), and consecutive
+   * held silences are one. Returns the publisher's timeline in seconds.
+   */
+  silence(seconds) {
+    if (this._ending || this.state === 'closed') {
+      throw new StenoError('closed', 'Silence cannot be declared after end(), cancel() or close().');
+    }
+    if (!(seconds > 0)) return this.timeline;
+    this._live = true; // a microphone that is on but quiet
+    const piece = { silence: true, data: null, bytes: 0, seconds, t0: this.timeline };
+    this.timeline += seconds;
+    if (this.state === 'open') {
+      this._sendAudioOn(this.client, piece);
+      return this.timeline;
+    }
+    const last = this._held.at(-1);
+    if (last?.silence && !last.sent && Math.abs(last.t0 + last.seconds - piece.t0) < TIME_SLACK) last.seconds += seconds;
+    else this._held.push(piece);
+    this._trimHeld();
+    if (this.state === 'new' || this.state === 'idle') this._connect();
+    return this.timeline;
+  }
+
+  /**
    * Makes what was said so far final. `through` (optional) is on the publisher's timeline.
    * Resolves with the `finalized` event (its `through` on the session's timeline, plus
    * `offset`), or null when there is no session and no audio to finalize.
@@ -1410,7 +1465,7 @@ export class StenoPublisher extends EventOwner {
       } else if (item.t0 + item.seconds / 2 > at) {
         // The server's count falls between two messages: this one is after it.
         send.push(item);
-        if (item.sent) resent += item.seconds;
+        if (item.sent) resent += audioSeconds(item);
       }
     }
     this._pendingFinalizes = this._pendingFinalizes.filter((item) => !send.includes(item));
@@ -1468,10 +1523,11 @@ export class StenoPublisher extends EventOwner {
 
   /** Sends one message of audio and keeps it until the server says it has it. */
   _sendAudioOn(client, item) {
-    client.sendAudio(item.data);
+    if (item.silence) client.silence(item.seconds);
+    else client.sendAudio(item.data);
     item.sent = true;
     this._sent.push(item);
-    this._sentSeconds += item.seconds;
+    this._sentSeconds += audioSeconds(item);
     this._sentThrough = item.t0 + item.seconds;
     this._trimSent();
   }
@@ -1493,7 +1549,7 @@ export class StenoPublisher extends EventOwner {
       const arrived = item.finalize ? item.at < at - TIME_SLACK : item.t0 + item.seconds / 2 <= at;
       if (!arrived) break;
       this._sent.shift();
-      if (!item.finalize) this._sentSeconds -= item.seconds;
+      if (!item.finalize) this._sentSeconds -= audioSeconds(item);
     }
   }
 
@@ -1501,14 +1557,14 @@ export class StenoPublisher extends EventOwner {
   _trimSent() {
     while (this._sentSeconds > this.options.bufferSeconds && this._sent.length > 1) {
       const item = this._sent.shift();
-      if (!item.finalize) this._sentSeconds -= item.seconds;
+      if (!item.finalize) this._sentSeconds -= audioSeconds(item);
     }
   }
 
   /** The connection dropped: what it may not have delivered goes before what is held. */
   _keepUnacknowledged() {
     if (this._sent.length === 0) return;
-    for (const item of this._sent) if (!item.finalize) this._heldSeconds += item.seconds;
+    for (const item of this._sent) if (!item.finalize) this._heldSeconds += audioSeconds(item);
     this._held = [...this._sent, ...this._held];
     this._sent = [];
     this._sentSeconds = 0;
@@ -1529,7 +1585,7 @@ export class StenoPublisher extends EventOwner {
     const through = this._captionedThrough;
     this._held = this._held.filter((item) => {
       if (item.finalize || !item.sent || item.t0 + item.seconds > through + TIME_SLACK) return true;
-      this._heldSeconds -= item.seconds;
+      this._heldSeconds -= audioSeconds(item);
       return false;
     });
   }
@@ -1541,8 +1597,8 @@ export class StenoPublisher extends EventOwner {
       const index = this._held.findIndex((item) => !item.finalize);
       if (index < 0 || this._held.length - index <= 1) break;
       const [item] = this._held.splice(index, 1);
-      this._heldSeconds -= item.seconds;
-      if (!item.sent) dropped += item.seconds; // sent audio may have arrived: a resume tells
+      this._heldSeconds -= audioSeconds(item);
+      if (!item.sent) dropped += audioSeconds(item); // sent audio may have arrived: a resume tells
     }
     if (dropped > 0) this._dropped(dropped, 'buffer_full');
   }
@@ -1553,7 +1609,7 @@ export class StenoPublisher extends EventOwner {
   }
 
   _discardHeld(why) {
-    const seconds = this._held.reduce((n, item) => n + (item.finalize || item.sent ? 0 : item.seconds), 0);
+    const seconds = this._held.reduce((n, item) => n + (item.finalize || item.sent ? 0 : audioSeconds(item)), 0);
     const error = new StenoError('closed', 'The publisher stopped before a session could finalize this.');
     for (const item of this._held) if (item.finalize) item.waiter.reject(error);
     this._held = [];
@@ -1760,6 +1816,232 @@ export class StenoPublisher extends EventOwner {
     this._emit('close', result);
     this._finishIterators(error);
   }
+}
+
+/**
+ * What a client streams when it leaves out silence: audio to send, or a stretch of silence to
+ * declare instead (`silence`), so that the server's timeline stays that of the whole input
+ * while a quiet client sends (almost) nothing. A port of `SilenceSuppressor` in StenoAudio
+ * (Sources/StenoAudio/SilenceSuppressor.swift), with its rules and defaults:
+ *
+ * It keeps sending through pauses shorter than `hangover` plus `preroll` (the recognizer needs
+ * ≈0.5 s of silence to end an utterance, and hears that silence as it would without
+ * suppression), and before speech resumes it sends the last `preroll` of the silence again
+ * (the recognizer's detector keeps 0.2 s from before speech starts, and a word's onset is
+ * quiet). Loudness is judged per 10 ms frame against a noise floor it tracks itself (the
+ * quietest recent frames), so it needs no setting for the microphone's level. What it leaves
+ * out it declares as it goes: the first `declareAfter` of a pause at once (so the server knows
+ * the pause is meant), then every `declareEvery` (a long pause does not look idle).
+ *
+ *   const suppressor = new SilenceSuppressor(48000);
+ *   for (const out of suppressor.push(samples)) {       // Float32Array, any chunking
+ *     if (out.type === 'audio') send(out.samples); else publisher.silence(out.seconds);
+ *   }
+ *   … suppressor.finish() at the end of the input (what is held goes out).
+ */
+export class SilenceSuppressor {
+  constructor(sampleRate, { hangover = 0.8, preroll = 0.5, margin = 10, absoluteQuiet = -65,
+    declareAfter = 0.1, declareEvery = 5 } = {}) {
+    this.sampleRate = Math.max(1, Math.floor(sampleRate));
+    Object.assign(this, { hangover, preroll, margin, absoluteQuiet, declareAfter, declareEvery });
+    this._frameSamples = Math.max(1, Math.floor(this.sampleRate / 100));
+    this._frame = new Float32Array(this._frameSamples);
+    this._filled = 0;
+    this._floor = null;
+    this._quietFrames = 0; // quiet frames since the last loud one
+    this._suppressing = false;
+    this._held = []; // while suppressing: the last `preroll` of quiet frames
+    this._skippedFrames = 0; // frames left out and not yet declared
+    this._declaredInPause = false;
+  }
+
+  /** Whether it is leaving silence out now. */
+  get isSuppressing() {
+    return this._suppressing;
+  }
+
+  /** Takes samples; returns what to send or declare, in order: {type: 'audio', samples} or {type: 'silence', seconds}. */
+  push(samples) {
+    const out = [];
+    const sending = [];
+    for (let i = 0; i < samples.length; i++) {
+      this._frame[this._filled++] = samples[i];
+      if (this._filled === this._frameSamples) {
+        this._take(this._frame.slice(), sending, out);
+        this._filled = 0;
+      }
+    }
+    if (sending.length) out.push({ type: 'audio', samples: concatFloats(sending) });
+    return out;
+  }
+
+  /** End of input: what is held goes out (as silence while suppressing). */
+  finish() {
+    const out = [];
+    if (this._suppressing) {
+      const frames = this._skippedFrames + this._held.length;
+      this._held = [];
+      this._skippedFrames = 0;
+      if (frames > 0) out.push({ type: 'silence', seconds: this._seconds(frames) });
+      if (this._filled > 0) out.push({ type: 'silence', seconds: this._filled / this.sampleRate });
+    } else if (this._filled > 0) {
+      out.push({ type: 'audio', samples: this._frame.slice(0, this._filled) });
+    }
+    this._filled = 0;
+    return out;
+  }
+
+  _take(frame, sending, out) {
+    if (this._isLoud(frame)) {
+      this._quietFrames = 0;
+      if (this._suppressing) {
+        // Speech again: declare what was left out, send the pre-roll, go on sending.
+        this._suppressing = false;
+        this._declaredInPause = false;
+        if (this._skippedFrames > 0) out.push({ type: 'silence', seconds: this._seconds(this._skippedFrames) });
+        this._skippedFrames = 0;
+        sending.length = 0;
+        sending.push(...this._held);
+        this._held = [];
+      }
+      sending.push(frame);
+      return;
+    }
+    this._quietFrames += 1;
+    if (!this._suppressing && this._quietFrames * 0.01 > this.hangover + this.preroll) {
+      this._suppressing = true;
+      if (sending.length) {
+        out.push({ type: 'audio', samples: concatFloats(sending) });
+        sending.length = 0;
+      }
+    }
+    if (!this._suppressing) {
+      sending.push(frame);
+      return;
+    }
+    this._held.push(frame);
+    const keep = Math.round(this.preroll * 100);
+    if (this._held.length > keep) {
+      this._held.splice(0, this._held.length - keep);
+      this._skippedFrames += 1;
+      // Declared as it goes: soon after the pause begins, then now and then.
+      const due = Math.max(1, Math.round((this._declaredInPause ? this.declareEvery : this.declareAfter) * 100));
+      if (this._skippedFrames >= due) {
+        out.push({ type: 'silence', seconds: this._seconds(this._skippedFrames) });
+        this._skippedFrames = 0;
+        this._declaredInPause = true;
+      }
+    }
+  }
+
+  _isLoud(frame) {
+    let energy = 0;
+    for (let i = 0; i < frame.length; i++) energy += frame[i] * frame[i];
+    const rms = Math.sqrt(energy / frame.length);
+    const level = rms > 0 ? 20 * Math.log10(rms) : -200;
+    // The floor follows the quietest frames down at once and rises slowly (5 dB/s).
+    const current = this._floor ?? level;
+    this._floor = level < current ? level : current + 0.05;
+    return level >= this.absoluteQuiet && level >= this._floor + this.margin;
+  }
+
+  _seconds(frames) {
+    return (frames * this._frameSamples) / this.sampleRate;
+  }
+}
+
+/**
+ * SilenceSuppressor's verdicts put on a sender's own pieces of audio (PCM chunks, Opus
+ * packets), as `steno send` does (Sources/steno/Client/SilenceGate.swift): a piece that holds
+ * any audio is sent whole, a piece that is all silence is left out, and a run of pieces left
+ * out is declared as one silence of exactly their length. Pieces wait until the suppressor has
+ * judged all of their samples. Positions and lengths are in samples of one channel.
+ *
+ *   gate.judge(samples)                       the captured samples, in order (mono)
+ *   gate.piece(payload, start, length)        a piece to send for samples [start, start+length)
+ *   gate.finish()                             end of input: everything is released
+ * Each returns what to do now, in order: {send: payload, start, length} or {silence: true, start, length}.
+ */
+export class SilenceGate {
+  constructor(sampleRate, options = {}) {
+    this.sampleRate = sampleRate;
+    this._suppressor = new SilenceSuppressor(sampleRate, options);
+    this._waiting = [];
+    this._audio = []; // judged spans of audio [from, to) not yet behind every piece
+    this._judged = 0;
+    this._silence = null; // {start, length}: pieces left out, not yet declared
+  }
+
+  judge(samples) {
+    this._apply(this._suppressor.push(samples));
+    return this._release(false);
+  }
+
+  piece(payload, start, length) {
+    this._waiting.push({ payload, start, length });
+    return this._release(false);
+  }
+
+  finish() {
+    this._apply(this._suppressor.finish());
+    return this._release(true);
+  }
+
+  _apply(outputs) {
+    for (const output of outputs) {
+      if (output.type === 'audio') {
+        const from = this._judged;
+        this._judged += output.samples.length;
+        const last = this._audio.at(-1);
+        if (last && last.to === from) last.to = this._judged;
+        else this._audio.push({ from, to: this._judged });
+      } else {
+        this._judged += Math.round(output.seconds * this.sampleRate);
+      }
+    }
+  }
+
+  _release(all) {
+    const out = [];
+    while (this._waiting.length && (all || this._waiting[0].start + this._waiting[0].length <= this._judged)) {
+      const piece = this._waiting.shift();
+      const end = piece.start + piece.length;
+      while (this._audio.length && this._audio[0].to <= piece.start) this._audio.shift();
+      const audio = piece.length === 0 || this._audio.some((span) => span.from < end && span.to > piece.start);
+      if (audio) {
+        this._declare(out);
+        out.push({ send: piece.payload, start: piece.start, length: piece.length });
+      } else if (this._silence) {
+        this._silence.length = end - this._silence.start;
+      } else {
+        this._silence = { start: piece.start, length: piece.length };
+      }
+    }
+    // What was left out is declared as soon as it is known to be silence.
+    this._declare(out);
+    return out;
+  }
+
+  _declare(out) {
+    if (!this._silence) return;
+    out.push({ silence: true, start: this._silence.start, length: this._silence.length });
+    this._silence = null;
+  }
+}
+
+function concatFloats(frames) {
+  const out = new Float32Array(frames.reduce((n, f) => n + f.length, 0));
+  let offset = 0;
+  for (const f of frames) {
+    out.set(f, offset);
+    offset += f.length;
+  }
+  return out;
+}
+
+/** Seconds of audio a held or sent item carries: declared silence carries none. */
+function audioSeconds(item) {
+  return item.silence ? 0 : item.seconds;
 }
 
 function toBytes(data, encoding) {

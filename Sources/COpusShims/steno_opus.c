@@ -13,3 +13,6 @@ int steno_opus_encoder_set_complexity(OpusEncoder *enc, opus_int32 complexity) {
 int steno_opus_encoder_lookahead(OpusEncoder *enc, opus_int32 *out) {
     return opus_encoder_ctl(enc, OPUS_GET_LOOKAHEAD(out));
 }
+int steno_opus_encoder_set_dtx(OpusEncoder *enc, opus_int32 on) {
+    return opus_encoder_ctl(enc, OPUS_SET_DTX(on));
+}

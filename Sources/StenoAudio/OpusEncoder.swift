@@ -14,8 +14,11 @@ public final class OpusEncoder {
     private var packet = [UInt8](repeating: 0, count: 4000)
 
     /// An encoder at `sampleRate` (8/12/16/24/48 kHz) with `frameMilliseconds` frames
-    /// (10, 20, 40 or 60) and a target of `bitrate` bits per second.
-    public init(sampleRate: Int, frameMilliseconds: Int = 20, bitrate: Int = 32_000) throws(StenoError) {
+    /// (10, 20, 40 or 60) and a target of `bitrate` bits per second. With
+    /// `discontinuousTransmission` (DTX), frames the encoder finds inactive come out as packets
+    /// of one or two bytes (which still say how long they last).
+    public init(sampleRate: Int, frameMilliseconds: Int = 20, bitrate: Int = 32_000,
+                discontinuousTransmission: Bool = false) throws(StenoError) {
         guard AudioFormat.opusRates.contains(sampleRate) else {
             throw StenoError(.unsupportedAudio, "Opus encodes at 8000, 12000, 16000, 24000 or 48000 Hz, not \(sampleRate)")
         }
@@ -30,6 +33,7 @@ public final class OpusEncoder {
         self.sampleRate = sampleRate
         self.frameSamples = sampleRate * frameMilliseconds / 1000
         _ = steno_opus_encoder_set_bitrate(encoder, Int32(clamping: bitrate))
+        if discontinuousTransmission { _ = steno_opus_encoder_set_dtx(encoder, 1) }
     }
 
     deinit { opus_encoder_destroy(encoder) }

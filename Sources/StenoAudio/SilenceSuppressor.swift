@@ -11,6 +11,12 @@ import Foundation
 /// onset is quiet). Loudness is judged per 10 ms frame against a noise floor it tracks itself
 /// (the quietest recent frames), so it needs no setting for the microphone's level.
 ///
+/// What it leaves out it declares as it goes, not only when speech resumes: the first
+/// `declareAfter` of a pause at once (so the server knows the pause is meant: audio that just
+/// stops in the middle of an utterance is cut there after the server's `--stall-seconds`),
+/// then every `declareEvery` (so a long pause keeps the session from looking idle, and the
+/// server's timeline current). Consecutive silences are one silence on the server's timeline.
+///
 /// A value type with no I/O and no clock: feed it samples (any chunking), take what it gives.
 public struct SilenceSuppressor: Sendable {
     public enum Output: Sendable, Equatable {
@@ -29,6 +35,9 @@ public struct SilenceSuppressor: Sendable {
     public let margin: Double
     /// Frames below this are quiet whatever the floor (dBFS).
     public let absoluteQuiet: Double
+    /// Silence left out that is declared at once in a pause, then how much at a time (seconds).
+    public let declareAfter: Double
+    public let declareEvery: Double
 
     private let frameSamples: Int
     private var frame: [Float] = []
@@ -41,14 +50,19 @@ public struct SilenceSuppressor: Sendable {
     /// out before them.
     private var held: [[Float]] = []
     private var skippedFrames = 0
+    /// Some of this pause was declared already.
+    private var declaredInPause = false
 
     public init(sampleRate: Int, hangover: Double = 0.8, preroll: Double = 0.5,
-                margin: Double = 10, absoluteQuiet: Double = -65) {
+                margin: Double = 10, absoluteQuiet: Double = -65,
+                declareAfter: Double = 0.1, declareEvery: Double = 5) {
         self.sampleRate = max(1, sampleRate)
         self.hangover = hangover
         self.preroll = preroll
         self.margin = margin
         self.absoluteQuiet = absoluteQuiet
+        self.declareAfter = declareAfter
+        self.declareEvery = declareEvery
         frameSamples = max(1, self.sampleRate / 100)
     }
 
@@ -93,6 +107,7 @@ public struct SilenceSuppressor: Sendable {
             if suppressing {
                 // Speech again: declare what was left out, send the pre-roll, go on sending.
                 suppressing = false
+                declaredInPause = false
                 if skippedFrames > 0 { out.append(.silence(seconds(frames: skippedFrames))) }
                 skippedFrames = 0
                 sending = held.flatMap { $0 }
@@ -118,6 +133,13 @@ public struct SilenceSuppressor: Sendable {
         if held.count > keep {
             held.removeFirst(held.count - keep)
             skippedFrames += 1
+            // Declared as it goes: soon after the pause begins, then now and then.
+            let due = max(1, Int(((declaredInPause ? declareEvery : declareAfter) * 100).rounded()))
+            if skippedFrames >= due {
+                out.append(.silence(seconds(frames: skippedFrames)))
+                skippedFrames = 0
+                declaredInPause = true
+            }
         }
     }
 

@@ -217,6 +217,23 @@ import Testing
         #expect(energy > 0.05)
     }
 
+    @Test func withDTXSilenceBecomesTinyPacketsThatStillLastTwentyMilliseconds() throws {
+        let dtx = try OpusEncoder(sampleRate: 48000, discontinuousTransmission: true)
+        let plain = try OpusEncoder(sampleRate: 48000)
+        let silence = [Float](repeating: 0, count: 960)
+        var dtxBytes = 0, plainBytes = 0
+        for _ in 0..<50 {
+            let a = try dtx.encode(silence[...]), b = try plain.encode(silence[...])
+            #expect(OpusPacket.duration(a) == 0.02 && OpusPacket.duration(b) == 0.02)
+            dtxBytes += a.count
+            plainBytes += b.count
+        }
+        #expect(dtxBytes < plainBytes / 2, "\(dtxBytes) vs \(plainBytes)")
+        // And decodes to the same length (the server's timeline counts it).
+        let decoder = try OpusDecoder(outputRate: 16_000)
+        #expect(decoder.decode(try dtx.encode(silence[...])).0.count == 320)
+    }
+
     @Test func unsupportedSettingsAreErrors() {
         #expect(throws: StenoError.self) { _ = try OpusEncoder(sampleRate: 44100) }
         #expect(throws: StenoError.self) { _ = try OpusEncoder(sampleRate: 16000, frameMilliseconds: 25) }

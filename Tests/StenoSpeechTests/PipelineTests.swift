@@ -197,6 +197,12 @@ enum Speech44 {
 
     /// The finals of `samples` sent continuously, and with silence left out.
     static func both(_ samples: [Float]) throws -> (continuous: [RecognitionResult], suppressed: [RecognitionResult], silences: Double) {
+        let (continuous, suppressed, declared) = try declaring(samples)
+        return (continuous, suppressed, declared.reduce(0, +))
+    }
+
+    /// The same, with each silence declared.
+    static func declaring(_ samples: [Float]) throws -> (continuous: [RecognitionResult], suppressed: [RecognitionResult], silences: [Double]) {
         let engine = try SharedEngine.get()
         let format = try AudioFormat(encoding: .pcmF32LE, sampleRate: 16000, channels: 1)
         func bytes(_ floats: [Float]) -> [UInt8] {
@@ -214,7 +220,7 @@ enum Speech44 {
         let suppressed = session(engine)
         suppressed.start(format: format)
         var suppressor = SilenceSuppressor(sampleRate: 16000)
-        var declared = 0.0
+        var declared: [Double] = []
         func deliver(_ outputs: [SilenceSuppressor.Output]) {
             for output in outputs {
                 switch output {
@@ -225,7 +231,7 @@ enum Speech44 {
                         j += 320
                     }
                 case .silence(let seconds):
-                    declared += seconds
+                    declared.append(seconds)
                     suppressed.send(text: "{\"type\":\"silence\",\"duration\":\(seconds)}")
                 }
             }
@@ -260,6 +266,21 @@ enum Speech44 {
         let (continuous, suppressed, silences) = try Self.both(samples)
         #expect(silences > 5, "most of the 15 s of pauses was left out: \(silences) s")
         #expect(continuous.count >= 5)
+        Self.expectSame(continuous, suppressed)
+    }
+
+    @Test func aLongPauseIsDeclaredAsItGoesAndStillGivesTheSameFinals() throws {
+        // 12 s of quiet between two utterances: declared soon after it begins (0.1 s), then
+        // every 5 s, then the rest when speech resumes; one silence on the server's timeline.
+        var noise = SplitNoise()
+        let quiet = (0..<(12 * 16000)).map { _ in noise.next() * 0.0005 }
+        let samples = try TestAudio.load("cards/001.wav").floats + quiet + (try TestAudio.load("cards/002.wav").floats) + quiet.prefix(16000)
+        let (continuous, suppressed, declared) = try Self.declaring(samples)
+        #expect(declared.count >= 4, "\(declared)")
+        #expect(abs(declared[0] - 0.1) < 1e-9, "\(declared)")
+        #expect(declared.allSatisfy { $0 <= 5 + 1e-9 }, "\(declared)")
+        #expect(declared.reduce(0, +) > 10)
+        #expect(continuous.count >= 2)
         Self.expectSame(continuous, suppressed)
     }
 

@@ -10,6 +10,7 @@ public final class TCPProxy: @unchecked Sendable {
     private let listener: Int32
     private let state = Mutex(State())
     private let stopping = Atomic<Bool>(false)
+    private let clientBytes = Atomic<Int>(0)
 
     private struct State {
         var pairs: [(client: Int32, server: Int32)] = []
@@ -50,6 +51,9 @@ public final class TCPProxy: @unchecked Sendable {
 
     /// Connections accepted so far.
     public var acceptedCount: Int { state.withLock { $0.accepted } }
+
+    /// Bytes relayed from clients to the server so far, over every connection.
+    public var bytesFromClients: Int { clientBytes.load(ordering: .relaxed) }
 
     /// Closes every relayed connection now.
     public func cut() {
@@ -137,6 +141,7 @@ public final class TCPProxy: @unchecked Sendable {
                     let written = buffer.withUnsafeBytes { send(to, $0.baseAddress! + offset, count - offset, Int32(MSG_NOSIGNAL)) }
                     if written <= 0 { break loop }
                     offset += written
+                    if i == 0 { clientBytes.add(written, ordering: .relaxed) }
                 }
             }
         }

@@ -109,6 +109,11 @@ def open_page(browser, server, query: str, viewport: dict, extra_script: str | N
     return page, problems
 
 
+def declared_silence(probe) -> list[float]:
+    """The pauses the page left out and declared (`silence`), in seconds."""
+    return [m["duration"] for m in probe["sentText"] if m["type"] == "silence"]
+
+
 def caption_session(page, artifacts, name: str) -> dict:
     """Runs the file through the page (Start already pressed), then Finalize and End.
     Returns what the page showed and what crossed the socket."""
@@ -200,12 +205,15 @@ def test_opus_captions_desktop(server, reference, launch_browser, artifacts):
     assert result["format"] == "opus", "chromium has WebCodecs Opus; the automatic choice must be Opus"
     assert "Opus" in page.text_content("#format")
     assert result["rate"] in (8000, 12000, 16000, 24000, 48000)
-    # One Opus packet per binary frame, each 20 ms, covering what the server says it received.
+    # One Opus packet per binary frame, each 20 ms; with the pauses declared as `silence`
+    # (whole packets of them), covering what the server says it received.
     frames = result["probe"]["frames"]
     samples = [opus_packet_samples(first, second) for _, first, second in frames]
     assert frames and all(s == 960 for s in samples), f"unexpected packet durations: {sorted(set(samples))}"
+    silences = declared_silence(result["probe"])
+    assert silences and all(float(round(d * 50, 6)).is_integer() for d in silences), silences
     ended = next(m for m in result["probe"]["received"] if m["type"] == "ended")
-    assert abs(ended["duration"] - sum(samples) / 48000) < 0.05
+    assert abs(ended["duration"] - sum(samples) / 48000 - sum(silences)) < 0.05
 
     # A second session on the same page (the file has played; the microphone is silent now), cancelled.
     page.click("#start")
@@ -257,8 +265,10 @@ def test_pcm_captions_360px_keyboard(server, reference, launch_browser, artifact
     assert 8000 <= result["rate"] <= 48000
     frames = result["probe"]["frames"]
     assert frames and all(length % 2 == 0 for length, _, _ in frames), "PCM frames must hold whole samples"
+    silences = declared_silence(result["probe"])
+    assert silences, "the quiet after the file is left out and declared"
     ended = next(m for m in result["probe"]["received"] if m["type"] == "ended")
-    assert abs(ended["duration"] - sum(length for length, _, _ in frames) / 2 / result["rate"]) < 0.05
+    assert abs(ended["duration"] - sum(length for length, _, _ in frames) / 2 / result["rate"] - sum(silences)) < 0.05
     assert page.evaluate("document.documentElement.scrollWidth") <= 360
 
     # Downloads, generated in the page from the finals: the very files the server makes of the
@@ -335,7 +345,8 @@ def test_opus_refused_goes_on_in_pcm(server, launch_browser):
     assert probe["frames"] and all(length % 2 == 0 for length, _, _ in probe["frames"])
     ended = next(m for m in probe["received"] if m["type"] == "ended")
     rate = starts[0]["audio"]["sampleRate"]
-    assert abs(ended["duration"] - sum(length for length, _, _ in probe["frames"]) / 2 / rate) < 0.05
+    assert abs(ended["duration"] - sum(length for length, _, _ in probe["frames"]) / 2 / rate
+               - sum(declared_silence(probe))) < 0.05
     assert ended["duration"] > 2.5, "the microphone went on in PCM"
     assert page.is_enabled("#start")
     assert not problems, "\n".join(problems)

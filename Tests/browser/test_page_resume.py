@@ -61,6 +61,8 @@ RECORD = r"""
     }
   };
   window.__audioSent = (i) => wire[i] ? wire[i].audio.length : 0;
+  // Silence the page declared instead of sending audio (a pause left out).
+  window.__silenceSent = (i) => wire[i] ? wire[i].log.filter(([kind, m]) => kind === 'out' && m.type === 'silence').length : 0;
   window.__wireSummary = () => wire.map((r) => ({
     url: r.url, close: r.close, log: r.log,
     frames: r.audio.map((bytes) => {
@@ -144,31 +146,50 @@ def split_at(frames: list[bytes], durations: list[float], seconds: float) -> int
     return k
 
 
+def sent_items(connection: dict) -> list:
+    """What a connection carried on the session's timeline, in order: audio frames (bytes) and
+    the pauses the page left out and declared (`silence`, as their duration in seconds)."""
+    frames = iter(base64.b64decode(f) for f in connection["frames"])
+    items = []
+    for kind, message in connection["log"]:
+        if kind == "audio":
+            items.append(next(frames))
+        elif kind == "out" and message["type"] == "silence":
+            items.append(float(message["duration"]))
+    return items
+
+
 def check_audio(result: dict, duration_of) -> bytes:
     """The audio the server got: the first connection's up to `resumed.received`, then all of
-    the second's, which must begin with what the first sent after that point, byte for byte."""
-    first, second = ([base64.b64decode(f) for f in c["frames"]] for c in result["wire"])
-    k = split_at(first, [duration_of(f) for f in first], result["resumed"]["received"])
+    the second's, which must begin with what the first sent after that point, byte for byte
+    (and declared silence for declared silence)."""
+    def duration(item):
+        return item if isinstance(item, float) else duration_of(item)
+
+    first, second = (sent_items(c) for c in result["wire"])
+    k = split_at(first, [duration(f) for f in first], result["resumed"]["received"])
     in_flight = first[k:]
     assert in_flight, "no audio was in flight when the connection went: nothing was sent again"
     assert second[: len(in_flight)] == in_flight, "what was sent again is not what was lost"
     heard = first[:k] + second
-    assert abs(sum(duration_of(f) for f in heard) - result["ended"]["duration"]) < 0.002, \
+    assert abs(sum(duration(f) for f in heard) - result["ended"]["duration"]) < 0.002, \
         "the server's duration is not the audio sent"
-    result["in_flight_seconds"] = sum(duration_of(f) for f in in_flight)
-    return b"".join(heard)
+    result["in_flight_seconds"] = sum(duration(f) for f in in_flight)
+    result["silence_seconds"] = sum(f for f in heard if isinstance(f, float))
+    return b"".join(f for f in heard if not isinstance(f, float))
 
 
 def test_page_resumes_after_a_dropped_connection(make_server, steno_bin, reference, launch_browser, artifacts):
     """Two pages side by side, each through its own proxy to its own server, so that the file
-    plays in real time once for both: PCM, whose audio the test gives to `steno transcribe`,
-    and Opus, the automatic choice."""
+    plays in real time once for both: PCM, whose audio the test gives to `steno transcribe`
+    (every sample sent: `suppression=off`), and Opus, the automatic choice, with pauses left
+    out and declared."""
     servers = [make_server(), make_server()]
     proxies = [CutProxy(s.port) for s in servers]
     try:
         browser = launch_browser(SPEECH_WAV)
         pages = [open_page(browser, proxy, query, {"width": 1024, "height": 800}, extra_script=RECORD)
-                 for proxy, query in zip(proxies, ("?encoding=pcm", ""))]
+                 for proxy, query in zip(proxies, ("?encoding=pcm&suppression=off", ""))]
         for page, _ in pages:
             page.click("#start")
 
@@ -179,11 +200,13 @@ def test_page_resumes_after_a_dropped_connection(make_server, steno_bin, referen
         for proxy in proxies:
             proxy.stall("down")
         wait_until(lambda: all(p.lost("down") > 0 for p in proxies), "events lost in transit")
-        sent = [page.evaluate("window.__audioSent(0)") for page, _ in pages]
+        sent = [page.evaluate("[window.__audioSent(0), window.__silenceSent(0)]") for page, _ in pages]
         for proxy in proxies:
             proxy.stall("up")
-        for (page, _), n in zip(pages, sent):
-            page.wait_for_function(f"window.__audioSent(0) >= {n + 10}", timeout=WAIT_MS)
+        for (page, _), (n, silences) in zip(pages, sent):
+            # 0.2 s of audio more, or (the Opus page, in a pause it leaves out) a silence declared.
+            page.wait_for_function(f"window.__audioSent(0) >= {n + 10} || window.__silenceSent(0) > {silences}",
+                                   timeout=WAIT_MS)
         wait_until(lambda: all(p.lost("up") > 0 for p in proxies), "audio lost in transit")
         for proxy in proxies:
             proxy.cut()
@@ -209,6 +232,7 @@ def test_page_resumes_after_a_dropped_connection(make_server, steno_bin, referen
                 pcm = ended[0]
                 rate = pcm["start"]["audio"]["sampleRate"]
                 heard = check_audio(pcm, lambda frame: len(frame) / 2 / rate)
+                assert pcm["silence_seconds"] == 0, "suppression=off: every sample goes as audio"
                 captured = float(page.get_attribute("#audio-time", "data-seconds"))
                 assert abs(captured - pcm["ended"]["duration"]) < 0.002, \
                     f"audio the microphone captured is missing or doubled: {captured} s captured, {pcm['ended']['duration']} s captioned"
@@ -227,7 +251,8 @@ def test_page_resumes_after_a_dropped_connection(make_server, steno_bin, referen
     pcm, opus = ended
     assert pcm["start"]["audio"]["encoding"] == "pcm_s16le" and opus["start"]["audio"]["encoding"] == "opus"
 
-    # Opus: the same accounting, by packet durations.
+    # Opus, with pauses left out (the default): the same accounting, by packet durations and
+    # the silence declared (if a pause of the file was long enough to be left out).
     check_audio(opus, lambda packet: opus_packet_samples(packet[0], packet[1] if len(packet) > 1 else 0) / 48000)
 
     # PCM: the finals across the drop are those of the same audio run through the server's
@@ -243,6 +268,7 @@ def test_page_resumes_after_a_dropped_connection(make_server, steno_bin, referen
         received = result["resumed"]["received"]
         within = [f["text"] for f in result["finals"] if f["start"] < received < f["end"]]
         report.append(f"{name}: cut at {received:.3f} s of audio ({'mid-utterance: ' + within[0] if within else 'between utterances'}); "
-                      f"{result['in_flight_seconds']:.3f} s sent again, {result['replayed']} events sent again or held")
+                      f"{result['in_flight_seconds']:.3f} s sent again, {result['replayed']} events sent again or held, "
+                      f"{result['silence_seconds']:.3f} s declared as silence")
         assert_similar(reference, [f["text"] for f in result["shown"]], min_f1=0.6)
     (artifacts / "page-resumed.txt").write_text("\n".join(report) + "\n")

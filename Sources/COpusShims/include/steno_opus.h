@@ -12,5 +12,7 @@ int steno_opus_encoder_set_bitrate(OpusEncoder *enc, opus_int32 bitrate);
 int steno_opus_encoder_set_complexity(OpusEncoder *enc, opus_int32 complexity);
 /* opus_encoder_ctl is variadic: the encoder's look-ahead in samples. */
 int steno_opus_encoder_lookahead(OpusEncoder *enc, opus_int32 *out);
+/* opus_encoder_ctl is variadic: discontinuous transmission on (1) or off (0). */
+int steno_opus_encoder_set_dtx(OpusEncoder *enc, opus_int32 on);
 
 #endif

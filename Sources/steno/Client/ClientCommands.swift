@@ -37,7 +37,7 @@ enum Send {
             case .standardInput(let raw): input = try StreamInput(raw: raw)
             case .device(let name, let rate, let channels): input = try AlsaInput(device: name, sampleRate: rate, channels: channels)
             }
-            encoder = try FrameEncoder(input.format, encoding: options.encoding)
+            encoder = try FrameEncoder(input.format, encoding: options.encoding, suppressingSilence: options.suppressesSilence)
         } catch {
             StandardStreams.stderr("steno send: \(inputName(options.input)): \(error.message)\n")
             return ExitCode.inputFailed
@@ -45,7 +45,8 @@ enum Send {
         let inbox = Inbox()
         let signals = InterruptSignals.install(into: inbox)
         defer { withExtendedLifetime(signals) {} }
-        log.debug("sending \(inputName(options.input)) as \(encoder.format)")
+        log.debug("sending \(inputName(options.input)) as \(encoder.format)"
+                  + (encoder.suppressesSilence ? ", leaving silence out" : ""))
         return Sender(options: options, input: input, encoder: encoder, log: log, status: status, inbox: inbox).run()
     }
 

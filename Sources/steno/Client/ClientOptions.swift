@@ -95,6 +95,15 @@ struct SendOptions: Sendable, Equatable {
     /// Seconds of audio held while the connection is down (and unsent while it is slow).
     var bufferSeconds = 60.0
     var listDevices = false
+    /// `--no-silence-suppression` turns it off.
+    var silenceSuppression = true
+
+    /// Live input (a device, standard input, a file at real time) leaves silence out and
+    /// declares it instead; a file sent `--fast` is sent whole.
+    var suppressesSilence: Bool {
+        if case .file = input, fast { return false }
+        return silenceSuppression
+    }
 
     enum Flags {
         static let channel = Flag("channel", value: "NAME", help: "publish on this broadcast channel (steno listen follows it)")
@@ -110,6 +119,9 @@ struct SendOptions: Sendable, Equatable {
         static let bufferSeconds = Flag("buffer-seconds", value: "SECONDS",
                                         help: "audio held while disconnected; a device's oldest is dropped beyond it",
                                         default: "60")
+        static let noSilenceSuppression = Flag.toggle(
+            "no-silence-suppression",
+            help: "send silence as audio; by default live input (a device, -, a file at real time) leaves pauses out and declares them")
     }
 
     static let spec = CommandSpec(
@@ -125,7 +137,7 @@ struct SendOptions: Sendable, Equatable {
         flags: ClientOptions.Flags.all + [
             Flags.channel, Flags.language, Flags.encoding, Flags.fast, Flags.rawRate, Flags.rawChannels, Flags.rawFormat,
             Flags.device, Flags.rate, Flags.listDevices, Flags.bufferSeconds,
-        ],
+        ] + [Flags.noSilenceSuppression],
         epilogue: ClientOptions.exitCodes)
 
     /// The options, or nil when the help text was asked for.
@@ -152,6 +164,7 @@ struct SendOptions: Sendable, Equatable {
             options.encoding = WireEncoding(rawValue: try given.choice(value, WireEncoding.allCases.map(\.rawValue)))!
         }
         options.fast = given.isOn(Flags.fast)
+        options.silenceSuppression = !given.isOn(Flags.noSilenceSuppression)
         if let value = given.single(Flags.bufferSeconds) { options.bufferSeconds = try given.seconds(value, in: 1...3600) }
 
         var raw: RawPCMFormat?

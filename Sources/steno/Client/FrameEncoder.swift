@@ -19,7 +19,9 @@ enum WireEncoding: String, CaseIterable, Sendable {
 }
 
 /// Turns captured samples into frames on the sender's timeline: 20 ms each, so that a
-/// resumed connection can start again at any frame the server says it has.
+/// resumed connection can start again at any frame the server says it has. With
+/// `suppressingSilence`, the frames `SilenceGate` leaves out become one silence frame per run
+/// (no bytes: the sender declares it with `silence`), and are not encoded.
 final class FrameEncoder {
     let format: AudioFormat
     private let input: CapturedFormat
@@ -29,14 +31,21 @@ final class FrameEncoder {
     private var written = 0
     private let opus: OpusEncoder?
     private let resampler: Resampler?
+    /// A frame's samples (interleaved) wait here for the verdict on them.
+    private var gate: SilenceGate<ArraySlice<Float>>?
 
-    init(_ input: CapturedFormat, encoding: WireEncoding) throws(StenoError) {
+    init(_ input: CapturedFormat, encoding: WireEncoding, suppressingSilence: Bool = false) throws(StenoError) {
         self.input = input
         switch encoding {
         case .opus:
             let rate = AudioFormat.opusRates.contains(input.sampleRate) ? input.sampleRate : 48_000
             resampler = rate == input.sampleRate ? nil : try Resampler(inputRate: input.sampleRate, outputRate: rate)
-            let encoder = try OpusEncoder(sampleRate: rate)
+            // DTX: frames the encoder finds inactive become packets of a byte or two (still
+            // sent, so that the server's timeline goes on), so the quiet that is still sent (the
+            // hangover and pre-roll around speech, or everything with --no-silence-suppression)
+            // costs little. Measured on 19.4 s with two 3.2 s bursts of speech: 67 kB → 33 kB
+            // sent whole, 37 kB → 29 kB with silence left out; the same words, times within 10 ms.
+            let encoder = try OpusEncoder(sampleRate: rate, discontinuousTransmission: true)
             opus = encoder
             frameSamples = encoder.frameSamples
             format = try AudioFormat(encoding: .opus, sampleRate: rate, channels: 1)
@@ -47,7 +56,11 @@ final class FrameEncoder {
             format = try AudioFormat(encoding: input.isSixteenBit ? .pcmS16LE : .pcmF32LE,
                                      sampleRate: input.sampleRate, channels: input.channels)
         }
+        if suppressingSilence { gate = SilenceGate(sampleRate: format.sampleRate) }
     }
+
+    /// Whether silence is left out.
+    var suppressesSilence: Bool { gate != nil }
 
     /// Frames made from `samples` (interleaved, the captured format); what does not fill a
     /// frame waits for more.
@@ -81,22 +94,50 @@ final class FrameEncoder {
             let take = min(step, pending.count - offset)
             let piece = pending[offset..<(offset + take)]
             offset += take
-            let start = Double(written) / Double(format.sampleRate)
-            let bytes: [UInt8]
-            let samples: Int
-            if let opus {
-                bytes = try opus.encode(piece)
-                samples = frameSamples  // a short last frame is padded: it lasts a whole frame
-            } else {
-                samples = take / channels
-                bytes = format.encoding == .pcmS16LE ? Self.s16le(piece) : Self.f32le(piece)
+            if gate != nil {
+                let mono = channels == 1 ? Array(piece)
+                    : stride(from: piece.startIndex, to: piece.endIndex - 1, by: 2).map { (piece[$0] + piece[$0 + 1]) * 0.5 }
+                for release in gate!.push(mono, payload: piece) { try self.release(release, into: &out) }
+                continue
             }
-            guard samples > 0 else { continue }
-            written += samples
-            out.append(AudioFrame(start: start, duration: Double(samples) / Double(format.sampleRate), bytes: bytes))
+            if let frame = try encode(piece, at: written) {
+                written += frame.samples
+                out.append(frame.frame)
+            }
         }
         pending.removeFirst(offset)
+        if final, gate != nil {
+            for release in gate!.finish() { try self.release(release, into: &out) }
+        }
         return out
+    }
+
+    private func release(_ release: SilenceGate<ArraySlice<Float>>.Release, into out: inout [AudioFrame]) throws(StenoError) {
+        let rate = Double(format.sampleRate)
+        switch release {
+        case .send(let piece, let start, _):
+            if let frame = try encode(piece, at: start) { out.append(frame.frame) }
+        case .silence(let start, let length):
+            out.append(AudioFrame(start: Double(start) / rate, duration: Double(length) / rate, bytes: [], isSilence: true))
+        }
+    }
+
+    /// One frame of audio starting at sample `start` (per channel, at the wire rate), and how
+    /// many samples it lasts.
+    private func encode(_ piece: ArraySlice<Float>, at start: Int) throws(StenoError) -> (frame: AudioFrame, samples: Int)? {
+        let channels = opus == nil ? input.channels : 1
+        let bytes: [UInt8]
+        let samples: Int
+        if let opus {
+            bytes = try opus.encode(piece)
+            samples = frameSamples  // a short last frame is padded: it lasts a whole frame
+        } else {
+            samples = piece.count / channels
+            bytes = format.encoding == .pcmS16LE ? Self.s16le(piece) : Self.f32le(piece)
+        }
+        guard samples > 0 else { return nil }
+        let rate = Double(format.sampleRate)
+        return (AudioFrame(start: Double(start) / rate, duration: Double(samples) / rate, bytes: bytes), samples)
     }
 
     static func s16le(_ samples: ArraySlice<Float>) -> [UInt8] {

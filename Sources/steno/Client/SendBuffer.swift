@@ -1,10 +1,14 @@
 /// One message of audio: an Opus packet or a piece of PCM, with where it lies on the
-/// sender's timeline (seconds of captured audio since the sender started).
+/// sender's timeline (seconds of captured audio since the sender started); or silence left
+/// out (`isSilence`, no bytes), declared with a `silence` message of its duration.
 struct AudioFrame: Sendable, Equatable {
     var start: Double
     var duration: Double
     var bytes: [UInt8]
+    var isSilence = false
     var end: Double { start + duration }
+    /// Seconds of audio it carries: silence costs nothing to hold or send.
+    var audioSeconds: Double { isSilence ? 0 : duration }
 }
 
 /// The audio a sender holds: frames not sent yet, and frames sent but perhaps still needed
@@ -13,7 +17,9 @@ struct AudioFrame: Sendable, Equatable {
 /// Both parts are bounded by `limitSeconds`. Sent frames beyond it, and those before
 /// `keepFrom`, are forgotten, oldest first. Unsent frames beyond it: a source that can wait
 /// (a file, a pipe) waits (`hasRoom` is false); a live one (a microphone) cannot, so the oldest
-/// unsent audio is dropped and the hole is reported (`append` returns its length).
+/// unsent audio is dropped and the hole is reported (`append` returns its length). Silence
+/// frames keep their place on the timeline but count for nothing in these seconds (they hold
+/// no audio and go at once); consecutive unsent ones are merged.
 ///
 /// Pure: no clock, no I/O; times are the sender's.
 struct SendBuffer: Sendable {
@@ -24,9 +30,9 @@ struct SendBuffer: Sendable {
     private var firstUnsent = 0
     /// Seconds of audio dropped so far (live sources only).
     private(set) var droppedSeconds = 0.0
-    /// Seconds of audio not sent yet.
+    /// Seconds of audio not sent yet (silence frames count for nothing).
     private(set) var unsentSeconds = 0.0
-    /// Seconds of audio sent and still held.
+    /// Seconds of audio sent and still held (likewise).
     private(set) var sentSeconds = 0.0
 
     /// Comparisons of times allow this much (the server writes times in milliseconds).
@@ -50,13 +56,18 @@ struct SendBuffer: Sendable {
     /// oldest unsent frames are dropped: returns how many seconds were.
     @discardableResult
     mutating func append(_ frame: AudioFrame, live: Bool) -> Double {
+        if frame.isSilence, let last = frames.last, last.isSilence, frames.count - 1 >= firstUnsent,
+           abs(last.end - frame.start) <= Self.tolerance {
+            frames[frames.count - 1].duration = frame.end - last.start
+            return 0
+        }
         frames.append(frame)
-        unsentSeconds += frame.duration
+        unsentSeconds += frame.audioSeconds
         var dropped = 0.0
         if live {
             var excess = 0
             while unsentSeconds > limitSeconds + Self.tolerance, firstUnsent + excess < frames.count - 1 {
-                let duration = frames[firstUnsent + excess].duration
+                let duration = frames[firstUnsent + excess].audioSeconds
                 dropped += duration
                 unsentSeconds -= duration
                 excess += 1
@@ -73,12 +84,12 @@ struct SendBuffer: Sendable {
         guard hasUnsent else { return nil }
         let frame = frames[firstUnsent]
         firstUnsent += 1
-        unsentSeconds -= frame.duration
-        sentSeconds += frame.duration
+        unsentSeconds -= frame.audioSeconds
+        sentSeconds += frame.audioSeconds
         if !hasUnsent { unsentSeconds = 0 }  // no drift from adding and taking away
         // Sent audio held beyond the limit is forgotten, oldest first.
         while sentSeconds > limitSeconds + Self.tolerance, head < firstUnsent - 1 {
-            sentSeconds -= frames[head].duration
+            sentSeconds -= frames[head].audioSeconds
             head += 1
         }
         if head == firstUnsent { sentSeconds = 0 }
@@ -89,7 +100,7 @@ struct SendBuffer: Sendable {
     /// Audio that ends by `time` is not needed any more (a new session would start after it).
     mutating func forget(through time: Double) {
         while head < firstUnsent, frames[head].end <= time + Self.tolerance {
-            sentSeconds -= frames[head].duration
+            sentSeconds -= frames[head].audioSeconds
             head += 1
         }
         if head == firstUnsent { sentSeconds = 0 }

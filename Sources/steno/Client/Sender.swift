@@ -380,7 +380,17 @@ final class Sender {
                 gapSent = true
             }
             timeline!.sent(frame, gapSent: gapSent)
-            client.send(.binary(frame.bytes))
+            if frame.isSilence {
+                // Silence left out, declared instead (up to an hour a message, as gaps).
+                log.debug("declared \(Self.seconds(frame.duration)) s of silence at \(Self.seconds(frame.start)) s")
+                var left = frame.duration
+                while left > SendBuffer.tolerance / 2 {
+                    client.send(.text(ClientMessages.silence(min(left, 3600))))
+                    left -= 3600
+                }
+            } else {
+                client.send(.binary(frame.bytes))
+            }
         }
         if inputOver && !buffer.withLock({ $0.hasUnsent }) {
             client.send(.text(ClientMessages.end))

@@ -96,5 +96,17 @@ enum ClientMessages {
         return w.text
     }
 
+    /// `{"type":"silence","duration":D}`, D exact (not rounded to milliseconds: the server
+    /// counts it in samples, and the audio after it must stay on the whole input's grid).
+    static func silence(_ seconds: Double) -> String {
+        var w = JSONWriter()
+        w.beginObject()
+        w.field("type", "silence")
+        w.key("duration")
+        w.number(seconds)
+        w.endObject()
+        return w.text
+    }
+
     static let end = #"{"type":"end"}"#
 }
