@@ -234,7 +234,7 @@ public enum Captions {
         return lines
     }
 
-    private static func escapeVTT(_ text: String) -> String {
+    static func escapeVTT(_ text: String) -> String {
         var out = ""
         out.reserveCapacity(text.utf8.count)
         for character in text {
