@@ -323,6 +323,10 @@ public struct SessionMachine: Sendable {
     /// The finals sent so far (with words), for broadcast backfill and captions.
     public var finals: [RecognitionResult] { assembler.finals }
 
+    /// The earliest time a final still to come can start (see `TranscriptAssembler.nextFinalStart`):
+    /// a channel's live captions are settled before it.
+    public var captionFloor: Double { assembler.nextFinalStart(analyzed: analyzedSeconds) }
+
     /// The volatile result the client is showing, if any (for a viewer joining mid-utterance).
     public var showingVolatile: RecognitionResult? { assembler.showingVolatile }
 

@@ -46,6 +46,10 @@ public struct TranscriptAssembler: Sendable {
     /// Whether the next words begin a sentence (readable text): at first, and after a final
     /// that ended one.
     public private(set) var atSentenceStart = true
+    /// Since when speech has been going on (the last `speechStarted` with no `speechEnded` yet).
+    private var speechSince: Double?
+    /// The start of the first non-empty partial since the last final: the utterance in progress.
+    private var utteranceSince: Double?
 
     public init(options: Options = Options()) {
         self.options = options
@@ -71,7 +75,30 @@ public struct TranscriptAssembler: Sendable {
         return out
     }
 
+    /// The earliest time the next final can start, given how far analysis has got: the start
+    /// of the utterance in progress (speech going on, or a partial showing), else `analyzed`,
+    /// less `margin` (what a recognizer's detector may keep from before it heard speech), and
+    /// never before the last final's end. Live captions are settled up to here.
+    public func nextFinalStart(analyzed: Double, margin: Double = 0.5) -> Double {
+        var earliest = analyzed
+        if let speechSince { earliest = min(earliest, speechSince) }
+        if let utteranceSince { earliest = min(earliest, utteranceSince) }
+        return max(lastFinalEnd, earliest - margin)
+    }
+
     private mutating func consume(_ event: TranscriberEvent, endsSentence: Bool) -> [ServerEvent] {
+        switch event {
+        case .speechStarted(let at) where speechSince == nil:
+            speechSince = at.isFinite ? at : lastFinalEnd
+        case .speechEnded:
+            speechSince = nil
+        case .partial(let result) where utteranceSince == nil && !Self.trimmed(result.text).isEmpty:
+            utteranceSince = result.range.start.isFinite ? result.range.start : lastFinalEnd
+        case .final:
+            utteranceSince = nil
+        default:
+            break
+        }
         switch event {
         case .speechStarted(let at):
             return [.speech(.started, at: Self.quantize(at, otherwise: lastFinalEnd))]
