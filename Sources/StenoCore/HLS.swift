@@ -39,6 +39,8 @@ public struct HLSConfiguration: Sendable, Hashable {
 ///   the last one as long as the audio, and adds `#EXT-X-ENDLIST`.
 /// - Segments that left the window are kept a while longer (another window) for players and
 ///   caches that are behind, then forgotten.
+/// - Each segment ends with a blank line, so that segments read back to back as one stream
+///   still parse as WebVTT.
 public struct HLSCaptionTrack: Sendable {
     public let configuration: HLSConfiguration
     /// Media sequence number of segment 0.
@@ -151,6 +153,9 @@ public struct HLSCaptionTrack: Sendable {
         for cue in cues where cue.range.start < end && (cue.range.end > start || cue.range.start >= start) {
             body += Captions.webVTTCueText(cue)
         }
+        // A blank line after the last cue: a reader that takes the segments as one stream
+        // (ffmpeg does) sees the next segment's header as a block of its own, not cue text.
+        body += "\n"
         segments.append(Segment(sequence: sequenceBase + published, start: start, duration: duration, body: body))
         published += 1
         // Cues that end by the next segment's start are in no later segment.

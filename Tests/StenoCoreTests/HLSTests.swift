@@ -34,6 +34,7 @@ import Testing
             00:00:05.500 --> 00:00:07.000
             Across the boundary &amp; &lt;more&gt;
 
+
             """)
         // The cue across the boundary is in both segments, with its times unchanged.
         #expect(track.segment(501) == """
@@ -42,6 +43,7 @@ import Testing
 
             00:00:05.500 --> 00:00:07.000
             Across the boundary &amp; &lt;more&gt;
+
 
             """)
         #expect(track.segment(502) == nil, "not published yet")

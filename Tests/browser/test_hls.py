@@ -10,6 +10,7 @@ import json
 import subprocess
 import threading
 import time
+import urllib.error
 import urllib.request
 
 import m3u8
@@ -23,12 +24,21 @@ GUARD = 300  # seconds: guards against hangs only
 
 
 def get(url: str):
-    with urllib.request.urlopen(url, timeout=30) as response:
-        return response.status, dict(response.headers), response.read().decode("utf-8")
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status, response.headers, response.read().decode("utf-8")
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers, error.read().decode("utf-8", "replace")
+
+
+def seconds(timestamp: str) -> float:
+    hours, minutes, rest = timestamp.split(":")
+    return int(hours) * 3600 + int(minutes) * 60 + float(rest)
 
 
 def vtt_cues(text: str):
-    return [(c.start_in_seconds, c.end_in_seconds, c.text) for c in webvtt.from_string(text)]
+    """(start, end, text) of each cue, as webvtt-py reads it (times to the millisecond)."""
+    return [(seconds(c.start), seconds(c.end), c.text) for c in webvtt.from_string(text)]
 
 
 def check_rules(cues, what: str):
@@ -77,6 +87,9 @@ def test_live_hls_read_by_parsers_and_ffmpeg(make_server, node, artifacts, tmp_p
     ended = False
     while not ended and time.monotonic() < deadline:
         status, headers, text = get(f"{base}/captions.m3u8")
+        if status == 404 and not refreshes:
+            time.sleep(0.2)  # the publisher has not started yet: the server does not know the channel
+            continue
         assert status == 200
         assert headers["Content-Type"].startswith("application/vnd.apple.mpegurl")
         assert headers["Cache-Control"] == "public, max-age=1"
