@@ -59,7 +59,7 @@ func runViewersBench(_ arguments: [String]) {
     let duration = Double(samples.count) / 16000
 
     print("viewers benchmark: one publisher streams \(format(duration, 1)) s of speech in real time (20 ms messages) to")
-    print("  channel \"bench\"; N WebSocket viewers on 127.0.0.1 follow it from this process (one epoll thread).")
+    print("  channel \"bench\"; N WebSocket viewers on 127.0.0.1 follow it from this process (one poll thread).")
     print("  steno: \(steno), \(ProcessInfo.processInfo.activeProcessorCount) cores, --keepalive 0")
     print("")
     var rows: [(Int, ViewersRow)] = []
@@ -225,7 +225,8 @@ private func finalKey(_ bytes: ArraySlice<UInt8>) -> String? {
 
 // MARK: - The viewers
 
-/// Many WebSocket viewers on non-blocking sockets, read by one epoll loop.
+/// Many WebSocket viewers on non-blocking sockets, read by one poll loop (Glibc's module has
+/// no epoll).
 private final class Crowd: @unchecked Sendable {
     private struct Viewer {
         var fd: Int32
@@ -235,7 +236,7 @@ private final class Crowd: @unchecked Sendable {
     }
 
     private var viewers: [Int32: Viewer] = [:]
-    private let epoll = epoll_create1(0)
+    private var pollfds: [pollfd] = []
     private let lock = NSLock()
     private var running = true
     private(set) var eventsReceived = 0
@@ -260,8 +261,7 @@ private final class Crowd: @unchecked Sendable {
         let bytes = Array(request.utf8)
         guard bytes.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == bytes.count else { close(fd); return false }
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-        var event = epoll_event(events: EPOLLIN.rawValue, data: epoll_data_t(fd: fd))
-        epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &event)
+        pollfds.append(pollfd(fd: fd, events: Int16(POLLIN), revents: 0))
         viewers[fd] = Viewer(fd: fd)
         return true
     }
@@ -284,19 +284,19 @@ private final class Crowd: @unchecked Sendable {
     func closeAll() {
         for fd in viewers.keys { close(fd) }
         viewers.removeAll()
-        close(epoll)
+        pollfds.removeAll()
     }
 
     private func poll(milliseconds: Int32) {
-        var events = [epoll_event](repeating: epoll_event(), count: 512)
-        let n = epoll_wait(epoll, &events, 512, milliseconds)
+        let n = Glibc.poll(&pollfds, nfds_t(pollfds.count), milliseconds)
         guard n > 0 else { return }
         let now = monotonic()
         var chunk = [UInt8](repeating: 0, count: 65536)
         lock.lock()
         defer { lock.unlock() }
-        for i in 0..<Int(n) {
-            let fd = events[i].data.fd
+        for i in pollfds.indices where pollfds[i].revents != 0 {
+            let fd = pollfds[i].fd
+            pollfds[i].revents = 0
             while true {
                 let got = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
                 if got <= 0 { break }
