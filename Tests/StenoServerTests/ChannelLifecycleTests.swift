@@ -158,13 +158,14 @@ import Testing
         for line in playlist.split(separator: "\n") where line.hasPrefix("captions/") {
             segmentsSeen[Int(line.dropFirst(9).dropLast(4))!] = String(decoding: Self.get(server, "/v1/channels/tv/" + line).body, as: UTF8.self)
         }
-        // Every cue of the caption file is in the segments, in order, and nothing else is.
+        // Every cue of the caption file is in the segments, in order, and nothing else is
+        // (a segment ends with a blank line, and one without cues is its header alone).
         let file = String(decoding: Self.get(server, "/v1/channels/tv/captions.vtt").body, as: UTF8.self)
         let fileCues = file.components(separatedBy: "\n\n").dropFirst().map { $0.trimmingCharacters(in: .newlines) }
         var segmentCues: [String] = []
         for sequence in segmentsSeen.keys.sorted() {
             for cue in segmentsSeen[sequence]!.components(separatedBy: "\n\n").dropFirst()
-                .map({ $0.trimmingCharacters(in: .newlines) }) where segmentCues.last != cue && !segmentCues.contains(cue) {
+                .map({ $0.trimmingCharacters(in: .newlines) }) where !cue.isEmpty && !segmentCues.contains(cue) {
                 segmentCues.append(cue)
             }
         }
