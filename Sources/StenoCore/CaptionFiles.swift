@@ -1,13 +1,5 @@
 /// Caption files of cues already cut, and the time of day instead of the audio timeline.
 extension Captions {
-    /// One WebVTT cue as it follows a header or the previous cue: a blank line, the times, the
-    /// lines (escaped).
-    public static func webVTTCueText(_ cue: CaptionCue) -> String {
-        var out = "\n" + timestamp(cue.range.start, separator: ".") + " --> " + timestamp(cue.range.end, separator: ".") + "\n"
-        for line in cue.lines { out += escapeVTT(line) + "\n" }
-        return out
-    }
-
     /// Seconds from UTC midnight of the day of `time`: added to audio times, cue times become
     /// the time of day (UTC) when audio time 0 is `time` (a broadcast past midnight counts on:
     /// 24:00:01 …).
@@ -25,19 +17,11 @@ extension Captions {
         func moved(_ range: TimeRange) -> TimeRange { TimeRange(start: range.start + offset, end: range.end + offset) }
         switch format {
         case .webVTT:
-            return "WEBVTT\n" + cues(finals, layout: layout).map { cue in
-                webVTTCueText(CaptionCue(range: moved(cue.range), lines: cue.lines))
-            }.joined()
+            return webVTTHeader + cues(finals, layout: layout).map { webVTTCue(CaptionCue(range: moved($0.range), lines: $0.lines)) }.joined()
         case .srt:
-            var out = ""
-            for (index, cue) in cues(finals, layout: layout).enumerated() {
-                let range = moved(cue.range)
-                if index > 0 { out += "\n" }
-                out += "\(index + 1)\n" + timestamp(range.start, separator: ",") + " --> "
-                    + timestamp(range.end, separator: ",") + "\n"
-                for line in cue.lines { out += line + "\n" }
-            }
-            return out
+            return cues(finals, layout: layout).enumerated().map { index, cue in
+                srtCue(CaptionCue(range: moved(cue.range), lines: cue.lines), number: index + 1)
+            }.joined()
         case .plainText:
             return plainText(finals.map { f in
                 var f = f

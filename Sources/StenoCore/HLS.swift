@@ -151,7 +151,7 @@ public struct HLSCaptionTrack: Sendable {
         let end = start + duration
         var body = "WEBVTT\nX-TIMESTAMP-MAP=MPEGTS:\(configuration.mpegtsTicks),LOCAL:00:00:00.000\n"
         for cue in cues where cue.range.start < end && (cue.range.end > start || cue.range.start >= start) {
-            body += Captions.webVTTCueText(cue)
+            body += Captions.webVTTCue(cue)
         }
         // A blank line after the last cue: a reader that takes the segments as one stream
         // (ffmpeg does) sees the next segment's header as a block of its own, not cue text.

@@ -119,7 +119,7 @@ import Testing
                 guard let body = track.segment(round + k) else { continue }  // no longer kept
                 let D = track.configuration.segmentSeconds
                 for cue in file where cue.range.start < Double(k + 1) * D && cue.range.end > Double(k) * D {
-                    #expect(body.contains(Captions.webVTTCueText(cue)), "segment \(k) lacks \(cue)")
+                    #expect(body.contains(Captions.webVTTCue(cue)), "segment \(k) lacks \(cue)")
                 }
                 for block in body.components(separatedBy: "\n\n").dropFirst().map({ $0.trimmingCharacters(in: .newlines) }) where !block.isEmpty && !seen.contains(block) {
                     seen.append(block)
