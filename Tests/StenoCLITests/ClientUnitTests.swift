@@ -176,20 +176,28 @@ import Testing
     }
 
     @Test func finalsAreWrittenAsTranscribeWritesThem() {
+        // The second final joins the first one's cue (too short alone), the last is split
+        // (longer than a cue may last), and a cue left waiting is written by `finish`.
         let finals = [
-            RecognitionResult(range: TimeRange(start: 0.29, end: 1.16), text: "ever try it"),
+            RecognitionResult(range: TimeRange(start: 0.29, end: 0.6), text: "yes"),
+            RecognitionResult(range: TimeRange(start: 0.9, end: 1.16), text: "ever try it"),
             RecognitionResult(range: TimeRange(start: 1.822, end: 2.742), text: "as the files"),
+            RecognitionResult(range: TimeRange(start: 3, end: 12),
+                              text: "a final of many words that takes far longer than one cue may last on screen"),
         ]
         for format in [CaptionOutputFormat.text, .vtt, .srt] {
             var out = ""
             let writer = CaptionWriter(format: format) { out += $0 }
             for final in finals { writer.final(final) }
+            writer.finish()
+            writer.finish()
             let expected = switch format {
             case .text: Captions.plainText(finals)
             case .vtt: Captions.webVTT(finals)
             default: Captions.srt(finals)
             }
             #expect(out == expected, "\(format)")
+            if format != .text { #expect(out.contains("\nyes ever try it\n"), "\(out)") }
         }
         var jsonl = ""
         let writer = CaptionWriter(format: .jsonl) { jsonl += $0 }

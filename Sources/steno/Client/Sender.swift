@@ -162,6 +162,7 @@ final class Sender {
             report()
         }
         capture.stop()
+        writer.finish()
         status.show("")
         client?.disconnect()
         // Connections that ended are still tearing down their context (and TLS) on their own
@@ -335,6 +336,7 @@ final class Sender {
             }
         case "ended":
             ended = true
+            writer.finish()
             status.show("")
             log.info("session \(session?.id ?? "") ended: \(Self.seconds(message.number("duration") ?? 0)) s of audio")
         default:
