@@ -5,6 +5,9 @@ public enum TextFormat: String, Sendable, Hashable, CaseIterable {
     case readable
     /// The recognizer's words as they are (lowercase, no punctuation).
     case raw
+
+    /// What a command-line flag choosing one says of them.
+    public static let flagHelp = "readable: capitals, I, full stops, numbers as digits; raw: the recognizer's lowercase words"
 }
 
 /// Makes a recognizer's lowercase words readable, word by word, so that each word keeps its

@@ -142,7 +142,7 @@ struct Steno {
 @Suite struct TranscribeTextFormatTests {
     @Test func readableByDefaultAndRawOnRequest() throws {
         let readable = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--no-progress"])
-        let raw = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--no-progress", "--raw"])
+        let raw = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--no-progress", "--text", "raw"])
         #expect(readable.status == 0 && raw.status == 0, "\(readable.stderr)\(raw.stderr)")
         let texts = { (out: String) in out.split(separator: "\n").map { String($0.split(separator: "] ", maxSplits: 1).last ?? "") } }
         #expect(texts(raw.stdout).allSatisfy { $0 == $0.lowercased() && !$0.contains(".") }, "\(raw.stdout)")

@@ -193,7 +193,8 @@ final class Sender {
             buffer.withLock { _ = $0.rewind(after: printedThrough ?? -1) }
             session = nil
             timeline = nil
-            client.send(.text(ClientMessages.start(format, language: options.language, channel: options.channel)))
+            client.send(.text(ClientMessages.start(format, language: options.language, channel: options.channel,
+                                                                      text: options.text)))
             phase = .starting
         case .resume(let id, let token, let seq):
             client.send(.text(ClientMessages.resume(session: id, token: token, after: seq)))

@@ -34,7 +34,7 @@ enum Transcribe {
                                        default: "15")
         static let noWords = Flag.toggle("no-words", help: "leave word timings out of jsonl output")
         static let noProgress = Flag.toggle("no-progress", help: "no progress bar on stderr")
-        static let raw = Flag.toggle("raw", help: "the recognizer's words as they are (lowercase, no punctuation), not readable text")
+        static let text = Flag("text", value: "T", help: TextFormat.flagHelp, default: TextFormat.readable.rawValue)
     }
 
     static let spec = CommandSpec(
@@ -43,7 +43,7 @@ enum Transcribe {
             Transcribes a WAV file (PCM 8-32 bit or float, mono or stereo, 8-48 kHz) through the
             same session pipeline as the server, and prints its finals.
             """,
-        flags: [Flags.format, Flags.model, Flags.chunkMilliseconds, Flags.maxUtterance, Flags.noWords, Flags.noProgress, Flags.raw])
+        flags: [Flags.format, Flags.model, Flags.chunkMilliseconds, Flags.maxUtterance, Flags.noWords, Flags.noProgress, Flags.text])
 
     /// The options, or nil when the help text was asked for.
     static func parse(_ arguments: [String]) throws(UsageError) -> Options? {
@@ -62,7 +62,9 @@ enum Transcribe {
         }
         options.words = !given.isOn(Flags.noWords)
         options.progress = !given.isOn(Flags.noProgress)
-        options.text = given.isOn(Flags.raw) ? .raw : .readable
+        if let value = given.single(Flags.text) {
+            options.text = TextFormat(rawValue: try given.choice(value, TextFormat.allCases.map(\.rawValue)))!
+        }
         guard let file = given.arguments.first else { throw given.error(.missingArgument("FILE")) }
         options.file = file
         return options
