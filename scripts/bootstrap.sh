@@ -23,6 +23,7 @@ test_packages=(
     chromium chromium-driver  # the browser test of the web client
     nodejs node-ws        # the web client's Node tests: Debian 12's Node 18 has no WebSocket of its own
     python3-venv
+    ffmpeg                # reads the live HLS subtitle playlist in the HLS test, as a player would
 )
 
 packages=("${run_packages[@]}")

@@ -125,8 +125,9 @@
  *                    viewer ends before one. Idempotent.
  *   close()          stops following (no reconnect); `closed` resolves.
  *   reconnectNow()   while waiting to reconnect, connect at once.
- *   on/off/events()  as for StenoClient. Server events: 'joined', 'final', 'volatile',
- *                    'speech', 'error' (non-fatal), 'event' (all of them); and
+ *   on/off/events()  as for StenoClient. Server events: 'joined', 'publisher' (the
+ *                    broadcast's state: 'live', 'ended' or 'lost'; also `viewer.publisher`),
+ *                    'final', 'volatile', 'speech', 'error' (non-fatal), 'event' (all); and
  *                    'state'  {state, previous, attempt, delay?, code?, reason?, error?} on every
  *                             change of `state`: 'connecting' → 'open' (a `joined` arrived) →
  *                             'reconnecting' (delay = seconds until the next try, error = why)
@@ -959,6 +960,7 @@ export class StenoViewer extends EventOwner {
     };
     this.state = 'new';
     this.joined = null; // the last `joined` message
+    this.publisher = null; // the last `publisher` message: the broadcast's state
     this.broadcasts = 0; // broadcasts seen (a `joined` that is not a resumption counts one)
     this.attempt = 0; // connection attempts that failed in a row
     this.reconnectDelay = null; // seconds to the next attempt while 'reconnecting'
@@ -1057,6 +1059,8 @@ export class StenoViewer extends EventOwner {
       this.error = null;
       this._setState('open');
       this._ready.resolve(event);
+    } else if (event.type === 'publisher') {
+      this.publisher = event;
     } else if (event.type === 'final' && typeof event.end === 'number') {
       // Finals of one broadcast never overlap and their ends increase: one ending where an
       // earlier one did (or before) is the backfill repeating it.

@@ -4,7 +4,9 @@
 // for byte. A final is { start, end, text, words? } with times in seconds; words are
 // { word, start, end } as the server sends them.
 
-export const CAPTION_LAYOUT = Object.freeze({ maxLineLength: 42, maxLines: 2 });
+// The caption rules' defaults (CaptionLayout in Captions.swift): lines, characters per line,
+// shortest and longest cue in seconds.
+export const CAPTION_LAYOUT = Object.freeze({ maxLineLength: 42, maxLines: 2, minDuration: 1, maxDuration: 7 });
 
 /** "1:02.35" for a short label (hover titles, the status line). */
 export function shortTime(seconds) {
@@ -69,9 +71,19 @@ export function toText(finals) {
 /**
  * The final's words with times: the text's words timed by `words` when the counts agree,
  * else `words` as they are, else the text's words timed by character position over the
- * final's range.
+ * final's range. The first starts at the final's start and the last ends at its end.
  */
 function tokensOf(final) {
+  const tokens = untrimmedTokensOf(final);
+  if (tokens.length > 0) {
+    tokens[0].start = final.start;
+    const last = tokens[tokens.length - 1];
+    last.end = Math.max(final.end, last.start);
+  }
+  return tokens;
+}
+
+function untrimmedTokensOf(final) {
   const textWords = splitWords(final.text);
   const timed = (Array.isArray(final.words) ? final.words : [])
     .filter((w) => w && typeof w.word === 'string' && !ONLY_WHITESPACE.test(w.word));
@@ -94,34 +106,99 @@ function tokensOf(final) {
   });
 }
 
-/** Greedy: as many tokens per cue as fill `maxLines` lines. */
-function chunk(tokens, { maxLineLength, maxLines }) {
-  const chunks = [];
-  let current = [];
-  let linesUsed = 1;
-  let lineLength = 0;
-  for (const token of tokens) {
-    const n = length(token.text);
-    if (current.length === 0) {
-      current = [token];
-      linesUsed = 1;
-      lineLength = n;
-    } else if (lineLength + 1 + n <= maxLineLength) {
-      current.push(token);
-      lineLength += 1 + n;
-    } else if (linesUsed < maxLines) {
-      current.push(token);
-      linesUsed += 1;
-      lineLength = n;
-    } else {
-      chunks.push(current);
-      current = [token];
-      linesUsed = 1;
-      lineLength = n;
-    }
+/** The rules of a layout, with CaptionLayout's bounds. */
+function rulesOf(layout = CAPTION_LAYOUT) {
+  const finite = (x) => typeof x === 'number' && Number.isFinite(x);
+  const minDuration = finite(layout.minDuration) ? Math.min(Math.max(layout.minDuration, 0), 60) : CAPTION_LAYOUT.minDuration;
+  const maxDuration = finite(layout.maxDuration)
+    ? Math.min(Math.max(layout.maxDuration, minDuration, 0.001), 3600)
+    : Math.max(CAPTION_LAYOUT.maxDuration, minDuration);
+  return {
+    maxLineLength: Math.max(1, layout.maxLineLength ?? CAPTION_LAYOUT.maxLineLength),
+    maxLines: Math.max(1, layout.maxLines ?? CAPTION_LAYOUT.maxLines),
+    minDuration,
+    maxDuration,
+  };
+}
+
+/**
+ * Cuts finals into cues as they come: CaptionCueBuilder of Sources/StenoCore/CaptionCues.swift,
+ * rule for rule (its comment says them). `add(final)` returns the cues settled; a short cue
+ * waits for the next final, `settle(time)` or `finish()`.
+ */
+export class CueBuilder {
+  constructor(layout = CAPTION_LAYOUT, after = 0) {
+    this.rules = rulesOf(layout);
+    this.floor = Number.isFinite(after) ? after : 0;
+    this.pending = null;
   }
-  if (current.length) chunks.push(current);
-  return chunks;
+
+  add(final) {
+    const tokens = tokensOf(final);
+    if (tokens.length === 0) return [];
+    const out = [];
+    let current = null;
+    if (this.pending) {
+      const waiting = this.pending;
+      this.pending = null;
+      if (tokens[0].start >= waiting.start + this.rules.minDuration) out.push(this._close(waiting));
+      else current = waiting;
+    }
+    for (const token of tokens) {
+      if (current) {
+        if (this._fits(token, current)) continue;
+        out.push(this._close(current));
+      }
+      current = this._begin(token);
+    }
+    if (current) {
+      if (current.end - current.start >= this.rules.minDuration) out.push(this._close(current));
+      else this.pending = current;
+    }
+    return out;
+  }
+
+  settle(time) {
+    const waiting = this.pending;
+    if (!waiting || !(time >= waiting.start + this.rules.minDuration)) return [];
+    this.pending = null;
+    return [this._close(waiting)];
+  }
+
+  finish() {
+    const waiting = this.pending;
+    if (!waiting) return [];
+    this.pending = null;
+    return [this._close(waiting)];
+  }
+
+  _begin(token) {
+    const start = Math.max(token.start, this.floor);
+    return { tokens: [token], start, end: Math.max(token.end, start), linesUsed: 1, lineLength: length(token.text) };
+  }
+
+  _fits(token, cue) {
+    if (!(token.end - cue.start <= this.rules.maxDuration)) return false;
+    const n = length(token.text);
+    if (cue.lineLength + 1 + n <= this.rules.maxLineLength) {
+      cue.lineLength += 1 + n;
+    } else if (cue.linesUsed < this.rules.maxLines) {
+      cue.linesUsed += 1;
+      cue.lineLength = n;
+    } else {
+      return false;
+    }
+    cue.tokens.push(token);
+    cue.end = Math.max(cue.end, token.end);
+    return true;
+  }
+
+  _close(cue) {
+    let end = Math.max(cue.end, cue.start + this.rules.minDuration);
+    end = Math.min(end, cue.start + this.rules.maxDuration);
+    this.floor = end;
+    return { start: cue.start, end, lines: lines(cue.tokens, this.rules) };
+  }
 }
 
 /**
@@ -162,31 +239,16 @@ function lines(tokens, { maxLineLength, maxLines }) {
 }
 
 /**
- * Splits finals into caption cues {start, end, lines}: cues in time order that never overlap
- * and never span two finals; lines of whole words and at most `maxLineLength` characters
- * unless one word alone is longer; two-line cues balanced. The first cue of a final starts
- * at the final's start, the last ends at its end, the others at their words' times.
+ * Splits finals into caption cues {start, end, lines} by the broadcast caption rules of
+ * CueBuilder (Captions.swift's): in time order, never overlapping, each lasting from
+ * `minDuration` to `maxDuration`; lines of whole words and at most `maxLineLength`
+ * characters unless one word alone is longer, at most `maxLines`; two-line cues balanced.
  */
 export function toCues(finals, layout = CAPTION_LAYOUT) {
-  const rule = {
-    maxLineLength: Math.max(1, layout.maxLineLength ?? CAPTION_LAYOUT.maxLineLength),
-    maxLines: Math.max(1, layout.maxLines ?? CAPTION_LAYOUT.maxLines),
-  };
+  const builder = new CueBuilder(layout);
   const cues = [];
-  let previousEnd = 0;
-  for (const final of finals) {
-    const tokens = tokensOf(final);
-    if (tokens.length === 0) continue;
-    const chunks = chunk(tokens, rule);
-    chunks.forEach((group, index) => {
-      let start = index === 0 ? final.start : group[0].start;
-      let end = index === chunks.length - 1 ? final.end : group[group.length - 1].end;
-      start = Math.max(start, previousEnd);
-      end = Math.max(end, start);
-      previousEnd = end;
-      cues.push({ start, end, lines: lines(group, rule) });
-    });
-  }
+  for (const final of finals) cues.push(...builder.add(final));
+  cues.push(...builder.finish());
   return cues;
 }
 

@@ -32,8 +32,8 @@ const token = params.get('token') || '';
 // The server is the one that serves this page (in the same folder, so a path prefix of a
 // reverse proxy is kept), unless ?server= names another.
 const server = params.get('server') || new URL('./', location.href).href;
-// Seconds without any caption event after which the status says the broadcast may be over:
-// viewers are not told when a publisher leaves, so silence is all there is to go on.
+// Seconds without any caption event after which the status says the broadcast is paused (the
+// server says when it ends: the `publisher` event).
 const quietSeconds = Math.max(1, Number(params.get('quiet')) || 30);
 
 function remembered(key) {
@@ -175,6 +175,8 @@ const status = {
   lastEventAt: null,
   restarted: false, // the latest broadcast followed another one on this page
   reconnects: 0,
+  publisher: null, // the broadcast's state as the server says it: 'live', 'ended', 'lost' (null: none yet)
+  overAt: null, // when it ended or was lost
 };
 let quietTimer = null;
 
@@ -196,11 +198,15 @@ function refreshStatus() {
     default:
       break;
   }
-  if (status.live) {
+  if (status.publisher === 'ended' || status.publisher === 'lost') {
+    const at = status.overAt ? ` at ${clockTime(status.overAt.toISOString())}` : '';
+    if (status.publisher === 'ended') setStatus('ended', `The broadcast ended${at}`);
+    else setStatus('lost', `The broadcast stopped${at}: its connection was lost`);
+  } else if (status.live) {
     setStatus('live', 'Live');
   } else if (status.quiet) {
     const since = status.lastEventAt ? ` since ${clockTime(status.lastEventAt.toISOString())}` : '';
-    setStatus('quiet', `No captions${since} — paused or ended`);
+    setStatus('quiet', status.publisher === 'live' ? `Live — no captions${since}` : `No captions${since} — paused or ended`);
   } else if (status.restarted) {
     setStatus('waiting', 'A new broadcast started — waiting for captions');
   } else if (current && captions.lastFinal) {
@@ -301,6 +307,25 @@ function follow() {
     }
     status.live = false;
     status.quiet = false;
+    status.publisher = null; // a `publisher` event follows when the channel has a broadcast
+    refreshStatus();
+  }));
+
+  v.on('publisher', mine((event) => {
+    // At once: the broadcast started, ended, or lost its publisher.
+    status.publisher = event.state;
+    if (event.state === 'live') {
+      markLive();
+      status.overAt = null;
+      activity();
+    } else {
+      status.live = false;
+      status.quiet = false;
+      status.overAt = new Date();
+      clearTimeout(quietTimer);
+      // The last guess of a broadcast that is over will not become final now.
+      if (captions.volatile) setVolatile(null);
+    }
     refreshStatus();
   }));
 

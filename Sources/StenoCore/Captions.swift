@@ -9,16 +9,23 @@ public struct CaptionCue: Sendable, Hashable {
     }
 }
 
-/// How finals are cut into cues.
+/// How finals are cut into cues: common broadcast caption rules.
 public struct CaptionLayout: Sendable, Hashable {
     /// Longest line, in characters (a single longer word gets a line of its own).
     public var maxLineLength: Int
     /// Lines per cue.
     public var maxLines: Int
+    /// Shortest cue, in seconds: time to read it.
+    public var minDuration: Double
+    /// Longest cue, in seconds (longer finals are split at word boundaries).
+    public var maxDuration: Double
 
-    public init(maxLineLength: Int = 42, maxLines: Int = 2) {
+    public init(maxLineLength: Int = 42, maxLines: Int = 2, minDuration: Double = 1, maxDuration: Double = 7) {
         self.maxLineLength = max(1, maxLineLength)
         self.maxLines = max(1, maxLines)
+        let shortest = minDuration.isFinite ? min(max(minDuration, 0), 60) : 1
+        self.minDuration = shortest
+        self.maxDuration = maxDuration.isFinite ? min(max(maxDuration, shortest, 0.001), 3600) : max(7, shortest)
     }
 }
 
@@ -43,13 +50,13 @@ public enum CaptionFormat: String, Sendable, Hashable, CaseIterable {
     }
 }
 
-/// Renders finals as captions.
+/// Renders finals as captions, cut into cues by `CaptionCueBuilder`'s rules.
 ///
-/// Guarantees: cues are in time order and never overlap; a cue never spans two finals; lines
-/// hold whole words and at most `maxLineLength` characters unless one word alone is longer;
-/// two-line cues are balanced (shorter or equal top line). Cue times come from word times when
-/// the final has them, otherwise they are interpolated by character position over the final's
-/// range. The first cue of a final starts at the final's start, the last ends at its end.
+/// Guarantees: cues are in time order and never overlap; each lasts from `minDuration` to
+/// `maxDuration`; lines hold whole words and at most `maxLineLength` characters unless one
+/// word alone is longer, at most `maxLines` of them; two-line cues are balanced (shorter or
+/// equal top line). Cue times come from word times when the final has them, otherwise they
+/// are interpolated by character position over the final's range.
 public enum Captions {
     /// Renders in one of the formats.
     public static func render(_ finals: [RecognitionResult], as format: CaptionFormat,
@@ -132,39 +139,35 @@ public enum Captions {
 
     // MARK: Cues
 
-    private struct Token {
+    struct Token {
         var text: String
         var start: Double
         var end: Double
     }
 
-    /// Splits finals into cues; none starts before `previousEnd` (the end of the cues already
-    /// written, when finals are rendered as they come).
+    /// Splits finals into cues by the layout's rules (see `CaptionCueBuilder`); none starts
+    /// before `previousEnd`.
     public static func cues(_ finals: [RecognitionResult], layout: CaptionLayout = CaptionLayout(),
                             after previousEnd: Double = 0) -> [CaptionCue] {
+        var builder = CaptionCueBuilder(layout: layout, after: previousEnd)
         var cues: [CaptionCue] = []
-        var previousEnd = previousEnd
-        for final in finals {
-            let tokens = tokens(of: final)
-            guard !tokens.isEmpty else { continue }
-            let chunks = chunk(tokens, layout: layout)
-            for (index, chunk) in chunks.enumerated() {
-                guard let first = chunk.first, let last = chunk.last else { continue }
-                var start = index == 0 ? final.range.start : first.start
-                var end = index == chunks.count - 1 ? final.range.end : last.end
-                start = max(start, previousEnd)
-                end = max(end, start)
-                previousEnd = end
-                cues.append(CaptionCue(range: TimeRange(start: start, end: end),
-                                       lines: lines(chunk, layout: layout)))
-            }
-        }
-        return cues
+        for final in finals { cues += builder.add(final) }
+        return cues + builder.finish()
     }
 
     /// The final's words with times: the text's words timed by `words` when the counts agree,
-    /// else `words` as they are, else the text's words timed by character position.
-    private static func tokens(of final: RecognitionResult) -> [Token] {
+    /// else `words` as they are, else the text's words timed by character position. The first
+    /// starts at the final's start and the last ends at its end.
+    static func tokens(of final: RecognitionResult) -> [Token] {
+        var tokens = untrimmedTokens(of: final)
+        if !tokens.isEmpty {
+            tokens[0].start = final.range.start
+            tokens[tokens.count - 1].end = max(final.range.end, tokens[tokens.count - 1].start)
+        }
+        return tokens
+    }
+
+    private static func untrimmedTokens(of final: RecognitionResult) -> [Token] {
         let textWords = final.text.split(whereSeparator: \.isWhitespace).map(String.init)
         let timed = final.words.filter { !$0.text.allSatisfy(\.isWhitespace) }
         if !timed.isEmpty {
@@ -192,39 +195,9 @@ public enum Captions {
         return tokens
     }
 
-    /// Greedy: as many tokens per cue as fill `maxLines` lines.
-    private static func chunk(_ tokens: [Token], layout: CaptionLayout) -> [[Token]] {
-        var chunks: [[Token]] = []
-        var current: [Token] = []
-        var linesUsed = 1
-        var lineLength = 0
-        for token in tokens {
-            let length = token.text.count
-            if current.isEmpty {
-                current = [token]
-                linesUsed = 1
-                lineLength = length
-            } else if lineLength + 1 + length <= layout.maxLineLength {
-                current.append(token)
-                lineLength += 1 + length
-            } else if linesUsed < layout.maxLines {
-                current.append(token)
-                linesUsed += 1
-                lineLength = length
-            } else {
-                chunks.append(current)
-                current = [token]
-                linesUsed = 1
-                lineLength = length
-            }
-        }
-        if !current.isEmpty { chunks.append(current) }
-        return chunks
-    }
-
     /// Breaks one cue's tokens into lines: one line if it fits; two balanced lines when
     /// `maxLines` is 2; otherwise greedy lines.
-    private static func lines(_ tokens: [Token], layout: CaptionLayout) -> [String] {
+    static func lines(_ tokens: [Token], layout: CaptionLayout) -> [String] {
         let words = tokens.map(\.text)
         let oneLine = words.joined(separator: " ")
         if oneLine.count <= layout.maxLineLength || words.count == 1 { return [oneLine] }
@@ -261,7 +234,7 @@ public enum Captions {
         return lines
     }
 
-    private static func escapeVTT(_ text: String) -> String {
+    static func escapeVTT(_ text: String) -> String {
         var out = ""
         out.reserveCapacity(text.utf8.count)
         for character in text {

@@ -13,14 +13,17 @@ public struct StartRequest: Sendable, Hashable {
     public var words: Bool
     /// The broadcast channel to publish to (a valid `ChannelName`), or nil.
     public var channel: String?
+    /// How results' text is written (default readable).
+    public var format: TextFormat
 
     public init(audio: AudioFormat, language: String? = nil, volatile: Bool = true,
-                words: Bool = true, channel: String? = nil) {
+                words: Bool = true, channel: String? = nil, format: TextFormat = .readable) {
         self.audio = audio
         self.language = language
         self.volatile = volatile
         self.words = words
         self.channel = channel
+        self.format = format
     }
 }
 
@@ -160,6 +163,14 @@ public enum ClientMessage: Sendable, Hashable {
         if let channel, !ChannelName.isValid(channel) {
             throw StenoError(.badMessage, "field \"channel\" " + ChannelName.rule + ", not \"\(clippedForError(channel))\"")
         }
+        var format = TextFormat.readable
+        if let name = try fields.optionalString("format") {
+            guard let chosen = TextFormat(rawValue: name) else {
+                throw StenoError(.badMessage,
+                    "field \"format\" must be \"readable\" or \"raw\", not \"\(clippedForError(name))\"")
+            }
+            format = chosen
+        }
         // Shape first (bad_message, non-fatal), then whether the server takes the format (fatal).
         guard let rate = sampleRate else {
             throw StenoError(.unsupportedAudio, "the sample rate is out of range")
@@ -167,8 +178,9 @@ public enum ClientMessage: Sendable, Hashable {
         guard let channelCount = channels else {
             throw StenoError(.unsupportedAudio, "channels must be 1 or 2")
         }
-        let format = try AudioFormat(encodingName: encoding, sampleRate: rate, channels: channelCount)
-        return StartRequest(audio: format, language: language, volatile: volatile, words: words, channel: channel)
+        let audioFormat = try AudioFormat(encodingName: encoding, sampleRate: rate, channels: channelCount)
+        return StartRequest(audio: audioFormat, language: language, volatile: volatile, words: words, channel: channel,
+                            format: format)
     }
 }
 

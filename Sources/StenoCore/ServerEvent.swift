@@ -95,7 +95,7 @@ public enum SpeechState: String, Sendable, Hashable {
 
 /// The `type` of a server event, and how it may be delivered.
 public enum ServerEventKind: String, Sendable, Hashable, CaseIterable {
-    case ready, volatile, final, speech, progress, finalized, ended, cancelled, error, joined, resumed, gap
+    case ready, volatile, final, speech, progress, finalized, ended, cancelled, error, joined, resumed, gap, publisher
 
     /// A newer event of the same kind replaces an older one still unsent (volatile, progress).
     /// Every other kind must be delivered, in order.
@@ -134,6 +134,9 @@ public enum ServerEvent: Sendable, Hashable {
     /// `{"type":"gap","start":T1,"end":T2}`: audio the client declared lost; no audio covers
     /// that stretch of the timeline.
     case gap(start: Double, end: Double)
+    /// For broadcast viewers: `{"type":"publisher","state":"live"|"ended"|"lost","broadcast":ID,
+    /// "startedAt":…}`: the channel's broadcast began, ended, or lost its publisher.
+    case publisher(PublisherState, broadcast: String, startedAt: UTCTime)
 
     public var kind: ServerEventKind {
         switch self {
@@ -149,6 +152,7 @@ public enum ServerEvent: Sendable, Hashable {
         case .joined: return .joined
         case .resumed: return .resumed
         case .gap: return .gap
+        case .publisher: return .publisher
         }
     }
 
@@ -212,6 +216,10 @@ public enum ServerEvent: Sendable, Hashable {
         case .gap(let start, let end):
             w.field("start", seconds: start)
             w.field("end", seconds: end)
+        case .publisher(let state, let broadcast, let startedAt):
+            w.field("state", state.rawValue)
+            w.field("broadcast", broadcast)
+            w.field("startedAt", startedAt.iso8601)
         }
         w.endObject()
         var errorCode: ErrorCode?

@@ -323,6 +323,10 @@ public struct SessionMachine: Sendable {
     /// The finals sent so far (with words), for broadcast backfill and captions.
     public var finals: [RecognitionResult] { assembler.finals }
 
+    /// The earliest time a final still to come can start (see `TranscriptAssembler.nextFinalStart`):
+    /// a channel's live captions are settled before it.
+    public var captionFloor: Double { assembler.nextFinalStart(analyzed: analyzedSeconds) }
+
     /// The volatile result the client is showing, if any (for a viewer joining mid-utterance).
     public var showingVolatile: RecognitionResult? { assembler.showingVolatile }
 
@@ -533,7 +537,8 @@ public struct SessionMachine: Sendable {
             return
         }
         self.request = request
-        assembler = TranscriptAssembler(options: .init(volatile: request.volatile, words: request.words))
+        assembler = TranscriptAssembler(options: .init(volatile: request.volatile, words: request.words,
+                                                       format: request.format))
         unitRate = request.audio.encoding == .opus ? Double(OpusPacket.sampleRate) : Double(request.audio.sampleRate)
         startedAt = wallClock
         startedMonotonicTime = now
@@ -615,9 +620,7 @@ public struct SessionMachine: Sendable {
     private mutating func receiveResults(_ events: [TranscriberEvent], analyzedThrough: Double?, now: Double,
                                          into out: inout [SessionAction]) {
         guard isStarted else { return }
-        for event in events {
-            for produced in assembler.consume(event) { emit(produced, into: &out) }
-        }
+        for produced in assembler.consume(events) { emit(produced, into: &out) }
         if let through = analyzedThrough, through.isFinite {
             let clamped = min(through, Double(receivedUnits) / unitRate)
             if clamped > analyzed {

@@ -25,10 +25,14 @@ public struct TranscriptAssembler: Sendable {
         public var volatile: Bool
         /// Include words in results.
         public var words: Bool
+        /// How text is written (`ReadableText` for `.readable`). Raw unless asked: the protocol's
+        /// default (readable) is `StartRequest`'s.
+        public var format: TextFormat
 
-        public init(volatile: Bool = true, words: Bool = true) {
+        public init(volatile: Bool = true, words: Bool = true, format: TextFormat = .raw) {
             self.volatile = volatile
             self.words = words
+            self.format = format
         }
     }
 
@@ -39,13 +43,62 @@ public struct TranscriptAssembler: Sendable {
     public private(set) var showingVolatile: RecognitionResult?
     /// End of the last final emitted (0 before the first).
     public var lastFinalEnd: Double { finals.last?.range.end ?? 0 }
+    /// Whether the next words begin a sentence (readable text): at first, and after a final
+    /// that ended one.
+    public private(set) var atSentenceStart = true
+    /// Since when speech has been going on (the last `speechStarted` with no `speechEnded` yet).
+    private var speechSince: Double?
+    /// The start of the first non-empty partial since the last final: the utterance in progress.
+    private var utteranceSince: Double?
 
     public init(options: Options = Options()) {
         self.options = options
     }
 
-    /// Consumes one recognizer event; returns the protocol events to send, in order.
+    /// Consumes one recognizer event; returns the protocol events to send, in order. A final
+    /// consumed alone is not known to end a sentence: give events as the recognizer reported
+    /// them together (`consume(_ events:)`), so that a final followed by the end of speech is.
     public mutating func consume(_ event: TranscriberEvent) -> [ServerEvent] {
+        consume(event, endsSentence: false)
+    }
+
+    /// Consumes the events a recognizer reported together, in order. A final that the end of
+    /// speech follows at once (the speaker paused: the detector, not a length limit or a
+    /// finalize, ended the utterance) ends a sentence.
+    public mutating func consume(_ events: [TranscriberEvent]) -> [ServerEvent] {
+        var out: [ServerEvent] = []
+        for (index, event) in events.enumerated() {
+            var endsSentence = false
+            if case .final = event, index + 1 < events.count, case .speechEnded = events[index + 1] { endsSentence = true }
+            out += consume(event, endsSentence: endsSentence)
+        }
+        return out
+    }
+
+    /// The earliest time the next final can start, given how far analysis has got: the start
+    /// of the utterance in progress (speech going on, or a partial showing), else `analyzed`,
+    /// less `margin` (what a recognizer's detector may keep from before it heard speech), and
+    /// never before the last final's end. Live captions are settled up to here.
+    public func nextFinalStart(analyzed: Double, margin: Double = 0.5) -> Double {
+        var earliest = analyzed
+        if let speechSince { earliest = min(earliest, speechSince) }
+        if let utteranceSince { earliest = min(earliest, utteranceSince) }
+        return max(lastFinalEnd, earliest - margin)
+    }
+
+    private mutating func consume(_ event: TranscriberEvent, endsSentence: Bool) -> [ServerEvent] {
+        switch event {
+        case .speechStarted(let at) where speechSince == nil:
+            speechSince = at.isFinite ? at : lastFinalEnd
+        case .speechEnded:
+            speechSince = nil
+        case .partial(let result) where utteranceSince == nil && !Self.trimmed(result.text).isEmpty:
+            utteranceSince = result.range.start.isFinite ? result.range.start : lastFinalEnd
+        case .final:
+            utteranceSince = nil
+        default:
+            break
+        }
         switch event {
         case .speechStarted(let at):
             return [.speech(.started, at: Self.quantize(at, otherwise: lastFinalEnd))]
@@ -54,7 +107,7 @@ public struct TranscriptAssembler: Sendable {
         case .partial(let result):
             return consumePartial(result)
         case .final(let result):
-            return consumeFinal(result)
+            return consumeFinal(result, endsSentence: endsSentence)
         }
     }
 
@@ -75,20 +128,27 @@ public struct TranscriptAssembler: Sendable {
 
     private mutating func consumePartial(_ raw: RecognitionResult) -> [ServerEvent] {
         guard options.volatile else { return [] }
-        let result = clean(raw, notBefore: lastFinalEnd)
+        var result = clean(raw, notBefore: lastFinalEnd)
         if result.text.isEmpty {
             return clearVolatile()
+        }
+        if options.format == .readable {
+            result = ReadableText.format(result, startsSentence: atSentenceStart, endsSentence: false)
         }
         if let showing = showingVolatile, showing.text == result.text { return [] }
         showingVolatile = result
         return [.volatile(result, includeWords: options.words)]
     }
 
-    private mutating func consumeFinal(_ raw: RecognitionResult) -> [ServerEvent] {
-        let result = clean(raw, notBefore: lastFinalEnd)
+    private mutating func consumeFinal(_ raw: RecognitionResult, endsSentence: Bool) -> [ServerEvent] {
+        var result = clean(raw, notBefore: lastFinalEnd)
         guard !result.text.isEmpty else {
             // Dropped: nothing supersedes a showing volatile, so clear it.
             return clearVolatile()
+        }
+        if options.format == .readable {
+            result = ReadableText.format(result, startsSentence: atSentenceStart, endsSentence: endsSentence)
+            atSentenceStart = endsSentence
         }
         finals.append(result)
         var events: [ServerEvent] = [.final(result, includeWords: options.words)]

@@ -1,32 +1,66 @@
 import StenoCore
+import StenoPrometheus
 import StenoTransport
 import Synchronization
 
 /// Broadcast channels: a `start` with `"channel":NAME` publishes the session's
 /// `volatile`/`final`/`speech` events, and `/v1/listen?channel=NAME` viewers follow them.
 ///
-/// - A viewer gets `joined`, then every final so far (backfill), then the volatile showing,
-///   then the live events. Backfill and subscription happen under the hub's lock, the same
-///   lock `publish` takes, so a viewer never misses or repeats a final.
+/// - A viewer gets `joined`, the state of the channel's latest broadcast (`publisher`), every
+///   final so far (backfill), the volatile showing, then the live events. Backfill and
+///   subscription happen under the hub's lock, the same lock `publish` takes, so a viewer
+///   never misses or repeats a final.
 /// - Each viewer has its own bounded outbound queue in the transport. A viewer that does not
 ///   read overflows its own queue and is closed with 4008; the publisher and other viewers
 ///   never wait for it (`publish` only queues).
 /// - One publisher at a time. While a channel has a live publisher, another `start` on it is
 ///   told so (a non-fatal error) and runs unpublished. When the publisher leaves, viewers
-///   stay; the next publisher's events follow a fresh `joined` (its timeline starts at 0).
-/// - A channel keeps its finals for `/v1/channels/NAME/captions.vtt|.srt` after its
-///   publisher leaves; the hub keeps at most `maxIdleChannels` channels that have neither
-///   publisher nor viewers, forgetting the oldest.
+///   stay and are told how it left (`publisher` `ended` or `lost`); the next publisher's events
+///   follow a fresh `joined` and `publisher` `live` (its timeline starts at 0).
+/// - Each publisher's session is a *broadcast* with an id, its finals, its caption cues and
+///   its HLS subtitle track (`HLSCaptionTrack`, fed as cues settle). The latest one is served
+///   at the channel's own caption URLs; the `maxPastBroadcasts` before it by their id. The hub
+///   keeps at most `maxIdleChannels` channels that have neither publisher nor viewers,
+///   forgetting the oldest.
 final class ChannelHub: Sendable {
-    private struct Channel {
-        var publisher: String?
-        var startedAt: UTCTime?
-        var includeWords = true
+    /// One publisher's time on a channel.
+    struct Broadcast: Sendable {
+        /// Also its HLS media sequence base: unique on the channel, across restarts too
+        /// (seconds since 1970 at its start, or more).
+        let id: String
+        let session: String
+        let startedAt: UTCTime
+        var state: PublisherState = .live
+        var endedAt: UTCTime?
+        var includeWords: Bool
         var finals: [RecognitionResult] = []
         var showingVolatile: RecognitionResult?
+        var cues: CaptionCueBuilder
+        var track: HLSCaptionTrack
+    }
+
+    /// A channel as `/v1/channels` lists it.
+    struct Summary: Sendable {
+        var name: String
+        var state: String
+        var broadcast: String?
+        var startedAt: UTCTime?
+        var viewers: Int
+        var finals: Int
+    }
+
+    private struct Channel {
+        var current: Broadcast?
+        /// Older broadcasts, oldest first.
+        var past: [Broadcast] = []
         var viewers: Set<ConnectionID> = []
+        /// The lowest media sequence number the next broadcast may use.
+        var nextSequence = 0
         /// Order of becoming idle, for forgetting old channels.
         var idleSince: UInt64 = 0
+        let counters: StenoMetrics.ChannelCounters
+
+        var isLive: Bool { current?.state == .live }
     }
 
     private struct State {
@@ -39,74 +73,119 @@ final class ChannelHub: Sendable {
     private let handle: any ConnectionSink
     private let metrics: StenoMetrics
     let maxIdleChannels: Int
+    let maxPastBroadcasts: Int
+    let layout: CaptionLayout
+    let hls: HLSConfiguration
 
-    init(handle: any ConnectionSink, metrics: StenoMetrics, maxIdleChannels: Int = 64) {
+    init(handle: any ConnectionSink, metrics: StenoMetrics, maxIdleChannels: Int = 64, maxPastBroadcasts: Int = 4,
+         layout: CaptionLayout = CaptionLayout(), hls: HLSConfiguration = HLSConfiguration()) {
         self.handle = handle
         self.metrics = metrics
         self.maxIdleChannels = maxIdleChannels
+        self.maxPastBroadcasts = max(0, maxPastBroadcasts)
+        self.layout = layout
+        self.hls = hls
     }
 
     /// A session wants to publish on `name`. False if another live session holds it.
     func claim(_ name: String, session: String, startedAt: UTCTime, includeWords: Bool) -> Bool {
         state.withLock { s in
-            var channel = s.channels[name] ?? Channel()
-            if let holder = channel.publisher, holder != session { return false }
-            channel.publisher = session
-            channel.startedAt = startedAt
-            channel.includeWords = includeWords
-            channel.finals = []
-            channel.showingVolatile = nil
-            let joined = ViewerWelcome.events(channel: name, startedAt: startedAt, backfill: [], includeWords: includeWords)
-            for viewer in channel.viewers {
-                for event in joined { deliver(event, to: viewer, &s) }
+            var channel = s.channels[name] ?? Channel(counters: metrics.channelCounters(name))
+            if let current = channel.current, current.state == .live, current.session != session { return false }
+            if let previous = channel.current {
+                channel.past.append(previous)
+                if channel.past.count > maxPastBroadcasts { channel.past.removeFirst(channel.past.count - maxPastBroadcasts) }
             }
+            let sequence = max(Int(startedAt.millisecondsSince1970 / 1000), channel.nextSequence)
+            let broadcast = Broadcast(id: String(sequence), session: session, startedAt: startedAt, includeWords: includeWords,
+                                      cues: CaptionCueBuilder(layout: layout),
+                                      track: HLSCaptionTrack(configuration: hls, sequenceBase: sequence, startedAt: startedAt))
+            channel.current = broadcast
             s.channels[name] = channel
+            let welcome = ViewerWelcome.events(channel: name, startedAt: startedAt, backfill: [], includeWords: includeWords,
+                                               publisher: (.live, broadcast.id))
+            for viewer in channel.viewers {
+                for event in welcome { deliver(event, to: viewer, counters: channel.counters) }
+            }
             return true
         }
     }
 
     /// An event of the publisher of `name` (called under the publisher's session lock, in
-    /// `seq` order). `final` is the result a `final` event carries, for backfill.
+    /// `seq` order). `final` is the result a `final` event carries, for backfill and captions.
     func publish(_ event: EncodedEvent, final: RecognitionResult?, volatile: RecognitionResult?,
                  on name: String, from session: String) {
         guard event.kind.isBroadcast else { return }
         state.withLock { s in
-            guard let viewers = s.channels[name]?.viewers, s.channels[name]?.publisher == session else { return }
-            // In place: a copy of the channel would copy its whole list of finals per event.
+            // In place, holding no copy: a copy of the broadcast would copy its whole list of
+            // finals per event.
+            guard s.channels[name]?.current?.session == session, s.channels[name]?.current?.state == .live,
+                  let viewers = s.channels[name]?.viewers, let counters = s.channels[name]?.counters else { return }
             switch event.kind {
             case .final:
-                if let final { s.channels[name]?.finals.append(final) }
-                s.channels[name]?.showingVolatile = nil
+                if let final {
+                    s.channels[name]?.current?.finals.append(final)
+                    let cues = s.channels[name]?.current?.cues.add(final) ?? []
+                    s.channels[name]?.current?.track.add(cues)
+                }
+                s.channels[name]?.current?.showingVolatile = nil
             case .volatile:
-                s.channels[name]?.showingVolatile = volatile
+                s.channels[name]?.current?.showingVolatile = volatile
             default:
                 break
             }
-            for viewer in viewers { deliver(event, to: viewer, &s) }
+            for viewer in viewers { deliver(event, to: viewer, counters: counters) }
         }
     }
 
-    /// The publisher of `name` is gone.
-    func release(_ name: String, session: String) {
+    /// How far the publisher of `name` has got: no final still to come starts before
+    /// `floor` (`SessionMachine.captionFloor`). Settles cues and publishes HLS segments.
+    func advance(_ name: String, session: String, floor: Double) {
         state.withLock { s in
-            guard var channel = s.channels[name], channel.publisher == session else { return }
-            channel.publisher = nil
-            channel.showingVolatile = nil
+            guard s.channels[name]?.current?.session == session, s.channels[name]?.current?.state == .live else { return }
+            let settled = s.channels[name]?.current?.cues.settle(before: floor) ?? []
+            s.channels[name]?.current?.track.add(settled)
+            guard let cueFloor = s.channels[name]?.current?.cues.floor else { return }
+            let pending = s.channels[name]?.current?.cues.pendingStart
+            let through = min(max(floor, cueFloor), pending ?? .infinity)
+            s.channels[name]?.current?.track.advance(settledThrough: through)
+        }
+    }
+
+    /// The publisher of `name` is gone: its broadcast is over after `duration` seconds of
+    /// audio, `ended` or `lost` (`PublisherState.after`), and its viewers are told so.
+    func release(_ name: String, session: String, state outcome: PublisherState, duration: Double, now: UTCTime) {
+        state.withLock { s in
+            guard var channel = s.channels[name], var broadcast = channel.current, broadcast.session == session,
+                  broadcast.state == .live else { return }
+            broadcast.state = outcome == .live ? .lost : outcome
+            broadcast.endedAt = now
+            broadcast.showingVolatile = nil
+            broadcast.track.add(broadcast.cues.finish())
+            broadcast.track.end(duration: duration)
+            channel.nextSequence = broadcast.track.sequenceBase + broadcast.track.published
+            channel.current = broadcast
             s.channels[name] = channel
+            let event = ServerEvent.publisher(broadcast.state, broadcast: broadcast.id, startedAt: broadcast.startedAt).encoded()
+            for viewer in channel.viewers { deliver(event, to: viewer, counters: channel.counters) }
             markIdleIfUnused(name, &s)
         }
     }
 
-    /// A viewer connected: `joined`, backfill, and from now on the live events.
+    /// A viewer connected: `joined`, the broadcast's state, backfill, and from now on the live events.
     func addViewer(_ id: ConnectionID, channel name: String, now: UTCTime) {
         state.withLock { s in
-            var channel = s.channels[name] ?? Channel()
+            var channel = s.channels[name] ?? Channel(counters: metrics.channelCounters(name))
             channel.viewers.insert(id)
             s.channels[name] = channel
             s.viewerChannel[id] = name
-            let welcome = ViewerWelcome.events(channel: name, startedAt: channel.startedAt ?? now, backfill: channel.finals,
-                                               showingVolatile: channel.showingVolatile, includeWords: channel.includeWords)
-            for event in welcome { deliver(event, to: id, &s) }
+            channel.counters.viewers.increment()
+            let current = channel.current
+            let welcome = ViewerWelcome.events(
+                channel: name, startedAt: current?.startedAt ?? now, backfill: current?.finals ?? [],
+                showingVolatile: current?.showingVolatile, includeWords: current?.includeWords ?? true,
+                publisher: current.map { ($0.state, $0.id) })
+            for event in welcome { deliver(event, to: id, counters: channel.counters) }
         }
         metrics.viewersActive.increment()
     }
@@ -115,7 +194,7 @@ final class ChannelHub: Sendable {
     func removeViewer(_ id: ConnectionID) {
         let removed = state.withLock { s -> Bool in
             guard let name = s.viewerChannel.removeValue(forKey: id) else { return false }
-            s.channels[name]?.viewers.remove(id)
+            if s.channels[name]?.viewers.remove(id) != nil { s.channels[name]?.counters.viewers.decrement() }
             markIdleIfUnused(name, &s)
             return true
         }
@@ -128,29 +207,93 @@ final class ChannelHub: Sendable {
     /// Every viewer (to close them when the server drains).
     var viewers: [ConnectionID] { state.withLock { Array($0.viewerChannel.keys) } }
 
-    /// The channel's finals so far, or nil for a channel the hub does not know.
+    /// Whether the hub knows `name`.
+    func knows(_ name: String) -> Bool { state.withLock { $0.channels[name] != nil } }
+
+    /// The latest broadcast's finals so far, or nil for a channel the hub does not know.
     func finals(of name: String) -> [RecognitionResult]? {
-        state.withLock { $0.channels[name]?.finals }
+        state.withLock { s in s.channels[name].map { $0.current?.finals ?? [] } }
+    }
+
+    /// A broadcast of `name`: the latest (`id` nil) or the one with that id. Its finals and
+    /// start only (no copy of its track).
+    func broadcast(_ name: String, id: String? = nil) -> (finals: [RecognitionResult], startedAt: UTCTime?)? {
+        state.withLock { s in
+            guard let channel = s.channels[name] else { return nil }
+            guard let id else { return (channel.current?.finals ?? [], channel.current?.startedAt) }
+            let all = channel.past + (channel.current.map { [$0] } ?? [])
+            guard let found = all.first(where: { $0.id == id }) else { return nil }
+            return (found.finals, found.startedAt)
+        }
+    }
+
+    /// The broadcasts of `name`, oldest first: id, state, start, end, finals.
+    func broadcasts(of name: String) -> [(id: String, state: PublisherState, startedAt: UTCTime, endedAt: UTCTime?, finals: Int)]? {
+        state.withLock { s in
+            guard let channel = s.channels[name] else { return nil }
+            return (channel.past + (channel.current.map { [$0] } ?? [])).map {
+                ($0.id, $0.state, $0.startedAt, $0.endedAt, $0.finals.count)
+            }
+        }
+    }
+
+    /// The live HLS playlist of `name`'s latest broadcast (empty and open while it has none);
+    /// nil for a channel the hub does not know. `query` goes on every segment URI.
+    func playlist(_ name: String, query: String) -> String? {
+        state.withLock { s in
+            guard let channel = s.channels[name] else { return nil }
+            guard let current = channel.current else {
+                return HLSCaptionTrack(configuration: hls, sequenceBase: channel.nextSequence, startedAt: UTCTime(millisecondsSince1970: 0))
+                    .playlist(query: query)
+            }
+            return current.track.playlist(query: query)
+        }
+    }
+
+    /// HLS segment `sequence` of `name`, from whichever of its broadcasts has it.
+    func segment(_ name: String, sequence: Int) -> String? {
+        state.withLock { s in
+            guard let channel = s.channels[name] else { return nil }
+            if let body = channel.current?.track.segment(sequence) { return body }
+            for broadcast in channel.past.reversed() {
+                if let body = broadcast.track.segment(sequence) { return body }
+            }
+            return nil
+        }
+    }
+
+    /// Every channel the hub knows, by name.
+    var summaries: [Summary] {
+        state.withLock { s in
+            s.channels.keys.sorted().map { name in
+                let channel = s.channels[name]!
+                return Summary(name: name, state: channel.current?.state.rawValue ?? "idle", broadcast: channel.current?.id,
+                               startedAt: channel.current?.startedAt, viewers: channel.viewers.count,
+                               finals: channel.current?.finals.count ?? 0)
+            }
+        }
     }
 
     // MARK: -
 
     /// Queues an event for a viewer; a viewer whose queue is full is closed with 4008.
-    private func deliver(_ event: EncodedEvent, to viewer: ConnectionID, _ s: inout State) {
+    private func deliver(_ event: EncodedEvent, to viewer: ConnectionID, counters: StenoMetrics.ChannelCounters) {
         let result = handle.send(viewer, OutgoingMessage(event))
         if result == .overflow {
             metrics.closeSlowConsumer(viewer, on: handle)
+            counters.dropped.increment()
         } else {
             metrics.eventSent(event.kind.rawValue)
+            counters.events.increment()
         }
     }
 
     private func markIdleIfUnused(_ name: String, _ s: inout State) {
-        guard var channel = s.channels[name], channel.publisher == nil, channel.viewers.isEmpty else { return }
+        guard var channel = s.channels[name], !channel.isLive, channel.viewers.isEmpty else { return }
         s.idleCounter += 1
         channel.idleSince = s.idleCounter
         s.channels[name] = channel
-        let idle = s.channels.filter { $0.value.publisher == nil && $0.value.viewers.isEmpty }
+        let idle = s.channels.filter { !$0.value.isLive && $0.value.viewers.isEmpty }
         if idle.count > maxIdleChannels {
             let oldest = idle.sorted { $0.value.idleSince < $1.value.idleSince }.prefix(idle.count - maxIdleChannels)
             for (key, _) in oldest { s.channels.removeValue(forKey: key) }

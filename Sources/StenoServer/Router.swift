@@ -205,12 +205,14 @@ final class Router: TransportDelegate {
         default:
             break
         }
-        if request.path.hasPrefix("/v1/channels/") {
+        if request.path == ChannelRoutes.prefix || request.path.hasPrefix(ChannelRoutes.prefix + "/") {
             // A channel's captions are as private as the channel: the same tokens as /v1/listen.
             if !policy.tokens.isEmpty && !policy.isAuthorized(headers: request.headers, query: request.query, readOnly: true) {
-                return .plain(status: 401, headers: [("WWW-Authenticate", "Bearer")])
+                return .plain(status: 401, headers: [("WWW-Authenticate", "Bearer"), ("Cache-Control", "no-store")])
             }
-            return captions(path: request.path)
+            return ChannelRoutes(channels: context.channels,
+                                 allowedOrigins: options.allowedOrigins.isEmpty ? nil : Set(options.allowedOrigins))
+                .response(to: request)
         }
         return staticFiles?.response(for: request.path)
     }
@@ -258,25 +260,6 @@ final class Router: TransportDelegate {
     }
 
     // MARK: -
-
-    /// `/v1/channels/NAME/captions.vtt` or `.srt`.
-    private func captions(path: String) -> HTTPResponse {
-        let rest = path.dropFirst("/v1/channels/".count)
-        let parts = rest.split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count == 2, ChannelName.isValid(String(parts[0])),
-              let format: CaptionFormat = switch parts[1] {
-                  case "captions.vtt": .webVTT
-                  case "captions.srt": .srt
-                  case "captions.txt": .plainText
-                  default: nil
-              },
-              let finals = context.channels.finals(of: String(parts[0])) else {
-            return .plain(status: 404)
-        }
-        return HTTPResponse(status: 200, contentType: format.contentType,
-                            body: Array(Captions.render(finals, as: format).utf8),
-                            headers: [("Cache-Control", "no-store")])
-    }
 
     private func updateSampledMetrics() {
         var queued = 0

@@ -64,6 +64,13 @@ public struct ServerOptions: Sendable, Equatable {
     /// The lag (seconds of audio behind real time) a live talker may have before new sessions
     /// are refused for load (see `Admission`); 0: admit by the connection limit alone.
     public var lagTarget: Double = 1
+    /// How channels' caption files and HLS segments cut cues (lines, characters, shortest and
+    /// longest cue).
+    public var captionLayout = CaptionLayout()
+    /// The channels' live HLS subtitle playlists: segment length, window, MPEG-TS offset.
+    public var hls = HLSConfiguration()
+    /// Broadcasts a channel keeps before its latest one (their caption files stay served).
+    public var pastBroadcasts = 4
     /// Log verbosity.
     public var logLevel: LogLevel = .info
 

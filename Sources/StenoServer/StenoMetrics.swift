@@ -2,6 +2,7 @@ import StenoCore
 import StenoPrometheus
 import StenoSpeech
 import StenoWorkers
+import Synchronization
 
 /// Every metric the server publishes, registered on one registry.
 ///
@@ -53,6 +54,36 @@ public final class StenoMetrics: Sendable {
     /// the middle of speech (`SessionLimits.stallSeconds`), to free a shared recognizer.
     public let stalledUtterances: Counter
 
+    /// `steno_channel_viewers{channel}`, `steno_channel_events_sent_total{channel}`,
+    /// `steno_channel_viewers_dropped_total{channel}`: per channel, for the first
+    /// `maxChannelLabels` channel names seen; the others are counted together as
+    /// `channel="(other)"` (no channel can be named so), so the series stay bounded.
+    public let channelViewers: MetricFamily<Gauge>
+    public let channelEventsSent: MetricFamily<Counter>
+    public let channelViewersDropped: MetricFamily<Counter>
+    public let maxChannelLabels: Int
+    private let channelLabels = Mutex<Set<String>>([])
+    public static let otherChannels = "(other)"
+
+    /// One channel's series.
+    public struct ChannelCounters: Sendable {
+        public let viewers: Gauge
+        public let events: Counter
+        public let dropped: Counter
+    }
+
+    /// The series of channel `name` (or of "(other)" once `maxChannelLabels` names have theirs).
+    public func channelCounters(_ name: String) -> ChannelCounters {
+        let label = channelLabels.withLock { labels -> String in
+            if labels.contains(name) { return name }
+            guard labels.count < maxChannelLabels else { return Self.otherChannels }
+            labels.insert(name)
+            return name
+        }
+        return ChannelCounters(viewers: channelViewers.labels(label), events: channelEventsSent.labels(label),
+                               dropped: channelViewersDropped.labels(label))
+    }
+
     /// The event types of the protocol; their series exist from the start at 0.
     public static let eventTypes = ServerEventKind.allCases.map(\.rawValue)
     /// Handshake refusal reasons; their series exist from the start at 0.
@@ -63,8 +94,14 @@ public final class StenoMetrics: Sendable {
     /// Buckets for session durations: 1 s to 4 h.
     public static let durationBuckets: [Double] = [1, 5, 15, 30, 60, 300, 900, 1800, 3600, 7200, 14400]
 
-    public init(registry: MetricsRegistry = MetricsRegistry()) {
+    public init(registry: MetricsRegistry = MetricsRegistry(), maxChannelLabels: Int = 32) {
         self.registry = registry
+        self.maxChannelLabels = max(0, maxChannelLabels)
+        channelViewers = registry.gauge("steno_channel_viewers", help: "Viewers following a channel now.", labels: ["channel"])
+        channelEventsSent = registry.counter(
+            "steno_channel_events_sent_total", help: "Events queued for a channel's viewers.", labels: ["channel"])
+        channelViewersDropped = registry.counter(
+            "steno_channel_viewers_dropped_total", help: "A channel's viewers closed for not reading (4008).", labels: ["channel"])
         sessionsActive = registry.gauge("steno_sessions_active", help: "Transcription sessions open now.")
         sessionsTotal = registry.counter("steno_sessions_total", help: "Connections opened on /v1/stream (sessions, started or not).")
         handshakesRefused = registry.counter(

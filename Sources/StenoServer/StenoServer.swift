@@ -53,7 +53,8 @@ public final class StenoServer: Sendable {
             pool: pool,
             metrics: metrics,
             log: log,
-            channels: ChannelHub(handle: transport.handle, metrics: metrics),
+            channels: ChannelHub(handle: transport.handle, metrics: metrics, maxPastBroadcasts: options.pastBroadcasts,
+                                 layout: options.captionLayout, hls: options.hls),
             sessions: sessions,
             sessionConfiguration: SessionConfiguration(
                 engine: info.announced,

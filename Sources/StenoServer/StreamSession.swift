@@ -144,6 +144,8 @@ final class StreamSession: Sendable {
                 s.analyzedCounted = analyzed
             }
             s.maxLag = max(s.maxLag, s.machine.backlogSeconds)
+            // The channel's live captions (HLS) are settled as far as analysis has got.
+            if let channel = s.channel { server.channels.advance(channel, session: sessionID, floor: s.machine.captionFloor) }
         }
     }
 
@@ -307,7 +309,8 @@ final class StreamSession: Sendable {
         // Once the protocol has closed nothing more is published: the channel is free for the
         // next publisher now, not when this connection has finished closing.
         if s.machine.isClosed, let channel = s.channel {
-            server.channels.release(channel, session: sessionID)
+            server.channels.release(channel, session: sessionID, state: .after(s.machine.phase),
+                                    duration: s.machine.receivedSeconds, now: SystemClock.wall())
             s.channel = nil
         }
         // And the pipeline goes now, on the lane: its recognizer's deinit takes the lock that

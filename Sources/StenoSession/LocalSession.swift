@@ -60,11 +60,13 @@ public final class LocalSession {
     }
 
     /// Sends `start` for this format, with the request's options.
-    public func start(format: AudioFormat, volatile: Bool = true, words: Bool = true, language: String? = nil) {
+    public func start(format: AudioFormat, volatile: Bool = true, words: Bool = true, language: String? = nil,
+                      text: TextFormat = .readable) {
+        let textFormat = text
         var text = "{\"type\":\"start\",\"audio\":{\"encoding\":\"\(format.encoding.rawValue)\","
         text += "\"sampleRate\":\(format.sampleRate),\"channels\":\(format.channels)},"
         if let language { text += "\"language\":\"\(language)\"," }
-        text += "\"volatile\":\(volatile),\"words\":\(words)}"
+        text += "\"volatile\":\(volatile),\"words\":\(words),\"format\":\"\(textFormat.rawValue)\"}"
         send(text: text)
     }
 

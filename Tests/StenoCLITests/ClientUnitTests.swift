@@ -92,6 +92,9 @@ import Testing
         let start = ClientMessages.start(try AudioFormat(encoding: .opus, sampleRate: 16000, channels: 1), language: "en-US", channel: "c")
         #expect(start == #"{"type":"start","audio":{"encoding":"opus","sampleRate":16000,"channels":1},"language":"en-US","volatile":true,"words":true,"channel":"c"}"#)
         #expect(throws: Never.self) { _ = try ClientMessage.parse(start) }
+        let raw = ClientMessages.start(try AudioFormat(encoding: .pcmS16LE, sampleRate: 16000, channels: 1), language: nil, channel: nil, text: .raw)
+        #expect(raw.hasSuffix(#""words":true,"format":"raw"}"#))
+        #expect(try ClientMessage.parse(raw) == .start(StartRequest(audio: AudioFormat(encoding: .pcmS16LE, sampleRate: 16000, channels: 1), format: .raw)))
         #expect(ClientMessages.resume(session: "s", token: "t", after: 7) == #"{"type":"resume","session":"s","resumeToken":"t","after":7}"#)
         #expect(ClientMessages.gap(1.25) == #"{"type":"gap","duration":1.25}"#)
     }
@@ -176,20 +179,28 @@ import Testing
     }
 
     @Test func finalsAreWrittenAsTranscribeWritesThem() {
+        // The second final joins the first one's cue (too short alone), the last is split
+        // (longer than a cue may last), and a cue left waiting is written by `finish`.
         let finals = [
-            RecognitionResult(range: TimeRange(start: 0.29, end: 1.16), text: "ever try it"),
+            RecognitionResult(range: TimeRange(start: 0.29, end: 0.6), text: "yes"),
+            RecognitionResult(range: TimeRange(start: 0.9, end: 1.16), text: "ever try it"),
             RecognitionResult(range: TimeRange(start: 1.822, end: 2.742), text: "as the files"),
+            RecognitionResult(range: TimeRange(start: 3, end: 12),
+                              text: "a final of many words that takes far longer than one cue may last on screen"),
         ]
         for format in [CaptionOutputFormat.text, .vtt, .srt] {
             var out = ""
             let writer = CaptionWriter(format: format) { out += $0 }
             for final in finals { writer.final(final) }
+            writer.finish()
+            writer.finish()
             let expected = switch format {
             case .text: Captions.plainText(finals)
             case .vtt: Captions.webVTT(finals)
             default: Captions.srt(finals)
             }
             #expect(out == expected, "\(format)")
+            if format != .text { #expect(out.contains("\nyes ever try it\n"), "\(out)") }
         }
         var jsonl = ""
         let writer = CaptionWriter(format: .jsonl) { jsonl += $0 }
@@ -222,6 +233,8 @@ import Testing
         #expect(file.input == .file("talk.wav") && file.encoding == .opus && !file.fast && file.bufferSeconds == 60)
         #expect(file.client.server == WebSocketURL("ws://127.0.0.1:8080") && file.client.format == .text)
         #expect(file.client.url("/v1/stream").description == "ws://127.0.0.1:8080/v1/stream")
+        #expect(file.text == .readable)
+        #expect(try send(["a.wav", "--text", "raw"]).text == .raw)
         let raw = try send(["-", "--raw-rate", "48000", "--raw-channels=2", "--raw-format", "f32le", "--encoding", "pcm"])
         #expect(raw.input == .standardInput(raw: RawPCMFormat(sampleRate: 48000, channels: 2, sample: .f32le)))
         #expect(try send(["-"]).input == .standardInput(raw: nil))

@@ -53,7 +53,33 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         #expect(options.workers == 2)
         #expect(options.logLevel == .info)
         #expect(options.keepAlive == .seconds(30))
+        #expect(options.captionLayout == CaptionLayout(maxLineLength: 42, maxLines: 2, minDuration: 1, maxDuration: 7))
+        #expect(options.hls == HLSConfiguration(segmentSeconds: 6, windowSegments: 10, mpegtsOffset: 0))
+        #expect(options.pastBroadcasts == 4)
         #expect(options == ServeOptions.defaults(machine))
+    }
+
+    @Test func captionAndHLSFlags() throws {
+        let options = try parse([
+            "--caption-line-length", "32", "--caption-lines", "3", "--caption-min-seconds", "1.5",
+            "--caption-max-seconds", "5", "--hls-segment-seconds", "4", "--hls-window", "6",
+            "--hls-mpegts-offset", "1.4", "--past-broadcasts", "0",
+        ])
+        #expect(options.captionLayout == CaptionLayout(maxLineLength: 32, maxLines: 3, minDuration: 1.5, maxDuration: 5))
+        #expect(options.hls == HLSConfiguration(segmentSeconds: 4, windowSegments: 6, mpegtsOffset: 1.4))
+        #expect(options.hls.mpegtsTicks == 126_000)
+        #expect(options.pastBroadcasts == 0)
+        // A longest cue shorter than the shortest is refused; a shortest above the default
+        // longest takes the longest with it.
+        #expect(problem(["--caption-min-seconds", "3", "--caption-max-seconds", "2"]) == .invalidValue(
+            source: "--caption-max-seconds", value: "2", expected: "at least the shortest cue (3 s)"))
+        let long = try parse(["--caption-min-seconds", "8"]).captionLayout
+        #expect(long.minDuration == 8 && long.maxDuration == 8)
+        for bad in [["--caption-line-length", "5"], ["--caption-lines", "0"], ["--caption-max-seconds", "0.5"],
+                    ["--hls-segment-seconds", "0.5"], ["--hls-window", "2"], ["--hls-mpegts-offset", "-1"],
+                    ["--hls-mpegts-offset", "100000"], ["--past-broadcasts", "101"]] {
+            #expect(failure(bad) != nil, "accepted \(bad)")
+        }
     }
 
     @Test func everyFlag() throws {
@@ -135,6 +161,9 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         ("max-session-seconds", "5", "6"), ("resume-seconds", "5", "6"), ("start-timeout", "5", "6"), ("stall-seconds", "5", "6"), ("token", "env", "flag"),
         ("metrics-token", "env", "flag"), ("allowed-origin", "https://env.example", "https://flag.example"), ("drain-timeout", "5", "6"),
         ("keepalive", "5", "6"), ("workers", "5", "6"), ("recognizers", "5", "6"), ("lag-target", "2", "0"),
+        ("caption-line-length", "30", "32"), ("caption-lines", "1", "3"), ("caption-min-seconds", "0.5", "1.5"),
+        ("caption-max-seconds", "5", "6"), ("hls-segment-seconds", "2", "4"), ("hls-window", "5", "6"),
+        ("hls-mpegts-offset", "1.4", "10"), ("past-broadcasts", "0", "8"),
         ("log-level", "error", "debug"),
     ]
 

@@ -138,3 +138,30 @@ struct Steno {
         #expect(badModel.status == 1 && badModel.stderr.contains("not found"))
     }
 }
+
+@Suite struct TranscribeTextFormatTests {
+    @Test func readableByDefaultAndRawOnRequest() throws {
+        let readable = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--no-progress"])
+        let raw = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--no-progress", "--text", "raw"])
+        #expect(readable.status == 0 && raw.status == 0, "\(readable.stderr)\(raw.stderr)")
+        let texts = { (out: String) in out.split(separator: "\n").map { String($0.split(separator: "] ", maxSplits: 1).last ?? "") } }
+        #expect(texts(raw.stdout).allSatisfy { $0 == $0.lowercased() && !$0.contains(".") }, "\(raw.stdout)")
+        #expect(texts(readable.stdout).first?.first?.isUppercase == true, "\(readable.stdout)")
+        #expect(readable.stdout.contains("."), "sentences end with a full stop")
+        // The same words, written differently.
+        #expect(texts(readable.stdout).joined(separator: " ").lowercased().filter { $0 != "." }
+            == texts(raw.stdout).joined(separator: " "))
+        // Cue rules in the caption files.
+        let vtt = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--no-progress", "--format", "vtt"])
+        var previousEnd = 0.0
+        for line in vtt.stdout.split(separator: "\n") where line.contains(" --> ") {
+            let times = line.components(separatedBy: " --> ").map { t -> Double in
+                let p = t.split(separator: ":").map { Double($0)! }
+                return p[0] * 3600 + p[1] * 60 + p[2]
+            }
+            #expect(times[1] - times[0] >= 0.9995 && times[1] - times[0] <= 7.0005, "\(line)")
+            #expect(times[0] >= previousEnd - 0.0005)
+            previousEnd = times[1]
+        }
+    }
+}

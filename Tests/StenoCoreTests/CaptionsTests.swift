@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import StenoCore
 
@@ -170,5 +171,190 @@ import Testing
         #expect(CaptionFormat.srt.fileExtension == "srt")
         #expect(Captions.render([Self.short], as: .srt) == Captions.srt([Self.short]))
         #expect(Captions.render([Self.short], as: .plainText) == Captions.plainText([Self.short]))
+    }
+}
+
+/// The broadcast caption rules: cues of at least 1 s and at most 7 s, short finals merged or
+/// lengthened, long ones split at word boundaries, no overlap — on every input.
+@Suite struct CaptionRulesTests {
+    static let rules = CaptionLayout()
+
+    @Test func aShortFinalIsLengthenedWhenTheNextStartsLateEnough() {
+        let cues = Captions.cues([result(1, 1.2, "yes", [word("yes", 1, 1.2)]), CaptionsTests.timedFinal("and then more", start: 2.5)])
+        #expect(cues.map(\.range) == [TimeRange(start: 1, end: 2), TimeRange(start: 2.5, end: 3.7)])
+        #expect(cues.map(\.lines) == [["yes"], ["and then more"]])
+    }
+
+    @Test func aShortFinalTakesTheNextFinalsFirstWordsWhenItFollowsClosely() {
+        let next = CaptionsTests.timedFinal("I think so", start: 1.6)
+        let cues = Captions.cues([result(1, 1.2, "Yes.", [word("Yes.", 1, 1.2)]), next])
+        #expect(cues.count == 1)
+        #expect(cues[0].lines == ["Yes. I think so"])
+        #expect(cues[0].range == TimeRange(start: 1, end: next.range.end))
+    }
+
+    @Test func theLastShortCueIsLengthenedToo() {
+        #expect(Captions.cues([result(4, 4.19, "yes")]).map(\.range) == [TimeRange(start: 4, end: 5)])
+    }
+
+    @Test func aLongSlowFinalIsSplitWithinTheLongestDuration() {
+        // Ten words of one second each fit two lines, but not seven seconds.
+        let words = (0..<10).map { word("w\($0)", Double($0), Double($0) + 0.9) }
+        let cues = Captions.cues([result(0, 10, words.map(\.text).joined(separator: " "), words)])
+        #expect(cues.map(\.range) == [TimeRange(start: 0, end: 6.9), TimeRange(start: 7, end: 10)])
+        #expect(cues.flatMap(\.lines).joined(separator: " ") == "w0 w1 w2 w3 w4 w5 w6 w7 w8 w9")
+    }
+
+    @Test func wordsTooFastToReadPushTheNextCueLater() {
+        // 30 one-letter words in 0.3 s: three full one-line cues, each shown for a second.
+        let words = (0..<30).map { word("x", Double($0) * 0.01, Double($0) * 0.01 + 0.01) }
+        let layout = CaptionLayout(maxLineLength: 19, maxLines: 1)
+        let cues = Captions.cues([result(0, 0.3, words.map(\.text).joined(separator: " "), words)], layout: layout)
+        #expect(cues.map(\.range) == [TimeRange(start: 0, end: 1), TimeRange(start: 1, end: 2), TimeRange(start: 2, end: 3)])
+    }
+
+    @Test func aWordLongerThanTheLongestCueIsCutShort() {
+        #expect(Captions.cues([result(0, 9, "ooooh", [word("ooooh", 0, 9)])]).map(\.range) == [TimeRange(start: 0, end: 7)])
+    }
+
+    @Test func givenAsTheyComeTheCuesAreTheSame() {
+        var random = SplitMix(seed: 5)
+        for _ in 0..<200 {
+            let finals = Self.randomFinals(&random)
+            var builder = CaptionCueBuilder()
+            var streamed: [CaptionCue] = []
+            for final in finals {
+                // What a live channel knows between finals: nothing starts before this one.
+                streamed += builder.settle(before: final.range.start)
+                streamed += builder.add(final)
+            }
+            streamed += builder.finish()
+            #expect(streamed == Captions.cues(finals))
+        }
+    }
+
+    @Test(arguments: [CaptionLayout(), CaptionLayout(maxLineLength: 32, maxLines: 3, minDuration: 1.5, maxDuration: 6),
+                      CaptionLayout(maxLineLength: 10, maxLines: 1, minDuration: 0.5, maxDuration: 3)])
+    func everyCueFollowsTheRules(layout: CaptionLayout) {
+        var random = SplitMix(seed: 42)
+        for _ in 0..<300 {
+            let finals = Self.randomFinals(&random)
+            let cues = Captions.cues(finals, layout: layout)
+            Self.check(cues, of: finals, layout: layout)
+        }
+    }
+
+    /// The rules every cue list must follow; `minimumApplies` false for the last cue.
+    static func check(_ cues: [CaptionCue], of finals: [RecognitionResult], layout: CaptionLayout,
+                      sourceLocation: SourceLocation = #_sourceLocation) {
+        var previousEnd = 0.0
+        for cue in cues {
+            let duration = cue.range.end - cue.range.start
+            #expect(cue.range.start >= previousEnd, "overlap: \(cue)", sourceLocation: sourceLocation)
+            #expect(duration >= layout.minDuration - 1e-9, "too short: \(cue)", sourceLocation: sourceLocation)
+            #expect(duration <= layout.maxDuration + 1e-9, "too long: \(cue)", sourceLocation: sourceLocation)
+            #expect((1...layout.maxLines).contains(cue.lines.count), "\(cue.lines)", sourceLocation: sourceLocation)
+            for line in cue.lines where line.contains(" ") {
+                #expect(line.count <= layout.maxLineLength, "\(line)", sourceLocation: sourceLocation)
+            }
+            previousEnd = cue.range.end
+        }
+        // Every word, once, in order.
+        let words = finals.flatMap { $0.text.split(whereSeparator: \.isWhitespace).map(String.init) }
+        #expect(cues.flatMap { $0.lines.flatMap { $0.split(separator: " ").map(String.init) } } == words,
+                sourceLocation: sourceLocation)
+    }
+
+    /// Finals as a recognizer might give them: short and long, close together and far apart,
+    /// fast and slow words, some without word timings.
+    static func randomFinals(_ random: inout SplitMix) -> [RecognitionResult] {
+        var finals: [RecognitionResult] = []
+        var t = Double(random.next() % 3000) / 1000
+        for _ in 0..<Int(random.next() % 8) {
+            let count = 1 + Int(random.next() % 24)
+            var words: [Word] = []
+            var at = t
+            for _ in 0..<count {
+                let length = 1 + Int(random.next() % 11)
+                let text = String(repeating: "abcdefghijk".randomElement(using: &random)!, count: length)
+                let duration = Double(10 + random.next() % 900) / 1000
+                words.append(Word(text, range: TimeRange(start: at, end: at + duration), confidence: 0.5))
+                at += duration + Double(random.next() % 300) / 1000
+            }
+            let text = words.map(\.text).joined(separator: " ")
+            let end = words.last!.range.end
+            finals.append(RecognitionResult(range: TimeRange(start: t, end: end), text: text,
+                                            words: random.next() % 5 == 0 ? [] : words))
+            t = end + Double(random.next() % 2500) / 1000
+        }
+        return finals
+    }
+}
+
+/// web-client/transcript.js must cut the same cues: it is checked (Tests/browser/unit_test.mjs)
+/// against Tests/browser/data/caption-rules.json, the files this Swift code writes for random
+/// finals and layouts. This test checks that the file is what Captions.swift writes now;
+/// `STENO_WRITE_CAPTION_CASES=1 swift test --filter CaptionParity` writes it again.
+@Suite struct CaptionParityTests {
+    static let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../browser/data/caption-rules.json").standardized
+
+    static func cases() -> String {
+        var random = SplitMix(seed: 2026)
+        let layouts = [CaptionLayout(), CaptionLayout(maxLineLength: 32, maxLines: 3, minDuration: 1.5, maxDuration: 6),
+                       CaptionLayout(maxLineLength: 12, maxLines: 1, minDuration: 0.8, maxDuration: 3)]
+        var w = JSONWriter(capacity: 1 << 16)
+        w.beginArray()
+        for index in 0..<48 {
+            let layout = layouts[index % layouts.count]
+            var finals = CaptionRulesTests.randomFinals(&random).map(Self.onTheMillisecondGrid)
+            if index % 7 == 3 {
+                // Wider characters: accents made of two code points, and markup to escape.
+                finals = finals.map { f in
+                    var f = f
+                    f.text = f.text.replacingOccurrences(of: "a", with: "e\u{301}").replacingOccurrences(of: "b", with: "<&>")
+                    f.words = []
+                    return f
+                }
+            }
+            w.beginObject()
+            w.key("layout")
+            w.beginObject()
+            w.field("maxLineLength", integer: layout.maxLineLength)
+            w.field("maxLines", integer: layout.maxLines)
+            w.field("minDuration", seconds: layout.minDuration)
+            w.field("maxDuration", seconds: layout.maxDuration)
+            w.endObject()
+            w.key("finals")
+            w.beginArray()
+            for final in finals {
+                let event = ServerEvent.final(final, includeWords: !final.words.isEmpty).encoded(seq: 1)
+                w.value(try! JSONParser().parse(event.bytes))
+            }
+            w.endArray()
+            w.field("vtt", Captions.webVTT(finals, layout: layout))
+            w.field("srt", Captions.srt(finals, layout: layout))
+            w.endObject()
+        }
+        w.endArray()
+        return String(decoding: w.bytes, as: UTF8.self) + "\n"
+    }
+
+    /// Times as the wire carries them (what the page gets).
+    static func onTheMillisecondGrid(_ final: RecognitionResult) -> RecognitionResult {
+        func q(_ t: Double) -> Double { (t * 1000).rounded() / 1000 }
+        var f = final
+        f.range = TimeRange(start: q(f.range.start), end: q(f.range.end))
+        f.words = f.words.map { Word($0.text, range: TimeRange(start: q($0.range.start), end: q($0.range.end)), confidence: 0.5) }
+        return f
+    }
+
+    @Test func theBrowsersCasesAreWhatThisCodeWrites() throws {
+        let now = Self.cases()
+        if ProcessInfo.processInfo.environment["STENO_WRITE_CAPTION_CASES"] == "1" {
+            try now.write(to: Self.file, atomically: true, encoding: .utf8)
+        }
+        let recorded = try String(contentsOf: Self.file, encoding: .utf8)
+        #expect(recorded == now, "Tests/browser/data/caption-rules.json is out of date: STENO_WRITE_CAPTION_CASES=1 swift test --filter CaptionParity")
     }
 }

@@ -67,10 +67,13 @@ struct Harness {
         return feed(.tick(now: time))
     }
 
+    /// `start`; `format` nil leaves the text format to the default (readable). These tests are
+    /// about the protocol, so they ask for the recognizer's words as they are.
     @discardableResult
     mutating func start(_ encoding: String = "pcm_s16le", rate: Int = 16000, channels: Int = 1,
-                        extra: String = "") -> [String] {
-        text(#"{"type":"start","audio":{"encoding":"\#(encoding)","sampleRate":\#(rate),"channels":\#(channels)}\#(extra)}"#)
+                        extra: String = "", format: String? = "raw") -> [String] {
+        let chosen = format.map { #","format":"\#($0)""# } ?? ""
+        return text(#"{"type":"start","audio":{"encoding":"\#(encoding)","sampleRate":\#(rate),"channels":\#(channels)}\#(chosen)\#(extra)}"#)
     }
 
     /// PCM s16 mono silence of the given length at 16 kHz.
@@ -338,6 +341,16 @@ let everyInput: [SessionInput] = [
             #"{"type":"speech","seq":5,"state":"ended","at":1.2}"#])
         #expect(h.machine.finals.map(\.text) == ["hello"])
         #expect(h.machine.analyzedSeconds == 1.5)
+    }
+
+    @Test func textIsReadableUnlessRawIsAsked() {
+        var h = Harness()
+        h.start(format: nil)
+        h.stream(seconds: 2)
+        #expect(h.results([.final(result(0.3, 1.1, "i saw it", [word("i", 0.3, 0.5), word("saw", 0.5, 0.8), word("it", 0.8, 1.1)])),
+                           .speechEnded(at: 1.2)], analyzed: 1.5) == [
+            #"{"type":"final","seq":2,"start":0.3,"end":1.1,"text":"I saw it.","words":[{"word":"I","start":0.3,"end":0.5,"confidence":0.9},{"word":"saw","start":0.5,"end":0.8,"confidence":0.9},{"word":"it.","start":0.8,"end":1.1,"confidence":0.9}]}"#,
+            #"{"type":"speech","seq":3,"state":"ended","at":1.2}"#])
     }
 
     @Test func volatileAndWordsFollowTheStartRequest() {

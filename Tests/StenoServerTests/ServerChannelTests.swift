@@ -71,9 +71,11 @@ import StenoTestSupport
         #expect(viewer.events.finals == finals)
         let types = viewer.events.types
         #expect(types.first == "joined")
-        let backfill = types.dropFirst().prefix { $0 == "final" }.count
+        #expect(types.dropFirst().first == "publisher", "the broadcast's state comes with joined")
+        #expect(viewer.events.first { $0.type == "publisher" }?.string("state") == "live")
+        let backfill = types.dropFirst(2).prefix { $0 == "final" }.count
         #expect(backfill >= finalsBeforeJoin, "\(types)")
-        #expect(Set(types).isSubset(of: ["joined", "final", "volatile", "speech"]), "\(Set(types))")
+        #expect(Set(types).isSubset(of: ["joined", "publisher", "final", "volatile", "speech"]), "\(Set(types))")
         #expect(viewer.events.map(\.seq) == Array(1...viewer.events.count))
         #expect(!viewer.isClosed)
 
@@ -84,16 +86,14 @@ import StenoTestSupport
         #expect(vtt.bodyText.hasPrefix("WEBVTT"))
         let srt = try server.get("/v1/channels/studio-a/captions.srt")
         #expect(srt.status == 200)
-        for (name, body, arrow) in [("vtt", vtt.bodyText, "-->"), ("srt", srt.bodyText, "-->")] {
-            #expect(body.components(separatedBy: arrow).count - 1 == finals.count, "\(name):\n\(body)")
-            var rest = Substring(body)
-            for final in finals {
-                guard let range = rest.range(of: final.text) else {
-                    Issue.record("\(name) lacks \"\(final.text)\" (in order):\n\(body)")
-                    break
-                }
-                rest = rest[range.upperBound...]
+        for (name, body) in [("vtt", vtt.bodyText), ("srt", srt.bodyText)] {
+            // Every word of the finals, once, in order; cues by the caption rules.
+            let cueLines = body.components(separatedBy: "\n\n").flatMap { block in
+                block.split(separator: "\n").filter { !$0.contains("-->") && $0 != "WEBVTT" && Int($0) == nil }
             }
+            #expect(cueLines.joined(separator: " ").split(separator: " ") == finals.flatMap { $0.text.split(separator: " ") },
+                    "\(name):\n\(body)")
+            expectCaptionRules(body, "\(name)")
         }
         #expect(srt.bodyText.hasPrefix("1\n") || srt.bodyText.hasPrefix("1\r\n"), "\(srt.bodyText.prefix(40))")
         try viewer.ws.close()

@@ -185,9 +185,12 @@ export function stretchLongestPause(data, sampleRate, seconds) {
  * pieces (so viewers see volatile results as well as finals), then finalize() and end().
  * `longerPause` seconds are added to the file's longest pause.
  */
-export async function publishFile(StenoClient, url, wavBytes, channel, speed = 2, longerPause = 0) {
+export async function publishFile(StenoClient, url, wavBytes, channel, speed = 2, longerPause = 0, times = 1) {
   const parsed = parseWav(wavBytes);
-  const wav = longerPause > 0 ? { ...parsed, data: stretchLongestPause(parsed.data, parsed.sampleRate, longerPause) } : parsed;
+  const once = longerPause > 0 ? stretchLongestPause(parsed.data, parsed.sampleRate, longerPause) : parsed.data;
+  const data = new Uint8Array(once.length * times);
+  for (let i = 0; i < times; i++) data.set(once, i * once.length);
+  const wav = { ...parsed, data };
   const client = new StenoClient(url, {
     audio: { encoding: 'pcm_s16le', sampleRate: wav.sampleRate, channels: wav.channels },
     channel,

@@ -51,7 +51,9 @@ def free_port() -> int:
 def test_page_when_the_server_is_full_restarting_or_refusing(make_server, reference, launch_browser, artifacts):
     """Three pages side by side, each with its own server, to wait for the file's real-time
     playback once, not three times: a full server, a restarting one, a refused token."""
-    full_server = make_server("--max-sessions", "1")
+    # The holder of the full server's one session sends no audio: --idle-timeout 0 keeps it
+    # until the test ends it (on a slow machine the restart below outlasts the 30 s default).
+    full_server = make_server("--max-sessions", "1", "--idle-timeout", "0")
     port = free_port()
     first = make_server(port=port)
     token_server = make_server("--token", "right-token")

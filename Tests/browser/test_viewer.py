@@ -126,6 +126,12 @@ def test_viewer_follows_a_broadcast(server, reference, launch_browser, artifacts
     assert viewer.text_content("#viewer-volatile") == "", "a final replaces the volatile line it covers"
     heading = viewer.text_content("section.broadcast[data-broadcast='1'] .broadcast-heading")
     assert heading.startswith("Broadcast started at")
+    # The publisher ended its session: the page says so as soon as the server does (the
+    # `publisher` event), not after a quiet spell ('quiet' is another state).
+    viewer.wait_for_selector("#viewer-status[data-state=ended]")
+    assert viewer.text_content("#viewer-status").startswith("The broadcast ended at")
+    states = [m.get("state") for m in viewer.evaluate("window.__probe.received") if m["type"] == "publisher"]
+    assert states == ["live", "ended"], states
 
     # A second broadcast on the same channel: a fresh `joined`, a new section below the first.
     second = publish(browser, server)
@@ -163,6 +169,7 @@ def test_viewer_follows_a_broadcast(server, reference, launch_browser, artifacts
     late.wait_for_function(f"document.querySelectorAll('.final').length >= {count2}")
     late.wait_for_timeout(500)  # nothing more may arrive
     check_finals(shown_finals(late, 1), second["finals"])
+    late.wait_for_selector("#viewer-status[data-state=ended]")  # told at once that it is over
     check_paragraphs(late, 'section.broadcast[data-broadcast="1"]')
     assert late.evaluate("document.querySelectorAll('.final').length") == count2
     assert late.evaluate("document.documentElement.scrollWidth") <= 360

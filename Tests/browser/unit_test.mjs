@@ -446,19 +446,20 @@ test('transcript: timestamps, text, WebVTT and SRT written as the server writes 
     { start: 2, end: 2, text: '   ' },
     { start: 3, end: 4, text: 'second  line' },
   ];
-  // The expected texts are what Captions.swift renders for the same finals.
+  // The expected texts are what Captions.swift renders for the same finals (a cue lasts at
+  // least a second).
   assert.equal(toText(finals),
     '[00:00:00.500 → 00:00:01.250] hello <world> & you\n[00:00:02.000 → 00:00:02.000] \n[00:00:03.000 → 00:00:04.000] second line\n');
   assert.equal(toWebVTT(finals),
-    'WEBVTT\n\n00:00:00.500 --> 00:00:01.250\nhello &lt;world&gt; &amp; you\n\n00:00:03.000 --> 00:00:04.000\nsecond line\n');
+    'WEBVTT\n\n00:00:00.500 --> 00:00:01.500\nhello &lt;world&gt; &amp; you\n\n00:00:03.000 --> 00:00:04.000\nsecond line\n');
   assert.equal(toSRT(finals),
-    '1\n00:00:00,500 --> 00:00:01,250\nhello <world> & you\n\n2\n00:00:03,000 --> 00:00:04,000\nsecond line\n');
+    '1\n00:00:00,500 --> 00:00:01,500\nhello <world> & you\n\n2\n00:00:03,000 --> 00:00:04,000\nsecond line\n');
   assert.equal(toWebVTT([]), 'WEBVTT\n');
   assert.equal(toSRT([]), '');
   assert.equal(toText([]), '');
 });
 
-test('transcript: cues cut greedily, lines balanced, times from words or shared by characters', () => {
+test('transcript: cues filled greedily, lines balanced, times from words or shared by characters', () => {
   const { toCues, toWebVTT } = transcript;
   // Without word times: a cue of two balanced lines (the longer one as short as can be),
   // the rest in the next cue, times by character position (as Captions.swift renders them).
@@ -468,7 +469,7 @@ test('transcript: cues cut greedily, lines balanced, times from words or shared 
     words: [{ word: 'one', start: 2, end: 20.2 }, { word: 'two three', start: 20.3, end: 20.9 }],
   }]),
   'WEBVTT\n\n00:00:10.000 --> 00:00:12.979\nhad he married a more amiable woman\nhe might have been made still more\n\n' +
-  '00:00:13.021 --> 00:00:14.000\nrespectable than he was\n\n' +
+  '00:00:13.021 --> 00:00:14.021\nrespectable than he was\n\n' +
   '00:00:20.000 --> 00:00:21.000\none two three\n');
 
   // Balanced, where a greedy wrap would fill the top line (42 characters) and leave 12 below.
@@ -494,12 +495,43 @@ test('transcript: cues cut greedily, lines balanced, times from words or shared 
   assert.equal(timed[0].end, 10.4 + lastOfFirst * 0.5, 'and ends at its last word');
   assert.deepEqual(timed.flatMap((c) => c.lines.join(' ').split(' ')), words.map((w) => w.word));
 
-  // Cues never run backwards: a final that starts before the previous one ended starts at its end.
+  // Cues never run backwards: a final that starts before the previous one ended starts at its
+  // end, and lasts a second.
   const clamped = toCues([{ start: 0, end: 2, text: 'first' }, { start: 1.5, end: 1.6, text: 'second' }]);
-  assert.deepEqual(clamped.map((c) => [c.start, c.end]), [[0, 2], [2, 2]]);
+  assert.deepEqual(clamped.map((c) => [c.start, c.end]), [[0, 2], [2, 3]]);
   // Lengths are counted in characters as people see them (grapheme clusters), as in Swift.
   const accents = toCues([{ start: 0, end: 1, text: `${'e\u0301'.repeat(42)}` }]);
   assert.equal(accents[0].lines.length, 1);
+});
+
+test('transcript: the cues, WebVTT and SRT of Captions.swift for random finals and layouts, byte for byte', async () => {
+  const { readFile } = await import('node:fs/promises');
+  const cases = JSON.parse(await readFile(new URL('./data/caption-rules.json', import.meta.url), 'utf8'));
+  assert.ok(cases.length >= 40);
+  for (const [index, c] of cases.entries()) {
+    assert.equal(transcript.toWebVTT(c.finals, c.layout), c.vtt, `case ${index} (WebVTT)`);
+    assert.equal(transcript.toSRT(c.finals, c.layout), c.srt, `case ${index} (SRT)`);
+  }
+});
+
+test('transcript: cues given as finals come are the cues of the whole list', async () => {
+  const { readFile } = await import('node:fs/promises');
+  const cases = JSON.parse(await readFile(new URL('./data/caption-rules.json', import.meta.url), 'utf8'));
+  for (const c of cases) {
+    const builder = new transcript.CueBuilder(c.layout);
+    const cues = [];
+    for (const final of c.finals) {
+      cues.push(...builder.settle(final.start), ...builder.add(final));
+    }
+    cues.push(...builder.finish());
+    assert.deepEqual(cues, transcript.toCues(c.finals, c.layout));
+    let end = 0;
+    for (const cue of cues) {
+      assert.ok(cue.start >= end, 'no overlap');
+      assert.ok(cue.end - cue.start >= c.layout.minDuration - 1e-9 && cue.end - cue.start <= c.layout.maxDuration + 1e-9);
+      end = cue.end;
+    }
+  }
 });
 
 // ---- StenoPublisher ------------------------------------------------------------------------

@@ -14,12 +14,14 @@ enum CaptionOutputFormat: String, CaseIterable, Sendable {
 }
 
 /// Writes finals to standard output as they come, in one of the formats. Finals must come
-/// in time order (the server's are; callers map them onto their own timeline first).
+/// in time order (the server's are; callers map them onto their own timeline first). VTT and
+/// SRT cues follow the caption rules of the server's files (`CaptionCueBuilder`): a cue too
+/// short to read waits for the next final, which may join it, or for `finish`.
 final class CaptionWriter {
     let format: CaptionOutputFormat
     private let write: (String) -> Void
     private var cues = 0
-    private var lastCueEnd = 0.0
+    private var builder = CaptionCueBuilder()
 
     init(format: CaptionOutputFormat, write: @escaping (String) -> Void) {
         self.format = format
@@ -33,16 +35,25 @@ final class CaptionWriter {
         case .text:
             write(Captions.plainText([result]))
         case .vtt, .srt:
-            var out = ""
-            for cue in Captions.cues([result], after: lastCueEnd) {
-                cues += 1
-                out += format == .vtt ? Captions.webVTTCue(cue) : Captions.srtCue(cue, number: cues)
-                lastCueEnd = cue.range.end
-            }
-            if !out.isEmpty { write(out) }
+            written(builder.add(result))
         case .jsonl:
             break
         }
+    }
+
+    /// The captions are over for now (the session or broadcast ended, or the command stops):
+    /// the cue still waiting for a next final is written.
+    func finish() {
+        if format == .vtt || format == .srt { written(builder.finish()) }
+    }
+
+    private func written(_ settled: [CaptionCue]) {
+        var out = ""
+        for cue in settled {
+            cues += 1
+            out += format == .vtt ? Captions.webVTTCue(cue) : Captions.srtCue(cue, number: cues)
+        }
+        if !out.isEmpty { write(out) }
     }
 
     /// A wire event, printed as it came in `jsonl`.

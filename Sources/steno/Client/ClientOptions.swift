@@ -97,6 +97,8 @@ struct SendOptions: Sendable, Equatable {
     var listDevices = false
     /// `--no-silence-suppression` turns it off.
     var silenceSuppression = true
+    /// How the server writes the captions' text (`start`'s `"format"`).
+    var text = TextFormat.readable
 
     /// Live input (a device, standard input, a file at real time) leaves silence out and
     /// declares it instead; a file sent `--fast` is sent whole.
@@ -122,6 +124,7 @@ struct SendOptions: Sendable, Equatable {
         static let noSilenceSuppression = Flag.toggle(
             "no-silence-suppression",
             help: "send silence as audio; by default live input (a device, -, a file at real time) leaves pauses out and declares them")
+        static let text = Flag("text", value: "T", help: TextFormat.flagHelp, default: TextFormat.readable.rawValue)
     }
 
     static let spec = CommandSpec(
@@ -137,7 +140,7 @@ struct SendOptions: Sendable, Equatable {
         flags: ClientOptions.Flags.all + [
             Flags.channel, Flags.language, Flags.encoding, Flags.fast, Flags.rawRate, Flags.rawChannels, Flags.rawFormat,
             Flags.device, Flags.rate, Flags.listDevices, Flags.bufferSeconds,
-        ] + [Flags.noSilenceSuppression],
+        ] + [Flags.noSilenceSuppression, Flags.text],
         epilogue: ClientOptions.exitCodes)
 
     /// The options, or nil when the help text was asked for.
@@ -166,6 +169,9 @@ struct SendOptions: Sendable, Equatable {
         options.fast = given.isOn(Flags.fast)
         options.silenceSuppression = !given.isOn(Flags.noSilenceSuppression)
         if let value = given.single(Flags.bufferSeconds) { options.bufferSeconds = try given.seconds(value, in: 1...3600) }
+        if let value = given.single(Flags.text) {
+            options.text = TextFormat(rawValue: try given.choice(value, TextFormat.allCases.map(\.rawValue)))!
+        }
 
         var raw: RawPCMFormat?
         if let value = given.single(Flags.rawRate) {

@@ -64,6 +64,7 @@ final class Listener {
             }
             if exitCode == nil, client == nil, let at = retryAt, SystemClock.now() >= at { connect() }
         }
+        writer.finish()
         status.show("")
         client?.disconnect()
         // Let connections that ended finish tearing down (TLS too) before the process exits.
@@ -127,6 +128,15 @@ final class Listener {
         case "volatile":
             writer.event(message)
             status.show(message.string("text") ?? "")
+        case "publisher":
+            writer.event(message)
+            let state = message.string("state") ?? ""
+            if state == "ended" || state == "lost" {
+                // No final of this broadcast follows: its last cue is written now.
+                writer.finish()
+                status.show("")
+            }
+            log.info("channel \(options.channel): the broadcast is \(state)")
         case "error":
             writer.event(message)
             if let error = message.error {

@@ -162,6 +162,7 @@ final class Sender {
             report()
         }
         capture.stop()
+        writer.finish()
         status.show("")
         client?.disconnect()
         // Connections that ended are still tearing down their context (and TLS) on their own
@@ -192,7 +193,8 @@ final class Sender {
             buffer.withLock { _ = $0.rewind(after: printedThrough ?? -1) }
             session = nil
             timeline = nil
-            client.send(.text(ClientMessages.start(format, language: options.language, channel: options.channel)))
+            client.send(.text(ClientMessages.start(format, language: options.language, channel: options.channel,
+                                                                      text: options.text)))
             phase = .starting
         case .resume(let id, let token, let seq):
             client.send(.text(ClientMessages.resume(session: id, token: token, after: seq)))
@@ -335,6 +337,7 @@ final class Sender {
             }
         case "ended":
             ended = true
+            writer.finish()
             status.show("")
             log.info("session \(session?.id ?? "") ended: \(Self.seconds(message.number("duration") ?? 0)) s of audio")
         default:

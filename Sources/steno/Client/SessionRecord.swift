@@ -58,7 +58,8 @@ struct SessionRecord: Sendable, Equatable {
 
 /// The client's messages, as JSON text.
 enum ClientMessages {
-    static func start(_ format: AudioFormat, language: String?, channel: String?) -> String {
+    /// `text` is said only when it is not the server's default (readable).
+    static func start(_ format: AudioFormat, language: String?, channel: String?, text: TextFormat = .readable) -> String {
         var w = JSONWriter()
         w.beginObject()
         w.field("type", "start")
@@ -72,6 +73,7 @@ enum ClientMessages {
         w.field("volatile", true)
         w.field("words", true)
         if let channel { w.field("channel", channel) }
+        if text != .readable { w.field("format", text.rawValue) }
         w.endObject()
         return w.text
     }

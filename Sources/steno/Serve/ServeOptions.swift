@@ -14,6 +14,8 @@ struct ServeOptions {
         let host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes: Flag
         let idleTimeout, maxSessionSeconds, token, viewerToken, metricsToken, allowedOrigin, cert, key: Flag
         let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, workers, recognizers, dedicatedRecognizers, lagTarget, logLevel: Flag
+        let captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds: Flag
+        let hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts: Flag
 
         init(_ machine: MachineDefaults) {
             let server = ServerOptions()
@@ -74,12 +76,31 @@ struct ServeOptions {
                              default: seconds(server.lagTarget), environment: "STENO_LAG_TARGET")
             logLevel = Flag("log-level", value: "LEVEL", help: LogLevel.allCases.map(\.rawValue).joined(separator: "|"),
                             default: server.logLevel.rawValue, environment: "STENO_LOG_LEVEL")
+            let layout = server.captionLayout
+            captionLineLength = Flag("caption-line-length", value: "N", help: "characters per line of a caption cue (files, HLS)",
+                                     default: "\(layout.maxLineLength)", environment: "STENO_CAPTION_LINE_LENGTH")
+            captionLines = Flag("caption-lines", value: "N", help: "lines per caption cue",
+                                default: "\(layout.maxLines)", environment: "STENO_CAPTION_LINES")
+            captionMinSeconds = Flag("caption-min-seconds", value: "SECONDS", help: "shortest caption cue (time to read it)",
+                                     default: seconds(layout.minDuration), environment: "STENO_CAPTION_MIN_SECONDS")
+            captionMaxSeconds = Flag("caption-max-seconds", value: "SECONDS", help: "longest caption cue; longer finals are split",
+                                     default: seconds(layout.maxDuration), environment: "STENO_CAPTION_MAX_SECONDS")
+            hlsSegmentSeconds = Flag("hls-segment-seconds", value: "SECONDS", help: "length of a channel's HLS caption segments",
+                                     default: seconds(server.hls.segmentSeconds), environment: "STENO_HLS_SEGMENT_SECONDS")
+            hlsWindow = Flag("hls-window", value: "N", help: "segments listed in a channel's live HLS playlist",
+                             default: "\(server.hls.windowSegments)", environment: "STENO_HLS_WINDOW")
+            hlsMpegtsOffset = Flag("hls-mpegts-offset", value: "SECONDS",
+                                   help: "the video's MPEG-TS time of audio time 0 (X-TIMESTAMP-MAP)",
+                                   default: seconds(server.hls.mpegtsOffset), environment: "STENO_HLS_MPEGTS_OFFSET")
+            pastBroadcasts = Flag("past-broadcasts", value: "N", help: "ended broadcasts a channel keeps the captions of",
+                                  default: "\(server.pastBroadcasts)", environment: "STENO_PAST_BROADCASTS")
         }
 
         var all: [Flag] {
             [host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes, idleTimeout,
              maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, metricsToken, allowedOrigin, cert, key, drainTimeout, keepAlive, workers,
-             recognizers, dedicatedRecognizers, lagTarget, logLevel]
+             recognizers, dedicatedRecognizers, lagTarget, captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds,
+             hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts, logLevel]
         }
     }
 
@@ -173,6 +194,26 @@ struct ServeOptions {
         if let value = given.single(flags.recognizers) { options.recognizers = try given.integer(value, in: 1...1000) }
         options.dedicatedRecognizers = given.isOn(flags.dedicatedRecognizers)
         if let value = given.single(flags.lagTarget) { options.lagTarget = try given.seconds(value, in: 0...3600) }
+        var layout = options.captionLayout
+        if let value = given.single(flags.captionLineLength) { layout.maxLineLength = try given.integer(value, in: 10...200) }
+        if let value = given.single(flags.captionLines) { layout.maxLines = try given.integer(value, in: 1...4) }
+        if let value = given.single(flags.captionMinSeconds) { layout.minDuration = try given.seconds(value, in: 0...10) }
+        if let value = given.single(flags.captionMaxSeconds) {
+            layout.maxDuration = try given.seconds(value, in: 1...60)
+            if layout.maxDuration < layout.minDuration {
+                throw given.error(.invalidValue(source: value.source, value: value.text,
+                                                expected: "at least the shortest cue (\(JSONWriter.secondsText(layout.minDuration)) s)"))
+            }
+        }
+        options.captionLayout = CaptionLayout(maxLineLength: layout.maxLineLength, maxLines: layout.maxLines,
+                                              minDuration: layout.minDuration, maxDuration: max(layout.maxDuration, layout.minDuration))
+        var hls = options.hls
+        if let value = given.single(flags.hlsSegmentSeconds) { hls.segmentSeconds = try given.seconds(value, in: 1...60) }
+        if let value = given.single(flags.hlsWindow) { hls.windowSegments = try given.integer(value, in: 3...1000) }
+        // MPEG-TS time wraps at 2^33 ticks of 90 kHz (26.5 hours).
+        if let value = given.single(flags.hlsMpegtsOffset) { hls.mpegtsOffset = try given.seconds(value, in: 0...95_443) }
+        options.hls = hls
+        if let value = given.single(flags.pastBroadcasts) { options.pastBroadcasts = try given.integer(value, in: 0...100) }
         if let value = given.single(flags.logLevel) { options.logLevel = try given.logLevel(value) }
         return options
     }

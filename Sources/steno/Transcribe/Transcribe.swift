@@ -21,6 +21,7 @@ enum Transcribe {
         var maxUtterance = 15.0
         var words = true
         var progress = true
+        var text = TextFormat.readable
     }
 
     enum Flags {
@@ -33,6 +34,7 @@ enum Transcribe {
                                        default: "15")
         static let noWords = Flag.toggle("no-words", help: "leave word timings out of jsonl output")
         static let noProgress = Flag.toggle("no-progress", help: "no progress bar on stderr")
+        static let text = Flag("text", value: "T", help: TextFormat.flagHelp, default: TextFormat.readable.rawValue)
     }
 
     static let spec = CommandSpec(
@@ -41,7 +43,7 @@ enum Transcribe {
             Transcribes a WAV file (PCM 8-32 bit or float, mono or stereo, 8-48 kHz) through the
             same session pipeline as the server, and prints its finals.
             """,
-        flags: [Flags.format, Flags.model, Flags.chunkMilliseconds, Flags.maxUtterance, Flags.noWords, Flags.noProgress])
+        flags: [Flags.format, Flags.model, Flags.chunkMilliseconds, Flags.maxUtterance, Flags.noWords, Flags.noProgress, Flags.text])
 
     /// The options, or nil when the help text was asked for.
     static func parse(_ arguments: [String]) throws(UsageError) -> Options? {
@@ -60,6 +62,9 @@ enum Transcribe {
         }
         options.words = !given.isOn(Flags.noWords)
         options.progress = !given.isOn(Flags.noProgress)
+        if let value = given.single(Flags.text) {
+            options.text = TextFormat(rawValue: try given.choice(value, TextFormat.allCases.map(\.rawValue)))!
+        }
         guard let file = given.arguments.first else { throw given.error(.missingArgument("FILE")) }
         options.file = file
         return options
@@ -110,7 +115,7 @@ enum Transcribe {
             }
         }
 
-        session.start(format: format, words: options.words)
+        session.start(format: format, words: options.words, text: options.text)
         let bytes = wav.f32leBytes
         let frameBytes = 4 * wav.channels
         let chunk = max(1, wav.sampleRate * options.chunkMilliseconds / 1000) * frameBytes

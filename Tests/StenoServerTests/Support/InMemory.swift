@@ -315,7 +315,8 @@ final class MemoryServer {
         engine = ScriptedEngine(capacity: recognizers)
         let context = ServerContext(
             handle: connections, engine: engine, pool: pool, metrics: metrics, log: .silent,
-            channels: ChannelHub(handle: connections, metrics: metrics), sessions: sessions,
+            channels: ChannelHub(handle: connections, metrics: metrics, maxPastBroadcasts: options.pastBroadcasts,
+                                 layout: options.captionLayout, hls: options.hls), sessions: sessions,
             sessionConfiguration: SessionConfiguration(
                 engine: EngineInfo(name: "scripted", model: "test", language: "en-US", sampleRate: 16000),
                 limits: limits))

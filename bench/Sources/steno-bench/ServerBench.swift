@@ -368,5 +368,5 @@ private func pad(_ text: String, _ width: Int) -> String {
 }
 
 extension Array {
-    fileprivate subscript(safe index: Int) -> Element? { indices.contains(index) ? self[index] : nil }
+    subscript(safe index: Int) -> Element? { indices.contains(index) ? self[index] : nil }
 }

@@ -1,5 +1,5 @@
 // steno-bench: prints benchmark tables. Run through `make bench` (release build).
-// Usage: steno-bench [audio|speech|server|all] [options]
+// Usage: steno-bench [audio|speech|server|viewers|all] [options]
 
 // `stdout` is a C global that strict concurrency will not read; @preconcurrency lets the one
 // call below through.
@@ -16,10 +16,12 @@ switch which {
 case "audio": runAudioBench(rest)
 case "speech": runSpeechBench(rest)
 case "server": runServerBench(rest)
+case "viewers": runViewersBench(rest)
 case "all":
     runAudioBench(rest)
     runSpeechBench(rest)
     runServerBench(rest)
+    runViewersBench(rest)
 default:
-    print("usage: steno-bench [audio|speech|server|all]")
+    print("usage: steno-bench [audio|speech|server|viewers|all]")
 }

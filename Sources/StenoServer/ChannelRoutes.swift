@@ -1,0 +1,163 @@
+import StenoCore
+import StenoTransport
+
+/// The HTTP routes of channels, for players, CDNs and broadcasters (the caller checked tokens):
+///
+/// - `/v1/channels`: every channel, as JSON.
+/// - `/v1/channels/NAME/captions.vtt|.srt|.txt`: the latest broadcast's captions so far.
+/// - `/v1/channels/NAME/broadcasts`: the broadcasts the server keeps, as JSON;
+///   `/v1/channels/NAME/broadcasts/ID/captions.vtt|.srt|.txt`: one of them.
+/// - `?clock=wall` on caption files: times of day (UTC) instead of the audio timeline.
+/// - `/v1/channels/NAME/captions.m3u8`: the live HLS subtitle playlist;
+///   `/v1/channels/NAME/captions/SEQ.vtt`: its segments.
+///
+/// Segments never change once published, so they may be cached for good; playlists change
+/// with every segment and are cached for a second. A token given in the query string is
+/// passed on in the playlist's segment URIs (players do not carry it over by themselves), and
+/// responses to requests with an `Authorization` header are private (a shared cache would
+/// otherwise hand them to anyone). Any origin may read them (`Access-Control-Allow-Origin`),
+/// unless the server restricts origins.
+struct ChannelRoutes {
+    let channels: ChannelHub
+    let allowedOrigins: Set<String>?
+
+    static let prefix = "/v1/channels"
+
+    func response(to request: HTTPRequest) -> HTTPResponse {
+        var response = route(request)
+        let shared = request.headers["authorization"] == nil
+        let cache: String = switch response.status {
+        case 200 where response.contentType.hasPrefix("text/vtt") && request.path.contains("/captions/"):
+            "\(shared ? "public" : "private"), max-age=31536000, immutable"
+        case 200 where response.contentType.hasPrefix(Self.playlistType):
+            "\(shared ? "public" : "private"), max-age=1"
+        default:
+            "no-store"
+        }
+        response.headers.append((name: "Cache-Control", value: cache))
+        if let origin = request.headers["origin"] {
+            if let allowedOrigins {
+                if allowedOrigins.contains(origin) {
+                    response.headers.append((name: "Access-Control-Allow-Origin", value: origin))
+                }
+                response.headers.append((name: "Vary", value: "Origin"))
+            } else {
+                response.headers.append((name: "Access-Control-Allow-Origin", value: "*"))
+            }
+        } else if allowedOrigins == nil {
+            response.headers.append((name: "Access-Control-Allow-Origin", value: "*"))
+        }
+        return response
+    }
+
+    static let playlistType = "application/vnd.apple.mpegurl"
+
+    private func route(_ request: HTTPRequest) -> HTTPResponse {
+        if request.path == Self.prefix || request.path == Self.prefix + "/" { return list() }
+        let parts = request.path.dropFirst(Self.prefix.count + 1).split(separator: "/", omittingEmptySubsequences: false)
+            .map(String.init)
+        guard let name = parts.first, ChannelName.isValid(name) else { return .plain(status: 404) }
+        let wall = request.queryValue("clock") == "wall"
+        switch parts.count {
+        case 2 where parts[1] == "captions.m3u8":
+            var query = ""
+            if let token = request.queryValue("token") { query = "?token=" + Self.percentEncoded(token) }
+            guard let playlist = channels.playlist(name, query: query) else { return .plain(status: 404) }
+            return HTTPResponse(status: 200, contentType: Self.playlistType, text: playlist)
+        case 2 where parts[1] == "broadcasts":
+            return broadcasts(name)
+        case 2:
+            guard let format = Self.captionFormat(parts[1]), let broadcast = channels.broadcast(name) else {
+                return .plain(status: 404)
+            }
+            return captions(broadcast.finals, startedAt: broadcast.startedAt, format: format, wall: wall)
+        case 3 where parts[1] == "captions":
+            guard parts[2].hasSuffix(".vtt"), let sequence = Int(parts[2].dropLast(4)), sequence >= 0,
+                  let body = channels.segment(name, sequence: sequence) else { return .plain(status: 404) }
+            return HTTPResponse(status: 200, contentType: CaptionFormat.webVTT.contentType, text: body)
+        case 4 where parts[1] == "broadcasts":
+            guard let format = Self.captionFormat(parts[3]), let broadcast = channels.broadcast(name, id: parts[2]) else {
+                return .plain(status: 404)
+            }
+            return captions(broadcast.finals, startedAt: broadcast.startedAt, format: format, wall: wall)
+        default:
+            return .plain(status: 404)
+        }
+    }
+
+    private static func captionFormat(_ file: String) -> CaptionFormat? {
+        switch file {
+        case "captions.vtt": .webVTT
+        case "captions.srt": .srt
+        case "captions.txt": .plainText
+        default: nil
+        }
+    }
+
+    private func captions(_ finals: [RecognitionResult], startedAt: UTCTime?, format: CaptionFormat, wall: Bool) -> HTTPResponse {
+        let offset = wall ? startedAt.map(Captions.timeOfDay) ?? 0 : 0
+        return HTTPResponse(status: 200, contentType: format.contentType,
+                            text: Captions.render(finals, as: format, layout: channels.layout, offset: offset))
+    }
+
+    private func list() -> HTTPResponse {
+        var w = JSONWriter(capacity: 256)
+        w.beginObject()
+        w.key("channels")
+        w.beginArray()
+        for channel in channels.summaries {
+            w.beginObject()
+            w.field("name", channel.name)
+            w.field("state", channel.state)
+            w.key("broadcast")
+            if let id = channel.broadcast { w.string(id) } else { w.null() }
+            w.key("startedAt")
+            if let startedAt = channel.startedAt { w.string(startedAt.iso8601) } else { w.null() }
+            w.field("viewers", integer: channel.viewers)
+            w.field("finals", integer: channel.finals)
+            w.endObject()
+        }
+        w.endArray()
+        w.endObject()
+        return HTTPResponse(status: 200, contentType: "application/json", body: w.bytes)
+    }
+
+    private func broadcasts(_ name: String) -> HTTPResponse {
+        guard let all = channels.broadcasts(of: name) else { return .plain(status: 404) }
+        var w = JSONWriter(capacity: 256)
+        w.beginObject()
+        w.field("channel", name)
+        w.key("broadcasts")
+        w.beginArray()
+        for broadcast in all {
+            w.beginObject()
+            w.field("id", broadcast.id)
+            w.field("state", broadcast.state.rawValue)
+            w.field("startedAt", broadcast.startedAt.iso8601)
+            w.key("endedAt")
+            if let endedAt = broadcast.endedAt { w.string(endedAt.iso8601) } else { w.null() }
+            w.field("finals", integer: broadcast.finals)
+            w.endObject()
+        }
+        w.endArray()
+        w.endObject()
+        return HTTPResponse(status: 200, contentType: "application/json", body: w.bytes)
+    }
+
+    /// `text` for a URI's query: unreserved characters as they are, the rest as %XX.
+    static func percentEncoded(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                 UInt8(ascii: "~"):
+                out.append(Character(UnicodeScalar(byte)))
+            default:
+                let hex = Array("0123456789ABCDEF")
+                out += "%" + String(hex[Int(byte >> 4)]) + String(hex[Int(byte & 15)])
+            }
+        }
+        return out
+    }
+}
