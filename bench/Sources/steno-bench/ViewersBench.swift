@@ -116,10 +116,11 @@ struct HLSRate {
 }
 
 private func measureViewers(steno: String, viewers n: Int, pcm: [UInt8], hlsSeconds: Double) -> ViewersRow? {
-    guard let server = BenchChild.spawn(steno, ["serve", "--port", "0", "--idle-timeout", "0", "--keepalive", "0",
-                                                "--log-level", "warning", "--web-root", "/nonexistent"]),
+    guard let server = Child.spawn(steno, ["serve", "--port", "0", "--idle-timeout", "0", "--keepalive", "0",
+                                           "--log-level", "warning", "--web-root", "/nonexistent"], stdout: true),
           let port = server.readPort() else { return nil }
-    defer { server.terminate() }
+    // Killed: a drain would only add its timeout to the bench.
+    defer { server.terminate(SIGKILL) }
     // Warm-up: the recognizer is made and pooled.
     _ = publish(port: port, pcm: Array(pcm.prefix(32000 * 2)), channel: "warmup", realTime: false)
 
@@ -141,8 +142,8 @@ private func measureViewers(steno: String, viewers n: Int, pcm: [UInt8], hlsSeco
     let cpuBefore = server.cpuSeconds()
     guard let published = publish(port: port, pcm: pcm, channel: "bench", realTime: true) else { return nil }
     // Every viewer's last final, or give up after 60 s.
-    let deadline = monotonic() + 60
-    while monotonic() < deadline && crowd.finalsComplete(published.finals.count) < n { usleep(10_000) }
+    let deadline = monotonicSeconds() + 60
+    while monotonicSeconds() < deadline && crowd.finalsComplete(published.finals.count) < n { usleep(10_000) }
     let cpuAfter = server.cpuSeconds()
     crowd.stop()
     while !reader.isFinished { usleep(10_000) }
@@ -175,21 +176,21 @@ private func publish(port: Int, pcm: [UInt8], channel: String, realTime: Bool) -
         func handle(_ message: WebSocketTestClient.Message) {
             guard case .text(let text) = message else { return }
             if text.hasPrefix(#"{"type":"final""#), let key = finalKey(Array(text.utf8)[...]) {
-                result.finals.append((key, monotonic()))
+                result.finals.append((key, monotonicSeconds()))
             } else if text.hasPrefix(#"{"type":"ended""#) {
                 ended = true
             }
         }
         func readAvailable(until deadline: Double) throws {
             while true {
-                let wait = max(0, deadline - monotonic())
+                let wait = max(0, deadline - monotonicSeconds())
                 var p = pollfd(fd: ws.stream.readFD, events: Int16(POLLIN), revents: 0)
                 guard ws.stream.buffered > 0 || poll(&p, 1, Int32(wait * 1000)) > 0 else { return }
                 handle(try ws.receive(timeout: 30))
             }
         }
         let step = 640
-        let start = monotonic()
+        let start = monotonicSeconds()
         var offset = 0, index = 0
         while offset < pcm.count {
             let end = min(pcm.count, offset + step)
@@ -268,8 +269,8 @@ private final class Crowd: @unchecked Sendable {
 
     /// Reads handshake answers (and the `joined` after them) until every viewer is upgraded.
     func awaitUpgrades(timeout: Double) -> Bool {
-        let deadline = monotonic() + timeout
-        while viewers.values.contains(where: { !$0.upgraded }) && monotonic() < deadline { poll(milliseconds: 50) }
+        let deadline = monotonicSeconds() + timeout
+        while viewers.values.contains(where: { !$0.upgraded }) && monotonicSeconds() < deadline { poll(milliseconds: 50) }
         return !viewers.values.contains { !$0.upgraded }
     }
 
@@ -290,7 +291,7 @@ private final class Crowd: @unchecked Sendable {
     private func poll(milliseconds: Int32) {
         let n = Glibc.poll(&pollfds, nfds_t(pollfds.count), milliseconds)
         guard n > 0 else { return }
-        let now = monotonic()
+        let now = monotonicSeconds()
         var chunk = [UInt8](repeating: 0, count: 65536)
         lock.lock()
         defer { lock.unlock() }
@@ -344,21 +345,21 @@ private final class Crowd: @unchecked Sendable {
 // MARK: - HLS
 
 /// `connections` keep-alive HTTP clients asking for the playlist and a segment in turn.
-private func hammerHLS(port: Int, seconds: Double, server: BenchChild) -> HLSRate? {
+private func hammerHLS(port: Int, seconds: Double, server: Child) -> HLSRate? {
     guard let playlist = try? HTTPTestClient.get(port: port, "/v1/channels/bench/captions.m3u8").bodyText,
           let segment = playlist.split(separator: "\n").last(where: { $0.hasPrefix("captions/") }) else { return nil }
     let paths = ["/v1/channels/bench/captions.m3u8", "/v1/channels/bench/" + segment]
     let connections = 8
     let total = Locked(0)
     let cpuBefore = server.cpuSeconds()
-    let start = monotonic()
+    let start = monotonicSeconds()
     let threads = (0..<connections).map { _ in
         Thread {
             var done = 0
             var fd: Int32 = -1
             var turn = 0
             var buffer = [UInt8](repeating: 0, count: 65536)
-            while monotonic() - start < seconds {
+            while monotonicSeconds() - start < seconds {
                 if fd < 0 { fd = openHTTP(port: port) }
                 guard fd >= 0 else { break }
                 let request = "GET \(paths[turn % 2]) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
@@ -378,7 +379,7 @@ private func hammerHLS(port: Int, seconds: Double, server: BenchChild) -> HLSRat
     }
     threads.forEach { $0.start() }
     while threads.contains(where: { !$0.isFinished }) { usleep(10_000) }
-    let elapsed = monotonic() - start
+    let elapsed = monotonicSeconds() - start
     let cpu = server.cpuSeconds() - cpuBefore
     let requests = total.withLock { $0 }
     guard requests > 0 else { return nil }
@@ -416,78 +417,6 @@ private func readHTTPResponse(_ fd: Int32, _ buffer: inout [UInt8]) -> Bool {
         }
         return head.hasPrefix("http/1.1 200")
     }
-}
-
-// MARK: - Processes
-
-/// The server: its pid, its port from stdout, its CPU and memory from /proc.
-final class BenchChild {
-    let pid: pid_t
-    let stdoutFD: Int32
-
-    private init(pid: pid_t, stdoutFD: Int32) {
-        self.pid = pid
-        self.stdoutFD = stdoutFD
-    }
-
-    static func spawn(_ path: String, _ arguments: [String]) -> BenchChild? {
-        var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else { return nil }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
-        posix_spawn_file_actions_addclose(&actions, fds[0])
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var pid: pid_t = 0
-        guard posix_spawn(&pid, path, &actions, nil, argv, environ) == 0 else { return nil }
-        close(fds[1])
-        return BenchChild(pid: pid, stdoutFD: fds[0])
-    }
-
-    func readPort() -> Int? {
-        var line: [UInt8] = []
-        var byte: UInt8 = 0
-        while read(stdoutFD, &byte, 1) == 1 {
-            if byte == 10 {
-                let text = String(decoding: line, as: UTF8.self)
-                if let range = text.range(of: "127.0.0.1:") { return Int(text[range.upperBound...].prefix { $0.isNumber }) }
-                line = []
-            } else {
-                line.append(byte)
-            }
-        }
-        return nil
-    }
-
-    func cpuSeconds() -> Double {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = stat.lastIndex(of: ")") else { return 0 }
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
-        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
-    }
-
-    func residentMB() -> Double {
-        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return 0 }
-        return (Double(line.split(separator: " ")[1]) ?? 0) / 1024
-    }
-
-    func terminate() {
-        kill(pid, SIGKILL)
-        var status: Int32 = 0
-        waitpid(pid, &status, 0)
-        close(stdoutFD)
-    }
-}
-
-private func monotonic() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 
 private func format(_ value: Double, _ decimals: Int) -> String { String(format: "%.\(decimals)f", value) }
