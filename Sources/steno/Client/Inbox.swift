@@ -48,28 +48,9 @@ final class Inbox: Sendable {
     }
 }
 
-/// SIGINT and SIGTERM, counted and posted to an inbox (through a dispatch source, not a
-/// handler: the main loop acts on them). The sources must be kept alive.
-enum InterruptSignals {
+extension InterruptSignals {
+    /// Each signal posted to `inbox` with how many have come.
     static func install(into inbox: Inbox) -> [any DispatchSourceSignal] {
-        var wanted = sigset_t()
-        sigemptyset(&wanted)
-        sigaddset(&wanted, SIGTERM)
-        sigaddset(&wanted, SIGINT)
-        // A parent may have started us with these signals blocked (the mask is inherited).
-        pthread_sigmask(SIG_UNBLOCK, &wanted, nil)
-        signal(SIGTERM, SIG_IGN)
-        signal(SIGINT, SIG_IGN)
-        signal(SIGPIPE, SIG_IGN)
-        let count = Atomic<Int>(0)
-        return [SIGINT, SIGTERM].map { number in
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler {
-                let n = count.add(1, ordering: .relaxed).newValue
-                inbox.post(.interrupt(count: n))
-            }
-            source.resume()
-            return source
-        }
+        install { n in inbox.post(.interrupt(count: n)) }
     }
 }

@@ -40,23 +40,9 @@ enum Serve {
             return 1
         }
 
-        // Signals are taken by a dispatch source, not a handler: the drain runs on the main thread.
-        // A parent may have started us with these signals blocked (the mask is inherited).
-        var wanted = sigset_t()
-        sigemptyset(&wanted)
-        sigaddset(&wanted, SIGTERM)
-        sigaddset(&wanted, SIGINT)
-        pthread_sigmask(SIG_UNBLOCK, &wanted, nil)
-        signal(SIGTERM, SIG_IGN)
-        signal(SIGINT, SIG_IGN)
-        signal(SIGPIPE, SIG_IGN)
+        // The drain runs on the main thread, woken by the signal sources.
         let stop = DispatchSemaphore(value: 0)
-        let sources = [SIGTERM, SIGINT].map { number in
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { stop.signal() }
-            source.resume()
-            return source
-        }
+        let sources = InterruptSignals.install { _ in stop.signal() }
 
         let server = StenoServer(options: options, engine: engine, log: log)
         let port: Int
