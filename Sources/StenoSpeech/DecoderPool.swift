@@ -58,11 +58,16 @@ final class DecoderPool: Sendable {
 
     /// An idle decoder for `waiter`'s recognizer, or nil: it is then in line, and its `wake`
     /// is called once a decoder is granted to it (`DecoderWaiter.take`).
-    func take(for waiter: DecoderWaiter) -> PocketSphinxDecoder? {
+    /// Among idle decoders it lends the one that holds `vocabulary` already, else one whose
+    /// vocabulary is cheapest to take out (see `PocketSphinxDecoder.use`).
+    func take(for waiter: DecoderWaiter, vocabulary: SessionVocabulary? = nil) -> PocketSphinxDecoder? {
         let (decoder, makeOne) = state.withLock { s -> (PocketSphinxDecoder?, Bool) in
-            if let decoder = s.idle.popLast() {
+            if !s.idle.isEmpty {
+                let index = s.idle.lastIndex(where: { $0.vocabulary === vocabulary })
+                    ?? s.idle.lastIndex(where: { !($0.vocabulary?.changesSearch ?? false) })
+                    ?? s.idle.count - 1
                 s.lent += 1
-                return (decoder, false)
+                return (s.idle.remove(at: index), false)
             }
             if !s.waiting.contains(where: { $0 === waiter }) { s.waiting.append(waiter) }
             guard s.made + s.making < capacity else { return (nil, false) }
@@ -77,6 +82,18 @@ final class DecoderPool: Sendable {
 
     /// Takes back a decoder lent out: to the first recognizer in line, or idle.
     func giveBack(_ decoder: PocketSphinxDecoder) {
+        if decoder.isWorn {
+            // Its dictionary has grown with many sessions' entries: a fresh one replaces it.
+            let makeOne = state.withLock { s -> Bool in
+                s.lent -= 1
+                s.made -= 1
+                guard !s.waiting.isEmpty, s.made + s.making < capacity else { return false }
+                s.making += 1
+                return true
+            }
+            if makeOne { DispatchQueue.global(qos: .userInitiated).async { [self] in deliver(make()) } }
+            return
+        }
         let next = state.withLock { s -> DecoderWaiter? in
             if s.waiting.isEmpty {
                 s.lent -= 1

@@ -19,6 +19,11 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
     public let info: SpeechEngineInfo
     private let pool: DecoderPool
     private let shape: DecoderShape
+    private let lexicon: PocketSphinxLexicon
+    private let logmath: LogmathHandle
+
+    /// The acoustic model's phones, which pronunciations may use.
+    public var phones: Set<String> { lexicon.phones }
 
     /// Validates the configuration and loads the first decoder (and `preparedRecognizers` in
     /// all), so that a bad model path fails here, with pocketsphinx's reason, rather than in
@@ -37,6 +42,8 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
             language: configuration.language, sampleRate: PocketSphinxRecognizer.sampleRate)
         let first = try PocketSphinxDecoder(arguments: configuration.decoderArguments)
         self.shape = DecoderShape(first)
+        self.lexicon = PocketSphinxLexicon(decoder: first, configuration: configuration)
+        self.logmath = LogmathHandle(first.logmathPointer)
         self.pool = DecoderPool(arguments: configuration.decoderArguments, capacity: configuration.recognizers)
         pool.adopt(first)
         try pool.prepare(count: configuration.preparedRecognizers)
@@ -53,6 +60,10 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
         guard maxSeconds > 0, maxSeconds.isFinite else {
             throw StenoError(.internal, "maxUtteranceSeconds must be a positive number of seconds, not \(maxSeconds)")
         }
+        var vocabulary: SessionVocabulary?
+        if let asked = options.vocabulary, !asked.isEmpty {
+            vocabulary = try SessionVocabulary(asked, lexicon: lexicon, config: shape.config, logmath: logmath.pointer)
+        }
         let frontEnd = try shape.makeFrontEnd()
         return PocketSphinxRecognizer(
             pool: pool, shape: shape, frontEnd: frontEnd, info: info,
@@ -60,6 +71,8 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
             maxUtteranceSeconds: maxSeconds,
             partialResults: options.partialResults,
             keepsDecoder: options.keepsDecoder,
+            vocabulary: vocabulary,
+            alternatives: max(0, options.alternatives),
             wake: wake)
     }
 
@@ -138,12 +151,33 @@ final class DecoderShape: Sendable {
         configuration = DecoderConfiguration(decoder)
     }
 
+    /// The decoders' configuration (retained as long as the shape).
+    var config: OpaquePointer { configuration.config }
+
     /// A front end with the decoders' configuration, under the lock that serializes
     /// sphinxbase object creation (a configuration's reference count is not atomic).
     func makeFrontEnd() throws(StenoError) -> SpeechFrontEnd {
         PocketSphinxDecoder.lifecycleLock.lock()
         defer { PocketSphinxDecoder.lifecycleLock.unlock() }
         return try SpeechFrontEnd(config: configuration.config)
+    }
+}
+
+/// A retained sphinxbase logmath (`logmath_t`): read-only tables, shared by the phrase models
+/// of an engine's sessions.
+final class LogmathHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
+
+    init(_ logmath: OpaquePointer) {
+        PocketSphinxDecoder.lifecycleLock.lock()
+        pointer = logmath_retain(logmath)
+        PocketSphinxDecoder.lifecycleLock.unlock()
+    }
+
+    deinit {
+        PocketSphinxDecoder.lifecycleLock.lock()
+        logmath_free(pointer)
+        PocketSphinxDecoder.lifecycleLock.unlock()
     }
 }
 

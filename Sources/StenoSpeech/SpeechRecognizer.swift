@@ -40,7 +40,15 @@ public struct RecognizerOptions: Sendable, Hashable {
     /// Force a final after this many seconds of one utterance; nil keeps the engine's default.
     public var maxUtteranceSeconds: Double?
 
-    public init(partialResults: Bool = true, maxUtteranceSeconds: Double? = nil, keepsDecoder: Bool = false) {
+    /// The session's own phrases and pronunciations; nil: the model's vocabulary alone.
+    public var vocabulary: Vocabulary?
+    /// How many alternative texts (n-best) each final carries; 0: none.
+    public var alternatives: Int
+
+    public init(partialResults: Bool = true, maxUtteranceSeconds: Double? = nil, keepsDecoder: Bool = false,
+                vocabulary: Vocabulary? = nil, alternatives: Int = 0) {
+        self.vocabulary = vocabulary
+        self.alternatives = alternatives
         self.keepsDecoder = keepsDecoder
         self.partialResults = partialResults
         self.maxUtteranceSeconds = maxUtteranceSeconds
@@ -104,6 +112,15 @@ public protocol SpeechRecognizer: AnyObject {
     /// `samples` of silence the client left out (it declared them instead of sending them):
     /// the utterance in progress ends, and the input timeline moves on by that much.
     func skipSilence(_ samples: Int) throws(StenoError) -> [TranscriberEvent]
+
+    /// What the session should be told about how its options were taken (non-fatal
+    /// `bad_message`s, e.g. a phrase word left out for want of a pronunciation); read once,
+    /// after the recognizer was made.
+    var notices: [StenoError] { get }
+}
+
+extension SpeechRecognizer {
+    public var notices: [StenoError] { [] }
 }
 
 extension SpeechRecognizer {

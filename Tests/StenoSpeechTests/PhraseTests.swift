@@ -1,0 +1,126 @@
+import Foundation
+import StenoCore
+import StenoSystem
+import Testing
+@testable import StenoSpeech
+
+/// A session's own vocabulary (phrases, pronunciations) and n-best alternatives, with the real
+/// recognizer on real speech.
+@Suite struct PhraseTests {
+    static let dashwood = "librivox/sense_and_sensibility_01_austen_64kb-0870.wav"
+    static let illDisposed = "librivox/sense_and_sensibility_01_austen_64kb-0880.wav"
+
+    static func text(_ events: [TranscriberEvent]) -> String {
+        events.finals.map(\.text).joined(separator: " ")
+    }
+
+    static func options(_ phrases: [String], pronunciations: [(word: String, phones: String)] = [],
+                        alternatives: Int = 0) throws -> RecognizerOptions {
+        RecognizerOptions(vocabulary: try Vocabulary(phrases: phrases, pronunciations: pronunciations),
+                          alternatives: alternatives)
+    }
+
+    /// The words a session names come out where the model alone hears others ("mr john guess
+    /// what" → "mr john dashwood", "greatly" → "prudently"; "illness those" → "ill disposed").
+    @Test func phrasesFixTheWordsTheyName() throws {
+        let audio = try TestAudio.load(Self.dashwood)
+        let plain = Self.text(try transcribe(audio))
+        #expect(!plain.contains("dashwood") && !plain.contains("prudently"), "\(plain)")
+        let named = Self.text(try transcribe(audio, options: Self.options(["John Dashwood", "prudently"])))
+        #expect(named.contains("john dashwood"), "\(named)")
+        #expect(named.contains("prudently"), "\(named)")
+
+        let second = try TestAudio.load(Self.illDisposed)
+        let fixed = Self.text(try transcribe(second, options: Self.options(["ill disposed"])))
+        #expect(fixed.contains("ill disposed"), "\(fixed)")
+    }
+
+    /// A word the dictionary does not have, with the client's pronunciation, is recognized and
+    /// reported as the client spells it.
+    @Test func aPronouncedWordOfItsOwnComesOutAsTheClientSpellsIt() throws {
+        let audio = try TestAudio.load(Self.dashwood)
+        let options = try Self.options(["John Dashwode"], pronunciations: [("Dashwode", "D AE SH W UH D")])
+        let text = Self.text(try transcribe(audio, options: options))
+        #expect(text.contains("john Dashwode"), "\(text)")
+    }
+
+    /// Finals carry their n-best alternatives: the final's own text first (score 0), then other
+    /// readings, distinct, most likely first.
+    @Test func alternativesArePresentAndOrdered() throws {
+        let audio = try TestAudio.load(Self.illDisposed)
+        let finals = try transcribe(audio, options: RecognizerOptions(alternatives: 4)).finals
+        #expect(!finals.isEmpty)
+        for final in finals {
+            let alternatives = final.alternatives
+            #expect((2...4).contains(alternatives.count), "\(alternatives)")
+            #expect(alternatives.first?.text == final.text)
+            #expect(alternatives.first?.score == 0)
+            #expect(Set(alternatives.map(\.text)).count == alternatives.count)
+            #expect(zip(alternatives, alternatives.dropFirst()).allSatisfy { $0.score >= $1.score }, "\(alternatives)")
+        }
+        let none = try transcribe(audio).finals
+        #expect(none.allSatisfy { $0.alternatives.isEmpty })
+    }
+
+    /// Sessions with different phrases (one with a word of its own that the other pronounces
+    /// differently) and a session without any, interleaved on ONE shared decoder: each gets
+    /// exactly what it gets alone; the one without phrases what it gets with no other session.
+    @Test func vocabulariesTravelWithTheirSessionsOnASharedDecoder() throws {
+        let files = try [Self.dashwood, Self.illDisposed, Self.dashwood, Self.illDisposed].map { try TestAudio.load($0) }
+        let options = [
+            try Self.options(["John Dashwode", "prudently"], pronunciations: [("Dashwode", "D AE SH W UH D")]),
+            try Self.options(["ill disposed", "Dashwode"], pronunciations: [("Dashwode", "D AA SH W UH D")]),
+            RecognizerOptions(),
+            RecognizerOptions(),
+        ]
+        let alone = try files.indices.map { try transcribe(files[$0], options: options[$0]).finals }
+        let engine = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(recognizers: 1))
+        let events = try interleave(files, options: options, on: engine)
+        for i in files.indices {
+            #expect(events[i].finals == alone[i], "session \(i)")
+        }
+        #expect(alone[0] != alone[2], "the phrases changed something")
+        #expect(engine.decoderStats.made == 1)
+    }
+}
+
+/// Runs each file through its own recognizer of `engine`, 0.1 s at a time in turn, as a
+/// server's lanes would; a recognizer that waits for a decoder gets nothing until woken.
+func interleave(_ files: [TestAudio], options: [RecognizerOptions], on engine: PocketSphinxEngine) throws -> [[TranscriberEvent]] {
+    final class Flag: Sendable {
+        let raised = Locked(false)
+    }
+    let woken = files.map { _ in Flag() }
+    let recognizers = try files.indices.map { i in
+        try engine.makePocketSphinxRecognizer(options: options[i], wake: { woken[i].raised.withLock { $0 = true } })
+    }
+    var events = files.map { _ in [TranscriberEvent]() }
+    var offsets = files.map { _ in 0 }
+    var done = files.map { _ in false }
+    var finishing = files.map { _ in false }
+    var round = 0
+    while done.contains(false) && round < 100_000 {
+        round += 1
+        for i in files.indices where !done[i] {
+            let r = recognizers[i]
+            if r.isWaiting {
+                guard woken[i].raised.withLock({ value in defer { value = false }; return value }) else { continue }
+                events[i] += try r.proceed()
+                if finishing[i] && !r.isWaiting { done[i] = true }
+                continue
+            }
+            let samples = files[i].floats
+            if offsets[i] < samples.count {
+                let next = min(samples.count, offsets[i] + 1600)
+                events[i] += try r.accept(Array(samples[offsets[i]..<next]))
+                offsets[i] = next
+            } else {
+                finishing[i] = true
+                events[i] += try r.finish()
+                if !r.isWaiting { done[i] = true }
+            }
+        }
+    }
+    #expect(round < 100_000, "the sessions got stuck")
+    return events
+}
