@@ -225,7 +225,8 @@ final class PocketSphinxDecoder: @unchecked Sendable {
             guard let hyp = ps_nbest_hyp(next, &score) else { continue }
             let words = String(cString: hyp).split(separator: " ").map(String.init)
             guard !words.isEmpty, seen.insert(words).inserted else { continue }
-            result.append((words, logmath_log_to_ln(logmath, score)))
+            // Path scores are in the search's units: logmath's, shifted right by SENSCR_SHIFT (10).
+            result.append((words, logmath_log_to_ln(logmath, score) * Double(1 << 10)))
         }
         if let iterator { ps_nbest_free(iterator) }
         return result

@@ -28,7 +28,11 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
     /// Validates the configuration and loads the first decoder (and `preparedRecognizers` in
     /// all), so that a bad model path fails here, with pocketsphinx's reason, rather than in
     /// the first session. Blocking (≈0.5 s per decoder).
-    public init(configuration: PocketSphinxConfiguration = PocketSphinxConfiguration()) throws(StenoError) {
+    /// `budget`: shared with the engines of other models, whose decoders count against the
+    /// same total (`configuration.recognizers` is then not used); nil: a budget of its own of
+    /// `configuration.recognizers`.
+    public init(configuration: PocketSphinxConfiguration = PocketSphinxConfiguration(),
+                budget: DecoderBudget? = nil) throws(StenoError) {
         try configuration.validate()
         for (what, path) in [("acoustic model", configuration.resolvedAcousticModel),
                              ("language model", configuration.resolvedLanguageModel),
@@ -44,13 +48,22 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
         self.shape = DecoderShape(first)
         self.lexicon = PocketSphinxLexicon(decoder: first, configuration: configuration)
         self.logmath = LogmathHandle(first.logmathPointer)
-        self.pool = DecoderPool(arguments: configuration.decoderArguments, capacity: configuration.recognizers)
+        self.pool = DecoderPool(arguments: configuration.decoderArguments, capacity: configuration.recognizers,
+                                budget: budget)
         pool.adopt(first)
         try pool.prepare(count: configuration.preparedRecognizers)
     }
 
     public func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
         try makePocketSphinxRecognizer(options: options, wake: wake)
+    }
+
+    public var models: [SpeechModelInfo] {
+        [SpeechModelInfo(info: info, phones: lexicon.phones, sources: [
+            .init(name: "acousticModel", path: configuration.resolvedAcousticModel),
+            .init(name: "languageModel", path: configuration.resolvedLanguageModel),
+            .init(name: "dictionary", path: configuration.resolvedDictionary),
+        ])]
     }
 
     /// `makeRecognizer` with the concrete type (for tests and benchmarks).

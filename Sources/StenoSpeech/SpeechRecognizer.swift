@@ -44,9 +44,13 @@ public struct RecognizerOptions: Sendable, Hashable {
     public var vocabulary: Vocabulary?
     /// How many alternative texts (n-best) each final carries; 0: none.
     public var alternatives: Int
+    /// The model to recognize with, by name (`SpeechModelInfo.info.model`); nil: the engine's
+    /// default (its first).
+    public var model: String?
 
     public init(partialResults: Bool = true, maxUtteranceSeconds: Double? = nil, keepsDecoder: Bool = false,
-                vocabulary: Vocabulary? = nil, alternatives: Int = 0) {
+                vocabulary: Vocabulary? = nil, alternatives: Int = 0, model: String? = nil) {
+        self.model = model
         self.vocabulary = vocabulary
         self.alternatives = alternatives
         self.keepsDecoder = keepsDecoder
@@ -139,6 +143,35 @@ extension SpeechRecognizer {
     }
 }
 
+/// One model an engine recognizes with: what it is, the phones its pronunciations may use,
+/// and the files it was loaded from (`/v1/models`).
+public struct SpeechModelInfo: Sendable, Hashable {
+    public struct Source: Sendable, Hashable {
+        /// What the file is: "acousticModel", "languageModel", "dictionary".
+        public var name: String
+        public var path: String
+
+        public init(name: String, path: String) {
+            self.name = name
+            self.path = path
+        }
+    }
+
+    public var info: SpeechEngineInfo
+    /// The acoustic model's phones (empty: pronunciations are not checked against them).
+    public var phones: Set<String>
+    public var sources: [Source]
+
+    public init(info: SpeechEngineInfo, phones: Set<String> = [], sources: [Source] = []) {
+        self.info = info
+        self.phones = phones
+        self.sources = sources
+    }
+
+    /// How a session chooses it (StenoCore's `SessionMachine`).
+    public var served: ServedModel { ServedModel(engine: info.announced, phones: phones) }
+}
+
 /// How busy an engine's shared decoders are: what admission looks at.
 public struct RecognizerLoad: Sendable, Hashable {
     /// The most utterances it recognizes at once.
@@ -174,6 +207,9 @@ public protocol SpeechEngine: Sendable {
 
     /// How busy its shared decoders are now.
     var load: RecognizerLoad { get }
+
+    /// The models it has, the default first (`RecognizerOptions.model` chooses one).
+    var models: [SpeechModelInfo] { get }
 }
 
 extension SpeechEngine {
@@ -183,6 +219,11 @@ extension SpeechEngine {
     }
 
     public func prepare(sessions: Int) throws(StenoError) {}
+
+    public var models: [SpeechModelInfo] { [SpeechModelInfo(info: info)] }
+
+    /// How sessions choose among its models (the session configuration's `models`).
+    public var servedModels: [ServedModel] { models.map(\.served) }
 
     /// An engine without shared decoders is never busy.
     public var load: RecognizerLoad { RecognizerLoad(capacity: Int.max, busy: 0, waiting: 0) }
