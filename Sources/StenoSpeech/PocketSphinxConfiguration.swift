@@ -80,15 +80,17 @@ public struct PocketSphinxConfiguration: Sendable, Hashable {
     public var name: String?
 
     /// The model's name: `name`, else the last component of `modelDirectory` ("en-us").
-    public var modelName: String {
-        if let name { return name }
+    public var modelName: String { name ?? directoryName }
+
+    /// The last component of `modelDirectory`: what the Debian layout names its files by.
+    private var directoryName: String {
         let trimmed = modelDirectory.hasSuffix("/") ? String(modelDirectory.dropLast()) : modelDirectory
         return trimmed.split(separator: "/").last.map(String.init) ?? trimmed
     }
 
-    public var resolvedAcousticModel: String { acousticModel ?? "\(directory)/\(modelName)" }
-    public var resolvedLanguageModel: String { languageModel ?? "\(directory)/\(modelName).lm.bin" }
-    public var resolvedDictionary: String { dictionary ?? "\(directory)/cmudict-\(modelName).dict" }
+    public var resolvedAcousticModel: String { acousticModel ?? "\(directory)/\(directoryName)" }
+    public var resolvedLanguageModel: String { languageModel ?? "\(directory)/\(directoryName).lm.bin" }
+    public var resolvedDictionary: String { dictionary ?? "\(directory)/cmudict-\(directoryName).dict" }
 
     private var directory: String {
         modelDirectory.hasSuffix("/") ? String(modelDirectory.dropLast()) : modelDirectory

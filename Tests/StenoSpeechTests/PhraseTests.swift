@@ -124,3 +124,74 @@ func interleave(_ files: [TestAudio], options: [RecognizerOptions], on engine: P
     #expect(round < 100_000, "the sessions got stuck")
     return events
 }
+
+/// `--model` as the command line names a model, and several models' decoders within one budget.
+@Suite struct ModelTests {
+    @Test func aModelSpecNamesTheFilesAndTheModel() throws {
+        let plain = try PocketSphinxConfiguration(modelSpec: "/usr/share/pocketsphinx/model/en-us")
+        #expect(plain.modelName == "en-us")
+        #expect(plain.resolvedLanguageModel == "/usr/share/pocketsphinx/model/en-us/en-us.lm.bin")
+        let named = try PocketSphinxConfiguration(
+            modelSpec: "legal=/usr/share/pocketsphinx/model/en-us,lm=/srv/legal.lm.bin,dict=/srv/legal.dict,language=en-GB")
+        #expect(named.modelName == "legal")
+        #expect(named.resolvedAcousticModel == "/usr/share/pocketsphinx/model/en-us/en-us")
+        #expect(named.resolvedLanguageModel == "/srv/legal.lm.bin")
+        #expect(named.resolvedDictionary == "/srv/legal.dict")
+        #expect(named.language == "en-GB")
+        #expect(throws: StenoError.self) { try PocketSphinxConfiguration(modelSpec: "legal=/m,lmx=/a") }
+        #expect(throws: StenoError.self) { try PocketSphinxConfiguration(modelSpec: "bad name=/m") }
+        #expect(throws: StenoError.self) { try PocketSphinxConfiguration(modelSpec: "x=/m,language=") }
+        #expect(ModelSet.check(names: ["en-us", "en-us"]) != nil)
+        #expect(ModelSet.check(names: ["en-us", "legal"]) == nil)
+    }
+
+    /// Two models on a budget of two decoders: when one model's sessions need a second decoder,
+    /// the other model's idle one is let go for it, and the total stays within the budget.
+    @Test func modelsShareOneDecoderBudget() throws {
+        let budget = DecoderBudget(total: 2)
+        var second = PocketSphinxConfiguration()
+        second.name = "second"
+        let first = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(), budget: budget)
+        let other = try PocketSphinxEngine(configuration: second, budget: budget)
+        let models = ModelSet([first, other], capacity: budget.total)
+        #expect(models.models.map(\.info.model) == ["en-us", "second"])
+        let speech = try TestAudio.load(PhraseTests.dashwood).floats
+        let woken = Locked(false)
+        let talking = try models.makeRecognizer(options: RecognizerOptions())
+        _ = try talking.accept(Array(speech[0..<16000]))
+        #expect(first.decoderStats.lent == 1)
+        let waiting = try models.makeRecognizer(options: RecognizerOptions()) { woken.withLock { $0 = true } }
+        _ = try waiting.accept(Array(speech[0..<16000]))
+        if waiting.isWaiting {
+            #expect(eventually { woken.withLock { $0 } }, "the second session was never given a decoder")
+            _ = try waiting.proceed()
+        }
+        #expect(!waiting.isWaiting)
+        #expect(first.decoderStats.made == 2 && other.decoderStats.made == 0, "\(first.decoderStats) \(other.decoderStats)")
+        #expect(budget.used == 2)
+        talking.cancel()
+        waiting.cancel()
+        // The other model's session gets a decoder back from the first model's idle ones.
+        let third = try models.makeRecognizer(options: RecognizerOptions(model: "second")) { woken.withLock { $0 = true } }
+        woken.withLock { $0 = false }
+        _ = try third.accept(Array(speech[0..<16000]))
+        if third.isWaiting {
+            #expect(eventually { woken.withLock { $0 } })
+            _ = try third.proceed()
+        }
+        #expect(!third.isWaiting)
+        #expect(first.decoderStats.made + other.decoderStats.made == 2 && other.decoderStats.made == 1)
+        third.cancel()
+        #expect(throws: StenoError.self) { try models.makeRecognizer(options: RecognizerOptions(model: "third")) }
+    }
+}
+
+/// Polls until `condition` holds; false if it did not within `timeout` (a guard, not a timing).
+func eventually(timeout: Double = 30, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while !condition() {
+        if Date() > deadline { return false }
+        usleep(10_000)
+    }
+    return true
+}
