@@ -17,6 +17,7 @@ case "audio": runAudioBench(rest)
 case "speech": runSpeechBench(rest)
 case "server": runServerBench(rest)
 case "viewers": runViewersBench(rest)
+case "phrases": runPhraseBench(rest)
 case "all":
     runAudioBench(rest)
     runSpeechBench(rest)
