@@ -74,8 +74,9 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
             throw StenoError(.internal, "maxUtteranceSeconds must be a positive number of seconds, not \(maxSeconds)")
         }
         var vocabulary: SessionVocabulary?
+        var notices: [StenoError] = []
         if let asked = options.vocabulary, !asked.isEmpty {
-            vocabulary = try SessionVocabulary(asked, lexicon: lexicon, config: shape.config, logmath: logmath.pointer)
+            (vocabulary, notices) = try SessionVocabulary.make(asked, lexicon: lexicon, config: shape.config, logmath: logmath.pointer)
         }
         let frontEnd = try shape.makeFrontEnd()
         return PocketSphinxRecognizer(
@@ -85,6 +86,7 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
             partialResults: options.partialResults,
             keepsDecoder: options.keepsDecoder,
             vocabulary: vocabulary,
+            notices: notices,
             alternatives: max(0, options.alternatives),
             wake: wake)
     }

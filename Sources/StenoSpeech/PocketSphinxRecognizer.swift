@@ -64,7 +64,7 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
     private let vocabulary: SessionVocabulary?
     /// Alternatives per final (n-best); 0: none.
     private let alternativesLimit: Int
-    public var notices: [StenoError] { vocabulary?.notices ?? [] }
+    public let notices: [StenoError]
 
     /// Samples accepted so far.
     private var received = 0
@@ -127,8 +127,9 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
 
     init(pool: DecoderPool, shape: DecoderShape, frontEnd: SpeechFrontEnd, info: SpeechEngineInfo,
          blockSamples: Int, maxUtteranceSeconds: Double, partialResults: Bool, keepsDecoder: Bool = false,
-         vocabulary: SessionVocabulary? = nil, alternatives: Int = 0,
+         vocabulary: SessionVocabulary? = nil, notices: [StenoError] = [], alternatives: Int = 0,
          wake: @escaping @Sendable () -> Void) {
+        self.notices = notices
         self.keepsDecoder = keepsDecoder
         self.vocabulary = vocabulary
         self.alternativesLimit = alternatives

@@ -1,5 +1,6 @@
 import CPocketSphinx
 import CPocketSphinxShims
+import Dispatch
 import Foundation
 import StenoCore
 import StenoSystem
@@ -119,19 +120,25 @@ enum LetterToSound {
         for word in asked {
             script += "(format t \"%s\\t%l\\n\" \"\(word)\" (lex.lookup \"\(word)\" nil))\n"
         }
+        // A script file, not standard input: festival answers as it reads, and a pipe in each
+        // direction could fill up with nobody reading.
+        let path = NSTemporaryDirectory() + "steno-lts-\(getpid())-\(UInt64.random(in: 0...UInt64.max)).scm"
+        guard FileManager.default.createFile(atPath: path, contents: Data(script.utf8)) else { return [:] }
+        defer { try? FileManager.default.removeItem(atPath: path) }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: festival)
-        process.arguments = ["--pipe"]
-        let input = Pipe()
+        process.arguments = ["--batch", path]
         let output = Pipe()
-        process.standardInput = input
+        process.standardInput = FileHandle.nullDevice
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         do { try process.run() } catch { return [:] }
-        input.fileHandleForWriting.write(Data(script.utf8))
-        try? input.fileHandleForWriting.close()
+        // A festival that hangs is stopped: the session then goes on without those words.
+        let watchdog = DispatchWorkItem { if process.isRunning { process.terminate() } }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 30, execute: watchdog)
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
+        watchdog.cancel()
         var result: [String: [String]] = [:]
         for line in text.split(separator: "\n") {
             let parts = line.split(separator: "\t", maxSplits: 1)
@@ -201,8 +208,17 @@ final class SessionVocabulary: @unchecked Sendable {
 
     /// Builds the phrase model (written as an ARPA file and read back: this sphinxbase reads
     /// models only from files) against `lexicon`. Blocking: ≈1–30 ms, plus festival when
-    /// words need letter-to-sound rules.
-    init?(_ vocabulary: Vocabulary, lexicon: PocketSphinxLexicon, config: OpaquePointer, logmath: OpaquePointer) throws(StenoError) {
+    /// words need letter-to-sound rules. Returns no vocabulary when no word is left (the
+    /// notices say why).
+    static func make(_ vocabulary: Vocabulary, lexicon: PocketSphinxLexicon, config: OpaquePointer,
+                     logmath: OpaquePointer) throws(StenoError) -> (SessionVocabulary?, [StenoError]) {
+        var notices: [StenoError] = []
+        let made = try SessionVocabulary(vocabulary, lexicon: lexicon, config: config, logmath: logmath, notices: &notices)
+        return (made, made?.notices ?? notices)
+    }
+
+    private init?(_ vocabulary: Vocabulary, lexicon: PocketSphinxLexicon, config: OpaquePointer, logmath: OpaquePointer,
+                  notices: inout [StenoError]) throws(StenoError) {
         guard !vocabulary.isEmpty else { return nil }
         let session = Self.serial.withLock { value -> Int in value += 1; return value }
         var tokenOf: [String: String] = [:]      // word key → the token the phrase model uses
@@ -210,7 +226,6 @@ final class SessionVocabulary: @unchecked Sendable {
         var entries: [(name: String, phones: String)] = []
         var spelling: [String: String] = [:]
         var changesSearch = false
-        var notices: [StenoError] = []
         let spellings = vocabulary.spellings
         var unknown: [String] = []
         for key in spellings.keys.sorted() {

@@ -44,6 +44,20 @@ import Testing
         #expect(text.contains("john Dashwode"), "\(text)")
     }
 
+    /// A word nothing can pronounce is left out, and the session is told (a non-fatal
+    /// `bad_message`); the rest of the phrases still count.
+    @Test func aWordWithoutAPronunciationIsLeftOutAndTheSessionIsTold() throws {
+        let engine = try SharedEngine.get()
+        let some = try engine.makeRecognizer(options: Self.options(["R2D2", "droid"]))
+        #expect(some.notices.count == 1)
+        #expect(some.notices.first?.code == .badMessage)
+        #expect(some.notices.first?.message.contains("\"R2D2\"") == true, "\(some.notices)")
+        let none = try engine.makeRecognizer(options: Self.options(["C3P0"]))
+        #expect(none.notices.count == 1)
+        some.cancel()
+        none.cancel()
+    }
+
     /// Finals carry their n-best alternatives: the final's own text first (score 0), then other
     /// readings, distinct, most likely first.
     @Test func alternativesArePresentAndOrdered() throws {
