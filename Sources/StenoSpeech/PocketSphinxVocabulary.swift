@@ -292,7 +292,12 @@ final class SessionVocabulary: @unchecked Sendable {
             throw StenoError(.internal, "pocketsphinx could not read the session's phrase model")
         }
         self.model = model
-        self.weight = Self.phraseWeight * Float(vocabulary.boost)
+        // The set adds its models' scores, each already raised to the language weight
+        // (-lw): LM^lw + weight × phrases^lw (sphinxbase's ngram_model_set_score). A weight
+        // of w^lw makes that LM^lw + (w × phrases)^lw, so the boost scales the phrase
+        // model's probability, as a client would expect, not its lw-th power.
+        let languageWeight = max(1, cmd_ln_float_r(config, "-lw"))
+        self.weight = Float(pow(Double(Self.phraseWeight) * vocabulary.boost, languageWeight))
         self.entries = entries
         self.changesSearch = changesSearch
         self.spelling = spelling
