@@ -13,9 +13,10 @@ import StenoSystem
 // (`PocketSphinxDecoder.use`) and taken out before another session's utterance runs on it.
 //
 // - The phrase model joins the decoder's language model set beside the model's own LM, with
-//   weights 1 for the LM and `boost × phraseWeight` for the phrases: the phrase words and word
-//   sequences gain probability and no other word loses any (an added, not normalized, mix:
-//   measured, it changed no word of speech without the phrases; bench/README.md).
+//   weights 1 for the LM and `boost × phraseWeight` for the phrases (in probability, before
+//   the language weight): the phrase words and word sequences gain probability and no other
+//   word loses any (an added, not normalized, mix: measured at the default, it changed no
+//   word of speech without the phrases; bench/README.md, "Phrases").
 // - Words the dictionary has and the LM knows need nothing more: adding and removing the
 //   phrase model costs ≈10 ms. Words the LM does not know, and words the client or the
 //   letter-to-sound rules give a pronunciation of, change which words the search's lexicon
@@ -202,8 +203,9 @@ final class SessionVocabulary: @unchecked Sendable {
     /// Words left out, and why, for the client.
     let notices: [StenoError]
 
-    /// The weight of the phrase model at boost 1 (tuned in bench/README.md, "Phrases").
-    static let phraseWeight: Float = 0.05
+    /// The weight of the phrase model at boost 1 (tuned in bench/README.md, "Phrases": 0.05
+    /// left some phrase words misheard, 0.5 heard phrase words in speech without them).
+    static let phraseWeight: Float = 0.15
     private static let serial = Locked(0)
 
     /// Builds the phrase model (written as an ARPA file and read back: this sphinxbase reads

@@ -76,7 +76,8 @@ import Testing
         #expect(client.events.finals.map(\.text) == Reference.finals(input).map(\.text))
     }
 
-    /// Phrases sent in `start` fix the words they name; finals carry the alternatives asked for;
+    /// Phrases sent in `start` fix the words they name (Beckett's hard "ever tried" takes a
+    /// boost: bench/README.md, "Phrases"); finals carry the alternatives asked for;
     /// a pronunciation with a phone the model lacks gets its non-fatal error before `ready`.
     @Test func phrasesAndAlternativesOverTheWire() throws {
         let server = try LiveServer()
@@ -86,7 +87,7 @@ import Testing
         let error = try client.waitFor("error")
         #expect(error.string("code") == "bad_message" && error.bool("fatal") == false)
         #expect(error.string("message")?.contains("\"QX\" is not a phone of this model") == true, "\(error)")
-        try client.start(input, extra: #""phrases":["ever tried","ever failed","fail better"],"alternatives":3"#)
+        try client.start(input, extra: #""phrases":["ever tried","ever failed","fail better"],"boost":4,"alternatives":3"#)
         try client.send(audio: input.messages, of: input)
         try client.end()
         #expect(client.closeCode == 1000)
