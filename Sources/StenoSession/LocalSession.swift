@@ -61,9 +61,11 @@ public final class LocalSession {
     }
 
     /// Sends `start` for this format, with the request's options; `text` as the wire's
-    /// "format", `phrases` (one per item) and `alternatives` as its "phrases" and "alternatives".
+    /// "format", `phrases` (one per item), `boost` and `alternatives` as its "phrases", "boost"
+    /// and "alternatives".
     public func start(format: AudioFormat, volatile: Bool = true, words: Bool = true, language: String? = nil,
-                      text: TextFormat = .readable, phrases: [String] = [], alternatives: Int = 0, model: String? = nil) {
+                      text: TextFormat = .readable, phrases: [String] = [], boost: Double? = nil, alternatives: Int = 0,
+                      model: String? = nil) {
         var w = JSONWriter(capacity: 256)
         w.beginObject()
         w.field("type", "start")
@@ -84,6 +86,7 @@ public final class LocalSession {
             for phrase in phrases { w.string(phrase) }
             w.endArray()
         }
+        if let boost { w.key("boost"); w.number(boost) }
         if alternatives > 0 { w.field("alternatives", integer: alternatives) }
         w.endObject()
         send(text: w.text)

@@ -6,6 +6,21 @@ import StenoCore
 /// "phrases" (`Vocabulary`) so that a bad file is refused before any audio is read.
 enum PhraseFile {
     static let help = "words and phrases to expect, one per line (at most \(Vocabulary.maxPhrases) of at most \(Vocabulary.maxWordsPerPhrase) words; # comments)"
+    static let boostHelp = "how strongly the phrases are favoured, \(Vocabulary.boostRange.lowerBound)-\(Int(Vocabulary.boostRange.upperBound)); more finds more and risks false alarms"
+
+    /// `--boost`'s value (it needs `--phrases`).
+    static func boost(_ given: ParsedCommandLine, _ flag: Flag, phrases: Flag) throws(UsageError) -> Double? {
+        guard let value = given.single(flag) else { return nil }
+        guard given.single(phrases) != nil else {
+            throw given.error(.requires(option: flag.flag, other: phrases.flag, reason: "it scales the phrases"))
+        }
+        let expected = "a number from \(Vocabulary.boostRange.lowerBound) to \(Int(Vocabulary.boostRange.upperBound)), such as 2 or 0.5"
+        guard value.text.allSatisfy({ $0.isNumber || $0 == "." }), let number = Double(value.text), number.isFinite,
+              Vocabulary.boostRange.contains(number) else {
+            throw given.error(.invalidValue(source: value.source, value: value.text, expected: expected))
+        }
+        return number
+    }
 
     static func read(_ path: String) -> Result<[String], StenoError> {
         guard let data = FileManager.default.contents(atPath: path) else {

@@ -24,6 +24,7 @@ enum Transcribe {
         var text = TextFormat.readable
         /// The `--phrases` file (read when the command runs).
         var phrasesFile: String?
+        var boost: Double?
         var alternatives = 0
     }
 
@@ -33,6 +34,7 @@ enum Transcribe {
         static let model = Flag("model", value: "DIR", help: "pocketsphinx model directory, or NAME=DIR[,lm=FILE][,dict=FILE]",
                                 default: PocketSphinxConfiguration.debianModelDirectory)
         static let phrases = Flag("phrases", value: "FILE", help: PhraseFile.help)
+        static let boost = Flag("boost", value: "B", help: PhraseFile.boostHelp, default: "1")
         static let alternatives = Flag("alternatives", value: "N", help: "jsonl: finals carry up to N alternative texts (0-\(StartRequest.maxAlternatives))",
                                        default: "0")
         static let chunkMilliseconds = Flag("chunk-ms", value: "N", help: "audio per message sent to the session, ms", default: "100")
@@ -49,8 +51,8 @@ enum Transcribe {
             Transcribes a WAV file (PCM 8-32 bit or float, mono or stereo, 8-48 kHz) through the
             same session pipeline as the server, and prints its finals.
             """,
-        flags: [Flags.format, Flags.model, Flags.phrases, Flags.alternatives, Flags.chunkMilliseconds, Flags.maxUtterance, Flags.noWords,
-                Flags.noProgress, Flags.text])
+        flags: [Flags.format, Flags.model, Flags.phrases, Flags.boost, Flags.alternatives, Flags.chunkMilliseconds, Flags.maxUtterance,
+                Flags.noWords, Flags.noProgress, Flags.text])
 
     /// The options, or nil when the help text was asked for.
     static func parse(_ arguments: [String]) throws(UsageError) -> Options? {
@@ -62,6 +64,7 @@ enum Transcribe {
         }
         if let value = given.single(Flags.model) { options.model = try given.path(value) }
         if let value = given.single(Flags.phrases) { options.phrasesFile = try given.path(value) }
+        options.boost = try PhraseFile.boost(given, Flags.boost, phrases: Flags.phrases)
         if let value = given.single(Flags.alternatives) {
             options.alternatives = try given.integer(value, in: 0...StartRequest.maxAlternatives)
         }
@@ -110,6 +113,13 @@ enum Transcribe {
         }
     }
 
+    /// An `error` event as a line for people: its message (the JSON when it has none).
+    static func message(ofError json: String) -> String {
+        guard case .object(let object)? = try? JSONParser().parse(json),
+              case .string(let message)? = object["message"] else { return json }
+        return message
+    }
+
     static func transcribe(_ file: String, _ options: Options, phrases: [String] = []) throws(StenoError) -> Int32 {
         let wav = try WAVFile(path: file)
         let format = try wav.wireFormat()
@@ -128,7 +138,7 @@ enum Transcribe {
             case _ where event.kind == .error:
                 // How the phrases were taken (a word left out), and any other warning.
                 bar.clear()
-                StandardStreams.stderr("steno transcribe: \(event.text)\n")
+                StandardStreams.stderr("steno transcribe: \(Self.message(ofError: event.text))\n")
             case .text where event.kind == .final:
                 if let final = session.finals.last {
                     bar.clear()
@@ -139,7 +149,8 @@ enum Transcribe {
             }
         }
 
-        session.start(format: format, words: options.words, text: options.text, phrases: phrases, alternatives: options.alternatives)
+        session.start(format: format, words: options.words, text: options.text, phrases: phrases, boost: options.boost,
+                      alternatives: options.alternatives)
         let bytes = wav.f32leBytes
         let frameBytes = 4 * wav.channels
         let chunk = max(1, wav.sampleRate * options.chunkMilliseconds / 1000) * frameBytes
