@@ -44,6 +44,25 @@ import Testing
         #expect(text.contains("john Dashwode"), "\(text)")
     }
 
+    /// Words neither the dictionary nor the language model has ("Tesseract", "Kaldi", "Vosk")
+    /// are pronounced by festival's letter-to-sound rules (installed by scripts/bootstrap.sh)
+    /// and come out as the client spells them. Speech: festival's kal voice
+    /// (bench/phrases/tts/tts-11.wav, "The Tesseract library was compared with Kaldi and Vosk").
+    @Test func wordsTheDictionaryLacksArePronouncedByLetterToSoundRules() throws {
+        #expect(LetterToSound.isAvailable, "festival is missing: scripts/bootstrap.sh installs it")
+        let rules = LetterToSound.pronounce(["tesseract", "vosk", "r2d2"])
+        #expect(rules["vosk"] == ["V", "AA", "S", "K"], "\(rules)")
+        #expect(rules["tesseract"]?.isEmpty == false && rules["r2d2"] == nil, "\(rules)")
+        let phones = PocketSphinxLexicon.readPhones(mdef: PocketSphinxConfiguration().resolvedAcousticModel + "/mdef")
+        #expect(phones.count == 39 && rules.values.joined().allSatisfy(phones.contains), "\(phones)")
+
+        let audio = try TestAudio.load("tts/tts-11.wav")
+        let plain = Self.text(try transcribe(audio))
+        #expect(!plain.contains("Tesseract") && !plain.contains("Kaldi") && !plain.contains("Vosk"), "\(plain)")
+        let named = Self.text(try transcribe(audio, options: Self.options(["Tesseract", "Kaldi", "Vosk"])))
+        for word in ["Tesseract", "Kaldi", "Vosk"] { #expect(named.contains(word), "\(named)") }
+    }
+
     /// A word nothing can pronounce is left out, and the session is told (a non-fatal
     /// `bad_message`); the rest of the phrases still count.
     @Test func aWordWithoutAPronunciationIsLeftOutAndTheSessionIsTold() throws {
