@@ -1,6 +1,6 @@
 // The phrase benchmark: what a session's own vocabulary does for accuracy and what it costs.
 //
-//   steno-bench phrases [--boost B ...] [--quick]
+//   steno-bench phrases [--boost B ...] [--quick] [--only accuracy|cost]
 //
 // Speech with names and uncommon words, and references:
 // - librivox/: five LibriVox sentences of pocketsphinx-testdata (Tests/StenoSpeechTests/Resources),
@@ -29,6 +29,7 @@ import Glibc
 func runPhraseBench(_ arguments: [String]) {
     var boosts: [Double] = []
     var quick = false
+    var only: String?
     var index = 0
     while index < arguments.count {
         switch arguments[index] {
@@ -36,6 +37,9 @@ func runPhraseBench(_ arguments: [String]) {
             boosts.append(Double(arguments[index + 1]) ?? 1)
             index += 1
         case "--quick": quick = true
+        case "--only" where index + 1 < arguments.count && ["accuracy", "cost"].contains(arguments[index + 1]):
+            only = arguments[index + 1]
+            index += 1
         default:
             print("phrase bench: unknown argument \(arguments[index])")
             return
@@ -43,7 +47,7 @@ func runPhraseBench(_ arguments: [String]) {
         index += 1
     }
     do {
-        try PhraseBench(boosts: boosts.isEmpty ? (quick ? [1] : [0.3, 1, 3]) : boosts, quick: quick).run()
+        try PhraseBench(boosts: boosts.isEmpty ? (quick ? [1] : [0.33, 1, 3]) : boosts, quick: quick, only: only).run()
     } catch {
         print("phrase bench failed: \(error)")
     }
@@ -65,6 +69,8 @@ private struct PhraseSet {
 private struct PhraseBench {
     let boosts: [Double]
     let quick: Bool
+    /// "accuracy" or "cost": that part alone.
+    let only: String?
 
     func run() throws {
         let root = FileManager.default.currentDirectoryPath
@@ -78,7 +84,11 @@ private struct PhraseBench {
         others.append(PhraseFile(name: "beckett", samples: try Self.wav(resources + "/beckett.wav"),
                                  reference: Self.words("ever tried ever failed no matter try again fail again fail better")))
         let engine = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(recognizers: 2, preparedRecognizers: 2))
+        if only != "cost" { try accuracy(librivox: librivox, tts: tts, others: others, engine: engine) }
+        if only != "accuracy" { try costs(librivox: librivox, tts: tts, engine: engine) }
+    }
 
+    private func accuracy(librivox: PhraseSet, tts: PhraseSet, others: [PhraseFile], engine: PocketSphinxEngine) throws {
         print("\n## Phrases: accuracy (steno-bench phrases)\n")
         print("| speech | phrases | boost | WER | phrase-word errors |")
         print("|---|---|---|---|---|")
@@ -107,7 +117,9 @@ private struct PhraseBench {
                 print("| \(speech) | \(given) | \(boost) | \(plain.werText) | \(with.werText) | \(String(format: "%+.1f", change)) points |")
             }
         }
+    }
 
+    private func costs(librivox: PhraseSet, tts: PhraseSet, engine: PocketSphinxEngine) throws {
         print("\n## Phrases: cost\n")
         print("| phrases | make the session: CPU / wall | RTF without | RTF with | switches | per switch (in + out) |")
         print("|---|---|---|---|---|---|")
@@ -116,6 +128,9 @@ private struct PhraseBench {
             let phrases = Array((librivox.phrases + filler).prefix(count))
             try cost(phrases, files: librivox.files, engine: engine)
         }
+        // Words the dictionary lacks: festival pronounces them when the session is made.
+        print("\nThe TTS list (\(tts.phrases.count) phrases, words festival pronounces among them):\n")
+        try cost(tts.phrases, files: librivox.files, engine: engine)
     }
 
     struct Score {
