@@ -8,7 +8,8 @@
 // - bench/phrases/tts/: twelve sentences full of names and terms, spoken by festival's kal voice
 //   (bench/phrases/make-tts-set.sh), with bench/phrases/phrases-tts.txt.
 // For each set and boost: word error rate without and with its phrases, and the error rate on
-// the phrase words alone (reference words that belong to a phrase, substituted or deleted).
+// the phrase words alone (reference words that belong to a phrase, substituted or deleted);
+// and the phrases' words given one by one (no sequences), at boost 1.
 // False alarms: each set with the *other* set's phrases (none of them is said), and cards/ and
 // beckett.wav with both lists: WER must not rise by more than a point.
 // Cost: the CPU and wall time to make a session with 10, 100 and 1,000 phrases (the phrase
@@ -98,6 +99,16 @@ private struct PhraseBench {
             for boost in boosts {
                 let with = try score(set.files, phrases: set.phrases, boost: boost, engine: engine, phraseWords: Self.phraseWords(set.phrases))
                 print("| \(set.name) | its own (\(set.phrases.count)) | \(boost) | \(with.werText) | \(with.phraseText) |")
+            }
+            // The same words without their sequences: what the phrase model's bigrams and
+            // trigrams add over making the words known (as ps_add_word alone would).
+            var single: [String] = []
+            for phrase in set.phrases {
+                for word in phrase.split(separator: " ").map(String.init) where !single.contains(word) { single.append(word) }
+            }
+            if single.count != set.phrases.count {
+                let words = try score(set.files, phrases: single, boost: 1, engine: engine, phraseWords: Self.phraseWords(set.phrases))
+                print("| \(set.name) | its words, one by one (\(single.count)) | 1.0 | \(words.werText) | \(words.phraseText) |")
             }
         }
 
