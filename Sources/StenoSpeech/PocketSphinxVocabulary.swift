@@ -23,7 +23,7 @@ import StenoSystem
 //   tree holds: entries of the session's own, named `~steno~N`, are added to the decoder's
 //   dictionary (its dictionary has no removal, and another session may pronounce the same
 //   word differently; unknown to every other session's LM, such entries are never searched
-//   for them), and the tree is rebuilt (0.1–0.5 s of CPU, bench/README.md) when the
+//   for them), and the tree is rebuilt (up to ≈0.5 s of CPU, bench/README.md) when the
 //   session's vocabulary goes in and again when it goes out. A decoder keeps the last vocabulary put into it until the next
 //   session needs another, and the pool lends a session the decoder that holds its vocabulary
 //   when it is idle, so a phrase session alone on a server pays it once.
