@@ -130,11 +130,11 @@ struct Steno {
     /// it stays, bench/README.md); finals carry the alternatives asked for.
     @Test func phrasesFromAFileAndAlternatives() throws {
         let plain = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--no-progress"])
-        #expect(plain.status == 0 && !plain.stdout.contains("ever tried"), "\(plain.stdout)")
+        #expect(plain.status == 0 && !plain.stdout.lowercased().contains("ever tried"), "\(plain.stdout)")
         let file = try Self.text("# Beckett\never tried\n\never failed\nfail better\n")
         let named = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--phrases", file, "--boost", "4", "--no-progress"])
         #expect(named.status == 0, "\(named.stderr)")
-        #expect(named.stdout.contains("] ever tried"), "\(named.stdout)")
+        #expect(named.stdout.lowercased().contains("] ever tried"), "\(named.stdout)")
         let jsonl = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--phrases", file, "--boost", "4", "--alternatives", "3",
                                    "--format", "jsonl", "--no-progress"])
         #expect(jsonl.status == 0, "\(jsonl.stderr)")
@@ -143,7 +143,7 @@ struct Steno {
         // A word nothing can pronounce is left out, and said so; the others still count.
         let partly = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--phrases", try Self.text("ever tried\nR2D2\n"),
                                     "--boost", "4", "--no-progress"])
-        #expect(partly.status == 0 && partly.stdout.contains("] ever tried"), "\(partly.stdout)")
+        #expect(partly.status == 0 && partly.stdout.lowercased().contains("] ever tried"), "\(partly.stdout)")
         #expect(partly.stderr.contains("\"R2D2\""), "\(partly.stderr)")
     }
 
