@@ -15,6 +15,7 @@ run_packages=(
     libpocketsphinx-dev libsphinxbase-dev  # the recognizer
     pocketsphinx-en-us  # the embedded English model
     libasound2-dev      # ALSA capture for steno send --device
+    festival festlex-cmu  # letter-to-sound rules: pronunciations of phrase words the dictionary lacks
 )
 test_packages=(
     pocketsphinx          # pocketsphinx_continuous: the reference the tests compare with

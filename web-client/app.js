@@ -3,7 +3,7 @@
 // encoding in audio.js, caption files in transcript.js, the caption view in page.js. This file
 // is the page: buttons, what they show, and the UI state, all of it in `page`.
 
-import { StenoPublisher, describeError, isChannelName, streamUrl } from './steno-client.js';
+import { StenoPublisher, describeError, isChannelName, parsePhrases, streamUrl } from './steno-client.js';
 import { MicrophoneCapture, describeMicrophoneError } from './audio.js';
 import { followNewText } from './scroll.js';
 import { shortTime, toSRT, toText, toWebVTT } from './transcript.js';
@@ -17,7 +17,7 @@ const ui = {
   format: $('format'), audioTime: $('audio-time'), lag: $('lag'), buffered: $('buffered'),
   transcript: $('transcript'), finals: $('finals'), volatile: $('volatile'), jump: $('jump'),
   downloadTxt: $('download-txt'), downloadVtt: $('download-vtt'), downloadSrt: $('download-srt'), clear: $('clear'),
-  server: $('server-url'), encoding: $('encoding'), language: $('language'), channel: $('channel'),
+  server: $('server-url'), encoding: $('encoding'), language: $('language'), channel: $('channel'), phrases: $('phrases'),
   share: $('share'), shareChannel: $('share-channel'), viewerLink: $('viewer-link'), copyViewerLink: $('copy-viewer-link'),
 };
 
@@ -159,11 +159,17 @@ function newPublisher(format) {
     fail('Enter the server address (ws://… or wss://…) in Settings.');
     return null;
   }
+  const { phrases, problem } = parsePhrases(ui.phrases.value);
+  if (problem) {
+    fail(`Phrases in Settings: ${problem}.`);
+    return null;
+  }
   const base = page.clock;
   const publisher = new StenoPublisher(url, {
     audio: { encoding: format.encoding, sampleRate: format.sampleRate, channels: format.channels },
     language: ui.language.value.trim() || undefined,
     channel: ui.channel.value.trim() || undefined,
+    phrases: phrases.length ? phrases : undefined,
     volatile: true,
     words: true,
     bufferSeconds: BUFFER_SECONDS,

@@ -28,6 +28,8 @@
  *            volatile  ask for volatile results (default true)
  *            words     ask for word timings in results (default true)
  *            channel   publish to this broadcast channel (optional)
+ *            phrases   words and phrases the session expects, e.g. ['John Dashwood', 'Kubernetes']
+ *                      (optional; at most 1000 of at most 10 words: see parsePhrases)
  *            token     access token, added to the URL as ?token=
  *            start     extra fields merged into the `start` message (optional)
  *            resume    {session, resumeToken, after}: continue that session (its connection
@@ -156,7 +158,7 @@
  *   await publisher.end();
  *
  * new StenoPublisher(url, options) (or StenoClient.publish, which also starts it)
- *   options  audio, language, volatile, words, channel, token, start, WebSocket, maxFrameBytes
+ *   options  audio, language, volatile, words, channel, phrases, token, start, WebSocket, maxFrameBytes
  *                          as for StenoClient (each new session is opened with them)
  *            bufferSeconds audio held while there is no session, the latest kept (default 60);
  *                          also the most sent audio kept for sending again after a drop
@@ -237,6 +239,7 @@
  *   viewerShouldReconnect(closeCode)  the same for a viewer (only 1000 and protocol or
  *                                   policy closes end a viewer)
  *   describeError(code)             a plain-language sentence for a protocol or close code
+ *   parsePhrases(text)              {phrases, problem}: one phrase per line, as the settings take them
  *   opusPacketSamples(bytes)        samples at 48 kHz in one Opus packet (RFC 6716 TOC), 0 when
  *                                   malformed or longer than 120 ms (as the server reads it)
  *   new SilenceSuppressor(rate)     which samples to send and which silence to declare instead:
@@ -337,6 +340,29 @@ export function streamUrl(base, { token, path = DEFAULT_STREAM_PATH } = {}) {
   if (token != null && token !== '') url.searchParams.set('token', token);
   url.hash = '';
   return url.toString();
+}
+
+/** The most phrases a `start` may carry, and words in one (the server's bounds). */
+export const MAX_PHRASES = 1000;
+export const MAX_PHRASE_WORDS = 10;
+
+/**
+ * Phrases from text with one per line (as `steno transcribe --phrases FILE` reads them):
+ * lines trimmed, blank lines and lines starting with # skipped. Returns {phrases, problem}:
+ * `problem` is a sentence when the list is over the server's bounds (more than MAX_PHRASES,
+ * or a phrase of more than MAX_PHRASE_WORDS words), else null.
+ */
+export function parsePhrases(text) {
+  const phrases = String(text ?? '').split(/\r?\n/).map((line) => line.trim())
+    .filter((line) => line && !line.startsWith('#'));
+  let problem = null;
+  if (phrases.length > MAX_PHRASES) {
+    problem = `${phrases.length} phrases; at most ${MAX_PHRASES} are allowed`;
+  } else {
+    const long = phrases.find((phrase) => phrase.split(/\s+/).length > MAX_PHRASE_WORDS);
+    if (long) problem = `"${long.slice(0, 40)}" has more than ${MAX_PHRASE_WORDS} words`;
+  }
+  return { phrases, problem };
 }
 
 /** Whether `name` is a valid broadcast channel name: 1–64 letters, digits, '-', '_', '.', not '.' or '..'. */
@@ -698,7 +724,7 @@ export class StenoClient extends EventOwner {
     socket.binaryType = 'arraybuffer';
     socket.onopen = () => {
       this._opened = true;
-      const { audio, language, volatile, words, channel, start, resume } = this.options;
+      const { audio, language, volatile, words, channel, phrases, start, resume } = this.options;
       if (resume) {
         // Continue a session whose connection dropped: the server replays the events after
         // `after`, then says `resumed`; nothing else may be sent before that.
@@ -709,6 +735,7 @@ export class StenoClient extends EventOwner {
       const message = { type: 'start', audio, volatile, words, ...(start || {}) };
       if (language) message.language = language;
       if (channel) message.channel = channel;
+      if (phrases && phrases.length) message.phrases = phrases;
       socket.send(JSON.stringify(message));
     };
     socket.onmessage = (event) => this._onMessage(event.data);
@@ -1336,8 +1363,8 @@ export class StenoPublisher extends EventOwner {
    * (`limits.resumeSeconds` since the drop), else `start` of a new session from these options.
    */
   _sessionOptions() {
-    const { language, volatile, words, channel, start, WebSocket, maxFrameBytes } = this.options;
-    const options = { audio: this.audio, language, volatile, words, channel, start, WebSocket, maxFrameBytes };
+    const { language, volatile, words, channel, phrases, start, WebSocket, maxFrameBytes } = this.options;
+    const options = { audio: this.audio, language, volatile, words, channel, phrases, start, WebSocket, maxFrameBytes };
     if (this._resume && this._lostAt !== null && Date.now() - this._lostAt > this._resume.seconds * 1000) {
       this._endSession(); // too late: the server has finalized it by now
     }

@@ -59,3 +59,54 @@ int steno_ps_set_log_file(const char *path) {
 const char *steno_ps_last_error(void) { return steno_ps_error; }
 
 void steno_ps_clear_last_error(void) { steno_ps_error[0] = '\0'; }
+
+/* The leading fields of pocketsphinx_internal.h's ps_decoder_s, ps_search_s and
+   ps_searchfuncs_s in 0.8+5prealpha+1 (the structures themselves are private). */
+struct steno_ps_searchfuncs {
+    int (*start)(void *search);
+    int (*step)(void *search, int frame_idx);
+    int (*finish)(void *search);
+    int (*reinit)(void *search, void *dict, void *d2p);
+};
+
+struct steno_ps_search {
+    struct steno_ps_searchfuncs *vt;
+    char *type;
+    char *name;
+    void *pls;
+    cmd_ln_t *config;
+    void *acmod;
+    void *dict;
+    void *d2p;
+};
+
+struct steno_ps_decoder {
+    cmd_ln_t *config;
+    int refcount;
+    void *acmod;
+    void *dict;
+    void *d2p;
+    logmath_t *lmath;
+    void *searches;
+    struct steno_ps_search *search;
+};
+
+int steno_ps_layout_ok(ps_decoder_t *ps) {
+    struct steno_ps_decoder *d = (struct steno_ps_decoder *)ps;
+    if (ps == NULL || d->config != ps_get_config(ps) || d->lmath != ps_get_logmath(ps))
+        return 0;
+    struct steno_ps_search *s = d->search;
+    const char *name = ps_get_search(ps);
+    if (s == NULL || name == NULL || s->name == NULL || strcmp(s->name, name) != 0)
+        return 0;
+    if (s->type == NULL || strcmp(s->type, "ngram") != 0)
+        return 0;
+    return s->config == d->config && s->dict == d->dict && s->d2p == d->d2p && s->vt != NULL && s->vt->reinit != NULL;
+}
+
+int steno_ps_reinit_search(ps_decoder_t *ps) {
+    if (!steno_ps_layout_ok(ps))
+        return -1;
+    struct steno_ps_decoder *d = (struct steno_ps_decoder *)ps;
+    return d->search->vt->reinit(d->search, d->dict, d->d2p);
+}

@@ -15,6 +15,16 @@ public struct StartRequest: Sendable, Hashable {
     public var channel: String?
     /// How results' text is written (default readable).
     public var format: TextFormat
+    /// The session's own phrases, boost and pronunciations (`Vocabulary`), or nil.
+    public var vocabulary: Vocabulary?
+    /// How many alternative texts finals carry (0: none; at most `maxAlternatives`).
+    public var alternatives: Int = 0
+    /// The model asked for by name, or nil. The session machine sets it to the model that
+    /// serves the session (by `model`, else `language`, else the server's first).
+    public var model: String?
+
+    /// The most alternatives a final may carry.
+    public static let maxAlternatives = 10
 
     public init(audio: AudioFormat, language: String? = nil, volatile: Bool = true,
                 words: Bool = true, channel: String? = nil, format: TextFormat = .readable) {
@@ -179,8 +189,29 @@ public enum ClientMessage: Sendable, Hashable {
             throw StenoError(.unsupportedAudio, "channels must be 1 or 2")
         }
         let audioFormat = try AudioFormat(encodingName: encoding, sampleRate: rate, channels: channelCount)
-        return StartRequest(audio: audioFormat, language: language, volatile: volatile, words: words, channel: channel,
-                            format: format)
+        var request = StartRequest(audio: audioFormat, language: language, volatile: volatile, words: words, channel: channel,
+                                   format: format)
+        try parseVocabularyOptions(fields, into: &request)
+        return request
+    }
+}
+
+/// The `start` fields of a session's vocabulary and results: "phrases", "boost",
+/// "pronunciations", "alternatives", "model".
+private func parseVocabularyOptions(_ fields: Fields, into request: inout StartRequest) throws(StenoError) {
+    request.vocabulary = try Vocabulary.parse(
+        phrases: fields.object["phrases"], boost: fields.object["boost"], pronunciations: fields.object["pronunciations"])
+    if let alternatives = try fields.optionalNumber("alternatives") {
+        guard CoreMath.isIntegral(alternatives), alternatives >= 0, alternatives <= Double(StartRequest.maxAlternatives) else {
+            throw StenoError(.badMessage, "field \"alternatives\" must be a whole number from 0 to \(StartRequest.maxAlternatives)")
+        }
+        request.alternatives = Int(alternatives)
+    }
+    if let model = try fields.optionalString("model") {
+        guard (1...64).contains(model.utf8.count) else {
+            throw StenoError(.badMessage, "field \"model\" must be a model name of 1-64 characters (see /v1/models)")
+        }
+        request.model = model
     }
 }
 

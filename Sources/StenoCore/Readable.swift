@@ -28,7 +28,8 @@ public enum TextFormat: String, Sendable, Hashable, CaseIterable {
 /// Words are never dropped, reordered or lowercased.
 public enum ReadableText {
     /// `result` written readably. Its text is rebuilt from its words when they are its text's
-    /// words (as a recognizer gives them); otherwise text and words are each rewritten.
+    /// words (as a recognizer gives them); otherwise text and words are each rewritten. Its
+    /// alternatives are rewritten too, the first being the new text.
     public static func format(_ result: RecognitionResult, startsSentence: Bool, endsSentence: Bool) -> RecognitionResult {
         let textWords = result.text.split(whereSeparator: \.isWhitespace).map(String.init)
         guard !textWords.isEmpty else { return result }
@@ -43,6 +44,17 @@ public enum ReadableText {
             if !result.words.isEmpty {
                 out.words = rewrite(result.words, startsSentence: startsSentence, endsSentence: endsSentence)
             }
+        }
+        // A final's alternatives are written the same way; the first is its own text.
+        for index in out.alternatives.indices {
+            if index == 0 {
+                out.alternatives[index].text = out.text
+                continue
+            }
+            let words = out.alternatives[index].text.split(whereSeparator: \.isWhitespace)
+                .map { Word(String($0), range: result.range, confidence: 1) }
+            out.alternatives[index].text = rewrite(words, startsSentence: startsSentence, endsSentence: endsSentence)
+                .map(\.text).joined(separator: " ")
         }
         return out
     }

@@ -31,17 +31,33 @@ public struct Word: Sendable, Hashable {
     public var validConfidence: Double { confidence.isFinite ? min(max(confidence, 0), 1) : 0 }
 }
 
+/// Another reading of a final's audio (n-best), with its score: the recognizer's log
+/// probability of that reading relative to the final's own text (0 for it; lower is less likely).
+public struct Alternative: Sendable, Hashable {
+    public var text: String
+    public var score: Double
+
+    public init(text: String, score: Double) {
+        self.text = text
+        self.score = score
+    }
+}
+
 /// A recognition result over a time range: the text and, when asked for, its words.
 /// The same shape serves volatile and final results.
 public struct RecognitionResult: Sendable, Hashable {
     public var range: TimeRange
     public var text: String
     public var words: [Word]
+    /// Finals of a session that asked for them: the final's own text first, then other
+    /// readings, most likely first.
+    public var alternatives: [Alternative]
 
-    public init(range: TimeRange, text: String, words: [Word] = []) {
+    public init(range: TimeRange, text: String, words: [Word] = [], alternatives: [Alternative] = []) {
         self.range = range
         self.text = text
         self.words = words
+        self.alternatives = alternatives
     }
 }
 

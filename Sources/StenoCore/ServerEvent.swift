@@ -235,6 +235,18 @@ public enum ServerEvent: Sendable, Hashable {
         w.field("start", seconds: result.range.start)
         w.field("end", seconds: result.range.end)
         w.field("text", result.text)
+        if !result.alternatives.isEmpty {
+            w.key("alternatives")
+            w.beginArray()
+            for alternative in result.alternatives {
+                w.beginObject()
+                w.field("text", alternative.text)
+                w.key("score")
+                w.decimal(alternative.score.isFinite ? alternative.score : -1e9, places: 3)
+                w.endObject()
+            }
+            w.endArray()
+        }
         guard includeWords else { return }
         w.key("words")
         w.beginArray()

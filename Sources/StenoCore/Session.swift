@@ -44,9 +44,28 @@
 //   utterance). `silence` (suppressed silence) is the same on the timeline, with no event:
 //   it counts as activity, like audio, and after `end` it is audio after `end`.
 
+/// A model a server has, as a session chooses it (`start`'s "model" or "language").
+public struct ServedModel: Sendable, Hashable {
+    public var engine: EngineInfo
+    /// The acoustic model's phone names, to check a session's pronunciations against before
+    /// it starts; empty: not checked.
+    public var phones: Set<String>
+
+    public init(engine: EngineInfo, phones: Set<String> = []) {
+        self.engine = engine
+        self.phones = phones
+    }
+}
+
 /// What the server configures a session with.
 public struct SessionConfiguration: Sendable, Hashable {
-    public var engine: EngineInfo
+    /// The default model (the first of `models`).
+    public var engine: EngineInfo {
+        get { models[0].engine }
+        set { models[0].engine = newValue }
+    }
+    /// Every model the server has, the default first (never empty).
+    public var models: [ServedModel]
     public var limits: SessionLimits
     /// Seconds between `progress` events while audio flows (docs/protocol.md: at least once a second).
     /// The server should tick several times per interval.
@@ -57,7 +76,7 @@ public struct SessionConfiguration: Sendable, Hashable {
 
     public init(engine: EngineInfo, limits: SessionLimits = SessionLimits(),
                 progressInterval: Double = 1.0, defaultOpusPacketSamples: Int = 960) {
-        self.engine = engine
+        self.models = [ServedModel(engine: engine)]
         self.limits = limits
         self.progressInterval = progressInterval
         self.defaultOpusPacketSamples = defaultOpusPacketSamples
@@ -529,13 +548,20 @@ public struct SessionMachine: Sendable {
 
     private mutating func accept(_ request: StartRequest, now: Double, wallClock: UTCTime,
                                  into out: inout [SessionAction]) {
-        let served = configuration.engine.language
-        if let language = request.language, !LanguageTag.serves(served, requested: language) {
-            emit(.error(StenoError(.badMessage,
-                "language \"\(clippedForError(language))\" is not available; this server recognizes \(served)")),
-                 into: &out)
+        let chosen: ServedModel
+        switch Self.model(for: request, among: configuration.models) {
+        case .success(let model): chosen = model
+        case .failure(let error):
+            emit(.error(error), into: &out)
             return
         }
+        if let vocabulary = request.vocabulary, !chosen.phones.isEmpty,
+           let error = vocabulary.unknownPhones(in: chosen.phones) {
+            emit(.error(error), into: &out)
+            return
+        }
+        var request = request
+        request.model = chosen.engine.model
         self.request = request
         assembler = TranscriptAssembler(options: .init(volatile: request.volatile, words: request.words,
                                                        format: request.format))
@@ -544,8 +570,34 @@ public struct SessionMachine: Sendable {
         startedMonotonicTime = now
         stage = .open
         out.append(.startPipeline(request))
-        emit(.ready(ReadyInfo(session: id, startedAt: wallClock, engine: configuration.engine,
+        emit(.ready(ReadyInfo(session: id, startedAt: wallClock, engine: chosen.engine,
                               limits: configuration.limits, resumeToken: resumeToken)), into: &out)
+    }
+
+    /// The model a `start` asks for: by name, else the first that serves its language, else
+    /// the default; a `bad_message` naming what this server has otherwise.
+    static func model(for request: StartRequest, among models: [ServedModel]) -> Result<ServedModel, StenoError> {
+        if let name = request.model {
+            guard let model = models.first(where: { $0.engine.model == name }) else {
+                return .failure(StenoError(.badMessage, "model \"\(clippedForError(name))\" is not available; this server has "
+                    + models.map(\.engine.model).joined(separator: ", ") + " (see /v1/models)"))
+            }
+            if let language = request.language, !LanguageTag.serves(model.engine.language, requested: language) {
+                return .failure(StenoError(.badMessage,
+                    "model \"\(name)\" recognizes \(model.engine.language), not \"\(clippedForError(language))\""))
+            }
+            return .success(model)
+        }
+        if let language = request.language {
+            guard let model = models.first(where: { LanguageTag.serves($0.engine.language, requested: language) }) else {
+                var served: [String] = []
+                for model in models where !served.contains(model.engine.language) { served.append(model.engine.language) }
+                return .failure(StenoError(.badMessage,
+                    "language \"\(clippedForError(language))\" is not available; this server recognizes \(served.joined(separator: ", "))"))
+            }
+            return .success(model)
+        }
+        return .success(models[0])
     }
 
     private mutating func cancel(into out: inout [SessionAction]) {

@@ -184,7 +184,14 @@ public struct TranscriptAssembler: Sendable {
         if text.isEmpty && !words.isEmpty {
             text = words.map(\.text).joined(separator: " ")
         }
-        return RecognitionResult(range: TimeRange(start: start, end: end), text: text, words: words)
+        var alternatives = raw.alternatives.filter { !Self.trimmed($0.text).isEmpty }
+        if !alternatives.isEmpty {
+            // The first is the final's own text, whatever the recognizer made of it.
+            alternatives[0].text = text
+            for index in alternatives.indices { alternatives[index].text = Self.trimmed(alternatives[index].text) }
+        }
+        return RecognitionResult(range: TimeRange(start: start, end: end), text: text, words: words,
+                                 alternatives: alternatives)
     }
 
     /// A time on the millisecond grid, ≥ 0; `otherwise` when the time is not finite.

@@ -194,6 +194,9 @@ final class Router: TransportDelegate {
             w.endObject()
             return HTTPResponse(status: draining ? 503 : 200, contentType: "application/json", body: w.bytes,
                                 headers: [("Cache-Control", "no-store")])
+        case "/v1/models":
+            return HTTPResponse(status: 200, contentType: "application/json", body: modelsDocument(),
+                                headers: [("Cache-Control", "no-store")])
         case "/metrics":
             if !metricsPolicy.tokens.isEmpty && !metricsPolicy.isAuthorized(headers: request.headers, query: request.query) {
                 return .plain(status: 401, headers: [("WWW-Authenticate", "Bearer"), ("Cache-Control", "no-store")])
@@ -260,6 +263,31 @@ final class Router: TransportDelegate {
     }
 
     // MARK: -
+
+    /// `/v1/models`: every model the server has, the default first, with what it was loaded from.
+    private func modelsDocument() -> [UInt8] {
+        var w = JSONWriter(capacity: 512)
+        w.beginObject()
+        w.key("models")
+        w.beginArray()
+        for (index, model) in context.engine.models.enumerated() {
+            w.beginObject()
+            w.field("name", model.info.model)
+            w.field("language", model.info.language)
+            w.field("sampleRate", integer: model.info.sampleRate)
+            w.field("engine", model.info.name)
+            w.field("version", model.info.version)
+            w.field("default", index == 0)
+            w.key("loadedFrom")
+            w.beginObject()
+            for source in model.sources { w.field(source.name, source.path) }
+            w.endObject()
+            w.endObject()
+        }
+        w.endArray()
+        w.endObject()
+        return w.bytes
+    }
 
     private func updateSampledMetrics() {
         var queued = 0

@@ -24,6 +24,9 @@ public struct ServerOptions: Sendable, Equatable {
     /// The pocketsphinx model directory (holding `en-us/`, `en-us.lm.bin` and
     /// `cmudict-en-us.dict` in the Debian layout).
     public var modelPath = PocketSphinxConfiguration.debianModelDirectory
+    /// Every `--model` given, in order (see `PocketSphinxConfiguration(modelSpec:)`): the
+    /// first is the default model; empty: `modelPath` alone.
+    public var models: [String] = []
     /// The folder served at `/`; empty: no files are served.
     public var webRoot = ""
     /// Most connected sessions at once; more are refused with HTTP 503. Sessions are light (a

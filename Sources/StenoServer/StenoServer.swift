@@ -47,6 +47,8 @@ public final class StenoServer: Sendable {
         self.transport = transport
 
         let info = engine.info
+        var sessionConfiguration = SessionConfiguration(engine: info.announced, limits: options.limits)
+        sessionConfiguration.models = engine.servedModels
         var context = ServerContext(
             handle: transport.handle,
             engine: engine,
@@ -56,9 +58,7 @@ public final class StenoServer: Sendable {
             channels: ChannelHub(handle: transport.handle, metrics: metrics, maxPastBroadcasts: options.pastBroadcasts,
                                  layout: options.captionLayout, hls: options.hls),
             sessions: sessions,
-            sessionConfiguration: SessionConfiguration(
-                engine: info.announced,
-                limits: options.limits))
+            sessionConfiguration: sessionConfiguration)
         context.dedicatedRecognizers = options.dedicatedRecognizers
         self.context = context
     }

@@ -362,10 +362,13 @@ final class StreamSession: Sendable {
             do throws(StenoError) {
                 // Light: a front end of its own; a decoder is borrowed per utterance, and when
                 // none is free the recognizer waits and `wake` brings the lane back.
-                let options = RecognizerOptions(keepsDecoder: dedicated)
+                let options = RecognizerOptions(keepsDecoder: dedicated, vocabulary: request.vocabulary,
+                                                alternatives: request.alternatives, model: request.model)
                 let recognizer = try engine.makeRecognizer(options: options) { [weak self] in
                     self?.wake()
                 }
+                // How the phrases were taken (words left out) is the client's to know.
+                for notice in recognizer.notices { input(.pipelineWarning(notice)) }
                 let made = try TranscriptionPipeline(format: request.audio, recognizer: recognizer)
                 metrics.recognizersCreated.increment()
                 if request.audio.encoding == .opus { metrics.decodersCreated.increment() }

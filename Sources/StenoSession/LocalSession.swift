@@ -36,9 +36,10 @@ public final class LocalSession {
     public init(engine: any SpeechEngine, limits: SessionLimits? = nil, id: String = "local") {
         self.engine = engine
         let info = engine.info
-        let configuration = SessionConfiguration(
+        var configuration = SessionConfiguration(
             engine: info.announced,
             limits: limits ?? SessionLimits(maxSessionSeconds: 0, idleTimeoutSeconds: 0, startTimeoutSeconds: 0))
+        configuration.models = engine.servedModels
         self.machine = SessionMachine(id: id, configuration: configuration, now: Self.now())
     }
 
@@ -59,15 +60,36 @@ public final class LocalSession {
         handle(.audio(audio, now: Self.now()))
     }
 
-    /// Sends `start` for this format, with the request's options.
+    /// Sends `start` for this format, with the request's options; `text` as the wire's
+    /// "format", `phrases` (one per item), `boost` and `alternatives` as its "phrases", "boost"
+    /// and "alternatives".
     public func start(format: AudioFormat, volatile: Bool = true, words: Bool = true, language: String? = nil,
-                      text: TextFormat = .readable) {
-        let textFormat = text
-        var text = "{\"type\":\"start\",\"audio\":{\"encoding\":\"\(format.encoding.rawValue)\","
-        text += "\"sampleRate\":\(format.sampleRate),\"channels\":\(format.channels)},"
-        if let language { text += "\"language\":\"\(language)\"," }
-        text += "\"volatile\":\(volatile),\"words\":\(words),\"format\":\"\(textFormat.rawValue)\"}"
-        send(text: text)
+                      text: TextFormat = .readable, phrases: [String] = [], boost: Double? = nil, alternatives: Int = 0,
+                      model: String? = nil) {
+        var w = JSONWriter(capacity: 256)
+        w.beginObject()
+        w.field("type", "start")
+        w.key("audio")
+        w.beginObject()
+        w.field("encoding", format.encoding.rawValue)
+        w.field("sampleRate", integer: format.sampleRate)
+        w.field("channels", integer: format.channels)
+        w.endObject()
+        if let language { w.field("language", language) }
+        if let model { w.field("model", model) }
+        w.field("volatile", volatile)
+        w.field("words", words)
+        w.field("format", text.rawValue)
+        if !phrases.isEmpty {
+            w.key("phrases")
+            w.beginArray()
+            for phrase in phrases { w.string(phrase) }
+            w.endArray()
+        }
+        if let boost { w.key("boost"); w.number(boost) }
+        if alternatives > 0 { w.field("alternatives", integer: alternatives) }
+        w.endObject()
+        send(text: w.text)
     }
 
     /// Sends `end` (finals, then `ended`, then the close).
@@ -90,8 +112,11 @@ public final class LocalSession {
         case .startPipeline(let request):
             do throws(StenoError) {
                 let woken = self.woken
-                let recognizer = try engine.makeRecognizer(options: RecognizerOptions()) { woken.signal() }
+                let options = RecognizerOptions(vocabulary: request.vocabulary, alternatives: request.alternatives,
+                                                model: request.model)
+                let recognizer = try engine.makeRecognizer(options: options) { woken.signal() }
                 pipeline = try TranscriptionPipeline(format: request.audio, recognizer: recognizer)
+                for notice in recognizer.notices { handle(.pipelineWarning(notice)) }
             } catch {
                 handle(.pipelineFailed(error.message))
             }

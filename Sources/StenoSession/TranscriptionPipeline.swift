@@ -145,6 +145,7 @@ public final class TranscriptionPipeline {
             let kept = result.words.filter { ($0.range.start + $0.range.end) / 2 < cutTime }
             guard let last = kept.last else { continue }
             let finalEnd = max(cutTime, last.range.end)
+            // Cut short, it no longer is what its alternatives read: they are left out.
             events.append(.final(RecognitionResult(
                 range: TimeRange(start: result.range.start, end: finalEnd),
                 text: kept.map(\.text).joined(separator: " "),
@@ -262,7 +263,8 @@ public final class TranscriptionPipeline {
         RecognitionResult(
             range: map(result.range),
             text: result.text,
-            words: result.words.map { Word($0.text, range: map($0.range), confidence: $0.confidence) })
+            words: result.words.map { Word($0.text, range: map($0.range), confidence: $0.confidence) },
+            alternatives: result.alternatives)
     }
 
     private func map(_ range: TimeRange) -> TimeRange {

@@ -23,33 +23,37 @@ final class DecoderPool: Sendable {
         var lastError: StenoError?
     }
 
-    /// The most decoders there will be.
-    let capacity: Int
+    /// The most decoders there will be, with the other pools of the same budget.
+    var capacity: Int { budget.total }
     private let arguments: [String]
+    private let budget: DecoderBudget
     private let state = Locked(State())
 
-    init(arguments: [String], capacity: Int) {
+    /// A pool of its own budget of `capacity` decoders, or of a budget shared with other
+    /// models' pools.
+    init(arguments: [String], capacity: Int, budget: DecoderBudget? = nil) {
         self.arguments = arguments
-        self.capacity = max(1, capacity)
+        self.budget = budget ?? DecoderBudget(total: capacity)
+        self.budget.register(self)
     }
 
-    /// Takes in a decoder made elsewhere (the engine's first), idle.
+    /// Takes in a decoder made elsewhere (the engine's first), idle. It counts against the
+    /// budget even past it (an engine always has its first).
     func adopt(_ decoder: PocketSphinxDecoder) {
+        budget.force()
         state.withLock { s in
             s.made += 1
             s.idle.append(decoder)
         }
     }
 
-    /// Makes decoders now (blocking, ≈0.5 s each) until `count` exist (at most `capacity`).
+    /// Makes decoders now (blocking, ≈0.5 s each) until `count` exist (as far as the budget
+    /// allows).
     func prepare(count: Int) throws(StenoError) {
         while true {
-            let go = state.withLock { s -> Bool in
-                guard s.made + s.making < min(count, capacity) else { return false }
-                s.making += 1
-                return true
-            }
-            guard go else { return }
+            let wanted = state.withLock { s in s.made + s.making < count }
+            guard wanted, budget.reserve() else { return }
+            state.withLock { s in s.making += 1 }
             let result = make()
             deliver(result)
             if case .failure(let error) = result { throw error }
@@ -57,26 +61,41 @@ final class DecoderPool: Sendable {
     }
 
     /// An idle decoder for `waiter`'s recognizer, or nil: it is then in line, and its `wake`
-    /// is called once a decoder is granted to it (`DecoderWaiter.take`).
-    func take(for waiter: DecoderWaiter) -> PocketSphinxDecoder? {
-        let (decoder, makeOne) = state.withLock { s -> (PocketSphinxDecoder?, Bool) in
-            if let decoder = s.idle.popLast() {
+    /// is called once a decoder is granted to it (`DecoderWaiter.take`). Among idle decoders
+    /// it lends the one that holds `vocabulary` already, else one whose vocabulary is cheapest
+    /// to take out (see `PocketSphinxDecoder.use`).
+    func take(for waiter: DecoderWaiter, vocabulary: SessionVocabulary? = nil) -> PocketSphinxDecoder? {
+        let (decoder, wantsOne) = state.withLock { s -> (PocketSphinxDecoder?, Bool) in
+            if !s.idle.isEmpty {
+                let index = s.idle.lastIndex(where: { $0.vocabulary === vocabulary })
+                    ?? s.idle.lastIndex(where: { !($0.vocabulary?.changesSearch ?? false) })
+                    ?? s.idle.count - 1
                 s.lent += 1
-                return (decoder, false)
+                return (s.idle.remove(at: index), false)
             }
             if !s.waiting.contains(where: { $0 === waiter }) { s.waiting.append(waiter) }
-            guard s.made + s.making < capacity else { return (nil, false) }
-            s.making += 1
-            return (nil, true)
+            return (nil, s.making < s.waiting.count)
         }
-        if makeOne {
-            DispatchQueue.global(qos: .userInitiated).async { [self] in deliver(make()) }
+        if wantsOne && (budget.reserve() || budget.reclaim(for: self)) {
+            makeReserved()
         }
         return decoder
     }
 
-    /// Takes back a decoder lent out: to the first recognizer in line, or idle.
+    /// Takes back a decoder lent out: to the first recognizer in line, or idle (and then, if
+    /// another model's sessions wait for a decoder the budget has no room for, it is let go
+    /// so that they get one).
     func giveBack(_ decoder: PocketSphinxDecoder) {
+        if decoder.isWorn {
+            // Its dictionary has grown with many sessions' entries: a fresh one replaces it.
+            let makeOne = state.withLock { s -> Bool in
+                s.lent -= 1
+                s.made -= 1
+                return s.making < s.waiting.count
+            }
+            if makeOne { makeReserved() } else { budget.release() }
+            return
+        }
         let next = state.withLock { s -> DecoderWaiter? in
             if s.waiting.isEmpty {
                 s.lent -= 1
@@ -85,7 +104,11 @@ final class DecoderPool: Sendable {
             }
             return s.waiting.removeFirst()
         }
-        next?.grant(.success(decoder))
+        if let next {
+            next.grant(.success(decoder))
+        } else {
+            budget.offer(from: self)
+        }
     }
 
     /// A decoder that failed (pocketsphinx reported an error with it) is let go, not reused;
@@ -95,6 +118,7 @@ final class DecoderPool: Sendable {
             s.lent -= 1
             s.made -= 1
         }
+        budget.release()
         _ = decoder
     }
 
@@ -119,6 +143,27 @@ final class DecoderPool: Sendable {
         }
     }
 
+    // MARK: Budget (with the other pools of a `DecoderBudget`)
+
+    /// Sessions wait that no decoder is being made for.
+    var needsDecoder: Bool { state.withLock { s in s.making < s.waiting.count } }
+
+    /// Lets one idle decoder go (its share of the budget passes to the caller); false if none.
+    func releaseIdle() -> Bool {
+        let decoder = state.withLock { s -> PocketSphinxDecoder? in
+            guard !s.idle.isEmpty else { return nil }
+            s.made -= 1
+            return s.idle.removeFirst()
+        }
+        return decoder != nil  // freed here, outside the lock
+    }
+
+    /// Makes a decoder in the background with a share of the budget already reserved.
+    func makeReserved() {
+        state.withLock { s in s.making += 1 }
+        DispatchQueue.global(qos: .userInitiated).async { [self] in deliver(make()) }
+    }
+
     private func make() -> Result<PocketSphinxDecoder, StenoError> {
         do throws(StenoError) {
             return .success(try PocketSphinxDecoder(arguments: arguments))
@@ -129,6 +174,7 @@ final class DecoderPool: Sendable {
 
     /// A new decoder (or the failure to make one) goes to the first in line, or idle.
     private func deliver(_ result: Result<PocketSphinxDecoder, StenoError>) {
+        if case .failure = result { budget.release() }
         let next = state.withLock { s -> (DecoderWaiter?, Result<PocketSphinxDecoder, StenoError>) in
             s.making -= 1
             switch result {
@@ -148,6 +194,70 @@ final class DecoderPool: Sendable {
             }
         }
         next.0?.grant(next.1)
+    }
+}
+
+/// How many decoders the pools of several models (each `--model` of a server) may have
+/// together: `--recognizers`, the memory (≈95 MB each) and compute limit of them all. A pool
+/// that needs a decoder when the budget is spent lets an idle decoder of another pool go and
+/// makes its own (≈0.5 s); a decoder given back with nobody waiting for it in its own pool is
+/// let go when another pool has sessions waiting.
+public final class DecoderBudget: Sendable {
+    public let total: Int
+    private struct State {
+        var used = 0
+        var pools: [Weak] = []
+    }
+    private struct Weak {
+        weak var pool: DecoderPool?
+    }
+    private let state = Locked(State())
+
+    public init(total: Int) {
+        self.total = max(1, total)
+    }
+
+    /// Decoders made or being made, of every pool.
+    public var used: Int { state.withLock { $0.used } }
+
+    func register(_ pool: DecoderPool) {
+        state.withLock { s in
+            s.pools.removeAll { $0.pool == nil }
+            s.pools.append(Weak(pool: pool))
+        }
+    }
+
+    /// One more decoder may be made (it counts until released).
+    func reserve() -> Bool {
+        state.withLock { s in
+            guard s.used < total else { return false }
+            s.used += 1
+            return true
+        }
+    }
+
+    /// Counts a decoder made whatever the budget says (an engine's first).
+    func force() { state.withLock { $0.used += 1 } }
+
+    func release() { state.withLock { $0.used -= 1 } }
+
+    private func others(than pool: DecoderPool) -> [DecoderPool] {
+        state.withLock { s in s.pools.compactMap(\.pool).filter { $0 !== pool } }
+    }
+
+    /// The budget is spent and `pool` needs a decoder: another pool's idle one is let go, its
+    /// share passing to `pool`. False when no other pool has one idle.
+    func reclaim(for pool: DecoderPool) -> Bool {
+        others(than: pool).contains { $0.releaseIdle() }
+    }
+
+    /// `pool` has a decoder idle that nobody waits for: another pool whose sessions wait
+    /// gets its share.
+    func offer(from pool: DecoderPool) {
+        guard state.withLock({ $0.pools.count > 1 && $0.used >= total }) else { return }
+        if let other = others(than: pool).first(where: \.needsDecoder), pool.releaseIdle() {
+            other.makeReserved()
+        }
     }
 }
 

@@ -76,18 +76,71 @@ public struct PocketSphinxConfiguration: Sendable, Hashable {
         self.preparedRecognizers = preparedRecognizers
     }
 
-    /// The model's name: the last component of `modelDirectory` ("en-us").
-    public var modelName: String {
+    /// The model's name as sessions choose it; nil: the last component of `modelDirectory`.
+    public var name: String?
+
+    /// The model's name: `name`, else the last component of `modelDirectory` ("en-us").
+    public var modelName: String { name ?? directoryName }
+
+    /// The last component of `modelDirectory`: what the Debian layout names its files by.
+    private var directoryName: String {
         let trimmed = modelDirectory.hasSuffix("/") ? String(modelDirectory.dropLast()) : modelDirectory
         return trimmed.split(separator: "/").last.map(String.init) ?? trimmed
     }
 
-    public var resolvedAcousticModel: String { acousticModel ?? "\(directory)/\(modelName)" }
-    public var resolvedLanguageModel: String { languageModel ?? "\(directory)/\(modelName).lm.bin" }
-    public var resolvedDictionary: String { dictionary ?? "\(directory)/cmudict-\(modelName).dict" }
+    public var resolvedAcousticModel: String { acousticModel ?? "\(directory)/\(directoryName)" }
+    public var resolvedLanguageModel: String { languageModel ?? "\(directory)/\(directoryName).lm.bin" }
+    public var resolvedDictionary: String { dictionary ?? "\(directory)/cmudict-\(directoryName).dict" }
 
     private var directory: String {
         modelDirectory.hasSuffix("/") ? String(modelDirectory.dropLast()) : modelDirectory
+    }
+
+    /// A model as `steno serve --model` names it: `DIR` (a directory in the Debian layout,
+    /// named by its last component, as before), or `NAME=DIR`; either followed by
+    /// comma-separated parts that replace the directory's: `lm=FILE`, `dict=FILE`, `hmm=DIR`,
+    /// `language=TAG`. E.g. `--model legal=/usr/share/pocketsphinx/model/en-us,lm=/srv/legal.lm.bin`
+    /// serves the English acoustic model with another language model, named "legal". Other
+    /// settings come from `base`.
+    public init(modelSpec: String, base: PocketSphinxConfiguration = PocketSphinxConfiguration()) throws(StenoError) {
+        self = base
+        var parts = modelSpec.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        var head = parts.removeFirst()
+        name = nil
+        acousticModel = nil
+        languageModel = nil
+        dictionary = nil
+        if let equals = head.firstIndex(of: "="), !head[..<equals].contains("/") {
+            let given = String(head[..<equals])
+            guard (1...64).contains(given.utf8.count),
+                  given.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) }) else {
+                throw StenoError(.internal, "a model name is 1-64 letters, digits, '-', '_' or '.': \"\(given)\"")
+            }
+            name = given
+            head = String(head[head.index(after: equals)...])
+        }
+        guard !head.isEmpty else { throw StenoError(.internal, "the model \"\(modelSpec)\" names no directory") }
+        modelDirectory = head
+        for part in parts {
+            guard let equals = part.firstIndex(of: "=") else {
+                throw StenoError(.internal, "\"\(part)\" in --model \(modelSpec): expected lm=FILE, dict=FILE, hmm=DIR or language=TAG")
+            }
+            let key = part[..<equals]
+            let value = String(part[part.index(after: equals)...])
+            guard !value.isEmpty else { throw StenoError(.internal, "\(key)= in --model \(modelSpec) has no value") }
+            switch key {
+            case "lm": languageModel = value
+            case "dict": dictionary = value
+            case "hmm": acousticModel = value
+            case "language":
+                guard LanguageTag.isWellFormed(value) else {
+                    throw StenoError(.internal, "language=\(value) in --model \(modelSpec) is not a language tag such as en-US")
+                }
+                language = value
+            default:
+                throw StenoError(.internal, "\"\(key)\" in --model \(modelSpec): expected lm, dict, hmm or language")
+            }
+        }
     }
 
     /// The full argument list given to `cmd_ln_parse_r`.

@@ -34,6 +34,21 @@ final class PocketSphinxDecoder: @unchecked Sendable {
     /// The cepstral mean state of a fresh decoder: where every session starts.
     let freshCMN: FeatureState
 
+    /// The session vocabulary whose phrase model is in the language model set now (kept after
+    /// its utterance until another session needs another; see PocketSphinxVocabulary.swift).
+    private(set) var vocabulary: SessionVocabulary?
+    /// The search's lexicon tree holds words of `vocabulary` (rebuilt when it goes out).
+    private var searchChanged = false
+    /// Session entries added to this decoder's dictionary (it has no removal).
+    private var entriesAdded: Set<String> = []
+    /// After this many session entries the pool lets the decoder go and makes a fresh one,
+    /// so the dictionary does not grow without bound (≈0.5 s to make one).
+    static let maxAddedEntries = 5000
+    /// The layout `steno_ps_reinit_search` relies on was found (checked once, at creation).
+    let canRebuildSearch: Bool
+    private static let phraseModelName = "steno-session"
+    private static let baseModelName = "default"
+
     /// Cepstra given in this utterance: where the next one falls in the ring of
     /// `2 × featureWindow + 1` that `ps_process_raw` would have filled (see `feed`).
     private var ringPosition = 0
@@ -93,6 +108,7 @@ final class PocketSphinxDecoder: @unchecked Sendable {
         self.featureWindow = Int(max(0, feat.pointee.window_size))
         self.freshCMN = FeatureState(feat: feat, cmn: cmn)
         self.config = cmd_ln_retain(decoderConfig)
+        self.canRebuildSearch = steno_ps_layout_ok(ps) != 0
     }
 
     deinit {
@@ -105,6 +121,115 @@ final class PocketSphinxDecoder: @unchecked Sendable {
     private static func lastError(or fallback: String) -> String {
         let message = String(cString: steno_ps_last_error())
         return message.isEmpty ? fallback : message
+    }
+
+    /// The decoder's logmath (shared by every model of the decoder's engine).
+    var logmathPointer: OpaquePointer { logmath }
+
+    /// Whether the pool should let it go rather than lend it again.
+    var isWorn: Bool { entriesAdded.count >= Self.maxAddedEntries }
+
+    /// The language model set of the active search.
+    private var languageModelSet: OpaquePointer? {
+        guard let name = ps_get_search(ps) else { return nil }
+        return ps_get_lm(ps, name)
+    }
+
+    /// Every word the model's own language model knows (read once, from the first decoder).
+    var languageModelWords: Set<String> {
+        guard let set = languageModelSet, let base = ngram_model_set_lookup(set, Self.baseModelName),
+              let counts = ngram_model_get_counts(base) else { return [] }
+        var words: Set<String> = []
+        let unigrams = Int32(clamping: counts[0])
+        words.reserveCapacity(Int(unigrams))
+        for wid in 0..<unigrams {
+            if let word = ngram_word(base, wid) { words.insert(String(cString: word)) }
+        }
+        return words
+    }
+
+    /// Puts a session's vocabulary into the decoder (nil: none), taking out the one it held:
+    /// its phrase model goes into the language model set beside the model's own, its entries
+    /// into the dictionary, and the search's lexicon tree is rebuilt when either vocabulary
+    /// changes which words it holds. Done between utterances.
+    func use(_ next: SessionVocabulary?) throws(StenoError) {
+        if vocabulary === next { return }
+        guard let set = languageModelSet else {
+            throw StenoError(.internal, "pocketsphinx decoder has no language model to add phrases to")
+        }
+        let rebuild = searchChanged || (next?.changesSearch ?? false)
+        if rebuild && !canRebuildSearch {
+            throw StenoError(.internal, "this pocketsphinx build's decoder layout is not the one Steno knows; phrases with new words cannot be used")
+        }
+        if vocabulary != nil {
+            // Sane weights first: removing renormalizes the rest by 1 / (1 − its weight).
+            Self.interpolate(set, [Self.baseModelName, Self.phraseModelName], [1, 0.5])
+            let removed = ngram_model_set_remove(set, Self.phraseModelName, 1)
+            Self.interpolate(set, [Self.baseModelName], [1])
+            _ = ngram_model_set_select(set, Self.baseModelName)
+            if let removed {
+                Self.lifecycleLock.lock()
+                ngram_model_free(removed)
+                Self.lifecycleLock.unlock()
+            }
+            vocabulary = nil
+        }
+        if let next {
+            Self.lifecycleLock.lock()
+            _ = ngram_model_retain(next.model)
+            Self.lifecycleLock.unlock()
+            _ = ngram_model_set_add(set, next.model, Self.phraseModelName, 1.0, 1)
+            // While the phrase model alone is selected, ps_add_word adds the entry's word to
+            // it (it has it already) and not to the model's own LM.
+            _ = ngram_model_set_select(set, Self.phraseModelName)
+            for entry in next.entries where !entriesAdded.contains(entry.name) {
+                _ = ps_add_word(ps, entry.name, entry.phones, 0)
+                entriesAdded.insert(entry.name)
+            }
+            Self.interpolate(set, [Self.baseModelName, Self.phraseModelName], [1, next.weight])
+            vocabulary = next
+        }
+        if rebuild {
+            guard steno_ps_reinit_search(ps) >= 0 else {
+                throw StenoError(.internal, "pocketsphinx could not rebuild its search for the phrases: \(Self.lastError(or: "reinit failed"))")
+            }
+            searchChanged = next?.changesSearch ?? false
+        }
+    }
+
+    private static func interpolate(_ set: OpaquePointer, _ names: [String], _ weights: [Float]) {
+        let cNames = names.map { strdup($0) }
+        defer { for name in cNames { free(name) } }
+        var pointers: [UnsafePointer<CChar>?] = cNames.map { UnsafePointer($0) }
+        var values = weights
+        _ = pointers.withUnsafeMutableBufferPointer { namesBuffer in
+            values.withUnsafeMutableBufferPointer { weightsBuffer in
+                ngram_model_set_interp(set, namesBuffer.baseAddress, weightsBuffer.baseAddress)
+            }
+        }
+    }
+
+    /// Up to `limit` distinct readings of the utterance just ended (pocketsphinx n-best over
+    /// its lattice), most likely first, as raw words and their path scores (natural log).
+    func alternatives(limit: Int) -> [(words: [String], score: Double)] {
+        guard limit > 0 else { return [] }
+        var result: [(words: [String], score: Double)] = []
+        var seen: Set<[String]> = []
+        var iterator = ps_nbest(ps)
+        var tried = 0
+        while let current = iterator, result.count < limit, tried < 50 * limit {
+            guard let next = ps_nbest_next(current) else { iterator = nil; break }
+            iterator = next
+            tried += 1
+            var score: Int32 = 0
+            guard let hyp = ps_nbest_hyp(next, &score) else { continue }
+            let words = String(cString: hyp).split(separator: " ").map(String.init)
+            guard !words.isEmpty, seen.insert(words).inserted else { continue }
+            // Path scores are in the search's units: logmath's, shifted right by SENSCR_SHIFT (10).
+            result.append((words, logmath_log_to_ln(logmath, score) * Double(1 << 10)))
+        }
+        if let iterator { ps_nbest_free(iterator) }
+        return result
     }
 
     /// Starts an utterance of a session whose feature state is `state` (a fresh decoder's for

@@ -19,11 +19,20 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
     public let info: SpeechEngineInfo
     private let pool: DecoderPool
     private let shape: DecoderShape
+    private let lexicon: PocketSphinxLexicon
+    private let logmath: LogmathHandle
+
+    /// The acoustic model's phones, which pronunciations may use.
+    public var phones: Set<String> { lexicon.phones }
 
     /// Validates the configuration and loads the first decoder (and `preparedRecognizers` in
     /// all), so that a bad model path fails here, with pocketsphinx's reason, rather than in
     /// the first session. Blocking (≈0.5 s per decoder).
-    public init(configuration: PocketSphinxConfiguration = PocketSphinxConfiguration()) throws(StenoError) {
+    /// `budget`: shared with the engines of other models, whose decoders count against the
+    /// same total (`configuration.recognizers` is then not used); nil: a budget of its own of
+    /// `configuration.recognizers`.
+    public init(configuration: PocketSphinxConfiguration = PocketSphinxConfiguration(),
+                budget: DecoderBudget? = nil) throws(StenoError) {
         try configuration.validate()
         for (what, path) in [("acoustic model", configuration.resolvedAcousticModel),
                              ("language model", configuration.resolvedLanguageModel),
@@ -37,13 +46,24 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
             language: configuration.language, sampleRate: PocketSphinxRecognizer.sampleRate)
         let first = try PocketSphinxDecoder(arguments: configuration.decoderArguments)
         self.shape = DecoderShape(first)
-        self.pool = DecoderPool(arguments: configuration.decoderArguments, capacity: configuration.recognizers)
+        self.lexicon = PocketSphinxLexicon(decoder: first, configuration: configuration)
+        self.logmath = LogmathHandle(first.logmathPointer)
+        self.pool = DecoderPool(arguments: configuration.decoderArguments, capacity: configuration.recognizers,
+                                budget: budget)
         pool.adopt(first)
         try pool.prepare(count: configuration.preparedRecognizers)
     }
 
     public func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
         try makePocketSphinxRecognizer(options: options, wake: wake)
+    }
+
+    public var models: [SpeechModelInfo] {
+        [SpeechModelInfo(info: info, phones: lexicon.phones, sources: [
+            .init(name: "acousticModel", path: configuration.resolvedAcousticModel),
+            .init(name: "languageModel", path: configuration.resolvedLanguageModel),
+            .init(name: "dictionary", path: configuration.resolvedDictionary),
+        ])]
     }
 
     /// `makeRecognizer` with the concrete type (for tests and benchmarks).
@@ -53,6 +73,11 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
         guard maxSeconds > 0, maxSeconds.isFinite else {
             throw StenoError(.internal, "maxUtteranceSeconds must be a positive number of seconds, not \(maxSeconds)")
         }
+        var vocabulary: SessionVocabulary?
+        var notices: [StenoError] = []
+        if let asked = options.vocabulary, !asked.isEmpty {
+            (vocabulary, notices) = try SessionVocabulary.make(asked, lexicon: lexicon, config: shape.config, logmath: logmath.pointer)
+        }
         let frontEnd = try shape.makeFrontEnd()
         return PocketSphinxRecognizer(
             pool: pool, shape: shape, frontEnd: frontEnd, info: info,
@@ -60,6 +85,9 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
             maxUtteranceSeconds: maxSeconds,
             partialResults: options.partialResults,
             keepsDecoder: options.keepsDecoder,
+            vocabulary: vocabulary,
+            notices: notices,
+            alternatives: max(0, options.alternatives),
             wake: wake)
     }
 
@@ -138,12 +166,33 @@ final class DecoderShape: Sendable {
         configuration = DecoderConfiguration(decoder)
     }
 
+    /// The decoders' configuration (retained as long as the shape).
+    var config: OpaquePointer { configuration.config }
+
     /// A front end with the decoders' configuration, under the lock that serializes
     /// sphinxbase object creation (a configuration's reference count is not atomic).
     func makeFrontEnd() throws(StenoError) -> SpeechFrontEnd {
         PocketSphinxDecoder.lifecycleLock.lock()
         defer { PocketSphinxDecoder.lifecycleLock.unlock() }
         return try SpeechFrontEnd(config: configuration.config)
+    }
+}
+
+/// A retained sphinxbase logmath (`logmath_t`): read-only tables, shared by the phrase models
+/// of an engine's sessions.
+final class LogmathHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
+
+    init(_ logmath: OpaquePointer) {
+        PocketSphinxDecoder.lifecycleLock.lock()
+        pointer = logmath_retain(logmath)
+        PocketSphinxDecoder.lifecycleLock.unlock()
+    }
+
+    deinit {
+        PocketSphinxDecoder.lifecycleLock.lock()
+        logmath_free(pointer)
+        PocketSphinxDecoder.lifecycleLock.unlock()
     }
 }
 

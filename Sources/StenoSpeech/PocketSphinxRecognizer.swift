@@ -60,6 +60,11 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
     /// With `keepsDecoder`: the decoder kept between utterances.
     private var kept: PocketSphinxDecoder?
     private let keepsDecoder: Bool
+    /// The session's own vocabulary, put into each decoder it borrows; nil: none.
+    private let vocabulary: SessionVocabulary?
+    /// Alternatives per final (n-best); 0: none.
+    private let alternativesLimit: Int
+    public let notices: [StenoError]
 
     /// Samples accepted so far.
     private var received = 0
@@ -122,8 +127,12 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
 
     init(pool: DecoderPool, shape: DecoderShape, frontEnd: SpeechFrontEnd, info: SpeechEngineInfo,
          blockSamples: Int, maxUtteranceSeconds: Double, partialResults: Bool, keepsDecoder: Bool = false,
+         vocabulary: SessionVocabulary? = nil, notices: [StenoError] = [], alternatives: Int = 0,
          wake: @escaping @Sendable () -> Void) {
+        self.notices = notices
         self.keepsDecoder = keepsDecoder
+        self.vocabulary = vocabulary
+        self.alternativesLimit = alternatives
         self.pool = pool
         self.shape = shape
         self.frontEnd = frontEnd
@@ -326,12 +335,13 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
             self.kept = nil
         } else if let granted = waiter.take() {
             got = try granted.get()
-        } else if let idle = pool.take(for: waiter) {
+        } else if let idle = pool.take(for: waiter, vocabulary: vocabulary) {
             got = idle
         } else {
             return false
         }
         decoder = got
+        try got.use(vocabulary)
         try got.startUtterance(mean, startedInSilence: startedInSilence)
         return true
     }
@@ -359,9 +369,13 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
         if utteranceHasSpeech, let decoder {
             mean = try decoder.endUtterance(last: &last)
             let words = self.words(decoder, final: true)
+            var result = Self.result(words)
+            if let text = result?.text, alternativesLimit > 0 {
+                result?.alternatives = alternatives(decoder, finalText: text)
+            }
             self.decoder = nil
             if keepsDecoder { kept = decoder } else { pool.giveBack(decoder) }
-            if let result = Self.result(words) {
+            if let result {
                 events.append(.final(result))
             } else if !partialText.isEmpty {
                 events.append(.partial(RecognitionResult(range: TimeRange(start: seconds(fed), end: seconds(fed)), text: "")))
@@ -477,7 +491,7 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
             ps_seg_frames(current, &startFrame, &endFrame)
             let base = origin ?? startFrame
             origin = base
-            if let raw = ps_seg_word(current), let text = Self.spokenWord(String(cString: raw)) {
+            if let raw = ps_seg_word(current), let text = display(String(cString: raw)) {
                 let first = firstFrame + Int(startFrame) - Int(base)
                 let last = firstFrame + Int(endFrame) - Int(base)
                 let start = min(latest, max(earliest, seconds(frameStart(first))))
@@ -488,6 +502,29 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
             segment = ps_seg_next(current)  // frees the iterator at the end
         }
         return words
+    }
+
+    /// A decoder's word as the session's results name it: fillers left out, entries of the
+    /// session's own by the client's spelling.
+    private func display(_ raw: String) -> String? {
+        if let vocabulary, let spelled = vocabulary.spelling[raw] { return spelled }
+        return Self.spokenWord(raw)
+    }
+
+    /// The final's own text first (score 0), then the other n-best readings, most likely
+    /// first, with their scores relative to the final's.
+    private func alternatives(_ decoder: PocketSphinxDecoder, finalText: String) -> [Alternative] {
+        let readings = decoder.alternatives(limit: alternativesLimit + 1).compactMap { reading -> (String, Double)? in
+            let text = reading.words.compactMap { display($0) }.joined(separator: " ")
+            return text.isEmpty ? nil : (text, reading.score)
+        }
+        let reference = readings.first(where: { $0.0 == finalText })?.1 ?? readings.first?.1 ?? 0
+        var result = [Alternative(text: finalText, score: 0)]
+        var seen: Set<String> = [finalText]
+        for (text, score) in readings where result.count < alternativesLimit && seen.insert(text).inserted {
+            result.append(Alternative(text: text, score: min(0, score - reference)))
+        }
+        return result
     }
 
     private static func result(_ words: [Word]) -> RecognitionResult? {

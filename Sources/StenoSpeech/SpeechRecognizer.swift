@@ -40,7 +40,19 @@ public struct RecognizerOptions: Sendable, Hashable {
     /// Force a final after this many seconds of one utterance; nil keeps the engine's default.
     public var maxUtteranceSeconds: Double?
 
-    public init(partialResults: Bool = true, maxUtteranceSeconds: Double? = nil, keepsDecoder: Bool = false) {
+    /// The session's own phrases and pronunciations; nil: the model's vocabulary alone.
+    public var vocabulary: Vocabulary?
+    /// How many alternative texts (n-best) each final carries; 0: none.
+    public var alternatives: Int
+    /// The model to recognize with, by name (`SpeechModelInfo.info.model`); nil: the engine's
+    /// default (its first).
+    public var model: String?
+
+    public init(partialResults: Bool = true, maxUtteranceSeconds: Double? = nil, keepsDecoder: Bool = false,
+                vocabulary: Vocabulary? = nil, alternatives: Int = 0, model: String? = nil) {
+        self.model = model
+        self.vocabulary = vocabulary
+        self.alternatives = alternatives
         self.keepsDecoder = keepsDecoder
         self.partialResults = partialResults
         self.maxUtteranceSeconds = maxUtteranceSeconds
@@ -104,6 +116,15 @@ public protocol SpeechRecognizer: AnyObject {
     /// `samples` of silence the client left out (it declared them instead of sending them):
     /// the utterance in progress ends, and the input timeline moves on by that much.
     func skipSilence(_ samples: Int) throws(StenoError) -> [TranscriberEvent]
+
+    /// What the session should be told about how its options were taken (non-fatal
+    /// `bad_message`s, e.g. a phrase word left out for want of a pronunciation); read once,
+    /// after the recognizer was made.
+    var notices: [StenoError] { get }
+}
+
+extension SpeechRecognizer {
+    public var notices: [StenoError] { [] }
 }
 
 extension SpeechRecognizer {
@@ -120,6 +141,35 @@ extension SpeechRecognizer {
         }
         return try result.get()
     }
+}
+
+/// One model an engine recognizes with: what it is, the phones its pronunciations may use,
+/// and the files it was loaded from (`/v1/models`).
+public struct SpeechModelInfo: Sendable, Hashable {
+    public struct Source: Sendable, Hashable {
+        /// What the file is: "acousticModel", "languageModel", "dictionary".
+        public var name: String
+        public var path: String
+
+        public init(name: String, path: String) {
+            self.name = name
+            self.path = path
+        }
+    }
+
+    public var info: SpeechEngineInfo
+    /// The acoustic model's phones (empty: pronunciations are not checked against them).
+    public var phones: Set<String>
+    public var sources: [Source]
+
+    public init(info: SpeechEngineInfo, phones: Set<String> = [], sources: [Source] = []) {
+        self.info = info
+        self.phones = phones
+        self.sources = sources
+    }
+
+    /// How a session chooses it (StenoCore's `SessionMachine`).
+    public var served: ServedModel { ServedModel(engine: info.announced, phones: phones) }
 }
 
 /// How busy an engine's shared decoders are: what admission looks at.
@@ -157,6 +207,9 @@ public protocol SpeechEngine: Sendable {
 
     /// How busy its shared decoders are now.
     var load: RecognizerLoad { get }
+
+    /// The models it has, the default first (`RecognizerOptions.model` chooses one).
+    var models: [SpeechModelInfo] { get }
 }
 
 extension SpeechEngine {
@@ -166,6 +219,11 @@ extension SpeechEngine {
     }
 
     public func prepare(sessions: Int) throws(StenoError) {}
+
+    public var models: [SpeechModelInfo] { [SpeechModelInfo(info: info)] }
+
+    /// How sessions choose among its models (the session configuration's `models`).
+    public var servedModels: [ServedModel] { models.map(\.served) }
 
     /// An engine without shared decoders is never busy.
     public var load: RecognizerLoad { RecognizerLoad(capacity: Int.max, busy: 0, waiting: 0) }

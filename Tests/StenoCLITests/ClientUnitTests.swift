@@ -95,6 +95,14 @@ import Testing
         let raw = ClientMessages.start(try AudioFormat(encoding: .pcmS16LE, sampleRate: 16000, channels: 1), language: nil, channel: nil, text: .raw)
         #expect(raw.hasSuffix(#""words":true,"format":"raw"}"#))
         #expect(try ClientMessage.parse(raw) == .start(StartRequest(audio: AudioFormat(encoding: .pcmS16LE, sampleRate: 16000, channels: 1), format: .raw)))
+        let named = ClientMessages.start(try AudioFormat(encoding: .pcmS16LE, sampleRate: 16000, channels: 1), language: nil, channel: nil,
+                                         phrases: ["John Dashwood", "Steno \"server\""], boost: 2.5)
+        #expect(named.hasSuffix(#""words":true,"phrases":["John Dashwood","Steno \"server\""],"boost":2.5}"#), "\(named)")
+        guard case .start(let request) = try ClientMessage.parse(named) else {
+            Issue.record("not a start: \(named)")
+            return
+        }
+        #expect(request.vocabulary?.phrases == [["John", "Dashwood"], ["Steno", "server"]] && request.vocabulary?.boost == 2.5)
         #expect(ClientMessages.resume(session: "s", token: "t", after: 7) == #"{"type":"resume","session":"s","resumeToken":"t","after":7}"#)
         #expect(ClientMessages.gap(1.25) == #"{"type":"gap","duration":1.25}"#)
     }
@@ -241,6 +249,9 @@ import Testing
         let device = try send(["--device", "hw:1", "--rate", "48000", "--channel", "studio-a", "--fast"])
         #expect(device.input == .device(name: "hw:1", sampleRate: 48000, channels: 1) && device.channel == "studio-a")
         #expect(try send(["--list-devices"]).listDevices)
+        let phrases = try send(["talk.wav", "--phrases", "names.txt", "--boost", "0.5"])
+        #expect(phrases.phrasesFile == "names.txt" && phrases.boost == 0.5)
+        #expect(try send(["talk.wav"]).phrasesFile == nil)
         let environment = try send(["a.wav"], ["STENO_SERVER": "wss://captions.example/steno/", "STENO_TOKEN": "t0k",
                                                "STENO_CA": "/ca.pem"])
         #expect(environment.client.token == "t0k" && environment.client.caFile == "/ca.pem")
@@ -262,6 +273,8 @@ import Testing
         #expect(sendProblem(["a.wav", "--channel", "no spaces"]) != nil)
         #expect(sendProblem(["a.wav", "--encoding", "mp3"]) != nil)
         #expect(sendProblem(["a.wav", "b.wav"]) == .unexpectedArgument("b.wav"))
+        #expect(sendProblem(["a.wav", "--boost", "2"]) == .requires(option: "--boost", other: "--phrases", reason: "it scales the phrases"))
+        #expect(sendProblem(["a.wav", "--phrases", "p.txt", "--boost", "0"]) != nil)
         #expect(sendProblem(["a.wav", "--fats"]) == .unknownOption("--fats", suggestion: "--fast"))
     }
 

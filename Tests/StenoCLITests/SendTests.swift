@@ -25,6 +25,22 @@ import Testing
         #expect(lines.last?.hasPrefix(#"{"type":"ended""#) == true)
     }
 
+    /// `--phrases FILE` and `--boost` go into `start`: the finals are those of `steno transcribe`
+    /// with the same options.
+    @Test func phrasesFromAFileGiveTheFinalsTranscribeGives() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("steno-send-phrases-\(getpid()).txt").path
+        try "ever tried\never failed\n".write(toFile: path, atomically: true, encoding: .utf8)
+        let sent = try StenoCommand.run(["send", TestAudio.clip, "--server", Self.server, "--fast", "--encoding", "pcm",
+                                         "--phrases", path, "--boost", "4"])
+        #expect(sent.status == 0, "\(sent.stderr)")
+        let transcribed = try StenoCommand.run(["transcribe", TestAudio.clip, "--phrases", path, "--boost", "4", "--no-progress"])
+        #expect(transcribed.status == 0, "\(transcribed.stderr)")
+        #expect(sent.stdout == transcribed.stdout)
+        #expect(sent.stdout.lowercased().contains("] ever tried"), "\(sent.stdout)")
+        let bad = try StenoCommand.run(["send", TestAudio.clip, "--server", Self.server, "--phrases", "/nonexistent/phrases.txt"])
+        #expect(bad.status == 2 && bad.stderr.contains("--phrases"), "\(bad.stderr)")
+    }
+
     @Test func opusIsTheDefaultAndCaptionFormatsWork() throws {
         let vtt = try StenoCommand.run(["send", TestAudio.clip, "--server", Self.server, "--fast", "--format", "vtt"])
         #expect(vtt.status == 0, "\(vtt.stderr)")

@@ -200,6 +200,20 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         #expect(options.tokens == ["a", "b"])
     }
 
+    @Test func severalModelsOnePerFlagAndTheVariableHoldsOne() throws {
+        let one = try parse(["--model", "legal=/m,lm=/legal.lm.bin"])
+        #expect(one.modelPath == "legal=/m,lm=/legal.lm.bin" && one.models == [])
+        let two = try parse(["--model", "/m", "--model", "legal=/m,lm=/legal.lm.bin,dict=/legal.dict"],
+                            ["STENO_MODEL": "/env"])
+        #expect(two.models == ["/m", "legal=/m,lm=/legal.lm.bin,dict=/legal.dict"])
+        #expect(two.modelPath == "/m")
+        // A model's spec has commas: the variable is one model, not a list.
+        let variable = try parse([], ["STENO_MODEL": "legal=/m,lm=/legal.lm.bin"])
+        #expect(variable.modelPath == "legal=/m,lm=/legal.lm.bin" && variable.models == [])
+        #expect(problem(["--model", "/m", "--model", ""]) != nil)
+        #expect(ServeOptions.spec(machine).helpText().contains("repeatable"))
+    }
+
     @Test func viewerTokensNeedTokensAndComeFromFlagsOrEnvironment() throws {
         let needsToken = UsageError.Problem.requires(
             option: "--viewer-token", other: "--token", reason: "without it anyone could publish while viewers need a token")

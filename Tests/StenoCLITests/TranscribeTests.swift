@@ -125,6 +125,51 @@ struct Steno {
         #expect(result.stdout.isEmpty)
     }
 
+    /// A phrase file (one per line, `#` comments) names words the model alone mishears:
+    /// "ever try it" becomes "ever tried" (with a boost: Beckett is hard to hear; at the default
+    /// it stays, bench/README.md); finals carry the alternatives asked for.
+    @Test func phrasesFromAFileAndAlternatives() throws {
+        let plain = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--no-progress"])
+        #expect(plain.status == 0 && !plain.stdout.lowercased().contains("ever tried"), "\(plain.stdout)")
+        let file = try Self.text("# Beckett\never tried\n\never failed\nfail better\n")
+        let named = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--phrases", file, "--boost", "4", "--no-progress"])
+        #expect(named.status == 0, "\(named.stderr)")
+        #expect(named.stdout.lowercased().contains("] ever tried"), "\(named.stdout)")
+        let jsonl = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--phrases", file, "--boost", "4", "--alternatives", "3",
+                                   "--format", "jsonl", "--no-progress"])
+        #expect(jsonl.status == 0, "\(jsonl.stderr)")
+        let finals = jsonl.stdout.split(separator: "\n").filter { $0.hasPrefix(#"{"type":"final""#) }
+        #expect(!finals.isEmpty && finals.allSatisfy { $0.contains(#""alternatives":[{"text":"#) }, "\(jsonl.stdout)")
+        // A word nothing can pronounce is left out, and said so; the others still count.
+        let partly = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--phrases", try Self.text("ever tried\nR2D2\n"),
+                                    "--boost", "4", "--no-progress"])
+        #expect(partly.status == 0 && partly.stdout.lowercased().contains("] ever tried"), "\(partly.stdout)")
+        #expect(partly.stderr.contains("\"R2D2\""), "\(partly.stderr)")
+    }
+
+    @Test func badPhraseFilesAreRefusedBeforeAnyAudio() throws {
+        let long = try Self.text("one two three four five six seven eight nine ten eleven\n")
+        let tooLong = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--phrases", long])
+        #expect(tooLong.status == 2 && tooLong.stderr.contains("at most 10"), "\(tooLong.stderr)")
+        let many = try Self.text((0...1000).map { "word\($0 % 26)" }.joined(separator: "\n"))
+        let tooMany = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--phrases", many])
+        #expect(tooMany.status == 2 && tooMany.stderr.contains("at most 1000"), "\(tooMany.stderr)")
+        let missing = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--phrases", "/nonexistent/phrases.txt"])
+        #expect(missing.status == 2 && missing.stderr.contains("cannot read"), "\(missing.stderr)")
+        let badCount = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--alternatives", "11"])
+        #expect(badCount.status == 2 && badCount.stderr.contains("--alternatives"), "\(badCount.stderr)")
+        let boostAlone = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--boost", "2"])
+        #expect(boostAlone.status == 2 && boostAlone.stderr.contains("--boost needs --phrases"), "\(boostAlone.stderr)")
+        let badBoost = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--phrases", long, "--boost", "11"])
+        #expect(badBoost.status == 2 && badBoost.stderr.contains("--boost"), "\(badBoost.stderr)")
+    }
+
+    static func text(_ contents: String) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("steno-phrases-\(UUID().uuidString).txt").path
+        try contents.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
     @Test func missingFileAndBadOptions() throws {
         let missing = try Steno.run(["transcribe", "/nonexistent/nothing.wav"])
         #expect(missing.status == 1 && missing.stderr.contains("cannot open"))

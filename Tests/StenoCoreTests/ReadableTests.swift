@@ -70,6 +70,16 @@ import Testing
         #expect(ReadableText.format(empty, startsSentence: true, endsSentence: true) == empty)
     }
 
+    /// A final's alternatives (start's "alternatives") are written as the final is, the first
+    /// being the final's own text, and keep their scores.
+    @Test func alternativesAreWrittenAsTheFinalIs() {
+        var raw = Self.timed("ever try it")
+        raw.alternatives = [Alternative(text: "ever try it", score: 0), Alternative(text: "ever tried i", score: -2.5)]
+        let done = ReadableText.format(raw, startsSentence: true, endsSentence: true)
+        #expect(done.alternatives == [Alternative(text: "Ever try it.", score: 0), Alternative(text: "Ever tried I.", score: -2.5)])
+        #expect(done.alternatives.first?.text == done.text)
+    }
+
     /// Whatever the words, formatting never traps, keeps every word's time, and only adds.
     @Test func randomWordsNeverTrap() {
         var random = SplitMix(seed: 11)

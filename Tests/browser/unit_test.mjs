@@ -59,6 +59,21 @@ test('URL, start message, and audio queued until ready', async () => {
   assert.deepEqual(socket.sent.slice(1).map((m) => (m instanceof Uint8Array ? [...m] : m.type)), [[1, 2, 3, 4], 'finalize']);
 });
 
+test('phrases go into start, and parsePhrases reads them one per line within the bounds', async () => {
+  const { socket } = make({ phrases: ['John Dashwood', 'Kubernetes'] });
+  socket.open();
+  assert.deepEqual(socket.texts[0].phrases, ['John Dashwood', 'Kubernetes']);
+  const none = make({ phrases: [] });
+  none.socket.open();
+  assert.equal('phrases' in none.socket.texts[0], false, 'no empty list is sent');
+  assert.deepEqual(client.parsePhrases(' John Dashwood \r\n\n# a comment\nKubernetes\n'),
+    { phrases: ['John Dashwood', 'Kubernetes'], problem: null });
+  assert.deepEqual(client.parsePhrases(''), { phrases: [], problem: null });
+  const many = Array.from({ length: client.MAX_PHRASES + 1 }, (_, i) => `w${i}`).join('\n');
+  assert.equal(client.parsePhrases(many).problem, '1001 phrases; at most 1000 are allowed');
+  assert.match(client.parsePhrases('one two three four five six seven eight nine ten eleven').problem, /more than 10 words/);
+});
+
 test('PCM is re-cut into whole samples and frames of at most maxFrameBytes', async () => {
   const { c, socket } = make({ maxFrameBytes: 1000 });
   socket.open();

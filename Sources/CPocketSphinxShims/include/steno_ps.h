@@ -1,6 +1,8 @@
 #ifndef STENO_PS_H
 #define STENO_PS_H
 
+#include <pocketsphinx.h>
+
 /* sphinxbase reports through err_cb_f, a variadic callback type that Swift cannot implement.
    This installs one (once per process) that keeps the errors of the calling
    thread, so that a failed ps_init can say why, and that writes every message to the log
@@ -18,5 +20,20 @@ int steno_ps_set_log_file(const char *path);
    the next message on this thread. */
 const char *steno_ps_last_error(void);
 void steno_ps_clear_last_error(void);
+
+/* A session's vocabulary changes which words the decoder's language model knows, and the
+   search's lexicon tree holds only known words; pocketsphinx rebuilds that tree only inside
+   ps_add_word (which also adds the word to every language model) or ps_load_dict. These two
+   call the active search's own rebuild through the decoder layout of pocketsphinx
+   0.8+5prealpha+1 (Debian 12), after checking that layout against the public getters. */
+
+/* 1 when the decoder's layout is the one steno_ps_reinit_search expects (its configuration,
+   logmath and active n-gram search are where they should be), else 0. */
+int steno_ps_layout_ok(ps_decoder_t *ps);
+
+/* Rebuilds the active search for the decoder's dictionary and language model (what
+   ps_add_word does with update=TRUE), without adding a word anywhere. Returns <0 on error,
+   or when steno_ps_layout_ok says no. */
+int steno_ps_reinit_search(ps_decoder_t *ps);
 
 #endif

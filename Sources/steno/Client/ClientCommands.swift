@@ -8,7 +8,7 @@ import Glibc
 /// `steno send [INPUT] [options]`.
 enum Send {
     static func run(_ arguments: [String]) -> Int32 {
-        let options: SendOptions
+        var options: SendOptions
         do throws(UsageError) {
             guard let parsed = try SendOptions.parse(arguments, environment: ProcessEnvironment.current()) else {
                 StandardStreams.stdout(SendOptions.spec.helpText())
@@ -18,6 +18,14 @@ enum Send {
         } catch {
             StandardStreams.stderr("steno send: \(error)\n")
             return ExitCode.usage
+        }
+        if let path = options.phrasesFile {
+            switch PhraseFile.read(path) {
+            case .success(let phrases): options.phrases = phrases
+            case .failure(let error):
+                StandardStreams.stderr("steno send: --phrases \(path): \(error.message)\n")
+                return ExitCode.usage
+            }
         }
         if options.listDevices {
             let devices = AlsaInput.devices()

@@ -89,6 +89,12 @@ struct SendOptions: Sendable, Equatable {
     var input = Input.standardInput(raw: nil)
     var channel: String?
     var language: String?
+    /// The `--phrases` file, read when the command runs (into `phrases`).
+    var phrasesFile: String?
+    /// The session's phrases (`start`'s "phrases").
+    var phrases: [String] = []
+    /// `start`'s "boost"; nil: the server's default.
+    var boost: Double?
     var encoding = WireEncoding.opus
     /// Send a file as fast as the server takes it, not at real time.
     var fast = false
@@ -110,6 +116,8 @@ struct SendOptions: Sendable, Equatable {
     enum Flags {
         static let channel = Flag("channel", value: "NAME", help: "publish on this broadcast channel (steno listen follows it)")
         static let language = Flag("language", value: "TAG", help: "the language spoken, e.g. en-US", default: "the server's")
+        static let phrases = Flag("phrases", value: "FILE", help: PhraseFile.help)
+        static let boost = Flag("boost", value: "B", help: PhraseFile.boostHelp, default: "1")
         static let encoding = Flag("encoding", value: "E", help: "opus (20 ms packets) or pcm", default: WireEncoding.opus.rawValue)
         static let fast = Flag.toggle("fast", help: "send a file as fast as the server takes it, not at real time")
         static let rawRate = Flag("raw-rate", value: "HZ", help: "standard input is raw PCM at this rate (8000-48000), not WAV")
@@ -138,7 +146,7 @@ struct SendOptions: Sendable, Equatable {
             session and waits for its last finals; a second Ctrl-C quits at once.
             """,
         flags: ClientOptions.Flags.all + [
-            Flags.channel, Flags.language, Flags.encoding, Flags.fast, Flags.rawRate, Flags.rawChannels, Flags.rawFormat,
+            Flags.channel, Flags.language, Flags.phrases, Flags.boost, Flags.encoding, Flags.fast, Flags.rawRate, Flags.rawChannels, Flags.rawFormat,
             Flags.device, Flags.rate, Flags.listDevices, Flags.bufferSeconds,
         ] + [Flags.noSilenceSuppression, Flags.text],
         epilogue: ClientOptions.exitCodes)
@@ -163,6 +171,8 @@ struct SendOptions: Sendable, Equatable {
             }
             options.language = value.text
         }
+        if let value = given.single(Flags.phrases) { options.phrasesFile = try given.path(value) }
+        options.boost = try PhraseFile.boost(given, Flags.boost, phrases: Flags.phrases)
         if let value = given.single(Flags.encoding) {
             options.encoding = WireEncoding(rawValue: try given.choice(value, WireEncoding.allCases.map(\.rawValue)))!
         }

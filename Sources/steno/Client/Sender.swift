@@ -194,7 +194,7 @@ final class Sender {
             session = nil
             timeline = nil
             client.send(.text(ClientMessages.start(format, language: options.language, channel: options.channel,
-                                                                      text: options.text)))
+                                                   text: options.text, phrases: options.phrases, boost: options.boost)))
             phase = .starting
         case .resume(let id, let token, let seq):
             client.send(.text(ClientMessages.resume(session: id, token: token, after: seq)))

@@ -59,7 +59,8 @@ struct SessionRecord: Sendable, Equatable {
 /// The client's messages, as JSON text.
 enum ClientMessages {
     /// `text` is said only when it is not the server's default (readable).
-    static func start(_ format: AudioFormat, language: String?, channel: String?, text: TextFormat = .readable) -> String {
+    static func start(_ format: AudioFormat, language: String?, channel: String?, text: TextFormat = .readable,
+                      phrases: [String] = [], boost: Double? = nil) -> String {
         var w = JSONWriter()
         w.beginObject()
         w.field("type", "start")
@@ -74,6 +75,13 @@ enum ClientMessages {
         w.field("words", true)
         if let channel { w.field("channel", channel) }
         if text != .readable { w.field("format", text.rawValue) }
+        if !phrases.isEmpty {
+            w.key("phrases")
+            w.beginArray()
+            for phrase in phrases { w.string(phrase) }
+            w.endArray()
+        }
+        if let boost { w.key("boost"); w.number(boost) }
         w.endObject()
         return w.text
     }

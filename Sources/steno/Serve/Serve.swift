@@ -11,6 +11,24 @@ import Glibc
 /// `steno serve`: runs the server until SIGTERM or SIGINT, then drains (finalize every session,
 /// deliver its finals, close with 1001) and exits 0.
 enum Serve {
+    /// The engine of every `--model`: one, or several whose decoders share `--recognizers`.
+    static func loadModels(_ options: ServerOptions) throws(StenoError) -> any SpeechEngine {
+        let specs = options.models.isEmpty ? [options.modelPath] : options.models
+        let base = PocketSphinxConfiguration(recognizers: options.recognizers)
+        guard specs.count > 1 else {
+            return try PocketSphinxEngine(configuration: PocketSphinxConfiguration(modelSpec: specs[0], base: base))
+        }
+        let configurations = try specs.map { (spec) throws(StenoError) in try PocketSphinxConfiguration(modelSpec: spec, base: base) }
+        if let problem = ModelSet.check(names: configurations.map(\.modelName)) {
+            throw StenoError(.internal, problem)
+        }
+        let budget = DecoderBudget(total: options.recognizers)
+        let engines = try configurations.map { (configuration) throws(StenoError) -> any SpeechEngine in
+            try PocketSphinxEngine(configuration: configuration, budget: budget)
+        }
+        return ModelSet(engines, capacity: budget.total)
+    }
+
     static func run(_ arguments: [String]) -> Int32 {
         let machine = MachineDefaults.detect()
         let parsed: ServerOptions?
@@ -30,11 +48,9 @@ enum Serve {
             try? PocketSphinxEngine.setLogFile("/dev/stderr")
         }
 
-        let engine: PocketSphinxEngine
+        let engine: any SpeechEngine
         do throws(StenoError) {
-            engine = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(
-                modelDirectory: options.modelPath,
-                recognizers: options.recognizers))
+            engine = try loadModels(options)
         } catch {
             StandardStreams.stderr("steno serve: cannot load the speech model: \(error.message)\n")
             return 1

@@ -26,7 +26,7 @@ struct ServeOptions {
                         default: server.host, environment: "STENO_HOST")
             port = Flag("port", value: "N", help: "TCP port; 0 picks any free port",
                         default: "\(server.port)", environment: "STENO_PORT")
-            model = Flag("model", value: "PATH", help: "pocketsphinx model directory",
+            model = Flag("model", value: "PATH", help: "pocketsphinx model: DIR or NAME=DIR[,lm=FILE][,dict=FILE]; repeatable",
                          default: machine.modelPath, environment: "STENO_MODEL")
             webRoot = Flag("web-root", value: "PATH", help: "folder served at /",
                            default: machine.webRoot, environment: "STENO_WEB_ROOT")
@@ -136,6 +136,11 @@ struct ServeOptions {
         if let value = given.single(flags.host) { options.host = try given.host(value) }
         if let value = given.single(flags.port) { options.port = try given.integer(value, in: 0...65535) }
         if let value = given.single(flags.model) { options.modelPath = try given.path(value) }
+        if given.wasGiven(flags.model), case let values = given.list(flags.model), values.count > 1 {
+            // Several models, one per flag (STENO_MODEL holds one: a model's spec has commas).
+            options.models = try values.map { (value) throws(UsageError) in try given.path(value) }
+            options.modelPath = options.models[0]
+        }
         if let value = given.single(flags.webRoot) { options.webRoot = try given.path(value) }
         if let value = given.single(flags.maxSessions) {
             options.maxSessions = try given.integer(value, in: 1...100_000)

@@ -22,13 +22,21 @@ enum Transcribe {
         var words = true
         var progress = true
         var text = TextFormat.readable
+        /// The `--phrases` file (read when the command runs).
+        var phrasesFile: String?
+        var boost: Double?
+        var alternatives = 0
     }
 
     enum Flags {
         static let format = Flag("format", value: "F", help: "text: one final per line, [start → end] text; jsonl: the wire events; vtt, srt: captions",
                                  default: Format.text.rawValue)
-        static let model = Flag("model", value: "DIR", help: "pocketsphinx model directory",
+        static let model = Flag("model", value: "DIR", help: "pocketsphinx model directory, or NAME=DIR[,lm=FILE][,dict=FILE]",
                                 default: PocketSphinxConfiguration.debianModelDirectory)
+        static let phrases = Flag("phrases", value: "FILE", help: PhraseFile.help)
+        static let boost = Flag("boost", value: "B", help: PhraseFile.boostHelp, default: "1")
+        static let alternatives = Flag("alternatives", value: "N", help: "jsonl: finals carry up to N alternative texts (0-\(StartRequest.maxAlternatives))",
+                                       default: "0")
         static let chunkMilliseconds = Flag("chunk-ms", value: "N", help: "audio per message sent to the session, ms", default: "100")
         static let maxUtterance = Flag("max-utterance", value: "SECONDS", help: "force a final after this much continuous speech",
                                        default: "15")
@@ -43,7 +51,8 @@ enum Transcribe {
             Transcribes a WAV file (PCM 8-32 bit or float, mono or stereo, 8-48 kHz) through the
             same session pipeline as the server, and prints its finals.
             """,
-        flags: [Flags.format, Flags.model, Flags.chunkMilliseconds, Flags.maxUtterance, Flags.noWords, Flags.noProgress, Flags.text])
+        flags: [Flags.format, Flags.model, Flags.phrases, Flags.boost, Flags.alternatives, Flags.chunkMilliseconds, Flags.maxUtterance,
+                Flags.noWords, Flags.noProgress, Flags.text])
 
     /// The options, or nil when the help text was asked for.
     static func parse(_ arguments: [String]) throws(UsageError) -> Options? {
@@ -54,6 +63,11 @@ enum Transcribe {
             options.format = Format(rawValue: try given.choice(value, Format.allCases.map(\.rawValue)))!
         }
         if let value = given.single(Flags.model) { options.model = try given.path(value) }
+        if let value = given.single(Flags.phrases) { options.phrasesFile = try given.path(value) }
+        options.boost = try PhraseFile.boost(given, Flags.boost, phrases: Flags.phrases)
+        if let value = given.single(Flags.alternatives) {
+            options.alternatives = try given.integer(value, in: 0...StartRequest.maxAlternatives)
+        }
         if let value = given.single(Flags.chunkMilliseconds) {
             options.chunkMilliseconds = try given.integer(value, in: 1...10_000)
         }
@@ -82,21 +96,37 @@ enum Transcribe {
             StandardStreams.stderr("steno transcribe: \(error)\n")
             return 2
         }
+        var phrases: [String] = []
+        if let path = options.phrasesFile {
+            switch PhraseFile.read(path) {
+            case .success(let read): phrases = read
+            case .failure(let error):
+                StandardStreams.stderr("steno transcribe: --phrases \(path): \(error.message)\n")
+                return 2
+            }
+        }
         do throws(StenoError) {
-            return try transcribe(options.file, options)
+            return try transcribe(options.file, options, phrases: phrases)
         } catch {
             StandardStreams.stderr("steno transcribe: \(options.file): \(error.message)\n")
             return 1
         }
     }
 
-    static func transcribe(_ file: String, _ options: Options) throws(StenoError) -> Int32 {
+    /// An `error` event as a line for people: its message (the JSON when it has none).
+    static func message(ofError json: String) -> String {
+        guard case .object(let object)? = try? JSONParser().parse(json),
+              case .string(let message)? = object["message"] else { return json }
+        return message
+    }
+
+    static func transcribe(_ file: String, _ options: Options, phrases: [String] = []) throws(StenoError) -> Int32 {
         let wav = try WAVFile(path: file)
         let format = try wav.wireFormat()
         guard wav.frameCount > 0 else { throw StenoError(.badAudio, "the file holds no audio") }
 
         let engine = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(
-            modelDirectory: options.model, maxUtteranceSeconds: options.maxUtterance))
+            modelSpec: options.model, base: PocketSphinxConfiguration(maxUtteranceSeconds: options.maxUtterance)))
         let session = LocalSession(engine: engine)
         let bar = ProgressBar(total: wav.duration,
                               enabled: options.progress && StandardStreams.isTerminal(2))
@@ -105,6 +135,10 @@ enum Transcribe {
             case .jsonl:
                 bar.clear()
                 StandardStreams.stdout(event.text + "\n")
+            case _ where event.kind == .error:
+                // How the phrases were taken (a word left out), and any other warning.
+                bar.clear()
+                StandardStreams.stderr("steno transcribe: \(Self.message(ofError: event.text))\n")
             case .text where event.kind == .final:
                 if let final = session.finals.last {
                     bar.clear()
@@ -115,7 +149,8 @@ enum Transcribe {
             }
         }
 
-        session.start(format: format, words: options.words, text: options.text)
+        session.start(format: format, words: options.words, text: options.text, phrases: phrases, boost: options.boost,
+                      alternatives: options.alternatives)
         let bytes = wav.f32leBytes
         let frameBytes = 4 * wav.channels
         let chunk = max(1, wav.sampleRate * options.chunkMilliseconds / 1000) * frameBytes

@@ -294,7 +294,7 @@ final class LiveServer {
 
     /// Tests get generous defaults (no idle timeout, room for parallel sessions); `configure`
     /// changes what a test is about.
-    init(engine: PocketSphinxEngine = SharedEngine.engine, _ configure: (inout ServerOptions) -> Void = { _ in }) throws {
+    init(engine: any SpeechEngine = SharedEngine.engine, _ configure: (inout ServerOptions) -> Void = { _ in }) throws {
         var options = ServerOptions()
         options.host = "127.0.0.1"
         options.port = 0
