@@ -23,6 +23,12 @@ func stenoTickCallback(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?) {
     ServiceLoop.fromTickTimer(UnsafeMutableRawPointer(sul)).tick()
 }
 
+/// The closing-handshake timer, laid out like the tick timer.
+func stenoCloseTimerCallback(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?) {
+    guard let sul else { return }
+    ServiceLoop.fromTickTimer(UnsafeMutableRawPointer(sul)).startClosingHandshakes()
+}
+
 /// Where lws log lines go (warnings and errors only).
 let lwsLogSink = Mutex<Log?>(nil)
 

@@ -105,13 +105,13 @@ extension ServiceLoop {
             if more || c.closing != nil { lws_callback_on_writable(wsi) }
             return 0
         }
-        if c.closing != nil, let (code, closeReason) = handle.closeRequest(id) {
+        if c.closing != nil, !c.closeFrameDue, let (code, closeReason) = handle.closeRequest(id) {
             var reason = Array(closeReason.utf8.prefix(123))
             while !reason.isEmpty, String(validatingUTF8Bytes: reason) == nil { reason.removeLast() }
             reason.withUnsafeMutableBufferPointer { r in
                 lws_close_reason(wsi, lws_close_status(UInt32(code)), r.baseAddress, r.count)
             }
-            return -1
+            scheduleClosingHandshake(c)
         }
         return 0
     }

@@ -1,3 +1,4 @@
+import CLibUVShims
 import CLibWebSockets
 import CLwsShims
 import Foundation
@@ -15,6 +16,9 @@ final class LiveConnection {
     var closing: Closing?
     /// When data from the peer last counted as proof that it is there (keepalive).
     var lastConfirmed: ContinuousClock.Instant?
+    /// The close frame's code and reason were handed to lws (`lws_close_reason`) and the
+    /// closing handshake waits to be started outside this connection's callbacks.
+    var closeFrameDue = false
 
     enum Closing {
         /// Writing what was queued, then the close frame; cut at the deadline.
@@ -57,6 +61,9 @@ final class ServiceLoop: @unchecked Sendable {
     var httpResponses: [OpaquePointer: PendingHTTPResponse] = [:]
     var nextID: UInt64 = 1
     private var drainingCommands = false
+    /// Connections whose closing handshake `startClosingHandshakes` starts next.
+    var handshakesToStart: [ConnectionID] = []
+    private var closeTimerScheduled = false
 
     /// C memory lws keeps pointers to for the context's life.
     let storage = LwsContextStorage()
@@ -82,17 +89,43 @@ final class ServiceLoop: @unchecked Sendable {
         guard let ctx = context else { return }
         scheduleTick()
         drainCommands()  // anything posted before the thread started
-        while !stopRequested.load(ordering: .acquiring) {
-            if lws_service(ctx, 0) < 0 {
-                configuration.log(.error, "lws_service failed; the server stops serving")
-                break
+        if let loop = storage.uvLoop {
+            // One turn of libuv at a time: it waits in epoll for any socket, the wake-up
+            // (`lws_cancel_service`) or lws's timer, and returns once it has handled them.
+            while !stopRequested.load(ordering: .acquiring) {
+                _ = steno_uv_run_once(loop)
+            }
+        } else {
+            while !stopRequested.load(ordering: .acquiring) {
+                if lws_service(ctx, 0) < 0 {
+                    configuration.log(.error, "lws_service failed; the server stops serving")
+                    break
+                }
             }
         }
         lws_sul_cancel(storage.tickTimer.assumingMemoryBound(to: lws_sorted_usec_list_t.self))
+        lws_sul_cancel(storage.closeTimer.assumingMemoryBound(to: lws_sorted_usec_list_t.self))
         handle.serviceStopping()
         // Destroying the context closes every connection; their CLOSED callbacks
         // (and the delegate's `closed`) run here, on this thread.
         lws_context_destroy(ctx)
+        if let loop = storage.uvLoop {
+            // On a loop of ours, lws closes its libuv handles asynchronously: the loop must
+            // run until they are all closed (each connection's WSI_DESTROY comes then), and
+            // a second lws_context_destroy frees the context (lws clears `pcontext` when it
+            // has). Then the loop itself is closed.
+            _ = steno_uv_run_until_done(loop)
+            if storage.contextSlot.pointee != nil { lws_context_destroy(ctx) }
+            if storage.contextSlot.pointee != nil {
+                configuration.log(.warning, "libwebsockets did not finish destroying its context")
+            }
+            let left = steno_uv_open_handles(loop)
+            if left > 0 { configuration.log(.warning, "\(left) libuv handles were still open after the context was destroyed") }
+            if steno_uv_loop_free(loop) != 0 {
+                configuration.log(.warning, "the libuv loop could not be closed")
+            }
+            storage.uvLoop = nil
+        }
         context = nil
         connections.removeAll()
         pendingUpgrades.removeAll()
@@ -110,6 +143,40 @@ final class ServiceLoop: @unchecked Sendable {
                              as: UnsafeMutableRawPointer.self)
         let us = lws_usec_t(max(0.001, configuration.tickInterval) * 1_000_000)
         lws_sul_schedule(ctx, 0, sul, stenoTickCallback, us)
+    }
+
+    // MARK: - Closing handshakes (lws sul timer on this thread)
+
+    /// Starts the closing handshake of `c`, whose close code and reason lws already has, from
+    /// outside its callbacks. Returning -1 from the callback would be the usual way, but
+    /// Debian's lws 4.1.6 is built with `_DEBUG`, and then, on the libuv loop, a callback's -1
+    /// closes the connection twice in a row ("close_and_handled uv repeat test" in
+    /// `lws_service_fd_tsi`): the first close queues the close frame, the second finds the
+    /// frame pending and drops the connection without it. A close started from a timer
+    /// (`LWS_TO_KILL_SYNC`) is made once, on either loop, and sends the frame.
+    func scheduleClosingHandshake(_ c: LiveConnection) {
+        c.closeFrameDue = true
+        handshakesToStart.append(c.id)
+        guard !closeTimerScheduled, let ctx = context else { return }
+        closeTimerScheduled = true
+        let closeTimer = storage.closeTimer
+        closeTimer.storeBytes(of: Unmanaged.passUnretained(self).toOpaque(),
+                              toByteOffset: MemoryLayout<lws_sorted_usec_list_t>.stride,
+                              as: UnsafeMutableRawPointer.self)
+        lws_sul_schedule(ctx, 0, closeTimer.assumingMemoryBound(to: lws_sorted_usec_list_t.self),
+                         stenoCloseTimerCallback, 1)
+    }
+
+    func startClosingHandshakes() {
+        closeTimerScheduled = false
+        let ids = handshakesToStart
+        handshakesToStart.removeAll()
+        for id in ids {
+            guard let c = connections[id], c.closeFrameDue else { continue }
+            if case .cut? = c.closing { continue }
+            // lws writes the close frame at the next WRITEABLE and waits for the peer's (5 s).
+            lws_set_timeout(c.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_SYNC)
+        }
     }
 
     static func fromTickTimer(_ sul: UnsafeMutableRawPointer) -> ServiceLoop {
