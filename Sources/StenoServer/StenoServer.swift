@@ -42,6 +42,7 @@ public final class StenoServer: Sendable {
         configuration.tlsKeyPath = options.tls?.privateKeyPath
         configuration.keepAliveSeconds = options.keepAlive.map { Int($0.inSeconds.rounded()) } ?? 0
         configuration.serverName = "steno/\(Self.version)"
+        if let loop = options.eventLoop { configuration.eventLoop = loop }
         configuration.log = log
         let transport = WebSocketTransport(configuration: configuration)
         self.transport = transport
