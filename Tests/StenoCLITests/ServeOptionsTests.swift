@@ -187,6 +187,14 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         for flag in flags.all { #expect(flag.environment != nil, "\(flag.flag)") }
     }
 
+    @Test func theEventLoop() throws {
+        #expect(try parse([]).eventLoop == nil)  // the transport's default
+        #expect(try parse(["--event-loop", "poll"]).eventLoop == .poll)
+        #expect(try parse([], ["STENO_EVENT_LOOP": "LibUV"]).eventLoop == .libuv)
+        #expect(problem(["--event-loop", "epoll"]) == .invalidValue(
+            source: "--event-loop", value: "epoll", expected: "one of libuv, poll"))
+    }
+
     @Test func theTLSFlagsWinOverTheEnvironment() throws {
         let options = try parse(["--cert", "/fc", "--key", "/fk"], ["STENO_CERT": "/ec", "STENO_KEY": "/ek"])
         #expect(options.tls == ServerOptions.TLS(certificatePath: "/fc", privateKeyPath: "/fk"))
@@ -354,8 +362,6 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         #expect(failure(["--allowed-origin", "https://a.example/path"]) != nil)
         #expect(problem(["--log-level", "loud"]) == .invalidValue(
             source: "--log-level", value: "loud", expected: "one of error, warning, info, debug, trace"))
-        #expect(problem(["--event-loop", "epoll"]) == .invalidValue(
-            source: "--event-loop", value: "epoll", expected: "one of libuv, poll"))
         #expect(failure(["--host", "a b"]) != nil)
     }
 
