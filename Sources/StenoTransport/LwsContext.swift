@@ -10,7 +10,9 @@ import Foundation
 final class LwsContextStorage {
     let protocols: UnsafeMutablePointer<lws_protocols>
     private var cStrings: [UnsafeMutablePointer<CChar>] = []
-    /// The idle policy handed to the context: lws keeps the pointer for the context's life.
+    /// The retry and idle policy handed to the context (lws keeps the pointer for the
+    /// context's life): all zero, so that lws keeps no validity timer per connection (see
+    /// `ServiceLoop.keepAlive`).
     let idlePolicy: UnsafeMutablePointer<lws_retry_bo_t>
     /// An `lws_sorted_usec_list_t` followed by a pointer back to the loop (see
     /// `ServiceLoop.fromTickTimer`).
@@ -149,15 +151,12 @@ final class LwsContextStorage {
         }
         info.pcontext = contextSlot
         info.options = options
-        if cfg.keepAliveSeconds > 0 {
-            // lws pings a connection this long after it was last heard from (a pong, or data:
-            // see confirmAlive) and hangs up on one that stays silent: how peers that vanished
-            // without a FIN (a phone off the network) are noticed.
-            let ping = min(cfg.keepAliveSeconds, 20_000)
-            idlePolicy.pointee.secs_since_valid_ping = UInt16(ping)
-            idlePolicy.pointee.secs_since_valid_hangup = UInt16(min(2 * ping + 10, Int(UInt16.max)))
-            info.retry_and_idle_policy = UnsafePointer(idlePolicy)
-        }
+        // No lws keepalive: its validity timers (and, without a policy, its default one of
+        // 300 s) sit in one sorted list per thread that each rescheduling walks, which at
+        // 10,000 connections costs more than everything else an idle server does (measured:
+        // 64 % of its CPU; bench/README.md). A zero hang-up time turns them off; the service
+        // loop pings and hangs up itself (`ServiceLoop.keepAlive`).
+        info.retry_and_idle_policy = UnsafePointer(idlePolicy)
 
         contextSlot.pointee = nil
         guard let ctx = lws_create_context(&info) else {

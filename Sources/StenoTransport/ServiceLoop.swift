@@ -14,8 +14,12 @@ final class LiveConnection {
     /// How far a requested close has got on this thread (the request itself, code and reason,
     /// is the shared state's: `SharedConnection.closeRequest`).
     var closing: Closing?
-    /// When data from the peer last counted as proof that it is there (keepalive).
-    var lastConfirmed: ContinuousClock.Instant?
+    /// When the peer was last heard from (any frame, a pong included): keepalive.
+    var lastHeard: ContinuousClock.Instant
+    /// A ping went out since then.
+    var pinged = false
+    /// A ping is to be written at the next WRITEABLE.
+    var pingDue = false
     /// The close frame's code and reason were handed to lws (`lws_close_reason`) and the
     /// closing handshake waits to be started outside this connection's callbacks.
     var closeFrameDue = false
@@ -31,6 +35,7 @@ final class LiveConnection {
         self.id = id
         self.wsi = wsi
         self.assembler = MessageAssembler(limit: maxMessageSize)
+        self.lastHeard = .now
     }
 }
 
@@ -64,6 +69,7 @@ final class ServiceLoop: @unchecked Sendable {
     /// Connections whose closing handshake `startClosingHandshakes` starts next.
     var handshakesToStart: [ConnectionID] = []
     private var closeTimerScheduled = false
+    private var lastKeepAliveScan = ContinuousClock.now
 
     /// C memory lws keeps pointers to for the context's life.
     let storage = LwsContextStorage()
@@ -197,9 +203,40 @@ final class ServiceLoop: @unchecked Sendable {
                 lws_set_timeout(c.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
             }
         }
+        keepAlive()
         delegate.tick()
         drainCommands()
         scheduleTick()
+    }
+
+    // MARK: - Keepalive (on ticks)
+
+    /// Pings each WebSocket `keepAliveSeconds` after it was last heard from, and hangs up on
+    /// one silent for twice that plus 10 s: how peers that vanished without a FIN (a phone off
+    /// the network) are noticed. Done here, once a second over all connections, instead of by
+    /// lws's retry policy, whose per-connection timers cost O(connections) each time one is
+    /// moved (see `LwsContextStorage.makeContext`). Pings and hang-ups come up to a second late.
+    func keepAlive() {
+        let seconds = configuration.keepAliveSeconds
+        guard seconds > 0 else { return }
+        let now = ContinuousClock.now
+        guard now - lastKeepAliveScan >= .seconds(1) else { return }
+        lastKeepAliveScan = now
+        let ping = Duration.seconds(seconds)
+        let hangUp = Duration.seconds(2 * seconds + 10)
+        for c in connections.values where c.closing == nil {
+            let silent = now - c.lastHeard
+            if silent >= hangUp {
+                configuration.log(.info, "connection \(c.id) silent for \(silent.components.seconds) s; hung up")
+                c.closing = .cut
+                closing.insert(c.id)
+                lws_set_timeout(c.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+            } else if silent >= ping && !c.pinged {
+                c.pinged = true
+                c.pingDue = true
+                lws_callback_on_writable(c.wsi)
+            }
+        }
     }
 
     // MARK: - Commands from other threads
@@ -278,6 +315,10 @@ final class ServiceLoop: @unchecked Sendable {
         case LWS_CALLBACK_RECEIVE:
             guard let wsi else { return -1 }
             return receive(wsi, input, length)
+
+        case LWS_CALLBACK_RECEIVE_PONG:
+            if let wsi, let id = connectionID(of: wsi), let c = connections[id] { heard(c) }
+            return 0
 
         case LWS_CALLBACK_SERVER_WRITEABLE:
             guard let wsi else { return -1 }
