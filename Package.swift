@@ -79,11 +79,12 @@ let package = Package(
                            "StenoTransport", "CAlsa", "CAlsaShims"]),
 
         // Benchmarks: `make bench` prints their tables.
+        .systemLibrary(name: "CEpoll", path: "bench/Sources/CEpoll"),
         .executableTarget(
             name: "steno-bench",
             dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoSession", "StenoServer",
                            "StenoSystem", "StenoTestSupport",
-                           "COpus", "COpusShims", "CSoxr", "CPocketSphinx"],
+                           "COpus", "COpusShims", "CSoxr", "CPocketSphinx", "CEpoll"],
             path: "bench/Sources/steno-bench"),
 
         // Raw-socket WebSocket and HTTP clients for the server's tests and benchmarks.

@@ -268,7 +268,7 @@ private func runSession(port: Int, pcm: [UInt8], realTime: Bool) -> SessionResul
 // MARK: - Processes
 
 /// A child process: its pid, its stdout (if captured), its CPU and memory from /proc.
-private final class Child {
+final class Child {
     let pid: pid_t
     let stdoutFD: Int32?
 
@@ -277,7 +277,8 @@ private final class Child {
         self.stdoutFD = stdoutFD
     }
 
-    static func spawn(_ path: String, _ arguments: [String], stdout capture: Bool) -> Child? {
+    /// Standard error goes to `stderrPath` (appended), or nowhere.
+    static func spawn(_ path: String, _ arguments: [String], stdout capture: Bool, stderrPath: String? = nil) -> Child? {
         var fds: [Int32] = [-1, -1]
         if capture { guard pipe(&fds) == 0 else { return nil } }
         var actions = posix_spawn_file_actions_t()
@@ -289,7 +290,7 @@ private final class Child {
         } else {
             posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         }
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, stderrPath ?? "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0o644)
         let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0
@@ -345,7 +346,21 @@ private final class Child {
         return (cpu, Double(usage.ru_maxrss) / 1024)
     }
 
+    func send(signal number: Int32) { kill(pid, number) }
+
+    /// The exit status once the process has ended (nil while it runs); reaps it.
+    func pollExit() -> Int32? {
+        if let exitStatus { return exitStatus }
+        var status: Int32 = 0
+        guard waitpid(pid, &status, WNOHANG) == pid else { return nil }
+        exitStatus = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        if let fd = stdoutFD { close(fd) }
+        return exitStatus
+    }
+    private var exitStatus: Int32?
+
     func terminate() {
+        if exitStatus != nil { return }
         kill(pid, SIGTERM)
         var status: Int32 = 0
         waitpid(pid, &status, 0)
@@ -353,7 +368,7 @@ private final class Child {
     }
 }
 
-private func monotonicSeconds() -> Double {
+func monotonicSeconds() -> Double {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9

@@ -1,5 +1,5 @@
 // steno-bench: prints benchmark tables. Run through `make bench` (release build).
-// Usage: steno-bench [audio|speech|server|viewers|all] [options]
+// Usage: steno-bench [audio|speech|server|viewers|connections|all] [options]
 
 // `stdout` is a C global that strict concurrency will not read; @preconcurrency lets the one
 // call below through.
@@ -17,11 +17,13 @@ case "audio": runAudioBench(rest)
 case "speech": runSpeechBench(rest)
 case "server": runServerBench(rest)
 case "viewers": runViewersBench(rest)
+case "connections": runConnectionsBench(rest)
 case "all":
     runAudioBench(rest)
     runSpeechBench(rest)
     runServerBench(rest)
     runViewersBench(rest)
+    runConnectionsBench(rest)
 default:
-    print("usage: steno-bench [audio|speech|server|viewers|all]")
+    print("usage: steno-bench [audio|speech|server|viewers|connections|all]")
 }
