@@ -85,6 +85,8 @@ final class LwsContextStorage {
     /// Finishes destroying a context lws handed back half-destroyed, and closes the loop.
     private func discardFailedContext(_ ctx: OpaquePointer) {
         guard let loop = uvLoop else { return }
+        // lws has closed its event pipe once already and would close it again on this run.
+        steno_uv_forget_closing_pipes(loop)
         _ = steno_uv_run_until_done(loop)
         if contextSlot.pointee != nil { lws_context_destroy(ctx) }
         _ = steno_uv_loop_free(loop)
@@ -161,7 +163,9 @@ final class LwsContextStorage {
         contextSlot.pointee = nil
         guard let ctx = lws_create_context(&info) else {
             if let loop = uvLoop {
-                // lws may have put handles on the loop before it failed: close them with it.
+                // lws may have put handles on the loop before it failed: close them with it
+                // (its event pipe, closed once already, kept from a second close).
+                steno_uv_forget_closing_pipes(loop)
                 _ = steno_uv_loop_free(loop)
                 uvLoop = nil
             }

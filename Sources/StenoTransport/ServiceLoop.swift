@@ -112,10 +112,16 @@ final class ServiceLoop: @unchecked Sendable {
         lws_sul_cancel(storage.tickTimer.assumingMemoryBound(to: lws_sorted_usec_list_t.self))
         lws_sul_cancel(storage.closeTimer.assumingMemoryBound(to: lws_sorted_usec_list_t.self))
         handle.serviceStopping()
+        // lws closes its event pipe twice on libuv; `steno_uv_forget_event_pipe` keeps the
+        // second close off whatever another thread opened meanwhile (see steno_uv.c).
+        let eventPipe = storage.uvLoop.map { steno_uv_find_event_pipe($0) }
         // Destroying the context closes every connection; their CLOSED callbacks
         // (and the delegate's `closed`) run here, on this thread.
         lws_context_destroy(ctx)
         if let loop = storage.uvLoop {
+            if let eventPipe, eventPipe.fd >= 0, steno_uv_forget_event_pipe(loop, eventPipe) == 0 {
+                configuration.log(.debug, "libwebsockets' event pipe may be closed twice (descriptor \(eventPipe.fd))")
+            }
             // On a loop of ours, lws closes its libuv handles asynchronously: the loop must
             // run until they are all closed (each connection's WSI_DESTROY comes then), and
             // a second lws_context_destroy frees the context (lws clears `pcontext` when it

@@ -1,5 +1,6 @@
 import Foundation
 import StenoCore
+import Synchronization
 import Testing
 import StenoTestSupport
 @testable import StenoTransport
@@ -44,5 +45,43 @@ import StenoTestSupport
         #expect(server.control.wait { server.control.wasClosed(id) })
         server.stop()
         #expect(server.handle.connectionCount == 0)
+    }
+}
+
+/// Opens descriptors while the server stops (from `closed`, which lws calls while it
+/// destroys its context), as any other thread of the process might meanwhile.
+private final class OpensFilesWhenClosed: TransportDelegate {
+    let opened = Mutex<[Int32]>([])
+    func decideUpgrade(_ request: UpgradeRequest) -> UpgradeDecision { .accept }
+    func opened(_ id: ConnectionID, request: UpgradeRequest) {}
+    func received(_ id: ConnectionID, _ message: IncomingMessage) {}
+    func closed(_ id: ConnectionID, backlog: OutboundBacklog?) {
+        let fds = (0..<64).map { _ in open("/dev/null", O_RDONLY | O_CLOEXEC) }
+        opened.withLock { $0 += fds }
+    }
+}
+
+@Suite struct TransportTeardownTests {
+    /// lws 4.1.6 on libuv closes its event pipe once while it destroys the context and
+    /// again on the loop's next turn; a descriptor opened in between (here, by the delegate,
+    /// while lws closes the connections after the pipe) got the pipe's number and was closed
+    /// under its owner. Every descriptor opened while the server stopped is still open after.
+    @Test(arguments: EventLoop.allCases.filter(\.isAvailable))
+    func stoppingClosesOnlyTheServersOwnDescriptors(_ loop: EventLoop) throws {
+        var config = TransportConfiguration(host: "127.0.0.1", port: 0, maxMessageSize: 65536, outboundByteLimit: 65536)
+        config.eventLoop = loop
+        config.log = .silent
+        let transport = WebSocketTransport(configuration: config)
+        let delegate = OpensFilesWhenClosed()
+        let port = try transport.start(delegate: delegate)
+        let clients = try (0..<3).map { _ in try WebSocketTestClient.connect(port: port) }
+        #expect(TestControl(.init()).wait { transport.handle.connectionCount == clients.count })
+        transport.stop()
+        let fds = delegate.opened.withLock { $0 }
+        #expect(fds.count == 3 * 64 && fds.allSatisfy { $0 >= 0 })
+        let closedUnderUs = fds.filter { fcntl($0, F_GETFD) == -1 }
+        #expect(closedUnderUs.isEmpty, "closed by the server: \(closedUnderUs)")
+        for fd in fds where fd >= 0 { close(fd) }
+        for client in clients { client.disconnect() }
     }
 }
