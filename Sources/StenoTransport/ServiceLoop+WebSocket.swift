@@ -131,6 +131,7 @@ extension ServiceLoop {
         lws_set_opaque_user_data(wsi, nil)
         guard connections.removeValue(forKey: id) != nil else { return }
         closing.remove(id)
+        if handshakesUnderWay.remove(id) != nil && !handshakesToStart.isEmpty { scheduleCloseTimer() }
         let backlog = handle.unregister(id)
         delegate.closed(id, backlog: backlog)
         drainCommands()

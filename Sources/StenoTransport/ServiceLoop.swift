@@ -68,6 +68,14 @@ final class ServiceLoop: @unchecked Sendable {
     private var drainingCommands = false
     /// Connections whose closing handshake `startClosingHandshakes` starts next.
     var handshakesToStart: [ConnectionID] = []
+    /// Closing handshakes started whose connection has not closed yet. lws keeps a timeout
+    /// for each (5 s for the close frame to go, 5 s for the answer) in one sorted list that
+    /// every insertion walks from its start: 10,000 started at once (a drain) took the
+    /// service thread seconds of walking (perf: `lws_dll2_add_sorted`) before the first
+    /// close frame went out. At most `closingHandshakesAtOnce` are under way; the next start
+    /// as those finish.
+    var handshakesUnderWay: Set<ConnectionID> = []
+    static let closingHandshakesAtOnce = 256
     private var closeTimerScheduled = false
     private var lastKeepAliveScan = ContinuousClock.now
 
@@ -169,7 +177,15 @@ final class ServiceLoop: @unchecked Sendable {
     func scheduleClosingHandshake(_ c: LiveConnection) {
         c.closeFrameDue = true
         handshakesToStart.append(c.id)
-        guard !closeTimerScheduled, let ctx = context else { return }
+        scheduleCloseTimer()
+    }
+
+    /// Schedules `startClosingHandshakes` as soon as possible. From a connection's CLOSED
+    /// callback (`finish`), which on libuv comes from a libuv close callback, lws does not
+    /// re-arm its timer for a new entry until something else wakes it: the wake-up here
+    /// (`lws_cancel_service`) has it look at its timers at once.
+    func scheduleCloseTimer() {
+        guard !closeTimerScheduled, !stopRequested.load(ordering: .acquiring), let ctx = context else { return }
         closeTimerScheduled = true
         let closeTimer = storage.closeTimer
         closeTimer.storeBytes(of: Unmanaged.passUnretained(self).toOpaque(),
@@ -177,18 +193,22 @@ final class ServiceLoop: @unchecked Sendable {
                               as: UnsafeMutableRawPointer.self)
         lws_sul_schedule(ctx, 0, closeTimer.assumingMemoryBound(to: lws_sorted_usec_list_t.self),
                          stenoCloseTimerCallback, 1)
+        lws_cancel_service(ctx)
     }
 
     func startClosingHandshakes() {
         closeTimerScheduled = false
-        let ids = handshakesToStart
-        handshakesToStart.removeAll()
-        for id in ids {
+        var taken = 0
+        while taken < handshakesToStart.count && handshakesUnderWay.count < Self.closingHandshakesAtOnce {
+            let id = handshakesToStart[taken]
+            taken += 1
             guard let c = connections[id], c.closeFrameDue else { continue }
             if case .cut? = c.closing { continue }
+            handshakesUnderWay.insert(id)
             // lws writes the close frame at the next WRITEABLE and waits for the peer's (5 s).
             lws_set_timeout(c.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_SYNC)
         }
+        handshakesToStart.removeFirst(taken)
     }
 
     static func fromTickTimer(_ sul: UnsafeMutableRawPointer) -> ServiceLoop {
@@ -208,6 +228,11 @@ final class ServiceLoop: @unchecked Sendable {
                 configuration.log(.info, "connection \(id) did not flush before closing; cut")
                 lws_set_timeout(c.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
             }
+        }
+        // Closing handshakes waiting for their turn, in case no connection's close has
+        // scheduled them since.
+        if !handshakesToStart.isEmpty && handshakesUnderWay.count < Self.closingHandshakesAtOnce {
+            startClosingHandshakes()
         }
         keepAlive()
         delegate.tick()

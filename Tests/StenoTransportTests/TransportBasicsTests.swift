@@ -85,3 +85,26 @@ private final class OpensFilesWhenClosed: TransportDelegate {
         for client in clients { client.disconnect() }
     }
 }
+
+@Suite struct TransportManyClosesTests {
+    /// The transport runs a few hundred closing handshakes at a time (lws's timeouts cost
+    /// O(handshakes under way) each): more than that closed at once all still get their close
+    /// frame, with its code, on each loop.
+    @Test(arguments: EventLoop.allCases.filter(\.isAvailable))
+    func manyClosedAtOnceEachGetTheirCloseFrame(_ loop: EventLoop) throws {
+        let server = try TestServer { $0.eventLoop = loop }
+        let count = ServiceLoop.closingHandshakesAtOnce * 2 + 10
+        var clients: [WebSocketTestClient] = []
+        for _ in 0..<count { clients.append(try WebSocketTestClient.connect(port: server.port, timeout: 30)) }
+        #expect(server.control.wait(timeout: 30) { server.control.openedIDs.count == count })
+        for id in server.control.openedIDs { server.handle.close(id, code: 4001, reason: "all at once") }
+        var closes: [String: Int] = [:]
+        for client in clients {
+            let (_, close) = try client.receiveUntilClose(timeout: 30)
+            closes["\(close.map { "\($0)" } ?? "none")", default: 0] += 1
+        }
+        #expect(closes == ["\(WebSocketTestClient.Message.close(code: 4001, reason: "all at once"))": count])
+        #expect(server.control.wait(timeout: 30) { server.handle.connectionCount == 0 })
+        server.stop()
+    }
+}
