@@ -1,46 +1,65 @@
 import CEpoll
 import Foundation
+import StenoAudio
+import StenoCore
 import StenoSystem
+import StenoTestSupport
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-// steno-bench connections: many connected, silent sessions in one `steno serve` (a release
-// build, its own process), for each event loop side by side: how fast the handshakes go, what
-// the server's resident memory is before and with N sessions, and what the silent sessions
-// cost in CPU while they sit there (from /proc/PID/stat over a fixed interval, against the
-// same interval with no connection); then SIGTERM, and whether every session is closed with
-// 1001 before the process exits.
+// steno-bench connections: many connected sessions in one `steno serve` (a release build, its
+// own process), on each event loop side by side, and a few talkers among them. For each
+// number of sessions N and each loop:
 //
-//   steno-bench connections [--count 10000] [--loops libuv,poll] [--interval 20]
-//                           [--keepalive 10] [--repeat 1] [--steno .build/release/steno]
+// - the server's resident memory with no connection and with N silent sessions (RSS per
+//   session), and its CPU over a fixed interval with none and with N (from /proc/PID/stat);
+// - how fast the N handshakes go (first and last thousand apart, to see whether a handshake
+//   costs more as sessions pile up);
+// - readiness at that scale: `/readyz` during the ramp and with N connected (200 while a new
+//   session fits), 503 `full` once the connection limit is reached, 200 again once a session
+//   has ended; `/healthz` counts the sessions;
+// - `--talkers` sessions among the N speaking real speech in real time (the LibriVox
+//   sentences of the speech tests): their lag (received − analyzed, from `progress`), the
+//   latency of each final from the moment its last audio was sent, and end→ended;
+// - SIGTERM: every session gets its close frame (1001) and the server exits 0.
 //
-// The client is this process: one thread, epoll over raw non-blocking sockets. Each connection
-// upgrades to /v1/stream, sends `start` (16 kHz PCM), reads `ready`, and then sends nothing but
-// the pongs the server's keepalive pings ask for. At most `--in-flight` handshakes are under way
-// at once, so that the listen backlog never overflows into SYN retries (which would measure
-// the kernel's 1 s retry timer, not the server).
+//   steno-bench connections [--count 1000,10000] [--loops libuv,poll] [--talkers 2]
+//                           [--interval 20] [--keepalive 10] [--sparse 0] [--in-flight 128]
+//                           [--steno .build/release/steno] [--log-level warning]
+//
+// The silent sessions are this process: one thread, epoll over raw non-blocking sockets. Each
+// connection upgrades to /v1/stream, sends `start` (16 kHz PCM), reads `ready`, and then sends
+// nothing but the pongs the server's keepalive pings ask for (with `--sparse S`, also a
+// `silence` message of S seconds every S seconds, as a quiet client that suppresses silence
+// does). At most `--in-flight` handshakes are under way at once, so that the listen backlog
+// never overflows into SYN retries (which would measure the kernel's 1 s retry timer, not the
+// server). The talkers are threads of their own with blocking sockets.
 
 func runConnectionsBench(_ arguments: [String]) {
-    var count = 10_000
+    var counts = [1_000, 10_000]
     var loops = ["libuv", "poll"]
     var interval = 20.0
     var keepalive = 10
-    var repeats = 1
+    var talkers = 2
+    var sparse = 0.0
     var inFlight = 128
     var steno = ".build/release/steno"
+    var logLevel = "warning"
     var index = 0
     while index < arguments.count {
         let value = index + 1 < arguments.count ? arguments[index + 1] : ""
         switch arguments[index] {
-        case "--count": count = max(1, Int(value) ?? count); index += 1
+        case "--count": counts = value.split(separator: ",").compactMap { Int($0) }.filter { $0 > 0 }; index += 1
         case "--loops": loops = value.split(separator: ",").map(String.init); index += 1
         case "--interval": interval = max(1, Double(value) ?? interval); index += 1
         case "--keepalive": keepalive = max(0, Int(value) ?? keepalive); index += 1
-        case "--repeat": repeats = max(1, Int(value) ?? repeats); index += 1
+        case "--talkers": talkers = max(0, Int(value) ?? talkers); index += 1
+        case "--sparse": sparse = max(0, Double(value) ?? sparse); index += 1
         case "--in-flight": inFlight = max(1, Int(value) ?? inFlight); index += 1
         case "--steno": steno = value; index += 1
+        case "--log-level": logLevel = value; index += 1
         default: print("connections benchmark: unknown argument \(arguments[index])"); return
         }
         index += 1
@@ -49,49 +68,87 @@ func runConnectionsBench(_ arguments: [String]) {
         print("connections benchmark: no steno binary at \(steno) (swift build -c release --product steno)")
         return
     }
+    guard let speech = loadTalkerSpeech() else { return }
     // This process holds one socket per connection too.
     let limit = OpenFileLimit.raise()
-    print("connections benchmark: \(count) silent sessions (start, 16 kHz PCM, then nothing), keepalive \(keepalive) s,")
-    print("  CPU measured over \(format(interval, 0)) s; steno: \(steno); client open files: \(limit)")
-    if limit.soft < UInt64(count + 64) {
-        print("  the client cannot hold \(count) sockets with this limit: raise the hard limit (ulimit -Hn)")
+    let largest = counts.max() ?? 0
+    print("connections benchmark: N silent sessions (start, 16 kHz PCM, then "
+        + (sparse > 0 ? "a \(format(sparse, 0)) s silence message every \(format(sparse, 0)) s" : "nothing")
+        + "), keepalive \(keepalive) s, \(talkers) of them talking")
+    print("  (\(format(Double(speech.count) / 32000, 1)) s of speech each, in real time); CPU measured over \(format(interval, 0)) s;"
+        + " \(ProcessInfo.processInfo.activeProcessorCount) cores shared by the server and this client")
+    print("  steno: \(steno); open files here: \(limit)")
+    if limit.soft < UInt64(largest + talkers + 64) {
+        print("  the client cannot hold \(largest) sockets with this limit: raise the hard limit (ulimit -Hn)")
         return
     }
     print("")
 
-    var rows: [(String, ConnectionsRow)] = []
-    for round in 0..<repeats {
+    var rows: [ConnectionsRow] = []
+    for count in counts {
         for loop in loops {
-            guard let row = measureConnections(steno: steno, loop: loop, count: count, interval: interval,
-                                               keepalive: keepalive, inFlight: inFlight) else {
-                print("  \(loop) (round \(round + 1)): failed")
+            guard let row = measureConnections(
+                steno: steno, loop: loop, count: count, talkers: talkers, speech: speech, interval: interval,
+                keepalive: keepalive, sparse: sparse, inFlight: inFlight, logLevel: logLevel) else {
+                print("  \(loop), \(count) sessions: failed")
                 continue
             }
-            print("  \(loop) (round \(round + 1)): \(row.summary)")
-            rows.append((loop, row))
+            print("  \(loop), \(count): \(row.summary)")
+            rows.append(row)
         }
     }
     print("")
-    print("  loop     sessions   handshakes/s   all ready   RSS before   RSS with N   KB/session   idle CPU ms/s   CPU ms/s per 1,000   closed 1001   cut   exit")
-    for (loop, r) in rows {
-        print("  " + [pad(loop, 6), pad("\(r.ready)/\(r.count)", 10), pad(format(r.handshakeRate, 0), 14),
-                      pad(format(r.readyAfter, 2) + " s", 11), pad(format(r.rssBeforeMB, 1) + " MB", 12),
-                      pad(format(r.rssWithMB, 1) + " MB", 12), pad(format(r.kbPerSession, 1), 12),
-                      pad(format(r.idleCPUms, 2), 15), pad(format(r.cpuPerThousandMs, 2), 20),
-                      pad("\(r.closed1001)", 13), pad("\(r.cut)", 5), pad(r.exitStatus.map(String.init) ?? "-", 6)]
+    print("  loop    sessions   handshakes/s (first, last 1,000)   RSS/session   CPU idle   CPU with N   per 1,000")
+    for r in rows {
+        print("  " + [pad(r.loop, 5), pad("\(r.ready)/\(r.count)", 11),
+                      pad("\(format(r.handshakeRate, 0)) (\(format(r.firstThousandRate, 0)), \(format(r.lastThousandRate, 0)))", 34),
+                      pad(format(r.kbPerSession, 1) + " KB", 13), pad(format(r.idleCPUms, 1) + " ms/s", 10),
+                      pad(format(r.loadedCPUms, 1) + " ms/s", 12), pad(format(r.cpuPerThousandMs, 1) + " ms/s", 11)]
             .joined(separator: " "))
     }
     print("")
-    print("  handshakes/s: upgrades (101) per second from the first connect to the last 101; all ready: until")
-    print("  every session answered start with ready. RSS: the server's VmRSS with no connection (once it has")
-    print("  made its shared decoders and gone quiet) and with every session ready and settled 3 s; KB/session")
-    print("  is the difference over N.")
-    print("  idle CPU: the server's user+system time per second with no connection; per 1,000: with N silent")
-    print("  sessions, minus idle, per second, per 1,000 sessions. closed 1001: sessions that got their close")
-    print("  frame (1001) after SIGTERM; cut: connections that ended without one; exit: the server's status.")
+    print("  loop    sessions   talkers: lag p95  max   final p50  p95  max   end→ended   /readyz: ramp  with N  at limit  after   drain   exit")
+    for r in rows {
+        print("  " + [pad(r.loop, 5), pad("\(r.count)", 11),
+                      pad(r.talk.map { format($0.lagP95, 2) } ?? "-", 18), pad(r.talk.map { format($0.lagMax, 2) } ?? "-", 5),
+                      pad(r.talk.map { format($0.finalP50, 2) } ?? "-", 11), pad(r.talk.map { format($0.finalP95, 2) } ?? "-", 5),
+                      pad(r.talk.map { format($0.finalMax, 2) } ?? "-", 5), pad(r.talk.map { format($0.endLatency, 2) + " s" } ?? "-", 11),
+                      pad(r.readiness.ramp, 15), pad(r.readiness.withN, 7), pad(r.readiness.atLimit, 9),
+                      pad(r.readiness.afterOneEnded, 6), pad(format(r.drainSeconds, 1) + " s", 7),
+                      pad(r.exitStatus.map(String.init) ?? "-", 5)].joined(separator: " "))
+    }
+    print("")
+    print("  handshakes/s: upgrades (101) per second from the first connect to the last 101 (the client shares")
+    print("  the cores). RSS/session: the server's VmRSS with every session ready and settled 3 s, minus")
+    print("  VmRSS with no connection (once it has made its shared decoders and gone quiet), over N. CPU: the")
+    print("  server's user+system time per second with no connection, and with N silent sessions; per 1,000:")
+    print("  the difference per 1,000 sessions. Talkers (seconds): lag = received − analyzed in their progress")
+    print("  events; final = from sending the audio at a final's end to receiving the final (finals made by")
+    print("  `end` left out); end→ended, mean. /readyz: what it answered during the ramp (asked every")
+    print("  second), with N connected (room for \(talkers + 1) more), once the connection limit is")
+    print("  reached (\"full\" expected), and after one of those sessions ended (200 expected). drain: from")
+    print("  SIGTERM until every session had its close frame (1001) and the connection was gone; exit: the")
+    print("  server's exit status.")
+}
+
+struct TalkerStats {
+    var lagP95 = 0.0, lagMax = 0.0
+    var finalP50 = 0.0, finalP95 = 0.0, finalMax = 0.0
+    var finals = 0
+    var endLatency = 0.0
+    var cpuPerAudioSecondMs = 0.0
+}
+
+struct Readiness {
+    var ramp = "-"
+    var withN = "-"
+    var atLimit = "-"
+    var afterOneEnded = "-"
+    var healthzSessions = -1
 }
 
 struct ConnectionsRow {
+    var loop = ""
     var count = 0
     var ready = 0
     var handshakeRate = 0.0
@@ -108,18 +165,24 @@ struct ConnectionsRow {
     var exitStatus: Int32?
     var settleSeconds = 0.0
     var firstThousandRate = 0.0
-    var firstClose = 0.0, lastClose = 0.0, exitAfter = 0.0
     var lastThousandRate = 0.0
+    var firstClose = 0.0, lastClose = 0.0, exitAfter = 0.0
+    var talk: TalkerStats?
+    var readiness = Readiness()
+    var readyzSlowestMs = 0.0
 
     var kbPerSession: Double { ready == 0 ? 0 : (rssWithMB - rssBeforeMB) * 1024 / Double(ready) }
     var cpuPerThousandMs: Double { ready == 0 ? 0 : (loadedCPUms - idleCPUms) / (Double(ready) / 1000) }
 
     var summary: String {
-        var text = "quiet after \(format(settleSeconds, 0)) s; \(ready)/\(count) ready, \(format(handshakeRate, 0)) handshakes/s "
-            + "(first 1,000: \(format(firstThousandRate, 0))/s, last 1,000: \(format(lastThousandRate, 0))/s), "
+        var text = "quiet after \(format(settleSeconds, 0)) s; \(ready)/\(count) ready in \(format(readyAfter, 1)) s, "
             + "RSS \(format(rssBeforeMB, 1)) → \(format(rssWithMB, 1)) MB, "
-            + "CPU \(format(idleCPUms, 2)) → \(format(loadedCPUms, 2)) ms/s, \(pings) pings answered, "
-            + "drain \(format(drainSeconds, 1)) s (close frames from \(format(firstClose, 1)) to \(format(lastClose, 1)) s, "
+            + "CPU \(format(idleCPUms, 1)) → \(format(loadedCPUms, 1)) ms/s, \(pings) pings answered; "
+            + "/readyz slowest \(format(readyzSlowestMs, 0)) ms, /healthz sessions \(readiness.healthzSessions); "
+        if let talk {
+            text += "talkers: \(talk.finals) finals, CPU \(format(talk.cpuPerAudioSecondMs, 0)) ms per audio s; "
+        }
+        text += "drain \(format(drainSeconds, 1)) s (close frames from \(format(firstClose, 1)) to \(format(lastClose, 1)) s, "
             + "exit after \(format(exitAfter, 1)) s): \(closed1001) closed 1001, \(cut) cut"
         if !otherCloses.isEmpty {
             text += ", \(otherCloses.values.reduce(0, +)) other close codes (\(otherCloses.keys.sorted().prefix(5).map(String.init).joined(separator: ", "))…)"
@@ -128,21 +191,52 @@ struct ConnectionsRow {
     }
 }
 
-private func measureConnections(steno: String, loop: String, count: Int, interval: Double, keepalive: Int,
-                                inFlight: Int) -> ConnectionsRow? {
-    let logPath = NSTemporaryDirectory() + "steno-bench-connections-\(getpid())-\(loop).log"
+/// The talkers' audio: the LibriVox sentences of the speech tests, 16 kHz s16le.
+private func loadTalkerSpeech() -> [UInt8]? {
+    let folder = "Tests/StenoSpeechTests/Resources/librivox"
+    let files = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [])
+        .filter { $0.hasSuffix(".wav") }.sorted().map { "\(folder)/\($0)" }
+    guard !files.isEmpty else { print("connections benchmark: no speech in \(folder)"); return nil }
+    var samples: [Float] = []
+    for file in files {
+        do throws(StenoError) {
+            let wav = try WAVFile(path: file)
+            var mono = wav.mono
+            if wav.sampleRate != 16000 {
+                let resampler = try Resampler(inputRate: wav.sampleRate, outputRate: 16000)
+                mono = resampler.process(mono) + resampler.flush()
+            }
+            samples += mono
+        } catch {
+            print("connections benchmark: \(file): \(error.message)")
+            return nil
+        }
+    }
+    return WAVFile(sampleRate: 16000, channels: 1, samples: samples).s16leBytes
+}
+
+private func measureConnections(steno: String, loop: String, count: Int, talkers: Int, speech: [UInt8],
+                                interval: Double, keepalive: Int, sparse: Double, inFlight: Int,
+                                logLevel: String) -> ConnectionsRow? {
+    let logPath = NSTemporaryDirectory() + "steno-bench-connections-\(getpid())-\(loop)-\(count).log"
     unlink(logPath)
-    guard let server = Child.spawn(steno, ["serve", "--port", "0", "--event-loop", loop,
-                                           "--max-sessions", "\(count + 16)", "--idle-timeout", "0",
-                                           "--keepalive", "\(keepalive)", "--drain-timeout", "30",
-                                           "--log-level", "warning", "--web-root", "/nonexistent"],
-                                   stdout: true, stderrPath: logPath),
+    // Room for the N sessions, the talkers and one more: readiness says 200 with all of them
+    // connected, and "full" once one more has come.
+    let maxSessions = count + talkers + 1
+    var arguments = ["serve", "--port", "0", "--event-loop", loop, "--max-sessions", "\(maxSessions)",
+                     "--keepalive", "\(keepalive)", "--drain-timeout", "30",
+                     "--log-level", logLevel, "--web-root", "/nonexistent"]
+    // A silent session that sends nothing would be closed by the idle timeout; one that sends
+    // silence messages is active.
+    if sparse == 0 { arguments += ["--idle-timeout", "0"] }
+    guard let server = Child.spawn(steno, arguments, stdout: true, stderrPath: logPath),
           let port = server.readPort() else {
         print("  \(loop): the server did not start (log: \(logPath))")
         return nil
     }
     defer { server.terminate() }
     var row = ConnectionsRow()
+    row.loop = loop
     row.count = count
 
     // The server alone, once it has made its shared decoders in the background (≈0.5 s and
@@ -153,10 +247,13 @@ private func measureConnections(steno: String, loop: String, count: Int, interva
     usleep(useconds_t(interval * 1_000_000))
     row.idleCPUms = (server.cpuSeconds() - idleStart.0) / (monotonicSeconds() - idleStart.1) * 1000
 
+    // The ramp, with /readyz asked every second from another thread meanwhile.
     let client = SilentClients(port: port, count: count, inFlight: inFlight)
     guard client.ready else { print("  \(loop): the client could not set up epoll"); return nil }
+    let prober = BackgroundProber(port: port, every: 1)
     let began = monotonicSeconds()
-    client.run(until: began + 300) { client.readyCount + client.failedCount >= count }
+    client.run(until: began + 600) { client.readyCount + client.failedCount >= count }
+    let probes = prober.stop()
     row.ready = client.readyCount
     row.handshakeRate = Double(client.upgradedCount) / max(1e-9, client.lastUpgradeAt - began)
     row.readyAfter = client.lastReadyAt - began
@@ -167,17 +264,71 @@ private func measureConnections(steno: String, loop: String, count: Int, interva
     if client.thousands.count >= 2 {
         let n = client.thousands.count
         row.lastThousandRate = 1000 / max(1e-9, client.thousands[n - 1] - client.thousands[n - 2])
+    } else {
+        row.lastThousandRate = row.firstThousandRate
     }
     if client.failedCount > 0 {
         print("  \(loop): \(client.failedCount) connections failed: \(client.failures.prefix(5))")
     }
+    row.readiness.ramp = probes.summary
 
     // Settled: what N silent sessions hold, then what they cost over the interval.
     client.run(until: monotonicSeconds() + 3) { false }
     row.rssWithMB = server.residentMB()
+    if sparse > 0 { client.startSparse(every: sparse) }
     let loadedStart = (server.cpuSeconds(), monotonicSeconds())
     client.run(until: loadedStart.1 + interval) { false }
-    row.loadedCPUms = (server.cpuSeconds() - loadedStart.0) / (monotonicSeconds() - loadedStart.1) * 1000
+    let loadedEnd = (server.cpuSeconds(), monotonicSeconds())
+    row.loadedCPUms = (loadedEnd.0 - loadedStart.0) / (loadedEnd.1 - loadedStart.1) * 1000
+
+    var withN = ReadinessProbes(port: port)
+    withN.ask("/readyz")
+    row.readiness.withN = withN.summary
+    row.readiness.healthzSessions = withN.healthzSessions()
+
+    // The talkers, while the silent sessions are served on this thread.
+    if talkers > 0 {
+        let results = Locked<[TalkerResult]>([])
+        let cpuBefore = server.cpuSeconds()
+        let talkStart = monotonicSeconds()
+        let threads = (0..<talkers).map { k in
+            Thread {
+                // Started 1.5 s apart, so that their utterances do not end together.
+                usleep(useconds_t(k) * 1_500_000)
+                let result = runTalker(port: port, pcm: speech)
+                results.withLock { $0.append(result) }
+            }
+        }
+        threads.forEach { $0.start() }
+        client.run(until: talkStart + Double(speech.count) / 32000 + Double(talkers) * 1.5 + 120) {
+            results.withLock { $0.count } == talkers
+        }
+        let talkSeconds = monotonicSeconds() - talkStart
+        let cpu = server.cpuSeconds() - cpuBefore - (row.loadedCPUms / 1000) * talkSeconds
+        let done = results.withLock { $0 }
+        if done.contains(where: { $0.failure != nil }) {
+            print("  \(loop): talkers failed: \(done.compactMap(\.failure))")
+        }
+        row.talk = TalkerStats(done, cpuSeconds: cpu, audioSeconds: Double(speech.count) / 32000 * Double(talkers))
+    }
+
+    // The connection limit: the talkers have gone, so N + talkers + 1 more sessions fill it.
+    client.add(talkers + 1)
+    client.run(until: monotonicSeconds() + 30) { client.readyCount + client.failedCount >= client.count }
+    var atLimit = ReadinessProbes(port: port)
+    atLimit.ask("/readyz")
+    row.readiness.atLimit = atLimit.summary
+    // One ends its session (cancel: a session whose connection only drops waits to be
+    // resumed, and holds its place): readiness comes back.
+    client.cancelOne()
+    var after = ReadinessProbes(port: port)
+    let asked = monotonicSeconds()
+    while monotonicSeconds() - asked < 10 {
+        client.run(until: monotonicSeconds() + 0.2) { false }
+        if after.ask("/readyz") == 200 { break }
+    }
+    row.readiness.afterOneEnded = after.last
+    row.readyzSlowestMs = max(probes.slowestMs, withN.slowestMs, atLimit.slowestMs, after.slowestMs)
 
     // SIGTERM: every session should get `shutting_down` and close 1001, and the server exit 0.
     let signalled = monotonicSeconds()
@@ -213,6 +364,172 @@ private func waitUntilQuiet(_ server: Child) -> Double {
     return monotonicSeconds() - began
 }
 
+// MARK: - Readiness
+
+/// `/readyz` asked again and again on a thread of its own (the client's thread goes on).
+private final class BackgroundProber {
+    private let running = Locked(true)
+    private let probes: Locked<ReadinessProbes>
+    private let thread: Thread
+
+    init(port: Int, every seconds: Double) {
+        let probes = Locked(ReadinessProbes(port: port))
+        let running = self.running
+        self.probes = probes
+        thread = Thread {
+            while running.withLock({ $0 }) {
+                var p = probes.withLock { $0 }
+                p.ask("/readyz")
+                probes.withLock { $0 = p }
+                usleep(useconds_t(seconds * 1_000_000))
+            }
+        }
+        thread.start()
+    }
+
+    /// Stops asking (after the question under way) and returns what was answered.
+    func stop() -> ReadinessProbes {
+        running.withLock { $0 = false }
+        while !thread.isFinished { usleep(10_000) }
+        return probes.withLock { $0 }
+    }
+}
+
+/// GETs of `/readyz`: the statuses seen (with the `status` field of the JSON body), the slowest.
+private struct ReadinessProbes: Sendable {
+    let port: Int
+    var seen: [String] = []
+    var slowestMs = 0.0
+    var last: String { seen.last ?? "-" }
+
+    init(port: Int) { self.port = port }
+
+    @discardableResult
+    mutating func ask(_ path: String) -> Int {
+        let began = monotonicSeconds()
+        guard let response = try? HTTPTestClient.request(port: port, path: path, timeout: 30) else {
+            seen.append("none")
+            return 0
+        }
+        slowestMs = max(slowestMs, (monotonicSeconds() - began) * 1000)
+        var answer = "\(response.status)"
+        if response.status != 200, case .object(let body)? = try? JSONParser().parse(response.bodyText),
+           case .string(let status)? = body["status"] {
+            answer += " " + status
+        }
+        seen.append(answer)
+        return response.status
+    }
+
+    /// What the probes said, each different answer once, in order ("200", "200, 503 busy").
+    var summary: String {
+        var distinct: [String] = []
+        for answer in seen where distinct.last != answer { distinct.append(answer) }
+        return distinct.isEmpty ? "-" : distinct.joined(separator: ", ")
+    }
+
+    /// The `sessions` count of `/healthz`.
+    func healthzSessions() -> Int {
+        guard let response = try? HTTPTestClient.request(port: port, path: "/healthz", timeout: 30),
+              case .object(let body)? = try? JSONParser().parse(response.bodyText),
+              case .number(let sessions)? = body["sessions"] else { return -1 }
+        return Int(sessions)
+    }
+}
+
+// MARK: - Talkers
+
+private struct TalkerResult: Sendable {
+    var lags: [Double] = []
+    /// From sending the audio at a final's end to receiving the final.
+    var finalLatencies: [Double] = []
+    var finalsAtEnd = 0
+    var endLatency = 0.0
+    var failure: String?
+}
+
+extension TalkerStats {
+    fileprivate init(_ results: [TalkerResult], cpuSeconds: Double, audioSeconds: Double) {
+        func percentile(_ sorted: [Double], _ p: Double) -> Double {
+            sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+        }
+        let lags = results.flatMap(\.lags).sorted()
+        let finals = results.flatMap(\.finalLatencies).sorted()
+        self.init()
+        lagP95 = percentile(lags, 0.95)
+        lagMax = lags.last ?? 0
+        finalP50 = percentile(finals, 0.5)
+        finalP95 = percentile(finals, 0.95)
+        finalMax = finals.last ?? 0
+        self.finals = finals.count + results.map(\.finalsAtEnd).reduce(0, +)
+        let ok = results.filter { $0.failure == nil }
+        endLatency = ok.isEmpty ? 0 : ok.map(\.endLatency).reduce(0, +) / Double(ok.count)
+        cpuPerAudioSecondMs = audioSeconds > 0 ? max(0, cpuSeconds) / audioSeconds * 1000 : 0
+    }
+}
+
+/// One session speaking `pcm` (16 kHz s16le) in real time, 20 ms a message, then `end`.
+private func runTalker(port: Int, pcm: [UInt8]) -> TalkerResult {
+    var result = TalkerResult()
+    do {
+        let ws = try WebSocketTestClient.connect(port: port, timeout: 30)
+        try ws.sendText(#"{"type":"start","audio":{"encoding":"pcm_s16le","sampleRate":16000,"channels":1}}"#)
+        let step = 640  // 20 ms
+        var sentAt: [Double] = []
+        sentAt.reserveCapacity(pcm.count / step + 1)
+        var ended = false
+        var endSentAt = 0.0
+        func handle(_ message: WebSocketTestClient.Message) throws {
+            guard case .text(let text) = message, case .object(let event) = try JSONParser().parse(text),
+                  case .string(let type)? = event["type"] else { return }
+            switch type {
+            case "progress":
+                if case .number(let received)? = event["received"], case .number(let analyzed)? = event["analyzed"] {
+                    result.lags.append(received - analyzed)
+                }
+            case "final":
+                if endSentAt > 0 {
+                    result.finalsAtEnd += 1
+                } else if case .number(let end)? = event["end"], !sentAt.isEmpty {
+                    // The message holding the audio at `end` (message i holds [0.02 i, 0.02 (i+1))).
+                    let i = min(sentAt.count - 1, max(0, Int(end / 0.02)))
+                    result.finalLatencies.append(monotonicSeconds() - sentAt[i])
+                }
+            case "ended":
+                result.endLatency = monotonicSeconds() - endSentAt
+                ended = true
+            default: break
+            }
+        }
+        func readAvailable(waitingUntil deadline: Double) throws {
+            while true {
+                let wait = max(0, deadline - monotonicSeconds())
+                var p = pollfd(fd: ws.stream.readFD, events: Int16(POLLIN), revents: 0)
+                guard ws.stream.buffered > 0 || poll(&p, 1, Int32(wait * 1000)) > 0 else { return }
+                try handle(ws.receive(timeout: 30))
+                if ended { return }
+            }
+        }
+        let start = monotonicSeconds()
+        var offset = 0, index = 0
+        while offset < pcm.count {
+            let end = min(pcm.count, offset + step)
+            sentAt.append(monotonicSeconds())
+            try ws.sendBinary(Array(pcm[offset..<end]), timeout: 60)
+            offset = end
+            index += 1
+            try readAvailable(waitingUntil: start + Double(index) * 0.02)
+        }
+        endSentAt = monotonicSeconds()
+        try ws.sendText(#"{"type":"end"}"#)
+        while !ended { try handle(ws.receive(timeout: 120)) }
+        _ = try? ws.close()
+    } catch {
+        result.failure = "\(error)"
+    }
+    return result
+}
+
 // MARK: - The client
 
 /// N WebSocket connections on one thread: non-blocking sockets, level-triggered epoll.
@@ -228,7 +545,8 @@ private final class SilentClients {
     }
 
     let port: Int
-    let count: Int
+    /// Connections to open (`add` raises it).
+    private(set) var count: Int
     let inFlight: Int
     let epoll: Int32
     var connections: [Int32: Connection] = [:]
@@ -253,6 +571,14 @@ private final class SilentClients {
 
     private let request: [UInt8]
     private let startFrame: [UInt8]
+    /// Sessions that answered ready, in order (for the sparse messages and `cancelOne`).
+    private var silentFDs: [Int32] = []
+    private var sparseEvery = 0.0
+    private var sparseStart = 0.0
+    private var sparseSent = 0
+    private var sparseFrame: [UInt8] = []
+    /// The connection `cancelOne` ended: its close (1000) is not counted with the others.
+    private var cancelledFD: Int32 = -1
 
     init(port: Int, count: Int, inFlight: Int) {
         self.port = port
@@ -269,6 +595,25 @@ private final class SilentClients {
         if epoll >= 0 { close(epoll) }
     }
 
+    /// Opens `more` connections too, on the next `run`.
+    func add(_ more: Int) { count += more }
+
+    /// From now on each silent session sends a `silence` message of `seconds` every `seconds`
+    /// (spread evenly over the interval).
+    func startSparse(every seconds: Double) {
+        sparseEvery = seconds
+        sparseStart = monotonicSeconds()
+        sparseSent = 0
+        sparseFrame = Self.frame(opcode: 1, Array(#"{"type":"silence","duration":\#(seconds)}"#.utf8))
+    }
+
+    /// Ends the last session that became ready with `cancel` (the server closes it, 1000).
+    func cancelOne() {
+        guard let fd = silentFDs.last, let c = connections[fd] else { return }
+        cancelledFD = fd
+        _ = send(c, Self.frame(opcode: 1, Array(#"{"type":"cancel"}"#.utf8)))
+    }
+
     func closeAll() {
         for c in connections.values { close(c.fd) }
         connections.removeAll()
@@ -282,7 +627,8 @@ private final class SilentClients {
             while opened < count && handshaking < inFlight { openOne() }
             let now = monotonicSeconds()
             if now >= deadline { return }
-            let wait = Int32(min(100, max(1, (deadline - now) * 1000)))
+            if sparseEvery > 0 { sendSparse(now) }
+            let wait = Int32(min(sparseEvery > 0 ? 10 : 100, max(1, (deadline - now) * 1000)))
             let n = epoll_wait(epoll, &events, Int32(events.count), wait)
             if n < 0 { if errno == EINTR { continue }; return }
             for i in 0..<Int(n) {
@@ -290,6 +636,16 @@ private final class SilentClients {
                 guard let c = connections[fd] else { continue }
                 service(c, events[i].events)
             }
+        }
+    }
+
+    private func sendSparse(_ now: Double) {
+        guard !silentFDs.isEmpty else { return }
+        let due = Int((now - sparseStart) / sparseEvery * Double(silentFDs.count)) - sparseSent
+        for _ in 0..<max(0, min(due, silentFDs.count)) {
+            let fd = silentFDs[sparseSent % silentFDs.count]
+            sparseSent += 1
+            if fd != cancelledFD, let c = connections[fd], c.phase == .silent { _ = send(c, sparseFrame) }
         }
     }
 
@@ -388,15 +744,18 @@ private final class SilentClients {
                     c.phase = .silent
                     handshaking -= 1
                     readyCount += 1
+                    silentFDs.append(c.fd)
                     lastReadyAt = monotonicSeconds()
                 }
             case 8:
                 let code = payload.count >= 2 ? UInt16(payload[0]) << 8 | UInt16(payload[1]) : 1005
                 if !c.sawClose {
                     c.sawClose = true
-                    closeCodes[code, default: 0] += 1
-                    if firstCloseAt == 0 { firstCloseAt = monotonicSeconds() }
-                    lastCloseAt = monotonicSeconds()
+                    if c.fd != cancelledFD {
+                        closeCodes[code, default: 0] += 1
+                        if firstCloseAt == 0 { firstCloseAt = monotonicSeconds() }
+                        lastCloseAt = monotonicSeconds()
+                    }
                     _ = send(c, Self.frame(opcode: 8, Array(payload.prefix(2))))
                 }
             case 9:
