@@ -18,6 +18,9 @@ final class LiveConnection {
     var lastHeard: ContinuousClock.Instant
     /// A ping went out since then.
     var pinged = false
+    /// Reading is paused (flow control): whatever the peer sends waits in the socket, so
+    /// its silence proves nothing and the keepalive leaves it alone.
+    var readingPaused = false
     /// A ping is to be written at the next WRITEABLE.
     var pingDue = false
     /// The close frame's code and reason were handed to lws (`lws_close_reason`) and the
@@ -247,6 +250,9 @@ final class ServiceLoop: @unchecked Sendable {
     /// the network) are noticed. Done here, once a second over all connections, instead of by
     /// lws's retry policy, whose per-connection timers cost O(connections) each time one is
     /// moved (see `LwsContextStorage.makeContext`). Pings and hang-ups come up to a second late.
+    /// A connection whose reading is paused (flow control: the server is behind with its
+    /// audio) is left alone, since what its peer sends waits unread; its clock starts again
+    /// when reading resumes.
     func keepAlive() {
         let seconds = configuration.keepAliveSeconds
         guard seconds > 0 else { return }
@@ -255,7 +261,7 @@ final class ServiceLoop: @unchecked Sendable {
         lastKeepAliveScan = now
         let ping = Duration.seconds(seconds)
         let hangUp = Duration.seconds(2 * seconds + 10)
-        for c in connections.values where c.closing == nil {
+        for c in connections.values where c.closing == nil && !c.readingPaused {
             let silent = now - c.lastHeard
             if silent >= hangUp {
                 configuration.log(.info, "connection \(c.id) silent for \(silent.components.seconds) s; hung up")
@@ -290,7 +296,7 @@ final class ServiceLoop: @unchecked Sendable {
                     c.assembler.reset()
                     // Read again (and discard) so the client's close frame is seen and
                     // the closing handshake can finish.
-                    setReading(c.wsi, true)
+                    setReading(c, true)
                     lws_callback_on_writable(c.wsi)
                 case .kill(let id):
                     guard let c = connections[id] else { continue }
@@ -298,7 +304,7 @@ final class ServiceLoop: @unchecked Sendable {
                     closing.insert(id)
                     lws_set_timeout(c.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
                 case .setReading(let id, let reading):
-                    if let c = connections[id] { setReading(c.wsi, reading) }
+                    if let c = connections[id] { setReading(c, reading) }
                 case .perform(let body):
                     body(delegate)
                 }
@@ -309,6 +315,16 @@ final class ServiceLoop: @unchecked Sendable {
     /// lws applies a flow-control change for the wsi whose callback is running when
     /// that callback returns; for any other wsi the change must be forced now
     /// (LWS_RXFLOW_REASON_FLAG_PROCESS_NOW), as lws-misc.h says.
+    func setReading(_ c: LiveConnection, _ reading: Bool) {
+        if c.readingPaused && reading {
+            // What it sent meanwhile comes now; until it does, the peer has not been silent.
+            c.lastHeard = .now
+            c.pinged = false
+        }
+        c.readingPaused = !reading
+        setReading(c.wsi, reading)
+    }
+
     func setReading(_ wsi: OpaquePointer, _ reading: Bool) {
         var flags = Int32(LWS_RXFLOW_REASON_APPLIES | LWS_RXFLOW_REASON_USER_BOOL)
         if reading { flags |= Int32(LWS_RXFLOW_REASON_APPLIES_ENABLE_BIT) }

@@ -108,3 +108,25 @@ private final class OpensFilesWhenClosed: TransportDelegate {
         server.stop()
     }
 }
+
+@Suite struct TransportKeepAliveTests {
+    /// A peer whose reading the server paused (flow control) cannot show it is there: what it
+    /// sends waits unread. The keepalive leaves it alone while paused, and counts again from
+    /// when reading resumes: a peer that answers nothing is hung up on then.
+    @Test func aPausedConnectionIsNotHungUpOnUntilReadingResumes() throws {
+        var settings = TestControl.Settings()
+        settings.pauseOnOpen = true
+        let server = try TestServer(settings) { $0.keepAliveSeconds = 1 }
+        let (client, id) = try server.connect()
+        client.autoPong = false
+        // Past the hang-up time (twice 1 s plus 10 s) with reading paused: still open.
+        let deadline = Deadline(14)
+        while !deadline.hasPassed {
+            do { _ = try client.receive(timeout: 0.5) } catch TestClientError.timeout {}
+        }
+        #expect(!server.control.wasClosed(id))
+        server.handle.setReading(id, true)
+        #expect(server.control.wait(timeout: 60) { server.control.wasClosed(id) })
+        #expect(server.control.logLines.withLock { $0 }.contains { $0.contains("connection \(id) silent for") })
+    }
+}
