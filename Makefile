@@ -22,6 +22,7 @@ test:
 
 bench:
 	scripts/bootstrap.sh test
+	$(SWIFT) build -c release --product steno
 	$(SWIFT) build -c release --product steno-bench
 	.build/release/steno-bench all
 

@@ -40,6 +40,8 @@ let package = Package(
         .target(name: "COpusShims", dependencies: ["COpus"]),
         .target(name: "CPocketSphinxShims", dependencies: ["CPocketSphinx"]),
         .target(name: "CAlsaShims", dependencies: ["CAlsa"]),
+        // libuv, for the event loop libwebsockets runs on (its Debian plugin, a foreign loop).
+        .target(name: "CLibUVShims", linkerSettings: [.linkedLibrary("uv")]),
 
         // Generic rooms, nothing Steno-specific: a lock, the worker pool, a metrics registry.
         .target(name: "StenoSystem", dependencies: ["StenoCore"]),
@@ -64,7 +66,7 @@ let package = Package(
         // The libwebsockets transport: the only module that touches a wsi.
         .target(
             name: "StenoTransport",
-            dependencies: ["StenoCore", "StenoSystem", "CLibWebSockets", "CLwsShims"]),
+            dependencies: ["StenoCore", "StenoSystem", "CLibWebSockets", "CLwsShims", "CLibUVShims"]),
         // The service: routes, sessions, channels, Steno's metrics, static files.
         .target(
             name: "StenoServer",
@@ -77,11 +79,12 @@ let package = Package(
                            "StenoTransport", "CAlsa", "CAlsaShims"]),
 
         // Benchmarks: `make bench` prints their tables.
+        .systemLibrary(name: "CEpoll", path: "bench/Sources/CEpoll"),
         .executableTarget(
             name: "steno-bench",
             dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoSession", "StenoServer",
                            "StenoSystem", "StenoTestSupport",
-                           "COpus", "COpusShims", "CSoxr", "CPocketSphinx"],
+                           "COpus", "COpusShims", "CSoxr", "CPocketSphinx", "CEpoll"],
             path: "bench/Sources/steno-bench"),
 
         // Raw-socket WebSocket and HTTP clients for the server's tests and benchmarks.

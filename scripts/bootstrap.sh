@@ -10,6 +10,7 @@ mode="${1:-test}"
 run_packages=(
     pkg-config
     libwebsockets-dev   # the WebSocket/HTTP server
+    libwebsockets-evlib-uv libuv1-dev  # its libuv event loop (plugin), and libuv to own the loop
     libopus-dev         # Opus decoding
     libsoxr-dev         # resampling
     libpocketsphinx-dev libsphinxbase-dev  # the recognizer

@@ -1,6 +1,7 @@
 import StenoCore
 import StenoSpeech
 import StenoSystem
+import StenoTransport
 
 /// The settings of a server: plain values, no parsing and no detection. `steno serve` fills
 /// them in from its flags, environment and the machine it runs on (see the `steno`
@@ -58,6 +59,9 @@ public struct ServerOptions: Sendable, Equatable {
     public var keepAlive: Duration? = .seconds(30)
     /// Threads of the worker pool that runs decoding and recognition.
     public var workers = 2
+    /// The event loop libwebsockets runs on; nil: the transport's default (libuv when its
+    /// plugin is installed, else poll).
+    public var eventLoop: EventLoop? = nil
     /// Decoders shared by all sessions: how many utterances are recognized at once (≈95 MB
     /// each). A session borrows one while it speaks.
     public var recognizers = 4

@@ -42,6 +42,7 @@ public final class StenoServer: Sendable {
         configuration.tlsKeyPath = options.tls?.privateKeyPath
         configuration.keepAliveSeconds = options.keepAlive.map { Int($0.inSeconds.rounded()) } ?? 0
         configuration.serverName = "steno/\(Self.version)"
+        if let loop = options.eventLoop { configuration.eventLoop = loop }
         configuration.log = log
         let transport = WebSocketTransport(configuration: configuration)
         self.transport = transport
@@ -105,10 +106,18 @@ public final class StenoServer: Sendable {
         for viewer in context.channels.viewers {
             transport.handle.close(viewer, code: 1001, reason: "shutting_down")
         }
-        // Let the close frames (and the finals before them) reach the clients.
-        let flushDeadline = SystemClock.now() + 2
-        while transport.handle.connectionCount > 0 && SystemClock.now() < flushDeadline {
+        // Let the close frames (and the finals before them) reach the clients: for as long as
+        // connections keep closing (with thousands, the transport takes seconds: it runs a
+        // few hundred closing handshakes at a time), until 2 s pass with none closing, and
+        // for no longer than the drain timeout.
+        let flushCap = SystemClock.now() + max(2, timeout)
+        var flushDeadline = SystemClock.now() + 2
+        var open = transport.handle.connectionCount
+        while open > 0 && SystemClock.now() < min(flushDeadline, flushCap) {
             usleep(20_000)
+            let now = transport.handle.connectionCount
+            if now < open { flushDeadline = SystemClock.now() + 2 }
+            open = now
         }
         stop()
         return clean

@@ -36,6 +36,9 @@ final class StreamSession: Sendable {
         var owed: [SessionInput] = []
     }
     private let state: Mutex<State>
+    /// Whether the registry counts this session as live (see `SessionRegistry.liveCount`);
+    /// cleared once, when its protocol closes or it leaves the registry.
+    private let countedLive = Atomic<Bool>(true)
 
     private struct State: Sendable {
         /// The protocol: what was received and analyzed, the phase, and how the session closed.
@@ -243,9 +246,20 @@ final class StreamSession: Sendable {
         state.withLock { s in s.machine.isClosed && s.connection == nil ? summary(s) : nil }
     }
 
+    /// Takes the session out of the registry's live count; true the first time only.
+    func leaveLiveCount() -> Bool {
+        countedLive.exchange(false, ordering: .acquiringAndReleasing)
+    }
+
     // MARK: Actions
 
+    /// Carries out `actions`, and tells the registry once the protocol has closed.
     private func perform(_ actions: [SessionAction], _ s: inout State) {
+        carryOut(actions, &s)
+        if s.machine.isClosed && leaveLiveCount() { server.sessions.closed(self) }
+    }
+
+    private func carryOut(_ actions: [SessionAction], _ s: inout State) {
         var queue = actions[...]
         while let action = queue.popFirst() {
             switch action {

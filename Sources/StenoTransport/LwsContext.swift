@@ -1,3 +1,4 @@
+import CLibUVShims
 import CLibWebSockets
 import CLwsShims
 import Foundation
@@ -9,22 +10,42 @@ import Foundation
 final class LwsContextStorage {
     let protocols: UnsafeMutablePointer<lws_protocols>
     private var cStrings: [UnsafeMutablePointer<CChar>] = []
-    /// The idle policy handed to the context: lws keeps the pointer for the context's life.
+    /// The retry and idle policy handed to the context (lws keeps the pointer for the
+    /// context's life): all zero, so that lws keeps no validity timer per connection (see
+    /// `ServiceLoop.keepAlive`).
     let idlePolicy: UnsafeMutablePointer<lws_retry_bo_t>
     /// An `lws_sorted_usec_list_t` followed by a pointer back to the loop (see
     /// `ServiceLoop.fromTickTimer`).
     let tickTimer: UnsafeMutableRawPointer
+    /// The same layout, for the timer that starts closing handshakes (see
+    /// `ServiceLoop.startClosingHandshakes`).
+    let closeTimer: UnsafeMutableRawPointer
     /// Scratch for HTTP writes: `LWS_PRE` headroom plus one chunk.
     let httpScratch: UnsafeMutableRawPointer
     static let httpChunk = 32 * 1024
+    /// The libuv loop lws runs on when `eventLoop` is `.libuv`: the transport's own ("foreign"
+    /// to lws), so that the service thread runs it one turn at a time and lws installs no
+    /// signal handlers of its own (it does on a loop it makes itself: SIGINT, SIGTERM, SIGHUP,
+    /// SIGSEGV, SIGFPE). Freed by `ServiceLoop.serve` once lws has closed its handles on it.
+    var uvLoop: UnsafeMutableRawPointer?
+    /// `info.foreign_loops`: one loop per service thread (there is one), read at creation.
+    let foreignLoops: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    /// `info.pcontext`: lws sets it to NULL once it has freed the context.
+    let contextSlot: UnsafeMutablePointer<OpaquePointer?>
 
     init() {
+        foreignLoops = .allocate(capacity: 2)
+        foreignLoops.initialize(repeating: nil, count: 2)
+        contextSlot = .allocate(capacity: 1)
+        contextSlot.initialize(to: nil)
         protocols = .allocate(capacity: 2)
         protocols.initialize(repeating: lws_protocols(), count: 2)
         idlePolicy = .allocate(capacity: 1)
         idlePolicy.initialize(to: lws_retry_bo_t())
         tickTimer = .allocate(byteCount: Self.tickTimerSize, alignment: 16)
         tickTimer.initializeMemory(as: UInt8.self, repeating: 0, count: Self.tickTimerSize)
+        closeTimer = .allocate(byteCount: Self.tickTimerSize, alignment: 16)
+        closeTimer.initializeMemory(as: UInt8.self, repeating: 0, count: Self.tickTimerSize)
         httpScratch = .allocate(byteCount: steno_lws_pre + Self.httpChunk, alignment: 16)
     }
 
@@ -35,7 +56,11 @@ final class LwsContextStorage {
         protocols.deallocate()
         for s in cStrings { free(s) }
         tickTimer.deallocate()
+        closeTimer.deallocate()
         httpScratch.deallocate()
+        foreignLoops.deallocate()
+        contextSlot.deallocate()
+        if let uvLoop { _ = steno_uv_loop_free(uvLoop) }
     }
 
     private static var tickTimerSize: Int {
@@ -55,6 +80,17 @@ final class LwsContextStorage {
             case .contextCreationFailed(let why): "could not start the server: \(why)"
             }
         }
+    }
+
+    /// Finishes destroying a context lws handed back half-destroyed, and closes the loop.
+    private func discardFailedContext(_ ctx: OpaquePointer) {
+        guard let loop = uvLoop else { return }
+        // lws has closed its event pipe once already and would close it again on this run.
+        steno_uv_forget_closing_pipes(loop)
+        _ = steno_uv_run_until_done(loop)
+        if contextSlot.pointee != nil { lws_context_destroy(ctx) }
+        _ = steno_uv_loop_free(loop)
+        uvLoop = nil
     }
 
     /// Creates the context, `user` being what the callbacks get back from
@@ -98,24 +134,54 @@ final class LwsContextStorage {
             info.ssl_cert_filepath = UnsafePointer(cString(cert))
             info.ssl_private_key_filepath = UnsafePointer(cString(key))
         }
+        switch cfg.eventLoop {
+        case .poll:
+            break
+        case .libuv:
+            // lws 4.1 loads the loop's plugin itself when it sees the option (from
+            // LWS_INSTALL_LIBDIR); failing that, lws_create_context fails.
+            guard cfg.eventLoop.isAvailable else {
+                throw StartError.contextCreationFailed("the libuv event loop needs \(cfg.eventLoop.pluginPath ?? "its plugin") (Debian package libwebsockets-evlib-uv); use the poll loop without it")
+            }
+            guard let loop = steno_uv_loop_new() else {
+                throw StartError.contextCreationFailed("could not make a libuv loop")
+            }
+            uvLoop = loop
+            foreignLoops[0] = loop
+            info.foreign_loops = foreignLoops
+            options |= UInt64(LWS_SERVER_OPTION_LIBUV)
+        }
+        info.pcontext = contextSlot
         info.options = options
-        if cfg.keepAliveSeconds > 0 {
-            // lws pings a connection this long after it was last heard from (a pong, or data:
-            // see confirmAlive) and hangs up on one that stays silent: how peers that vanished
-            // without a FIN (a phone off the network) are noticed.
-            let ping = min(cfg.keepAliveSeconds, 20_000)
-            idlePolicy.pointee.secs_since_valid_ping = UInt16(ping)
-            idlePolicy.pointee.secs_since_valid_hangup = UInt16(min(2 * ping + 10, Int(UInt16.max)))
-            info.retry_and_idle_policy = UnsafePointer(idlePolicy)
-        }
+        // No lws keepalive: its validity timers (and, without a policy, its default one of
+        // 300 s) sit in one sorted list per thread that each rescheduling walks, which at
+        // 10,000 connections costs more than everything else an idle server does (measured:
+        // 64 % of its CPU; bench/README.md). A zero hang-up time turns them off; the service
+        // loop pings and hangs up itself (`ServiceLoop.keepAlive`).
+        info.retry_and_idle_policy = UnsafePointer(idlePolicy)
 
+        contextSlot.pointee = nil
         guard let ctx = lws_create_context(&info) else {
-            throw StartError.contextCreationFailed("lws_create_context failed for \(host):\(cfg.port) (address in use, bad interface, or bad TLS files?)")
+            if let loop = uvLoop {
+                // lws may have put handles on the loop before it failed: close them with it
+                // (its event pipe, closed once already, kept from a second close).
+                steno_uv_forget_closing_pipes(loop)
+                _ = steno_uv_loop_free(loop)
+                uvLoop = nil
+            }
+            throw StartError.contextCreationFailed("lws_create_context failed (\(cfg.eventLoop) loop) for \(host):\(cfg.port) (address in use, bad interface, or bad TLS files?)")
         }
-        var port = cfg.port
-        if let vh = lws_get_vhost_by_name(ctx, "steno") {
-            port = Int(lws_get_vhost_listen_port(vh))
+        contextSlot.pointee = ctx
+        let vhost = lws_get_vhost_by_name(ctx, "steno")
+        if uvLoop != nil && vhost == nil {
+            // On a foreign libuv loop, lws 4.1 returns a context it has already begun to
+            // destroy when the vhost cannot be made (port taken, TLS files unreadable): its
+            // handles close through the loop, so the loop runs until they have, and a second
+            // destroy frees it.
+            discardFailedContext(ctx)
+            throw StartError.contextCreationFailed("lws_create_context failed (\(cfg.eventLoop) loop) for \(host):\(cfg.port) (address in use, bad interface, or bad TLS files?)")
         }
+        let port = vhost.map { Int(lws_get_vhost_listen_port($0)) } ?? cfg.port
         return (ctx, port)
     }
 }

@@ -63,22 +63,18 @@ extension ServiceLoop {
         return 0
     }
 
-    /// Data from the peer proves it is there as well as a pong does: without this, a client
-    /// sending audio faster than it is analyzed, whose pong waits in the socket behind audio
-    /// the server is not reading yet (flow control), would be hung up on by the keepalive.
-    /// At most once a second per connection (it moves an lws timer).
-    func confirmAlive(_ c: LiveConnection) {
-        guard configuration.keepAliveSeconds > 0 else { return }
-        let now = ContinuousClock.now
-        if let last = c.lastConfirmed, now - last < .seconds(1) { return }
-        c.lastConfirmed = now
-        lws_validity_confirmed(c.wsi)
+    /// The peer was heard from. Data proves it is there as well as a pong does: without this, a
+    /// client sending audio faster than it is analyzed, whose pong waits in the socket behind
+    /// audio the server is not reading yet (flow control), would be hung up on by the keepalive.
+    func heard(_ c: LiveConnection) {
+        c.lastHeard = .now
+        c.pinged = false
     }
 
     func receive(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
         guard let id = connectionID(of: wsi), let c = connections[id] else { return -1 }
         if c.closing != nil { return 0 }  // closing: the session is over
-        confirmAlive(c)
+        heard(c)
         let piece = UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length)
         switch c.assembler.receive(piece, binary: lws_frame_is_binary(wsi) != 0, final: lws_is_final_fragment(wsi) != 0) {
         case .pending:
@@ -95,6 +91,19 @@ extension ServiceLoop {
 
     func writeable(_ wsi: OpaquePointer) -> Int32 {
         guard let id = connectionID(of: wsi), let c = connections[id] else { return 0 }
+        if c.pingDue {
+            c.pingDue = false
+            if c.closing == nil {
+                // A ping as the one write of this callback; what is queued goes next. Not empty:
+                // lws 4.1 hands an empty pong to no callback, so it could not count as heard.
+                let payload = (storage.httpScratch + steno_lws_pre).assumingMemoryBound(to: UInt8.self)
+                payload.pointee = UInt8(ascii: "k")
+                let n = lws_write(wsi, payload, 1, LWS_WRITE_PING)
+                if n < 0 { return -1 }
+                lws_callback_on_writable(wsi)
+                return 0
+            }
+        }
         let (taken, messageKind, more) = handle.takeNext(id)
         if let frame = taken {
             let kind = messageKind == .text ? LWS_WRITE_TEXT : LWS_WRITE_BINARY
@@ -105,13 +114,13 @@ extension ServiceLoop {
             if more || c.closing != nil { lws_callback_on_writable(wsi) }
             return 0
         }
-        if c.closing != nil, let (code, closeReason) = handle.closeRequest(id) {
+        if c.closing != nil, !c.closeFrameDue, let (code, closeReason) = handle.closeRequest(id) {
             var reason = Array(closeReason.utf8.prefix(123))
             while !reason.isEmpty, String(validatingUTF8Bytes: reason) == nil { reason.removeLast() }
             reason.withUnsafeMutableBufferPointer { r in
                 lws_close_reason(wsi, lws_close_status(UInt32(code)), r.baseAddress, r.count)
             }
-            return -1
+            scheduleClosingHandshake(c)
         }
         return 0
     }
@@ -122,6 +131,7 @@ extension ServiceLoop {
         lws_set_opaque_user_data(wsi, nil)
         guard connections.removeValue(forKey: id) != nil else { return }
         closing.remove(id)
+        if handshakesUnderWay.remove(id) != nil && !handshakesToStart.isEmpty { scheduleCloseTimer() }
         let backlog = handle.unregister(id)
         delegate.closed(id, backlog: backlog)
         drainCommands()

@@ -1,3 +1,4 @@
+import CLibUVShims
 import CLibWebSockets
 import CLwsShims
 import Foundation
@@ -13,8 +14,18 @@ final class LiveConnection {
     /// How far a requested close has got on this thread (the request itself, code and reason,
     /// is the shared state's: `SharedConnection.closeRequest`).
     var closing: Closing?
-    /// When data from the peer last counted as proof that it is there (keepalive).
-    var lastConfirmed: ContinuousClock.Instant?
+    /// When the peer was last heard from (any frame, a pong included): keepalive.
+    var lastHeard: ContinuousClock.Instant
+    /// A ping went out since then.
+    var pinged = false
+    /// Reading is paused (flow control): whatever the peer sends waits in the socket, so
+    /// its silence proves nothing and the keepalive leaves it alone.
+    var readingPaused = false
+    /// A ping is to be written at the next WRITEABLE.
+    var pingDue = false
+    /// The close frame's code and reason were handed to lws (`lws_close_reason`) and the
+    /// closing handshake waits to be started outside this connection's callbacks.
+    var closeFrameDue = false
 
     enum Closing {
         /// Writing what was queued, then the close frame; cut at the deadline.
@@ -27,6 +38,7 @@ final class LiveConnection {
         self.id = id
         self.wsi = wsi
         self.assembler = MessageAssembler(limit: maxMessageSize)
+        self.lastHeard = .now
     }
 }
 
@@ -57,6 +69,18 @@ final class ServiceLoop: @unchecked Sendable {
     var httpResponses: [OpaquePointer: PendingHTTPResponse] = [:]
     var nextID: UInt64 = 1
     private var drainingCommands = false
+    /// Connections whose closing handshake `startClosingHandshakes` starts next.
+    var handshakesToStart: [ConnectionID] = []
+    /// Closing handshakes started whose connection has not closed yet. lws keeps a timeout
+    /// for each (5 s for the close frame to go, 5 s for the answer) in one sorted list that
+    /// every insertion walks from its start: 10,000 started at once (a drain) took the
+    /// service thread seconds of walking (perf: `lws_dll2_add_sorted`) before the first
+    /// close frame went out. At most `closingHandshakesAtOnce` are under way; the next start
+    /// as those finish.
+    var handshakesUnderWay: Set<ConnectionID> = []
+    static let closingHandshakesAtOnce = 256
+    private var closeTimerScheduled = false
+    private var lastKeepAliveScan = ContinuousClock.now
 
     /// C memory lws keeps pointers to for the context's life.
     let storage = LwsContextStorage()
@@ -82,17 +106,49 @@ final class ServiceLoop: @unchecked Sendable {
         guard let ctx = context else { return }
         scheduleTick()
         drainCommands()  // anything posted before the thread started
-        while !stopRequested.load(ordering: .acquiring) {
-            if lws_service(ctx, 0) < 0 {
-                configuration.log(.error, "lws_service failed; the server stops serving")
-                break
+        if let loop = storage.uvLoop {
+            // One turn of libuv at a time: it waits in epoll for any socket, the wake-up
+            // (`lws_cancel_service`) or lws's timer, and returns once it has handled them.
+            while !stopRequested.load(ordering: .acquiring) {
+                _ = steno_uv_run_once(loop)
+            }
+        } else {
+            while !stopRequested.load(ordering: .acquiring) {
+                if lws_service(ctx, 0) < 0 {
+                    configuration.log(.error, "lws_service failed; the server stops serving")
+                    break
+                }
             }
         }
         lws_sul_cancel(storage.tickTimer.assumingMemoryBound(to: lws_sorted_usec_list_t.self))
+        lws_sul_cancel(storage.closeTimer.assumingMemoryBound(to: lws_sorted_usec_list_t.self))
         handle.serviceStopping()
+        // lws closes its event pipe twice on libuv; `steno_uv_forget_event_pipe` keeps the
+        // second close off whatever another thread opened meanwhile (see steno_uv.c).
+        let eventPipe = storage.uvLoop.map { steno_uv_find_event_pipe($0) }
         // Destroying the context closes every connection; their CLOSED callbacks
         // (and the delegate's `closed`) run here, on this thread.
         lws_context_destroy(ctx)
+        if let loop = storage.uvLoop {
+            if let eventPipe, eventPipe.fd >= 0, steno_uv_forget_event_pipe(loop, eventPipe) == 0 {
+                configuration.log(.debug, "libwebsockets' event pipe may be closed twice (descriptor \(eventPipe.fd))")
+            }
+            // On a loop of ours, lws closes its libuv handles asynchronously: the loop must
+            // run until they are all closed (each connection's WSI_DESTROY comes then), and
+            // a second lws_context_destroy frees the context (lws clears `pcontext` when it
+            // has). Then the loop itself is closed.
+            _ = steno_uv_run_until_done(loop)
+            if storage.contextSlot.pointee != nil { lws_context_destroy(ctx) }
+            if storage.contextSlot.pointee != nil {
+                configuration.log(.warning, "libwebsockets did not finish destroying its context")
+            }
+            let left = steno_uv_open_handles(loop)
+            if left > 0 { configuration.log(.warning, "\(left) libuv handles were still open after the context was destroyed") }
+            if steno_uv_loop_free(loop) != 0 {
+                configuration.log(.warning, "the libuv loop could not be closed")
+            }
+            storage.uvLoop = nil
+        }
         context = nil
         connections.removeAll()
         pendingUpgrades.removeAll()
@@ -110,6 +166,52 @@ final class ServiceLoop: @unchecked Sendable {
                              as: UnsafeMutableRawPointer.self)
         let us = lws_usec_t(max(0.001, configuration.tickInterval) * 1_000_000)
         lws_sul_schedule(ctx, 0, sul, stenoTickCallback, us)
+    }
+
+    // MARK: - Closing handshakes (lws sul timer on this thread)
+
+    /// Starts the closing handshake of `c`, whose close code and reason lws already has, from
+    /// outside its callbacks. Returning -1 from the callback would be the usual way, but
+    /// Debian's lws 4.1.6 is built with `_DEBUG`, and then, on the libuv loop, a callback's -1
+    /// closes the connection twice in a row ("close_and_handled uv repeat test" in
+    /// `lws_service_fd_tsi`): the first close queues the close frame, the second finds the
+    /// frame pending and drops the connection without it. A close started from a timer
+    /// (`LWS_TO_KILL_SYNC`) is made once, on either loop, and sends the frame.
+    func scheduleClosingHandshake(_ c: LiveConnection) {
+        c.closeFrameDue = true
+        handshakesToStart.append(c.id)
+        scheduleCloseTimer()
+    }
+
+    /// Schedules `startClosingHandshakes` as soon as possible. From a connection's CLOSED
+    /// callback (`finish`), which on libuv comes from a libuv close callback, lws does not
+    /// re-arm its timer for a new entry until something else wakes it: the wake-up here
+    /// (`lws_cancel_service`) has it look at its timers at once.
+    func scheduleCloseTimer() {
+        guard !closeTimerScheduled, !stopRequested.load(ordering: .acquiring), let ctx = context else { return }
+        closeTimerScheduled = true
+        let closeTimer = storage.closeTimer
+        closeTimer.storeBytes(of: Unmanaged.passUnretained(self).toOpaque(),
+                              toByteOffset: MemoryLayout<lws_sorted_usec_list_t>.stride,
+                              as: UnsafeMutableRawPointer.self)
+        lws_sul_schedule(ctx, 0, closeTimer.assumingMemoryBound(to: lws_sorted_usec_list_t.self),
+                         stenoCloseTimerCallback, 1)
+        lws_cancel_service(ctx)
+    }
+
+    func startClosingHandshakes() {
+        closeTimerScheduled = false
+        var taken = 0
+        while taken < handshakesToStart.count && handshakesUnderWay.count < Self.closingHandshakesAtOnce {
+            let id = handshakesToStart[taken]
+            taken += 1
+            guard let c = connections[id], c.closeFrameDue else { continue }
+            if case .cut? = c.closing { continue }
+            handshakesUnderWay.insert(id)
+            // lws writes the close frame at the next WRITEABLE and waits for the peer's (5 s).
+            lws_set_timeout(c.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_SYNC)
+        }
+        handshakesToStart.removeFirst(taken)
     }
 
     static func fromTickTimer(_ sul: UnsafeMutableRawPointer) -> ServiceLoop {
@@ -130,9 +232,48 @@ final class ServiceLoop: @unchecked Sendable {
                 lws_set_timeout(c.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
             }
         }
+        // Closing handshakes waiting for their turn, in case no connection's close has
+        // scheduled them since.
+        if !handshakesToStart.isEmpty && handshakesUnderWay.count < Self.closingHandshakesAtOnce {
+            startClosingHandshakes()
+        }
+        keepAlive()
         delegate.tick()
         drainCommands()
         scheduleTick()
+    }
+
+    // MARK: - Keepalive (on ticks)
+
+    /// Pings each WebSocket `keepAliveSeconds` after it was last heard from, and hangs up on
+    /// one silent for twice that plus 10 s: how peers that vanished without a FIN (a phone off
+    /// the network) are noticed. Done here, once a second over all connections, instead of by
+    /// lws's retry policy, whose per-connection timers cost O(connections) each time one is
+    /// moved (see `LwsContextStorage.makeContext`). Pings and hang-ups come up to a second late.
+    /// A connection whose reading is paused (flow control: the server is behind with its
+    /// audio) is left alone, since what its peer sends waits unread; its clock starts again
+    /// when reading resumes.
+    func keepAlive() {
+        let seconds = configuration.keepAliveSeconds
+        guard seconds > 0 else { return }
+        let now = ContinuousClock.now
+        guard now - lastKeepAliveScan >= .seconds(1) else { return }
+        lastKeepAliveScan = now
+        let ping = Duration.seconds(seconds)
+        let hangUp = Duration.seconds(2 * seconds + 10)
+        for c in connections.values where c.closing == nil && !c.readingPaused {
+            let silent = now - c.lastHeard
+            if silent >= hangUp {
+                configuration.log(.info, "connection \(c.id) silent for \(silent.components.seconds) s; hung up")
+                c.closing = .cut
+                closing.insert(c.id)
+                lws_set_timeout(c.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+            } else if silent >= ping && !c.pinged {
+                c.pinged = true
+                c.pingDue = true
+                lws_callback_on_writable(c.wsi)
+            }
+        }
     }
 
     // MARK: - Commands from other threads
@@ -155,7 +296,7 @@ final class ServiceLoop: @unchecked Sendable {
                     c.assembler.reset()
                     // Read again (and discard) so the client's close frame is seen and
                     // the closing handshake can finish.
-                    setReading(c.wsi, true)
+                    setReading(c, true)
                     lws_callback_on_writable(c.wsi)
                 case .kill(let id):
                     guard let c = connections[id] else { continue }
@@ -163,7 +304,7 @@ final class ServiceLoop: @unchecked Sendable {
                     closing.insert(id)
                     lws_set_timeout(c.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
                 case .setReading(let id, let reading):
-                    if let c = connections[id] { setReading(c.wsi, reading) }
+                    if let c = connections[id] { setReading(c, reading) }
                 case .perform(let body):
                     body(delegate)
                 }
@@ -174,6 +315,16 @@ final class ServiceLoop: @unchecked Sendable {
     /// lws applies a flow-control change for the wsi whose callback is running when
     /// that callback returns; for any other wsi the change must be forced now
     /// (LWS_RXFLOW_REASON_FLAG_PROCESS_NOW), as lws-misc.h says.
+    func setReading(_ c: LiveConnection, _ reading: Bool) {
+        if c.readingPaused && reading {
+            // What it sent meanwhile comes now; until it does, the peer has not been silent.
+            c.lastHeard = .now
+            c.pinged = false
+        }
+        c.readingPaused = !reading
+        setReading(c.wsi, reading)
+    }
+
     func setReading(_ wsi: OpaquePointer, _ reading: Bool) {
         var flags = Int32(LWS_RXFLOW_REASON_APPLIES | LWS_RXFLOW_REASON_USER_BOOL)
         if reading { flags |= Int32(LWS_RXFLOW_REASON_APPLIES_ENABLE_BIT) }
@@ -211,6 +362,10 @@ final class ServiceLoop: @unchecked Sendable {
         case LWS_CALLBACK_RECEIVE:
             guard let wsi else { return -1 }
             return receive(wsi, input, length)
+
+        case LWS_CALLBACK_RECEIVE_PONG:
+            if let wsi, let id = connectionID(of: wsi), let c = connections[id] { heard(c) }
+            return 0
 
         case LWS_CALLBACK_SERVER_WRITEABLE:
             guard let wsi else { return -1 }

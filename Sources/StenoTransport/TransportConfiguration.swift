@@ -1,4 +1,33 @@
+import CLwsShims
+import Glibc
 import StenoSystem
+
+/// The event loop libwebsockets runs on.
+public enum EventLoop: String, Sendable, CaseIterable, CustomStringConvertible {
+    /// libuv (epoll on Linux), through Debian's `libwebsockets-evlib_uv.so` plugin, on a loop
+    /// the transport owns: the cost of a wake-up depends on what happened, not on how many
+    /// connections are open.
+    case libuv
+    /// lws's built-in loop: `poll()` over every socket at each wake-up, so each wake-up costs
+    /// in proportion to the connections open.
+    case poll
+
+    public var description: String { rawValue }
+
+    /// Where libwebsockets loads the loop's plugin from; nil for the built-in loop.
+    public var pluginPath: String? {
+        switch self {
+        case .poll: nil
+        case .libuv: String(cString: steno_lws_evlib_dir) + "/libwebsockets-evlib_uv.so"
+        }
+    }
+
+    /// Whether the loop can run here (its plugin is installed).
+    public var isAvailable: Bool {
+        guard let path = pluginPath else { return true }
+        return access(path, R_OK) == 0
+    }
+}
 
 /// Settings of the WebSocket/HTTP transport.
 public struct TransportConfiguration: Sendable {
@@ -21,6 +50,12 @@ public struct TransportConfiguration: Sendable {
     /// Seconds after a WebSocket was last heard from (a pong or any data) at which
     /// libwebsockets pings it; it hangs up on one silent for twice that plus 10 s. 0: never.
     public var keepAliveSeconds: Int = 0
+    /// The event loop. libuv unless its plugin is missing, then poll (see `EventLoop`).
+    public var eventLoop: EventLoop = EventLoop.libuv.isAvailable ? .libuv : .poll
+    /// At start, raise the process's soft limit on open files to its hard limit: each
+    /// connection is one descriptor, and libwebsockets sizes its tables from this limit when
+    /// the context is made.
+    public var raiseOpenFileLimit = true
     /// Value of the `Server` header.
     public var serverName: String = "steno"
     /// Where the transport, and libwebsockets at warning and error level, log.

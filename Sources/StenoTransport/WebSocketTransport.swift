@@ -1,6 +1,7 @@
 import CLibWebSockets
 import Dispatch
 import Foundation
+import StenoSystem
 import Synchronization
 
 /// The libwebsockets server: one context, one vhost, HTTP and WebSocket on one
@@ -58,6 +59,7 @@ public final class WebSocketTransport: Sendable {
             state = .starting
         }
         installLwsLogging(configuration.log)
+        announceLimits()
         let loop = ServiceLoop(configuration: configuration, handle: handle, delegate: delegate)
         let started = DispatchSemaphore(value: 0)
         let ended = DispatchSemaphore(value: 0)
@@ -92,6 +94,26 @@ public final class WebSocketTransport: Sendable {
             ended.wait()
             run.withLock { $0 = .idle }
             throw StartError.failed("the service thread ended without starting")
+        }
+    }
+
+    /// Raises the open-file limit (lws sizes its tables from it when the context is made) and
+    /// logs it with the event loop: together they say how many connections can be held.
+    private func announceLimits() {
+        let log = configuration.log
+        let limit = configuration.raiseOpenFileLimit ? OpenFileLimit.raise() : OpenFileLimit.current()
+        var loop = "event loop: \(configuration.eventLoop)"
+        if configuration.eventLoop == .poll, !EventLoop.libuv.isAvailable {
+            loop += " (libuv's plugin \(EventLoop.libuv.pluginPath ?? "") is not installed)"
+        }
+        // Each connection is one descriptor; the process keeps a few dozen of its own (the
+        // listening socket, lws's wake-up pipe, model files, logs).
+        let room = limit.soft > 64 ? limit.soft - 64 : 0
+        let line = "\(loop); open files: \(limit): room for about \(room) connections"
+        if limit.soft < 4096 {
+            log.warning(line + " (raise the hard limit: LimitNOFILE= in a systemd unit, ulimit -n in a shell)")
+        } else {
+            log.info(line)
         }
     }
 

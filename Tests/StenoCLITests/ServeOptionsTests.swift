@@ -56,6 +56,7 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         #expect(options.captionLayout == CaptionLayout(maxLineLength: 42, maxLines: 2, minDuration: 1, maxDuration: 7))
         #expect(options.hls == HLSConfiguration(segmentSeconds: 6, windowSegments: 10, mpegtsOffset: 0))
         #expect(options.pastBroadcasts == 4)
+        #expect(options.eventLoop == nil)  // the transport's own: libuv when its plugin is there
         #expect(options == ServeOptions.defaults(machine))
     }
 
@@ -89,7 +90,7 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
             "--outbound-bytes", "65536", "--idle-timeout", "45", "--max-session-seconds", "60",
             "--token", "alpha", "--token", "beta", "--allowed-origin", "https://Example.com",
             "--allowed-origin", "http://localhost:8080", "--cert", "/c.pem", "--key", "/k.pem",
-            "--drain-timeout", "0.5", "--workers", "3", "--log-level", "DEBUG",
+            "--drain-timeout", "0.5", "--workers", "3", "--log-level", "DEBUG", "--event-loop", "Poll",
         ])
         #expect(options.host == "0.0.0.0")
         #expect(options.port == 0)
@@ -107,6 +108,7 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         #expect(options.drainTimeout == .milliseconds(500))
         #expect(options.workers == 3)
         #expect(options.logLevel == .debug)
+        #expect(options.eventLoop == .poll)
     }
 
     @Test func equalsSignForm() throws {
@@ -160,7 +162,7 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         ("buffer-seconds", "5", "6"), ("outbound-bytes", "8192", "16384"), ("idle-timeout", "5", "6"),
         ("max-session-seconds", "5", "6"), ("resume-seconds", "5", "6"), ("start-timeout", "5", "6"), ("stall-seconds", "5", "6"), ("token", "env", "flag"),
         ("metrics-token", "env", "flag"), ("allowed-origin", "https://env.example", "https://flag.example"), ("drain-timeout", "5", "6"),
-        ("keepalive", "5", "6"), ("workers", "5", "6"), ("recognizers", "5", "6"), ("lag-target", "2", "0"),
+        ("keepalive", "5", "6"), ("workers", "5", "6"), ("event-loop", "poll", "libuv"), ("recognizers", "5", "6"), ("lag-target", "2", "0"),
         ("caption-line-length", "30", "32"), ("caption-lines", "1", "3"), ("caption-min-seconds", "0.5", "1.5"),
         ("caption-max-seconds", "5", "6"), ("hls-segment-seconds", "2", "4"), ("hls-window", "5", "6"),
         ("hls-mpegts-offset", "1.4", "10"), ("past-broadcasts", "0", "8"),
@@ -183,6 +185,14 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         let tested = Set(Self.pairs.map(\.0) + ["cert", "key", "viewer-token", "dedicated-recognizers"])
         #expect(Set(flags.all.map(\.name)) == tested)
         for flag in flags.all { #expect(flag.environment != nil, "\(flag.flag)") }
+    }
+
+    @Test func theEventLoop() throws {
+        #expect(try parse([]).eventLoop == nil)  // the transport's default
+        #expect(try parse(["--event-loop", "poll"]).eventLoop == .poll)
+        #expect(try parse([], ["STENO_EVENT_LOOP": "LibUV"]).eventLoop == .libuv)
+        #expect(problem(["--event-loop", "epoll"]) == .invalidValue(
+            source: "--event-loop", value: "epoll", expected: "one of libuv, poll"))
     }
 
     @Test func theTLSFlagsWinOverTheEnvironment() throws {

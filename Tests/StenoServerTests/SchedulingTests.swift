@@ -205,6 +205,38 @@ import Testing
         #expect(server.sessions.count == 2001)
     }
 
+    @Test func theLiveCountFollowsSessionsAsTheyStartAndClose() throws {
+        let server = MemoryServer(recognizers: 2)
+        /// What the registry keeps, against counting the sessions one by one.
+        func live() -> (kept: Int, counted: Int) {
+            (server.sessions.liveCount, server.sessions.all.filter { !$0.isClosed }.count)
+        }
+        var ids: [ConnectionID] = []
+        for _ in 0..<6 {
+            ids.append(try #require(server.connect().1))
+            server.send(ids.last!, MemoryServer.start)
+        }
+        let idle = try #require(server.connect().1)  // connected, never starts
+        server.settle()
+        #expect(live() == (7, 7))
+        server.send(ids[0], #"{"type":"end"}"#)
+        server.send(ids[1], #"{"type":"cancel"}"#)
+        server.send(ids[2], #"{"type":"start"}"#)  // malformed: not fatal, still live
+        server.send(ids[3], audio: [1, 2, 3])  // half a sample frame: not fatal either
+        server.settle()
+        #expect(live() == (5, 5))
+        server.disconnect(ids[4])
+        server.disconnect(idle)
+        server.settle()
+        #expect(live() == (3, 3))
+        // Ended sessions leave the registry once their connection has gone; the count does
+        // not change again.
+        for id in ids.prefix(2) { server.disconnect(id) }
+        server.settle()
+        #expect(live() == (3, 3))
+        #expect(server.sessions.count == 3)
+    }
+
     @Test func theLoadMeasureHasHysteresis() {
         var admission = Admission()
         let calm = RecognizerLoad(capacity: 4, busy: 4, waiting: 0)

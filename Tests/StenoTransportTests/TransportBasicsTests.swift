@@ -1,5 +1,6 @@
 import Foundation
 import StenoCore
+import Synchronization
 import Testing
 import StenoTestSupport
 @testable import StenoTransport
@@ -25,5 +26,107 @@ import StenoTestSupport
         let (_, close) = try client.close(code: 1000)
         #expect(close == .close(code: 1000, reason: ""))
         #expect(server.control.wait { server.control.wasClosed(id) })
+    }
+
+    /// The loop that is not the default still serves: messages both ways, a ping answered,
+    /// a server-initiated close with its code, and a stop that waits for the thread.
+    @Test(arguments: EventLoop.allCases.filter(\.isAvailable))
+    func eachEventLoopServesAndCloses(_ loop: EventLoop) throws {
+        let server = try TestServer { $0.eventLoop = loop }
+        #expect(server.control.logLines.withLock { $0 }.contains { $0.contains("event loop: \(loop)") })
+        let (client, id) = try server.connect()
+        try client.sendText("hello")
+        #expect(try client.receive() == .text("hello"))
+        #expect(server.handle.send(id, .text("from the server")) == .queued)
+        server.handle.close(id, code: 4000, reason: "done")
+        let (messages, close) = try client.receiveUntilClose()
+        #expect(messages == [.text("from the server")])
+        #expect(close == .close(code: 4000, reason: "done"))
+        #expect(server.control.wait { server.control.wasClosed(id) })
+        server.stop()
+        #expect(server.handle.connectionCount == 0)
+    }
+}
+
+/// Opens descriptors while the server stops (from `closed`, which lws calls while it
+/// destroys its context), as any other thread of the process might meanwhile.
+private final class OpensFilesWhenClosed: TransportDelegate {
+    let opened = Mutex<[Int32]>([])
+    func decideUpgrade(_ request: UpgradeRequest) -> UpgradeDecision { .accept }
+    func opened(_ id: ConnectionID, request: UpgradeRequest) {}
+    func received(_ id: ConnectionID, _ message: IncomingMessage) {}
+    func closed(_ id: ConnectionID, backlog: OutboundBacklog?) {
+        let fds = (0..<64).map { _ in open("/dev/null", O_RDONLY | O_CLOEXEC) }
+        opened.withLock { $0 += fds }
+    }
+}
+
+@Suite struct TransportTeardownTests {
+    /// lws 4.1.6 on libuv closes its event pipe once while it destroys the context and
+    /// again on the loop's next turn; a descriptor opened in between (here, by the delegate,
+    /// while lws closes the connections after the pipe) got the pipe's number and was closed
+    /// under its owner. Every descriptor opened while the server stopped is still open after.
+    @Test(arguments: EventLoop.allCases.filter(\.isAvailable))
+    func stoppingClosesOnlyTheServersOwnDescriptors(_ loop: EventLoop) throws {
+        var config = TransportConfiguration(host: "127.0.0.1", port: 0, maxMessageSize: 65536, outboundByteLimit: 65536)
+        config.eventLoop = loop
+        config.log = .silent
+        let transport = WebSocketTransport(configuration: config)
+        let delegate = OpensFilesWhenClosed()
+        let port = try transport.start(delegate: delegate)
+        let clients = try (0..<3).map { _ in try WebSocketTestClient.connect(port: port) }
+        #expect(TestControl(.init()).wait { transport.handle.connectionCount == clients.count })
+        transport.stop()
+        let fds = delegate.opened.withLock { $0 }
+        #expect(fds.count == 3 * 64 && fds.allSatisfy { $0 >= 0 })
+        let closedUnderUs = fds.filter { fcntl($0, F_GETFD) == -1 }
+        #expect(closedUnderUs.isEmpty, "closed by the server: \(closedUnderUs)")
+        for fd in fds where fd >= 0 { close(fd) }
+        for client in clients { client.disconnect() }
+    }
+}
+
+@Suite struct TransportManyClosesTests {
+    /// The transport runs a few hundred closing handshakes at a time (lws's timeouts cost
+    /// O(handshakes under way) each): more than that closed at once all still get their close
+    /// frame, with its code, on each loop.
+    @Test(arguments: EventLoop.allCases.filter(\.isAvailable))
+    func manyClosedAtOnceEachGetTheirCloseFrame(_ loop: EventLoop) throws {
+        let server = try TestServer { $0.eventLoop = loop }
+        let count = ServiceLoop.closingHandshakesAtOnce * 2 + 10
+        var clients: [WebSocketTestClient] = []
+        for _ in 0..<count { clients.append(try WebSocketTestClient.connect(port: server.port, timeout: 30)) }
+        #expect(server.control.wait(timeout: 30) { server.control.openedIDs.count == count })
+        for id in server.control.openedIDs { server.handle.close(id, code: 4001, reason: "all at once") }
+        var closes: [String: Int] = [:]
+        for client in clients {
+            let (_, close) = try client.receiveUntilClose(timeout: 30)
+            closes["\(close.map { "\($0)" } ?? "none")", default: 0] += 1
+        }
+        #expect(closes == ["\(WebSocketTestClient.Message.close(code: 4001, reason: "all at once"))": count])
+        #expect(server.control.wait(timeout: 30) { server.handle.connectionCount == 0 })
+        server.stop()
+    }
+}
+
+@Suite struct TransportKeepAliveTests {
+    /// A peer whose reading the server paused (flow control) cannot show it is there: what it
+    /// sends waits unread. The keepalive leaves it alone while paused, and counts again from
+    /// when reading resumes: a peer that answers nothing is hung up on then.
+    @Test func aPausedConnectionIsNotHungUpOnUntilReadingResumes() throws {
+        var settings = TestControl.Settings()
+        settings.pauseOnOpen = true
+        let server = try TestServer(settings) { $0.keepAliveSeconds = 1 }
+        let (client, id) = try server.connect()
+        client.autoPong = false
+        // Past the hang-up time (twice 1 s plus 10 s) with reading paused: still open.
+        let deadline = Deadline(14)
+        while !deadline.hasPassed {
+            do { _ = try client.receive(timeout: 0.5) } catch TestClientError.timeout {}
+        }
+        #expect(!server.control.wasClosed(id))
+        server.handle.setReading(id, true)
+        #expect(server.control.wait(timeout: 60) { server.control.wasClosed(id) })
+        #expect(server.control.logLines.withLock { $0 }.contains { $0.contains("connection \(id) silent for") })
     }
 }

@@ -1,6 +1,7 @@
 import StenoCore
 import StenoServer
 import StenoSystem
+import StenoTransport
 
 /// `steno serve`'s command line: every server option as a flag and a `STENO_*` variable,
 /// parsed into the plain `ServerOptions`.
@@ -13,7 +14,7 @@ struct ServeOptions {
     struct Flags {
         let host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes: Flag
         let idleTimeout, maxSessionSeconds, token, viewerToken, metricsToken, allowedOrigin, cert, key: Flag
-        let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, workers, recognizers, dedicatedRecognizers, lagTarget, logLevel: Flag
+        let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, workers, eventLoop, recognizers, dedicatedRecognizers, lagTarget, logLevel: Flag
         let captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds: Flag
         let hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts: Flag
 
@@ -67,6 +68,9 @@ struct ServeOptions {
                              default: seconds(server.keepAlive), environment: "STENO_KEEPALIVE")
             workers = Flag("workers", value: "N", help: "threads for decoding and recognition",
                            default: "\(machine.cores)", environment: "STENO_WORKERS")
+            eventLoop = Flag("event-loop", value: "LOOP",
+                             help: EventLoop.allCases.map(\.rawValue).joined(separator: "|") + ": what waits on the sockets",
+                             default: "libuv (poll if libwebsockets-evlib-uv is missing)", environment: "STENO_EVENT_LOOP")
             recognizers = Flag("recognizers", value: "N", help: "shared decoders: utterances recognized at once (≈95 MB each)",
                                default: "\(machine.recognizers)", environment: "STENO_RECOGNIZERS")
             dedicatedRecognizers = Flag.toggle("dedicated-recognizers",
@@ -99,7 +103,7 @@ struct ServeOptions {
         var all: [Flag] {
             [host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes, idleTimeout,
              maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, metricsToken, allowedOrigin, cert, key, drainTimeout, keepAlive, workers,
-             recognizers, dedicatedRecognizers, lagTarget, captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds,
+             eventLoop, recognizers, dedicatedRecognizers, lagTarget, captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds,
              hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts, logLevel]
         }
     }
@@ -196,6 +200,13 @@ struct ServeOptions {
             options.keepAlive = seconds == 0 ? nil : .seconds(max(1, seconds.rounded()))
         }
         if let value = given.single(flags.workers) { options.workers = try given.integer(value, in: 1...256) }
+        if let value = given.single(flags.eventLoop) {
+            guard let loop = EventLoop(rawValue: value.text.lowercased()) else {
+                throw given.error(.invalidValue(source: value.source, value: value.text,
+                                                expected: "one of " + EventLoop.allCases.map(\.rawValue).joined(separator: ", ")))
+            }
+            options.eventLoop = loop
+        }
         if let value = given.single(flags.recognizers) { options.recognizers = try given.integer(value, in: 1...1000) }
         options.dedicatedRecognizers = given.isOn(flags.dedicatedRecognizers)
         if let value = given.single(flags.lagTarget) { options.lagTarget = try given.seconds(value, in: 0...3600) }

@@ -11,7 +11,8 @@ final class Child {
         self.stdoutFD = stdoutFD
     }
 
-    static func spawn(_ path: String, _ arguments: [String], stdout capture: Bool) -> Child? {
+    /// Standard error goes to `stderrPath` (appended), or nowhere.
+    static func spawn(_ path: String, _ arguments: [String], stdout capture: Bool, stderrPath: String? = nil) -> Child? {
         var fds: [Int32] = [-1, -1]
         if capture { guard pipe(&fds) == 0 else { return nil } }
         var actions = posix_spawn_file_actions_t()
@@ -23,7 +24,7 @@ final class Child {
         } else {
             posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         }
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, stderrPath ?? "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0o644)
         let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0
@@ -79,8 +80,23 @@ final class Child {
         return (cpu, Double(usage.ru_maxrss) / 1024)
     }
 
-    /// Stops it (SIGTERM lets `steno serve` drain; SIGKILL when the bench does not need that).
+    func send(signal number: Int32) { kill(pid, number) }
+
+    /// The exit status once the process has ended (nil while it runs); reaps it.
+    func pollExit() -> Int32? {
+        if let exitStatus { return exitStatus }
+        var status: Int32 = 0
+        guard waitpid(pid, &status, WNOHANG) == pid else { return nil }
+        exitStatus = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        if let fd = stdoutFD { close(fd) }
+        return exitStatus
+    }
+    private var exitStatus: Int32?
+
+    /// Stops it (SIGTERM lets `steno serve` drain; SIGKILL when the bench does not need that);
+    /// nothing to do once `pollExit` has reaped it.
     func terminate(_ signal: Int32 = SIGTERM) {
+        if exitStatus != nil { return }
         kill(pid, signal)
         var status: Int32 = 0
         waitpid(pid, &status, 0)

@@ -1,5 +1,5 @@
 // steno-bench: prints benchmark tables. Run through `make bench` (release build).
-// Usage: steno-bench [audio|speech|server|viewers|phrases|all] [options]
+// Usage: steno-bench [audio|speech|server|viewers|phrases|connections|all] [options]
 
 // `stdout` is a C global that strict concurrency will not read; @preconcurrency lets the one
 // call below through.
@@ -18,12 +18,14 @@ case "speech": runSpeechBench(rest)
 case "server": runServerBench(rest)
 case "viewers": runViewersBench(rest)
 case "phrases": runPhraseBench(rest)
+case "connections": runConnectionsBench(rest)
 case "all":
     runAudioBench(rest)
     runSpeechBench(rest)
     runServerBench(rest)
     runViewersBench(rest)
     runPhraseBench(rest)
+    runConnectionsBench(rest)
 default:
-    print("usage: steno-bench [audio|speech|server|viewers|phrases|all]")
+    print("usage: steno-bench [audio|speech|server|viewers|phrases|connections|all]")
 }
