@@ -322,11 +322,7 @@ final class StreamSession: Sendable {
         }
         // Once the protocol has closed nothing more is published: the channel is free for the
         // next publisher now, not when this connection has finished closing.
-        if s.machine.isClosed, let channel = s.channel {
-            server.channels.release(channel, session: sessionID, state: .after(s.machine.phase),
-                                    duration: s.machine.receivedSeconds, now: SystemClock.wall())
-            s.channel = nil
-        }
+        if s.machine.isClosed { releaseChannel(&s) }
         // And the pipeline goes now, on the lane: its recognizer's deinit takes the lock that
         // guards pocketsphinx's shared configuration, which a decoder being made holds for a
         // second or more; the session's last reference may be dropped on the lws thread.
@@ -336,6 +332,14 @@ final class StreamSession: Sendable {
                 work.withValue { $0.pipeline = nil }
             }
         }
+    }
+
+    /// Frees the session's channel for the next publisher (once its last event is published).
+    private func releaseChannel(_ s: inout State) {
+        guard let channel = s.channel else { return }
+        server.channels.release(channel, session: sessionID, state: .after(s.machine.phase),
+                                duration: s.machine.receivedSeconds, now: SystemClock.wall())
+        s.channel = nil
     }
 
     /// Queues one event; returns what the machine says to do if the client is not reading.
@@ -352,6 +356,12 @@ final class StreamSession: Sendable {
         if let channel = s.channel, event.kind.isBroadcast {
             server.channels.publish(event, final: event.kind == .final ? s.machine.finals.last : nil,
                                     volatile: s.machine.showingVolatile, on: channel, from: sessionID)
+        }
+        // A closed session's channel is free before the client can read that it is over (its
+        // finals are published by then): a client that starts the next publisher on `ended`
+        // must find the channel free.
+        if s.machine.isClosed && (event.kind == .ended || event.kind == .cancelled || event.kind == .error) {
+            releaseChannel(&s)
         }
         var result = s.connection.map { server.handle.send($0, message) } ?? .closed
         if result == .closed && !s.machine.isClosed {

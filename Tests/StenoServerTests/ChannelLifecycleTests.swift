@@ -1,6 +1,7 @@
 import Foundation
 import StenoCore
 import StenoTransport
+import Synchronization
 import Testing
 @testable import StenoServer
 
@@ -73,6 +74,31 @@ import Testing
         // One broadcast id per publisher, the same in every event about it.
         let ids = all.filter { $0.type == "publisher" }.compactMap { if case .string(let s)? = $0["broadcast"] { s } else { nil } }
         #expect(ids.count == 4 && ids[0] == ids[1] && ids[2] == ids[3] && ids[1] != ids[2])
+    }
+
+    @Test func theChannelIsFreeBeforeThePublisherCanReadThatItEnded() throws {
+        // A client that starts the next publisher as soon as it reads `ended` must find the
+        // channel free: the lease goes before `ended` is handed to the connection.
+        let server = MemoryServer()
+        let first = try #require(server.connect().1)
+        let stateAtEnded = Mutex<String?>(nil)
+        let channels = server.channels
+        server.connections.onSend.withLock {
+            $0 = { id, message in
+                guard id == first, String(decoding: message.bytes, as: UTF8.self).contains(#""type":"ended""#) else { return }
+                stateAtEnded.withLock { $0 = channels.summaries.first { $0.name == "relay" }?.state }
+            }
+        }
+        server.send(first, Self.start(channel: "relay"))
+        Self.talk(server, first, seconds: 1, pause: 0.5)
+        server.send(first, #"{"type":"end"}"#)
+        server.settle()
+        #expect(server.events(first).last?.type == "ended")
+        #expect(stateAtEnded.withLock { $0 } == "ended", "the channel was still held when ended was sent")
+        let second = try #require(server.connect().1)
+        server.send(second, Self.start(channel: "relay"))
+        server.settle()
+        #expect(!server.events(second).contains { $0.type == "error" })
     }
 
     @Test func theChannelListAndPastBroadcasts() throws {

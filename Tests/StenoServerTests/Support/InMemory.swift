@@ -27,6 +27,8 @@ final class MemoryConnections: ConnectionSink {
 
     private let state = Mutex<[ConnectionID: Connection]>([:])
     let outboundBytes: Int
+    /// Called with each message as the service hands it over (before the client could read it).
+    let onSend = Mutex<(@Sendable (ConnectionID, OutgoingMessage) -> Void)?>(nil)
 
     init(outboundBytes: Int = 1 << 20) {
         self.outboundBytes = outboundBytes
@@ -37,7 +39,8 @@ final class MemoryConnections: ConnectionSink {
     }
 
     func send(_ id: ConnectionID, _ message: OutgoingMessage) -> SendResult {
-        state.withLock { s in
+        onSend.withLock { $0 }?(id, message)
+        return state.withLock { s in
             guard s[id] != nil, s[id]?.close == nil else { return .closed }
             switch s[id]!.queue.enqueue(message, size: message.byteCount, delivery: message.delivery) {
             case .queued: return .queued
@@ -303,6 +306,7 @@ final class MemoryServer {
     let metrics = StenoMetrics()
     let router: Router
     let sessions = SessionRegistry()
+    let channels: ChannelHub
     private var nextID: UInt64 = 1
 
     init(recognizers: Int = 4, _ configure: (inout ServerOptions) -> Void = { _ in }) {
@@ -313,10 +317,11 @@ final class MemoryServer {
         let limits = options.limits
         connections = MemoryConnections(outboundBytes: options.limits.outboundBytes)
         engine = ScriptedEngine(capacity: recognizers)
+        channels = ChannelHub(handle: connections, metrics: metrics, maxPastBroadcasts: options.pastBroadcasts,
+                              layout: options.captionLayout, hls: options.hls)
         let context = ServerContext(
             handle: connections, engine: engine, pool: pool, metrics: metrics, log: .silent,
-            channels: ChannelHub(handle: connections, metrics: metrics, maxPastBroadcasts: options.pastBroadcasts,
-                                 layout: options.captionLayout, hls: options.hls), sessions: sessions,
+            channels: channels, sessions: sessions,
             sessionConfiguration: SessionConfiguration(
                 engine: EngineInfo(name: "scripted", model: "test", language: "en-US", sampleRate: 16000),
                 limits: limits))
