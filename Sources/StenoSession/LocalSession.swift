@@ -66,30 +66,8 @@ public final class LocalSession {
     public func start(format: AudioFormat, volatile: Bool = true, words: Bool = true, language: String? = nil,
                       text: TextFormat = .readable, phrases: [String] = [], boost: Double? = nil, alternatives: Int = 0,
                       model: String? = nil) {
-        var w = JSONWriter(capacity: 256)
-        w.beginObject()
-        w.field("type", "start")
-        w.key("audio")
-        w.beginObject()
-        w.field("encoding", format.encoding.rawValue)
-        w.field("sampleRate", integer: format.sampleRate)
-        w.field("channels", integer: format.channels)
-        w.endObject()
-        if let language { w.field("language", language) }
-        if let model { w.field("model", model) }
-        w.field("volatile", volatile)
-        w.field("words", words)
-        w.field("format", text.rawValue)
-        if !phrases.isEmpty {
-            w.key("phrases")
-            w.beginArray()
-            for phrase in phrases { w.string(phrase) }
-            w.endArray()
-        }
-        if let boost { w.key("boost"); w.number(boost) }
-        if alternatives > 0 { w.field("alternatives", integer: alternatives) }
-        w.endObject()
-        send(text: w.text)
+        send(text: ClientMessage.startText(format, language: language, model: model, volatile: volatile, words: words,
+                                           format: text, phrases: phrases, boost: boost, alternatives: alternatives))
     }
 
     /// Sends `end` (finals, then `ended`, then the close).

@@ -89,14 +89,14 @@ import Testing
     }
 
     @Test func clientMessages() throws {
-        let start = ClientMessages.start(try AudioFormat(encoding: .opus, sampleRate: 16000, channels: 1), language: "en-US", channel: "c")
+        let start = ClientMessage.startText(try AudioFormat(encoding: .opus, sampleRate: 16000, channels: 1), language: "en-US", channel: "c")
         #expect(start == #"{"type":"start","audio":{"encoding":"opus","sampleRate":16000,"channels":1},"language":"en-US","volatile":true,"words":true,"channel":"c"}"#)
         #expect(throws: Never.self) { _ = try ClientMessage.parse(start) }
-        let raw = ClientMessages.start(try AudioFormat(encoding: .pcmS16LE, sampleRate: 16000, channels: 1), language: nil, channel: nil, text: .raw)
+        let raw = ClientMessage.startText(try AudioFormat(encoding: .pcmS16LE, sampleRate: 16000, channels: 1), format: .raw)
         #expect(raw.hasSuffix(#""words":true,"format":"raw"}"#))
         #expect(try ClientMessage.parse(raw) == .start(StartRequest(audio: AudioFormat(encoding: .pcmS16LE, sampleRate: 16000, channels: 1), format: .raw)))
-        let named = ClientMessages.start(try AudioFormat(encoding: .pcmS16LE, sampleRate: 16000, channels: 1), language: nil, channel: nil,
-                                         phrases: ["John Dashwood", "Steno \"server\""], boost: 2.5)
+        let named = ClientMessage.startText(try AudioFormat(encoding: .pcmS16LE, sampleRate: 16000, channels: 1),
+                                            phrases: ["John Dashwood", "Steno \"server\""], boost: 2.5)
         #expect(named.hasSuffix(#""words":true,"phrases":["John Dashwood","Steno \"server\""],"boost":2.5}"#), "\(named)")
         guard case .start(let request) = try ClientMessage.parse(named) else {
             Issue.record("not a start: \(named)")

@@ -21,6 +21,20 @@ import Testing
                                                words: false, channel: "studio-a")))
     }
 
+    @Test func theStartWriterIsReadBackAsWritten() throws {
+        let format = try AudioFormat(encoding: .opus, sampleRate: 48000, channels: 2)
+        let text = ClientMessage.startText(format, language: "en-GB", model: "legal", channel: "hall-1", volatile: false,
+                                           words: false, format: .raw, phrases: ["John Dashwood"], boost: 2, alternatives: 3)
+        guard case .start(let request) = try ClientMessage.parse(text) else { Issue.record("not a start: \(text)"); return }
+        var expected = StartRequest(audio: format, language: "en-GB", volatile: false, words: false, channel: "hall-1", format: .raw)
+        expected.vocabulary = try Vocabulary(phrases: ["John Dashwood"], boost: 2)
+        expected.alternatives = 3
+        expected.model = "legal"
+        #expect(request == expected)
+        // Defaults: the plain start parses to the request's defaults.
+        #expect(try ClientMessage.parse(ClientMessage.startText(format)) == .start(StartRequest(audio: format)))
+    }
+
     @Test func startDefaults() throws {
         let message = try ClientMessage.parse(#"{"type":"start","audio":{"encoding":"opus","sampleRate":48000,"channels":2}}"#)
         guard case .start(let request) = message else { Issue.record("not a start"); return }

@@ -103,10 +103,8 @@ final class Sender {
     }
 
     private var phase = Phase.idle
-    private var attempt = 0
-    private var client: WebSocketClient?
-    /// Connections that are over, whose threads may still be ending.
-    private var ending: [WebSocketClient] = []
+    private var connection = ConnectionSlot()
+    private var client: WebSocketClient? { connection.client }
     private var retryAt: Double?
     /// The session the audio goes to, and how its timeline maps onto ours.
     private var session: SessionRecord?
@@ -164,25 +162,20 @@ final class Sender {
         capture.stop()
         writer.finish()
         status.show("")
-        client?.disconnect()
-        // Connections that ended are still tearing down their context (and TLS) on their own
-        // threads: let them finish before the process exits under them.
-        for old in ending { old.waitUntilFinished(timeout: 5) }
+        connection.finish()
         return exitCode ?? ExitCode.done
     }
 
     // MARK: - Connecting
 
     private func connect() {
-        ending.removeAll { $0.waitUntilFinished(timeout: 0) }  // done tearing down
-        attempt += 1
         retryAt = nil
         let opening = SessionRecord.opening(for: session, now: SystemClock.now())
         phase = .connecting(opening)
         log.debug("connecting to \(options.client.url("/v1/stream")) (\(opening == .start ? "new session" : "resuming"))")
         var resuming: String? = nil
         if case .resume(let id, _, _) = opening { resuming = id }
-        client = connector.open(attempt: attempt, resuming: resuming)
+        connection.open(connector, resuming: resuming)
     }
 
     private func opened() {
@@ -193,8 +186,8 @@ final class Sender {
             buffer.withLock { _ = $0.rewind(after: printedThrough ?? -1) }
             session = nil
             timeline = nil
-            client.send(.text(ClientMessages.start(format, language: options.language, channel: options.channel,
-                                                   text: options.text, phrases: options.phrases, boost: options.boost)))
+            client.send(.text(ClientMessage.startText(format, language: options.language, channel: options.channel,
+                                                      format: options.text, phrases: options.phrases, boost: options.boost)))
             phase = .starting
         case .resume(let id, let token, let seq):
             client.send(.text(ClientMessages.resume(session: id, token: token, after: seq)))
@@ -203,8 +196,7 @@ final class Sender {
     }
 
     private func connectionEnded(_ event: WebSocketClientEvent) {
-        if let client { ending.append(client) }
-        client = nil
+        connection.retire()
         status.show("")
         let hadSession = phase != .idle && { if case .connecting = phase { false } else { true } }()
         phase = .idle
@@ -259,7 +251,7 @@ final class Sender {
     private func handle(_ input: ClientInput) {
         switch input {
         case .socket(let attempt, let event):
-            guard attempt == self.attempt else { return }
+            guard attempt == connection.attempt else { return }
             switch event {
             case .opened:
                 opened()

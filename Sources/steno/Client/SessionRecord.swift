@@ -58,33 +58,7 @@ struct SessionRecord: Sendable, Equatable {
 
 /// The client's messages, as JSON text.
 enum ClientMessages {
-    /// `text` is said only when it is not the server's default (readable).
-    static func start(_ format: AudioFormat, language: String?, channel: String?, text: TextFormat = .readable,
-                      phrases: [String] = [], boost: Double? = nil) -> String {
-        var w = JSONWriter()
-        w.beginObject()
-        w.field("type", "start")
-        w.key("audio")
-        w.beginObject()
-        w.field("encoding", format.encoding.rawValue)
-        w.field("sampleRate", integer: format.sampleRate)
-        w.field("channels", integer: format.channels)
-        w.endObject()
-        if let language { w.field("language", language) }
-        w.field("volatile", true)
-        w.field("words", true)
-        if let channel { w.field("channel", channel) }
-        if text != .readable { w.field("format", text.rawValue) }
-        if !phrases.isEmpty {
-            w.key("phrases")
-            w.beginArray()
-            for phrase in phrases { w.string(phrase) }
-            w.endArray()
-        }
-        if let boost { w.key("boost"); w.number(boost) }
-        w.endObject()
-        return w.text
-    }
+    // `start` is StenoCore's `ClientMessage.startText`, shared with `steno transcribe`.
 
     static func resume(session: String, token: String, after seq: Int) -> String {
         var w = JSONWriter()
