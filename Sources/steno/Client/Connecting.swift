@@ -2,6 +2,34 @@ import StenoCore
 import StenoSystem
 import StenoTransport
 
+/// A client's connection over its reconnections: the one open now, its attempt number (an
+/// event from an older attempt is stale), and the ones that ended whose threads may still be
+/// tearing down (TLS too), which the process waits for before it exits under them.
+struct ConnectionSlot {
+    private(set) var attempt = 0
+    private(set) var client: WebSocketClient?
+    private var ending: [WebSocketClient] = []
+
+    /// Opens the next attempt (forgetting the old connections that have finished).
+    mutating func open(_ connector: Connector, resuming session: String? = nil) {
+        ending.removeAll { $0.waitUntilFinished(timeout: 0) }
+        attempt += 1
+        client = connector.open(attempt: attempt, resuming: session)
+    }
+
+    /// The current connection is over (closed, refused or failed).
+    mutating func retire() {
+        if let client { ending.append(client) }
+        client = nil
+    }
+
+    /// At exit: drops the current connection and waits for every one to finish.
+    func finish() {
+        client?.disconnect()
+        for old in ending { old.waitUntilFinished(timeout: 5) }
+    }
+}
+
 /// Opens connections for the clients: the server's address and route, the token, the CA,
 /// each connection's events posted to the inbox with the number of its attempt.
 struct Connector {

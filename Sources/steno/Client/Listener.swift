@@ -36,9 +36,8 @@ final class Listener {
     private let connector: Connector
     private var reconnection: Reconnection
     private var follower = ChannelFollower()
-    private var attempt = 0
-    private var client: WebSocketClient?
-    private var ending: [WebSocketClient] = []
+    private var connection = ConnectionSlot()
+    private var client: WebSocketClient? { connection.client }
     private var retryAt: Double?
     private var joinedOnce = false
     private var exitCode: Int32?
@@ -66,23 +65,19 @@ final class Listener {
         }
         writer.finish()
         status.show("")
-        client?.disconnect()
-        // Let connections that ended finish tearing down (TLS too) before the process exits.
-        for old in ending { old.waitUntilFinished(timeout: 5) }
+        connection.finish()
         return exitCode ?? ExitCode.done
     }
 
     private func connect() {
-        ending.removeAll { $0.waitUntilFinished(timeout: 0) }  // done tearing down
-        attempt += 1
         retryAt = nil
-        client = connector.open(attempt: attempt)
+        connection.open(connector)
     }
 
     private func handle(_ input: ClientInput) {
         switch input {
         case .socket(let attempt, let event):
-            guard attempt == self.attempt else { return }
+            guard attempt == connection.attempt else { return }
             switch event {
             case .opened:
                 log.debug("connected to \(options.client.url("/v1/listen"))")
@@ -148,8 +143,7 @@ final class Listener {
     }
 
     private func ended(_ event: WebSocketClientEvent) {
-        if let client { ending.append(client) }
-        client = nil
+        connection.retire()
         status.show("")
         switch reconnection.verdict(for: event, at: SystemClock.now(), jitter: Double.random(in: 0...1)) {
         case .retry(let delay, let why):
