@@ -1,14 +1,8 @@
 #include "steno_opus.h"
 
 int steno_opus_decoder_reset(OpusDecoder *dec) { return opus_decoder_ctl(dec, OPUS_RESET_STATE); }
-int steno_opus_decoder_last_packet_duration(OpusDecoder *dec, opus_int32 *out) {
-    return opus_decoder_ctl(dec, OPUS_GET_LAST_PACKET_DURATION(out));
-}
 int steno_opus_encoder_set_bitrate(OpusEncoder *enc, opus_int32 bitrate) {
     return opus_encoder_ctl(enc, OPUS_SET_BITRATE(bitrate));
-}
-int steno_opus_encoder_set_complexity(OpusEncoder *enc, opus_int32 complexity) {
-    return opus_encoder_ctl(enc, OPUS_SET_COMPLEXITY(complexity));
 }
 int steno_opus_encoder_lookahead(OpusEncoder *enc, opus_int32 *out) {
     return opus_encoder_ctl(enc, OPUS_GET_LOOKAHEAD(out));

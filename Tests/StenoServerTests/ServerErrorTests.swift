@@ -3,7 +3,7 @@ import StenoCore
 import Testing
 @testable import StenoServer
 
-/// Every row of PROTOCOL.md's error table, on a real server: the code, whether it is fatal,
+/// Every row of docs/protocol.md's error table, on a real server: the code, whether it is fatal,
 /// the close code that follows a fatal one, and that a non-fatal one leaves the session working.
 @Suite struct ServerErrorTests {
     /// The Endgame line, 24 kHz: short speech for sessions that must get to their finals.

@@ -565,7 +565,7 @@ final class StenoClient {
 
 // MARK: - Checks
 
-/// What every session must satisfy (PROTOCOL.md): `ready` first; `seq` 1, 2, 3 … with no gaps;
+/// What every session must satisfy (docs/protocol.md): `ready` first; `seq` 1, 2, 3 … with no gaps;
 /// finals in increasing, non-overlapping ranges with their words inside; every time inside the
 /// audio; a (non-empty) volatile followed by another volatile or a final.
 func expectWellFormed(_ events: [WireEvent], audio duration: Double, _ what: String = "",
