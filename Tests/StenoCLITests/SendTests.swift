@@ -101,6 +101,55 @@ import Testing
         #expect(wav.stdout == expected)
     }
 
+    /// On a terminal, the volatile result is drawn on stderr and rewritten in place (`\r`,
+    /// erase the line, the text dimmed), moved out of the way of each final and log line; off a
+    /// terminal none of that is written. Run under a pseudo-terminal (python3's `pty`), at real
+    /// time so that volatile results come, with stdout on the terminal too, as at a prompt.
+    @Test func onATerminalTheVolatileLineIsRewrittenInPlace() throws {
+        let script = """
+            import os, pty, subprocess, sys
+            primary, secondary = pty.openpty()
+            child = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=secondary, stderr=secondary)
+            os.close(secondary)
+            while True:
+                try:
+                    chunk = os.read(primary, 65536)
+                except OSError:
+                    break  # EIO: the child has closed the terminal
+                if not chunk:
+                    break
+                sys.stdout.buffer.write(chunk)
+                sys.stdout.flush()
+            sys.exit(child.wait())
+            """
+        let terminal = try StenoCommand(["-c", script, StenoCommand.binary, "send", TestAudio.clip, "--server", Self.server,
+                                         "--encoding", "pcm"], executable: "/usr/bin/python3")
+        #expect(try terminal.finish() == 0, "\(terminal.stderr.text)")
+        let screen = terminal.stdout.text
+        let erase = "\r\u{1B}[K"
+        // Volatile guesses, each drawn over the last: several of them, dimmed.
+        let drawn = screen.components(separatedBy: erase + "\u{1B}[2m").dropFirst()
+            .map { $0.components(separatedBy: "\u{1B}[0m").first ?? "" }
+        #expect(Set(drawn).count >= 2, "\(screen.debugDescription)")
+        // Every final is printed whole on a line of its own (the terminal turns \n into \r\n),
+        // the volatile line erased before it.
+        let finals = try TestAudio.transcribed(TestAudio.clip).split(separator: "\n").map(String.init)
+        #expect(finals.count >= 2)
+        for final in finals {
+            #expect(screen.contains(erase + final + "\r\n") || screen.contains("\n" + final + "\r\n"),
+                    "\(final) in \(screen.debugDescription)")
+        }
+        // The log lines too, and the volatile line is gone at the end.
+        #expect(screen.contains("started") && screen.contains("ended"))
+        #expect(screen.hasSuffix("\r\n"), "\(screen.suffix(200).debugDescription)")
+
+        // Off a terminal (pipes): the same finals, and no escape sequence anywhere.
+        let piped = try StenoCommand.run(["send", TestAudio.clip, "--server", Self.server, "--encoding", "pcm"])
+        #expect(piped.status == 0, "\(piped.stderr)")
+        #expect(piped.stdout.split(separator: "\n").map(String.init) == finals)
+        #expect(!piped.stderr.contains("\u{1B}") && !piped.stderr.contains("\r"), "\(piped.stderr.debugDescription)")
+    }
+
     @Test func aDroppedConnectionIsResumedAndTheFinalsAreAnUninterruptedSessions() throws {
         // The file at real time, so that the cut comes while it is being sent.
         let proxy = try TCPProxy(targetPort: CLIServer.shared.port)
