@@ -380,3 +380,51 @@ final class CannedHTTPServer: @unchecked Sendable {
 extension Array where Element == UInt8 {
     fileprivate func ends(with suffix: [UInt8]) -> Bool { count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix }
 }
+
+/// `steno serve` in a process of its own, which a test can stop as a supervisor does
+/// (SIGTERM: the drain, finals, then 1001 `shutting_down`) and start again on the same port.
+final class ServeProcess: @unchecked Sendable {
+    let command: StenoCommand
+    let port: Int
+    var url: String { "ws://127.0.0.1:\(port)" }
+
+    /// Starts a server on `port` (0: a free one) and waits until it listens.
+    init(port: Int = 0) throws {
+        // As the in-process test servers: admission by the connection limit only, no idle or
+        // stall timeouts (tests stream in parallel on a busy machine).
+        let serve = try StenoCommand(["serve", "--host", "127.0.0.1", "--port", String(port), "--recognizers", "2",
+                                      "--workers", "2", "--lag-target", "0", "--idle-timeout", "0", "--stall-seconds", "30",
+                                      "--log-level", "warning"])
+        try serve.wait(for: "the server's first line") { serve.stdout.text.contains("\n") }
+        guard let match = serve.stdout.text.firstMatch(of: /listening on http:\/\/127\.0\.0\.1:(\d+)\n/),
+              let listening = Int(match.1) else {
+            throw TestClientError.protocolError("steno serve said: \(serve.stdout.text) \(serve.stderr.text)")
+        }
+        command = serve
+        self.port = listening
+    }
+
+    /// SIGTERM, and its exit status once it has drained.
+    @discardableResult
+    func terminate() throws -> Int32 {
+        if command.isRunning { kill(command.pid, SIGTERM) }
+        return try command.finish()
+    }
+}
+
+extension ServeProcess {
+    /// A new server on the port of one that has stopped (tried again while the port is still
+    /// taken: a guard, for a kernel slow to release it).
+    static func restart(on port: Int) throws -> ServeProcess {
+        var attempts = 0
+        while true {
+            do {
+                return try ServeProcess(port: port)
+            } catch {
+                attempts += 1
+                if attempts >= 20 { throw error }
+                usleep(250_000)
+            }
+        }
+    }
+}
