@@ -182,6 +182,9 @@ final class StreamSession: Sendable {
     func attach(_ connection: ConnectionID, token: String, after: UInt64) -> String? {
         state.withLock { s -> String? in
             guard !s.machine.isClosed else { return "session \(sessionID) has ended" }
+            guard !s.machine.resumeForfeited else {
+                return "session \(sessionID) made more events while away than are kept for it; it is ending"
+            }
             guard s.machine.acceptsResume(token: token) else { return "the resume token is not this session's" }
             if let old = s.connection {
                 s.backlog = server.handle.detach(old)
@@ -354,14 +357,23 @@ final class StreamSession: Sendable {
                                     volatile: s.machine.showingVolatile, on: channel, from: sessionID)
         }
         var result = s.connection.map { server.handle.send($0, message) } ?? .closed
-        if result == .closed && !s.machine.isClosed {
+        if result == .closed && !s.machine.isClosed && !s.machine.resumeForfeited {
             // No connection, or it just went (its `closed` is on its way): held for the client
-            // that resumes. Bounded like a connection's queue.
+            // that resumes. Bounded like a connection's queue; beyond it the session cannot be
+            // resumed and ends, its events going only to its channel (`outboundOverflow`).
             result = s.held.enqueue(message, size: message.byteCount, delivery: message.delivery) == .overflow
                 ? .overflow : .queued
         }
         if result == .overflow {
-            return s.machine.handle(.outboundOverflow)
+            let detached = s.machine.isDetached
+            let actions = s.machine.handle(.outboundOverflow)
+            if detached && s.machine.resumeForfeited {
+                // Nobody will have them now.
+                _ = s.held.drained()
+                server.log.info("session \(sessionID): more events made while its client was away than are kept "
+                                + "for it (\(server.sessionConfiguration.limits.outboundBytes) bytes); it cannot be resumed and is ending")
+            }
+            return actions
         }
         return []
     }

@@ -117,6 +117,38 @@ import Testing
         #expect(server.server.sessionCount == 0, "nothing is left behind")
     }
 
+    /// The events a detached session holds for its client are bounded like a connection's
+    /// queue (`limits.outboundBytes`). Beyond it the client could no longer be given the
+    /// session whole: it is not resumed (4404), and the session ends as when its grace period
+    /// runs out, its channel getting every final of the audio it had.
+    @Test func eventsHeldBeyondTheQueueEndTheDetachedSessionForItsChannel() throws {
+        let server = try LiveServer {
+            $0.limits.resumeSeconds = 30
+            $0.limits.outboundBytes = 1024
+        }
+        let viewer = try server.connect(path: "/v1/listen?channel=held-overflow")
+        _ = try viewer.waitFor("joined")
+        let first = try server.connect()
+        let ready = try first.start(Self.input, extra: #""channel":"held-overflow""#)
+        // All the audio at once, and gone before much of it is analyzed: its events (more than
+        // 1 KiB of them) are made while the session is detached.
+        try first.send(audio: Self.input.messages, of: Self.input)
+        first.disconnect()
+        let id = ready.string("session") ?? ""
+        #expect(eventually(timeout: 120) { server.log.contains("session \(id): more events made while its client was away") },
+                "\(server.log.all)")
+        let late = try server.connect()
+        try late.send(Self.resumeMessage(ready, after: 1))
+        try late.readUntilClose()
+        #expect(late.events.first?.errorCode == "resume_failed", "\(late.events)")
+        #expect(late.closeCode == 4404)
+        // Long before the 30 s grace period, the rest analyzed for the channel.
+        #expect(eventually(timeout: 120) { server.log.contains("session \(id) closed") }, "\(server.log.all)")
+        try viewer.readAvailable()
+        #expect(viewer.events.finals == Reference.finals(Self.input), "every final of the audio received")
+        #expect(server.server.sessionCount == 0)
+    }
+
     @Test func aResumeThatOvertakesTheOldConnectionsCloseTakesOver() throws {
         let server = try Self.server()
         let old = try server.connect()
