@@ -105,12 +105,9 @@ final class StreamSession: Sendable {
             // What the client may not have received when its connection drops is sent again
             // after it resumes: keep what was written recently (in flight is at most a socket's
             // buffers' worth).
-            server.handle.retainWritten(connection, bytes: Self.retainedBytes)
+            server.handle.retainWritten(connection, bytes: server.resumeRetainedBytes)
         }
     }
-
-    /// Written events kept per connection for a client that resumes.
-    static let retainedBytes = 256 * 1024
 
     // MARK: Inputs
 
@@ -192,7 +189,7 @@ final class StreamSession: Sendable {
                 perform(s.machine.handle(.connectionLost(now: SystemClock.now())), &s)
             }
             guard s.machine.isDetached, let backlog = s.backlog else { return "session \(sessionID) cannot be resumed" }
-            guard server.handle.adopt(connection, backlog, after: after, retaining: Self.retainedBytes) else {
+            guard server.handle.adopt(connection, backlog, after: after, retaining: server.resumeRetainedBytes) else {
                 return "the events after seq \(after) are no longer kept (the last one sent was \(backlog.lastOrdinal))"
             }
             for message in s.held.drained() { server.handle.send(connection, message) }
