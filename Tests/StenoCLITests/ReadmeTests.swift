@@ -74,6 +74,11 @@ import Testing
         #expect(listens.count == 2 && listens.allSatisfy { $0.hasPrefix("steno listen") }, "\(listens)")
         let (folder, environment) = try Self.folder()
         defer { try? FileManager.default.removeItem(at: folder) }
+        for tool in ["ffmpeg", "jq"] {
+            let found = (environment["PATH"] ?? "").split(separator: ":")
+                .contains { FileManager.default.isExecutableFile(atPath: "\($0)/\(tool)") }
+            try #require(found, "\(tool) is not installed (scripts/bootstrap.sh test installs it)")
+        }
 
         // talk.mp4: the clip as AAC in MP4, what a recording would be.
         let mp4 = try Self.shell("ffmpeg -loglevel error -i talk.wav -c:a aac talk.mp4", in: folder, environment)
