@@ -36,6 +36,27 @@ import Testing
         #expect((ranges.last?.1 ?? 0) <= 10, "\(ranges)")
     }
 
+    /// A server that died without a drain (SIGKILL: no close frame) leaves the sender
+    /// believing its session waits to be resumed; the new process does not know it
+    /// (`resume_failed`, 4404), so the sender starts a new session after its last final.
+    @Test func sendStartsANewSessionWhenTheRestartedServerCannotResume() throws {
+        let first = try ServeProcess()
+        let send = try StenoCommand(["send", TestAudio.beckett, "--server", first.url, "--encoding", "pcm",
+                                     "--retry-max", "0.5"])
+        try send.waitForStdout(lines: 1)
+        kill(first.command.pid, SIGKILL)
+        #expect(try first.command.finish() == 128 + SIGKILL)
+        let second = try ServeProcess.restart(on: first.port)
+        defer { _ = try? second.terminate() }
+        #expect(try send.finish() == 0, "\(send.stderr.text)")
+        let log = send.stderr.text
+        #expect(log.contains("could not be resumed") && log.contains("reconnected: new session"), "\(log)")
+        let ranges = TestAudio.ranges(ofText: send.stdout.text)
+        #expect(ranges.count >= 2, "\(send.stdout.text)")
+        for (a, b) in zip(ranges, ranges.dropFirst()) { #expect(a.1 <= b.0, "\(ranges)") }
+        #expect((ranges.last?.1 ?? 0) <= 10, "\(ranges)")
+    }
+
     /// The viewer is closed with 1001 after the publisher's finals, reconnects, and follows the
     /// channel on the new server: the publisher's new session is a new timeline, whose finals
     /// it prints; every final the publisher printed reaches it once.
