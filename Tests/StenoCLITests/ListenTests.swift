@@ -74,9 +74,9 @@ import Testing
         }
     }
 
-    /// The reader of listen's output went away (`steno listen … | head -1`): the next caption
-    /// it writes ends it with 141, as SIGPIPE would (docs/operations.md, "Exit codes").
-    @Test func aClosedStandardOutputEndsListenWith141() throws {
+    /// The reader of listen's (or send's) output went away (`steno listen … | head -1`): the
+    /// next caption it writes ends it with 141, as SIGPIPE would (docs/operations.md, "Exit codes").
+    @Test func aClosedStandardOutputEndsListenAndSendWith141() throws {
         let server = CLIServer.shared
         let channel = "listen-head-\(getpid())"
         // Live, at real time: finals keep coming after the first one.
@@ -92,6 +92,14 @@ import Testing
         #expect(try shell.finish() == 0, "\(shell.stderr.text)")
         #expect(shell.stdout.lines.count == 1 && shell.stdout.text.hasPrefix("[00:00:0"), "\(shell.stdout.text)")
         #expect(shell.stderr.text.contains("listen exited 141"), "\(shell.stderr.text)")
+
+        // send's captions the same way (the file at real time: finals keep coming).
+        let sendScript = #""$0" send "$1" --server "$2" | head -n 1; echo "send exited ${PIPESTATUS[0]}" >&2"#
+        let sender = try StenoCommand(["-c", sendScript, StenoCommand.binary, TestAudio.beckett, server.url],
+                                      executable: "/bin/bash")
+        #expect(try sender.finish() == 0, "\(sender.stderr.text)")
+        #expect(sender.stdout.lines.count == 1, "\(sender.stdout.text)")
+        #expect(sender.stderr.text.contains("send exited 141"), "\(sender.stderr.text)")
     }
 
     /// ALSA's `file` plugin plays a raw file into a capture device (with the `null` device
