@@ -25,7 +25,8 @@ test_packages=(
     chromium chromium-driver  # the browser test of the web client
     nodejs node-ws        # the web client's Node tests: Debian 12's Node 18 has no WebSocket of its own
     python3-venv
-    ffmpeg                # reads the live HLS subtitle playlist in the HLS test, as a player would
+    ffmpeg                # reads the live HLS subtitle playlist in the HLS test, as a player would; README's ffmpeg example
+    jq                    # README's `steno listen … | jq` example, which the tests run
 )
 
 packages=("${run_packages[@]}")

@@ -7,7 +7,7 @@ import { StenoPublisher, describeError, isChannelName, parsePhrases, streamUrl }
 import { MicrophoneCapture, describeMicrophoneError } from './audio.js';
 import { followNewText } from './scroll.js';
 import { shortTime, toSRT, toText, toWebVTT } from './transcript.js';
-import { CaptionView, Notice, formatBytes, reconnectedMessage, setStatusLine } from './page.js';
+import { CaptionView, Notice, defaultStreamUrl, formatBytes, reconnectedMessage, setStatusLine } from './page.js';
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -27,9 +27,8 @@ const BUFFER_SECONDS = 60; // audio kept while the server cannot take it (full, 
 
 const params = new URLSearchParams(location.search);
 const token = params.get('token') || '';
-const defaultServer = location.host
-  ? `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}/v1/stream`
-  : '';
+// Next to the page, so that the page works under a sub-path (behind a proxy) as at the root.
+const defaultServer = defaultStreamUrl(location.href);
 ui.server.value = params.get('server') || defaultServer;
 ui.encoding.value = ['auto', 'opus', 'pcm'].includes(params.get('encoding')) ? params.get('encoding') : 'auto';
 ui.language.value = params.get('language') || 'en-US';

@@ -167,6 +167,22 @@ export class CaptionView {
 }
 
 /**
+ * The stream address of the server that served the page at `pageHref`: `v1/stream` next to
+ * the page, so that a page under a sub-path (`https://host/captions/`, which a proxy passes on
+ * to Steno's `/`) streams to `wss://host/captions/v1/stream`, as view.html follows
+ * `…/captions/v1/listen`. '' for a page not served over HTTP (a file opened from disk).
+ */
+export function defaultStreamUrl(pageHref) {
+  const page = new URL(pageHref);
+  if (page.protocol !== 'http:' && page.protocol !== 'https:') return '';
+  const url = new URL('v1/stream', page);
+  url.protocol = page.protocol === 'https:' ? 'wss:' : 'ws:';
+  url.search = '';
+  url.hash = '';
+  return url.href;
+}
+
+/**
  * What the page says when its session was resumed on a new connection: `lost` is the seconds
  * of audio that could not be sent again (declared to the server as a gap).
  */

@@ -165,6 +165,8 @@ public enum SessionInput: Sendable, Hashable {
     /// The drain took too long: `shutting_down` / 1001 now.
     case shutdownDeadline
     /// The connection's unsent events went over `limits.outboundBytes` → `slow_consumer` / 4008.
+    /// While detached (the events held for a resume went over it): the session can no longer
+    /// be resumed whole, and ends as if its grace period were over (its finals still made).
     case outboundOverflow
     /// The peer closed or the socket broke: stop everything, send nothing.
     case peerClosed
@@ -265,6 +267,9 @@ public struct SessionMachine: Sendable {
     private var detachedSince: Double?
     /// What `ready` tells the client to resume with; nil when sessions cannot be resumed.
     private let resumeToken: String?
+    /// More events were made while detached than are held for the client: a resume would
+    /// miss some, so none is granted.
+    public private(set) var resumeForfeited = false
     private var assembler = TranscriptAssembler()
     /// `through` of each outstanding finalize, oldest first.
     private var pendingFinalizes: [Double] = []
@@ -312,7 +317,7 @@ public struct SessionMachine: Sendable {
 
     /// Whether `token` is this session's resume token (compared in constant time).
     public func acceptsResume(token: String) -> Bool {
-        guard let resumeToken else { return false }
+        guard let resumeToken, !resumeForfeited else { return false }
         let a = Array(resumeToken.utf8), b = Array(token.utf8)
         var diff = UInt8(truncatingIfNeeded: a.count ^ b.count)
         for i in 0..<max(a.count, b.count) {
@@ -405,9 +410,16 @@ public struct SessionMachine: Sendable {
         case .shutdownDeadline:
             fail(.shuttingDown, Self.shutdownMessage, into: &out)
         case .outboundOverflow:
-            fail(.slowConsumer,
-                 "the client is not reading: over \(configuration.limits.outboundBytes) bytes of events unsent",
-                 into: &out)
+            if isDetached {
+                // Nobody reads because nobody is there. The audio received is analyzed to its
+                // end, for the channel, as when the grace period runs out.
+                resumeForfeited = true
+                if case .open = stage { windDown(.abandoned, into: &out) }
+            } else {
+                fail(.slowConsumer,
+                     "the client is not reading: over \(configuration.limits.outboundBytes) bytes of events unsent",
+                     into: &out)
+            }
         case .peerClosed:
             disconnect(into: &out)
         case .connectionLost(let now):

@@ -68,6 +68,10 @@ public struct ServerOptions: Sendable, Equatable {
     /// Each session keeps a recognizer from its first utterance to its end, as before they were
     /// shared (for comparison in benchmarks; `recognizers` then limits sessions that spoke).
     public var dedicatedRecognizers = false
+    /// Bytes of the events last written to each `/v1/stream` connection kept for a client that
+    /// resumes after `after` (what may not have arrived when the connection dropped). A resume
+    /// from further back is refused. Not a flag: the protocol documents 256 KiB; tests shrink it.
+    public var resumeRetainedBytes = 256 * 1024
     /// The lag (seconds of audio behind real time) a live talker may have before new sessions
     /// are refused for load (see `Admission`); 0: admit by the connection limit alone.
     public var lagTarget: Double = 1

@@ -24,6 +24,8 @@ struct ServerContext: Sendable {
     let sessionConfiguration: SessionConfiguration
     /// Sessions keep their recognizer to the end (`ServerOptions.dedicatedRecognizers`).
     var dedicatedRecognizers = false
+    /// Written events kept per connection for a client that resumes (`ServerOptions.resumeRetainedBytes`).
+    var resumeRetainedBytes = 256 * 1024
 }
 
 

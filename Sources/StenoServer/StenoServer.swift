@@ -61,6 +61,7 @@ public final class StenoServer: Sendable {
             sessions: sessions,
             sessionConfiguration: sessionConfiguration)
         context.dedicatedRecognizers = options.dedicatedRecognizers
+        context.resumeRetainedBytes = options.resumeRetainedBytes
         self.context = context
     }
 

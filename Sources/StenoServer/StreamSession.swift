@@ -105,12 +105,9 @@ final class StreamSession: Sendable {
             // What the client may not have received when its connection drops is sent again
             // after it resumes: keep what was written recently (in flight is at most a socket's
             // buffers' worth).
-            server.handle.retainWritten(connection, bytes: Self.retainedBytes)
+            server.handle.retainWritten(connection, bytes: server.resumeRetainedBytes)
         }
     }
-
-    /// Written events kept per connection for a client that resumes.
-    static let retainedBytes = 256 * 1024
 
     // MARK: Inputs
 
@@ -182,6 +179,9 @@ final class StreamSession: Sendable {
     func attach(_ connection: ConnectionID, token: String, after: UInt64) -> String? {
         state.withLock { s -> String? in
             guard !s.machine.isClosed else { return "session \(sessionID) has ended" }
+            guard !s.machine.resumeForfeited else {
+                return "session \(sessionID) made more events while away than are kept for it; it is ending"
+            }
             guard s.machine.acceptsResume(token: token) else { return "the resume token is not this session's" }
             if let old = s.connection {
                 s.backlog = server.handle.detach(old)
@@ -189,7 +189,7 @@ final class StreamSession: Sendable {
                 perform(s.machine.handle(.connectionLost(now: SystemClock.now())), &s)
             }
             guard s.machine.isDetached, let backlog = s.backlog else { return "session \(sessionID) cannot be resumed" }
-            guard server.handle.adopt(connection, backlog, after: after, retaining: Self.retainedBytes) else {
+            guard server.handle.adopt(connection, backlog, after: after, retaining: server.resumeRetainedBytes) else {
                 return "the events after seq \(after) are no longer kept (the last one sent was \(backlog.lastOrdinal))"
             }
             for message in s.held.drained() { server.handle.send(connection, message) }
@@ -364,14 +364,23 @@ final class StreamSession: Sendable {
             releaseChannel(&s)
         }
         var result = s.connection.map { server.handle.send($0, message) } ?? .closed
-        if result == .closed && !s.machine.isClosed {
+        if result == .closed && !s.machine.isClosed && !s.machine.resumeForfeited {
             // No connection, or it just went (its `closed` is on its way): held for the client
-            // that resumes. Bounded like a connection's queue.
+            // that resumes. Bounded like a connection's queue; beyond it the session cannot be
+            // resumed and ends, its events going only to its channel (`outboundOverflow`).
             result = s.held.enqueue(message, size: message.byteCount, delivery: message.delivery) == .overflow
                 ? .overflow : .queued
         }
         if result == .overflow {
-            return s.machine.handle(.outboundOverflow)
+            let detached = s.machine.isDetached
+            let actions = s.machine.handle(.outboundOverflow)
+            if detached && s.machine.resumeForfeited {
+                // Nobody will have them now.
+                _ = s.held.drained()
+                server.log.info("session \(sessionID): more events made while its client was away than are kept "
+                                + "for it (\(server.sessionConfiguration.limits.outboundBytes) bytes); it cannot be resumed and is ending")
+            }
+            return actions
         }
         return []
     }

@@ -48,6 +48,60 @@ import Testing
         #expect(TestAudio.finals(ofJSONLines: listener.stdout.text) == TestAudio.finals(ofJSONLines: try TestAudio.transcribed(TestAudio.clip, format: "jsonl")))
     }
 
+    /// WebVTT and SubRip, cue by cue: a viewer that followed the whole broadcast writes the
+    /// cues `steno transcribe` makes of the audio (the last one when the broadcast ends).
+    @Test func vttAndSRTAreTheCuesTranscribeMakes() throws {
+        let server = CLIServer.shared
+        let channel = "listen-cues-\(getpid())"
+        // At real time, so that the viewers join while it is live and see it end.
+        let publisher = try StenoCommand(["send", TestAudio.clip, "--server", server.url, "--channel", channel,
+                                          "--encoding", "pcm"])
+        try publisher.waitForStderr("started")
+        var viewers: [(String, StenoCommand)] = []
+        for format in ["vtt", "srt"] {
+            viewers.append((format, try StenoCommand(["listen", "--channel", channel, "--server", server.url,
+                                                      "--format", format])))
+        }
+        #expect(try publisher.finish() == 0, "\(publisher.stderr.text)")
+        for (format, viewer) in viewers {
+            let expected = try TestAudio.transcribed(TestAudio.clip, format: format)
+            #expect(expected.contains(" --> "))
+            try viewer.wait(for: "every \(format) cue") { viewer.stdout.text == expected }
+            try viewer.waitForStderr("the broadcast is ended")
+            viewer.interrupt()
+            #expect(try viewer.finish() == 0, "\(viewer.stderr.text)")
+            #expect(viewer.stdout.text == expected)
+        }
+    }
+
+    /// The reader of listen's (or send's) output went away (`steno listen … | head -1`): the
+    /// next caption it writes ends it with 141, as SIGPIPE would (docs/operations.md, "Exit codes").
+    @Test func aClosedStandardOutputEndsListenAndSendWith141() throws {
+        let server = CLIServer.shared
+        let channel = "listen-head-\(getpid())"
+        // Live, at real time: finals keep coming after the first one.
+        let publisher = try StenoCommand(["send", TestAudio.beckett, "--server", server.url, "--channel", channel,
+                                          "--encoding", "pcm"])
+        defer {
+            publisher.interrupt()
+            _ = try? publisher.finish()
+        }
+        try publisher.waitForStdout(lines: 1)
+        let script = #""$0" listen --channel "$1" --server "$2" | head -n 1; echo "listen exited ${PIPESTATUS[0]}" >&2"#
+        let shell = try StenoCommand(["-c", script, StenoCommand.binary, channel, server.url], executable: "/bin/bash")
+        #expect(try shell.finish() == 0, "\(shell.stderr.text)")
+        #expect(shell.stdout.lines.count == 1 && shell.stdout.text.hasPrefix("[00:00:0"), "\(shell.stdout.text)")
+        #expect(shell.stderr.text.contains("listen exited 141"), "\(shell.stderr.text)")
+
+        // send's captions the same way (the file at real time: finals keep coming).
+        let sendScript = #""$0" send "$1" --server "$2" | head -n 1; echo "send exited ${PIPESTATUS[0]}" >&2"#
+        let sender = try StenoCommand(["-c", sendScript, StenoCommand.binary, TestAudio.beckett, server.url],
+                                      executable: "/bin/bash")
+        #expect(try sender.finish() == 0, "\(sender.stderr.text)")
+        #expect(sender.stdout.lines.count == 1, "\(sender.stdout.text)")
+        #expect(sender.stderr.text.contains("send exited 141"), "\(sender.stderr.text)")
+    }
+
     /// ALSA's `file` plugin plays a raw file into a capture device (with the `null` device
     /// under it), which works in a container without a sound card: the device `stenotest` is
     /// declared in the `.asoundrc` of a HOME made for the test. Returns that HOME.

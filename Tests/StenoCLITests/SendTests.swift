@@ -1,4 +1,5 @@
 import Foundation
+import StenoAudio
 import StenoCore
 import StenoServer
 import StenoTestSupport
@@ -49,6 +50,44 @@ import Testing
         #expect(vtt.stderr.contains("started") && vtt.stderr.contains("ended"))
     }
 
+    /// SubRip, cue by cue: the cues `steno transcribe --format srt` makes of the same audio.
+    @Test func srtGivesTheCuesTranscribeGives() throws {
+        let srt = try StenoCommand.run(["send", TestAudio.clip, "--server", Self.server, "--fast", "--encoding", "pcm",
+                                        "--format", "srt"])
+        #expect(srt.status == 0, "\(srt.stderr)")
+        let expected = try TestAudio.transcribed(TestAudio.clip, format: "srt")
+        #expect(expected.hasPrefix("1\n00:00:0") && expected.contains("\n2\n"), "\(expected)")
+        #expect(srt.stdout == expected)
+    }
+
+    /// Raw float stereo at 48 kHz on standard input (`--raw-rate 48000 --raw-channels 2
+    /// --raw-format f32le`, what `ffmpeg -f f32le -ar 48000 -ac 2 -` writes): the finals of
+    /// the same samples as a WAV file through `steno transcribe`.
+    @Test func standardInputAsRawFloatStereoAt48kHz() throws {
+        let clip = try WAVFile(path: TestAudio.clip)
+        // Each 16 kHz sample three times, on both channels: values a 16-bit WAV holds exactly,
+        // so the float stream and the reference file are the same audio.
+        var samples: [Float] = []
+        samples.reserveCapacity(clip.samples.count * 6)
+        for sample in clip.samples { for _ in 0..<6 { samples.append(sample) } }
+        let stereo = WAVFile(sampleRate: 48_000, channels: 2, samples: samples)
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("steno-stereo48-\(getpid()).wav").path
+        try stereo.write(path: path)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let expected = try TestAudio.transcribed(path)
+        #expect(TestAudio.ranges(ofText: expected).count >= 2, "\(expected)")
+        let raw = Data(stereo.f32leBytes)
+        let pcm = try StenoCommand.run(["send", "-", "--raw-rate", "48000", "--raw-channels", "2", "--raw-format", "f32le",
+                                        "--server", Self.server, "--encoding", "pcm"], input: raw)
+        #expect(pcm.status == 0, "\(pcm.stderr)")
+        #expect(pcm.stdout == expected)
+        // Opus (the default) takes it too: mixed down to mono, 48 kHz being a rate of Opus's.
+        let opus = try StenoCommand.run(["send", "-", "--raw-rate", "48000", "--raw-channels", "2", "--raw-format", "f32le",
+                                         "--server", Self.server], input: raw)
+        #expect(opus.status == 0, "\(opus.stderr)")
+        #expect(TestAudio.ranges(ofText: opus.stdout).count >= 2, "\(opus.stdout)")
+    }
+
     @Test func standardInputAsRawPCMOrWAV() throws {
         let expected = try TestAudio.transcribed(TestAudio.clip)
         // What `ffmpeg -i ANYTHING -f s16le -ar 16000 -ac 1 - | steno send - --raw-rate 16000` sends.
@@ -60,6 +99,55 @@ import Testing
                                        input: try Data(contentsOf: URL(fileURLWithPath: TestAudio.clip)))
         #expect(wav.status == 0, "\(wav.stderr)")
         #expect(wav.stdout == expected)
+    }
+
+    /// On a terminal, the volatile result is drawn on stderr and rewritten in place (`\r`,
+    /// erase the line, the text dimmed), moved out of the way of each final and log line; off a
+    /// terminal none of that is written. Run under a pseudo-terminal (python3's `pty`), at real
+    /// time so that volatile results come, with stdout on the terminal too, as at a prompt.
+    @Test func onATerminalTheVolatileLineIsRewrittenInPlace() throws {
+        let script = """
+            import os, pty, subprocess, sys
+            primary, secondary = pty.openpty()
+            child = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=secondary, stderr=secondary)
+            os.close(secondary)
+            while True:
+                try:
+                    chunk = os.read(primary, 65536)
+                except OSError:
+                    break  # EIO: the child has closed the terminal
+                if not chunk:
+                    break
+                sys.stdout.buffer.write(chunk)
+                sys.stdout.flush()
+            sys.exit(child.wait())
+            """
+        let terminal = try StenoCommand(["-c", script, StenoCommand.binary, "send", TestAudio.clip, "--server", Self.server,
+                                         "--encoding", "pcm"], executable: "/usr/bin/python3")
+        #expect(try terminal.finish() == 0, "\(terminal.stderr.text)")
+        let screen = terminal.stdout.text
+        let erase = "\r\u{1B}[K"
+        // Volatile guesses, each drawn over the last: several of them, dimmed.
+        let drawn = screen.components(separatedBy: erase + "\u{1B}[2m").dropFirst()
+            .map { $0.components(separatedBy: "\u{1B}[0m").first ?? "" }
+        #expect(Set(drawn).count >= 2, "\(screen.debugDescription)")
+        // Every final is printed whole on a line of its own (the terminal turns \n into \r\n),
+        // the volatile line erased before it.
+        let finals = try TestAudio.transcribed(TestAudio.clip).split(separator: "\n").map(String.init)
+        #expect(finals.count >= 2)
+        for final in finals {
+            #expect(screen.contains(erase + final + "\r\n") || screen.contains("\n" + final + "\r\n"),
+                    "\(final) in \(screen.debugDescription)")
+        }
+        // The log lines too, and the volatile line is gone at the end.
+        #expect(screen.contains("started") && screen.contains("ended"))
+        #expect(screen.hasSuffix("\r\n"), "\(screen.suffix(200).debugDescription)")
+
+        // Off a terminal (pipes): the same finals, and no escape sequence anywhere.
+        let piped = try StenoCommand.run(["send", TestAudio.clip, "--server", Self.server, "--encoding", "pcm"])
+        #expect(piped.status == 0, "\(piped.stderr)")
+        #expect(piped.stdout.split(separator: "\n").map(String.init) == finals)
+        #expect(!piped.stderr.contains("\u{1B}") && !piped.stderr.contains("\r"), "\(piped.stderr.debugDescription)")
     }
 
     @Test func aDroppedConnectionIsResumedAndTheFinalsAreAnUninterruptedSessions() throws {
@@ -158,6 +246,58 @@ import Testing
         let gone = try StenoCommand.run(["send", TestAudio.clip, "--server", guarded.url, "--retry-for", "1", "--retry-max", "0.2"])
         #expect(gone.status == 4, "\(gone.stderr)")
         #expect(gone.stderr.contains("giving up"))
+    }
+
+    /// The other refusals at the handshake exit 3 too (docs/operations.md, "Exit codes"): a
+    /// 404 from Steno for a path it does not serve (a wrong prefix in `--server`), and a 403
+    /// from whatever answers in front of it.
+    @Test func notFoundAndForbiddenAtTheHandshakeExit3() throws {
+        let wrongPrefix = Self.server + "/no-such-prefix"
+        let send = try StenoCommand.run(["send", TestAudio.clip, "--server", wrongPrefix, "--fast"])
+        #expect(send.status == 3 && send.stderr.contains("HTTP 404"), "\(send.stderr)")
+        let listen = try StenoCommand.run(["listen", "--channel", "x", "--server", wrongPrefix])
+        #expect(listen.status == 3 && listen.stderr.contains("HTTP 404"), "\(listen.stderr)")
+
+        let forbidding = try CannedHTTPServer(response: "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        defer { forbidding.stop() }
+        let url = "ws://127.0.0.1:\(forbidding.port)"
+        let forbiddenSend = try StenoCommand.run(["send", TestAudio.clip, "--server", url])
+        #expect(forbiddenSend.status == 3 && forbiddenSend.stderr.contains("403 Forbidden"), "\(forbiddenSend.stderr)")
+        let forbiddenListen = try StenoCommand.run(["listen", "--channel", "x", "--server", url])
+        #expect(forbiddenListen.status == 3 && forbiddenListen.stderr.contains("403 Forbidden"), "\(forbiddenListen.stderr)")
+        // Refused once each: no retry.
+        #expect(forbidding.servedCount == 2)
+    }
+
+    /// Audio held through an outage is sent on reconnect, and the backlog reported while it
+    /// drains ("catching up: N s of audio to send") and once it has ("caught up").
+    @Test func theBacklogAfterAnOutageIsReportedUntilCaughtUp() throws {
+        let proxy = try TCPProxy(targetPort: CLIServer.shared.port)
+        defer { proxy.stop() }
+        // At real time, all of it sent (no pause left out), so that the backlog is audio.
+        let send = try StenoCommand(["send", TestAudio.beckett, "--server", "ws://127.0.0.1:\(proxy.port)", "--encoding", "pcm",
+                                     "--no-silence-suppression", "--retry-max", "0.3"])
+        try send.waitForStderr("started")
+        proxy.refuse(true)
+        proxy.cut()
+        // Out of reach until several seconds of audio wait: more than a socket's worth
+        // (64 kB, 2 s of 16-bit PCM) is still unsent after the first sending round.
+        try send.wait(for: "6 s of audio held") { Self.heldSeconds(send.stderr.text) >= 6 }
+        proxy.refuse(false)
+        #expect(try send.finish() == 0, "\(send.stderr.text)")
+        let log = send.stderr.text
+        guard let catching = log.range(of: "catching up: "), let caught = log.range(of: "caught up\n") else {
+            Issue.record("no lag report: \(log)")
+            return
+        }
+        #expect(catching.lowerBound < caught.lowerBound, "\(log)")
+        #expect(log.contains("resumed session"), "\(log)")
+        #expect(send.stdout.text == (try TestAudio.transcribed(TestAudio.beckett)))
+    }
+
+    /// The most audio a "trying again … (holding N s of audio)" line of `log` has reported.
+    static func heldSeconds(_ log: String) -> Double {
+        log.matches(of: /holding (\d+(?:\.\d+)?) s of audio/).compactMap { Double($0.1) }.max() ?? 0
     }
 
     @Test func aFullServerIsWaitedOut() throws {

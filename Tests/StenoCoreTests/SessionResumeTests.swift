@@ -50,6 +50,23 @@ import Testing
         #expect(h.feed(.attached(now: 106)) == [], "too late")
     }
 
+    @Test func heldEventsOverTheQueueForfeitTheResumeAndEndTheSessionForItsChannel() {
+        var h = Self.started()
+        h.stream(seconds: 1)
+        h.feed(.connectionLost(now: 101))
+        // The server could not hold another event for the client.
+        #expect(h.feed(.outboundOverflow) == ["end"], "finalized, not failed: there is no one to tell")
+        #expect(h.machine.resumeForfeited && !h.machine.acceptsResume(token: "tok"))
+        #expect(h.feed(.outboundOverflow) == [], "once")
+        #expect(h.results([.final(result(0.1, 0.9, "still made"))], analyzed: 1).count == 1, "for the channel")
+        #expect(h.feed(.endCompleted) == [])
+        #expect(h.machine.phase == .disconnected)
+        // Connected, it is the client that is not reading: slow_consumer, as ever.
+        var connected = Self.started()
+        #expect(connected.feed(.outboundOverflow).last == "close 4008 slow_consumer")
+        #expect(!connected.machine.resumeForfeited)
+    }
+
     @Test func withoutResumeALostConnectionIsTheEnd() {
         var h = Self.started(resumeSeconds: 0)
         h.stream(seconds: 1)

@@ -114,7 +114,80 @@ import Testing
         #expect(late.closeCode == 4404)
         try viewer.readAvailable()
         #expect(viewer.events.finals == Reference.finals(Self.input), "every final of the audio received")
-        #expect(server.server.sessionCount == 0, "nothing is left behind")
+        // The refused connection's own session goes once the server has seen it close.
+        #expect(eventually { server.server.sessionCount == 0 }, "nothing is left behind")
+    }
+
+    /// The events a detached session holds for its client are bounded like a connection's
+    /// queue (`limits.outboundBytes`). Beyond it the client could no longer be given the
+    /// session whole: it is not resumed (4404), and the session ends as when its grace period
+    /// runs out, its channel getting every final of the audio it had.
+    @Test func eventsHeldBeyondTheQueueEndTheDetachedSessionForItsChannel() throws {
+        let server = try LiveServer {
+            $0.limits.resumeSeconds = 30
+            $0.limits.outboundBytes = 1024
+        }
+        let viewer = try server.connect(path: "/v1/listen?channel=held-overflow")
+        _ = try viewer.waitFor("joined")
+        let first = try server.connect()
+        let ready = try first.start(Self.input, extra: #""channel":"held-overflow""#)
+        // All the audio at once, and gone before much of it is analyzed: its events (more than
+        // 1 KiB of them) are made while the session is detached.
+        try first.send(audio: Self.input.messages, of: Self.input)
+        first.disconnect()
+        let id = ready.string("session") ?? ""
+        #expect(eventually(timeout: 120) { server.log.contains("session \(id): more events made while its client was away") },
+                "\(server.log.all)")
+        let late = try server.connect()
+        try late.send(Self.resumeMessage(ready, after: 1))
+        try late.readUntilClose()
+        #expect(late.events.first?.errorCode == "resume_failed", "\(late.events)")
+        #expect(late.closeCode == 4404)
+        // Long before the 30 s grace period, the rest analyzed for the channel.
+        #expect(eventually(timeout: 120) { server.log.contains("session \(id) closed") }, "\(server.log.all)")
+        try viewer.readAvailable()
+        #expect(viewer.events.finals == Reference.finals(Self.input), "every final of the audio received")
+        #expect(eventually { server.server.sessionCount == 0 })
+    }
+
+    /// The server keeps the last events written to a connection for a resume
+    /// (`resumeRetainedBytes`, 256 KiB by default, 1 KiB here): a resume from before them is
+    /// refused (it would miss events), and the session stays resumable from where they start.
+    @Test func aResumeFromBeforeTheEventsKeptIsRefusedAndOneFromLaterIsGranted() throws {
+        let server = try LiveServer {
+            $0.limits.resumeSeconds = 30
+            $0.resumeRetainedBytes = 1024
+        }
+        let first = try server.connect()
+        let ready = try first.start(Self.input)
+        try first.send(audio: Self.input.messages, of: Self.input)
+        // More than 1 KiB of events after `ready`: finals carry their words.
+        while first.events.dropFirst().map(\.text.utf8.count).reduce(0, +) < 2048 {
+            _ = try first.waitFor("final")
+        }
+        let lastSeen = first.events.last?.seq ?? 0
+        first.disconnect()
+        #expect(eventually { server.log.contains("lost its connection") })
+
+        let early = try server.connect()
+        try early.send(Self.resumeMessage(ready, after: 1))
+        try early.readUntilClose()
+        #expect(early.events.first?.errorCode == "resume_failed", "\(early.events)")
+        #expect(early.events.first?.text.contains("no longer kept") == true, "\(early.events)")
+        #expect(early.closeCode == 4404)
+
+        let late = try server.connect()
+        try late.send(Self.resumeMessage(ready, after: lastSeen))
+        let resumed = try late.waitFor("resumed")
+        let received = try #require(resumed.number("received"))
+        if received + 0.01 < Self.input.duration {
+            try late.send(audio: Self.messages(from: received), of: Self.input)
+        }
+        try late.end()
+        #expect(late.closeCode == 1000)
+        let all = Array(first.events.prefix { $0.seq <= lastSeen }) + late.events
+        #expect(all.map(\.seq) == Array(1...all.count), "one numbering across both connections")
+        #expect(all.finals == Reference.finals(Self.input))
     }
 
     @Test func aResumeThatOvertakesTheOldConnectionsCloseTakesOver() throws {

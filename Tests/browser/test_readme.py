@@ -23,16 +23,36 @@ def readme_snippet() -> str:
     return match.group(1) + "\n"
 
 
+# How the README says to run it on Debian 12's Node 18 (with node-ws): the preload that gives
+# Node the WebSocket of node-ws (conftest.Node uses the same file there).
+README_NODE18 = "node --require ./Tests/browser/node_websocket.cjs captions.mjs"
+
+
 def test_readme_example_runs(server, node, reference, tmp_path):
     text = (REPO / "README.md").read_text(encoding="utf-8")
     # What the README says about running it agrees with what is run here.
     assert "node --experimental-websocket captions.mjs" in text and "Node 22" in text
+    assert README_NODE18 in text and "node-ws" in text
+    # Node's own WebSocket (22+, or 20 with --experimental-websocket); on Debian 12's Node 18
+    # the WebSocket of node-ws stands in for it (conftest.Node).
+    run_readme_example(node.command, node, server, reference, tmp_path)
+
+
+def test_readme_example_runs_as_on_debian_12s_node(server, node, reference, tmp_path):
+    """The README's command for Node 18 (node-ws preloaded), whatever this Node is: the preload
+    changes nothing where Node has a WebSocket of its own, and gives it one elsewhere."""
+    preload = README_NODE18.split()[1:3]
+    assert (REPO / preload[1]).is_file()
+    run_readme_example(lambda *args: [node.path, *preload, *args], node, server, reference, tmp_path)
+
+
+def run_readme_example(command, node, server, reference, tmp_path):
+    """Runs the README's script as captions.mjs in a folder laid out as the repository is."""
     script = tmp_path / "captions.mjs"
     script.write_text(readme_snippet(), encoding="utf-8")
     (tmp_path / "web-client").symlink_to(REPO / "web-client", target_is_directory=True)
-    # Node's own WebSocket (22+, or 20 with --experimental-websocket); on Debian 12's Node 18
-    # the WebSocket of node-ws stands in for it (conftest.Node).
-    result = subprocess.run(node.command(str(script), str(SPEECH_WAV), server.ws), cwd=tmp_path,
+    (tmp_path / "Tests").symlink_to(REPO / "Tests", target_is_directory=True)
+    result = subprocess.run(command(str(script), str(SPEECH_WAV), server.ws), cwd=tmp_path,
                             capture_output=True, text=True, timeout=300, env=node_env())
     assert result.returncode == 0, f"node {node.version} ({node.websocket} WebSocket):\n{result.stderr[-4000:]}"
     lines = result.stdout.strip().splitlines()

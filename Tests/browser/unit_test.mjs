@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as client from '../../web-client/steno-client.js';
 import * as transcript from '../../web-client/transcript.js';
-import { reconnectedMessage } from '../../web-client/page.js';
+import { defaultStreamUrl, reconnectedMessage } from '../../web-client/page.js';
 const { StenoClient, StenoError } = client;
 
 /** A WebSocket whose server side the test plays. */
@@ -1193,4 +1193,21 @@ test('publisher: silence is held in its place while away (for nothing in bufferS
   assert.ok(p.bufferedSeconds <= 0.25 + 1e-9, `${p.bufferedSeconds}`);
   assert.ok(dropped.includes('buffer_full'));
   await p.close();
+});
+
+test('the page streams to v1/stream next to itself, so that it works under a sub-path', () => {
+  assert.equal(defaultStreamUrl('http://127.0.0.1:8080/'), 'ws://127.0.0.1:8080/v1/stream');
+  assert.equal(defaultStreamUrl('http://127.0.0.1:8080/index.html?token=t#x'), 'ws://127.0.0.1:8080/v1/stream');
+  // Behind a proxy that passes https://host/captions/ on to Steno's root.
+  assert.equal(defaultStreamUrl('https://host.example/captions/'), 'wss://host.example/captions/v1/stream');
+  assert.equal(defaultStreamUrl('https://host.example/captions/index.html?channel=a'), 'wss://host.example/captions/v1/stream');
+  assert.equal(defaultStreamUrl('https://host.example:8443/a/b/'), 'wss://host.example:8443/a/b/v1/stream');
+  // Opened from disk: no server to guess.
+  assert.equal(defaultStreamUrl('file:///home/me/steno/web-client/index.html'), '');
+  // The viewer page derives its server the same way (viewer.js: new URL('./', location.href)).
+  const viewerBase = new URL('./', 'https://host.example/captions/view.html?channel=hall').href;
+  assert.equal(client.listenUrl(viewerBase, 'hall'), 'wss://host.example/captions/v1/listen?channel=hall');
+  // And the page's stream address, given to the client, stays where it is.
+  assert.equal(client.streamUrl(defaultStreamUrl('https://host.example/captions/'), { token: 't' }),
+    'wss://host.example/captions/v1/stream?token=t');
 });

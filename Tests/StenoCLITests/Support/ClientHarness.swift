@@ -310,3 +310,121 @@ enum TestAudio {
         }
     }
 }
+
+/// A listener on 127.0.0.1 that answers every request with one canned HTTP response and
+/// hangs up: what a proxy in front of the server that refuses the client looks like (a 403
+/// from an access rule, say), since Steno itself answers 403 only to a browser's `Origin`.
+final class CannedHTTPServer: @unchecked Sendable {
+    let port: Int
+    private let listener: Int32
+    private let stopping = Atomic<Bool>(false)
+    private let served = Atomic<Int>(0)
+
+    init(response: String) throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestClientError.io("socket", errno) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(fd, 16) == 0 else {
+            close(fd)
+            throw TestClientError.io("bind/listen", errno)
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        listener = fd
+        let bytes = Array(response.utf8)
+        Thread { [self] in
+            while !stopping.load(ordering: .relaxed) {
+                let client = accept(listener, nil, nil)
+                if client < 0 {
+                    if errno == EINTR { continue }
+                    return
+                }
+                // The request head, then the answer.
+                var request = [UInt8]()
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                while !request.ends(with: Array("\r\n\r\n".utf8)) && request.count < 65536 {
+                    let n = buffer.withUnsafeMutableBytes { read(client, $0.baseAddress, $0.count) }
+                    if n < 0 && errno == EINTR { continue }
+                    if n <= 0 { break }
+                    request += buffer[0..<n]
+                }
+                _ = bytes.withUnsafeBytes { write(client, $0.baseAddress, $0.count) }
+                shutdown(client, Int32(SHUT_WR))
+                close(client)
+                served.add(1, ordering: .relaxed)
+            }
+        }.start()
+    }
+
+    /// Requests answered so far.
+    var servedCount: Int { served.load(ordering: .relaxed) }
+
+    func stop() {
+        guard !stopping.exchange(true, ordering: .relaxed) else { return }
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+    }
+
+    deinit { stop() }
+}
+
+extension Array where Element == UInt8 {
+    fileprivate func ends(with suffix: [UInt8]) -> Bool { count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix }
+}
+
+/// `steno serve` in a process of its own, which a test can stop as a supervisor does
+/// (SIGTERM: the drain, finals, then 1001 `shutting_down`) and start again on the same port.
+final class ServeProcess: @unchecked Sendable {
+    let command: StenoCommand
+    let port: Int
+    var url: String { "ws://127.0.0.1:\(port)" }
+
+    /// Starts a server on `port` (0: a free one) and waits until it listens.
+    init(port: Int = 0) throws {
+        // As the in-process test servers: admission by the connection limit only, no idle or
+        // stall timeouts (tests stream in parallel on a busy machine).
+        let serve = try StenoCommand(["serve", "--host", "127.0.0.1", "--port", String(port), "--recognizers", "2",
+                                      "--workers", "2", "--lag-target", "0", "--idle-timeout", "0", "--stall-seconds", "30",
+                                      "--log-level", "warning"])
+        try serve.wait(for: "the server's first line") { serve.stdout.text.contains("\n") }
+        guard let match = serve.stdout.text.firstMatch(of: /listening on http:\/\/127\.0\.0\.1:(\d+)\n/),
+              let listening = Int(match.1) else {
+            throw TestClientError.protocolError("steno serve said: \(serve.stdout.text) \(serve.stderr.text)")
+        }
+        command = serve
+        self.port = listening
+    }
+
+    /// SIGTERM, and its exit status once it has drained.
+    @discardableResult
+    func terminate() throws -> Int32 {
+        if command.isRunning { kill(command.pid, SIGTERM) }
+        return try command.finish()
+    }
+}
+
+extension ServeProcess {
+    /// A new server on the port of one that has stopped (tried again while the port is still
+    /// taken: a guard, for a kernel slow to release it).
+    static func restart(on port: Int) throws -> ServeProcess {
+        var attempts = 0
+        while true {
+            do {
+                return try ServeProcess(port: port)
+            } catch {
+                attempts += 1
+                if attempts >= 20 { throw error }
+                usleep(250_000)
+            }
+        }
+    }
+}
