@@ -27,6 +27,7 @@ test_packages=(
     python3-venv
     ffmpeg                # reads the live HLS subtitle playlist in the HLS test, as a player would; README's ffmpeg example
     jq                    # README's `steno listen … | jq` example, which the tests run
+    nginx-light           # docs/nginx/steno.conf, run in front of the server by the tests
 )
 
 packages=("${run_packages[@]}")

@@ -419,9 +419,9 @@ final class StenoClient {
     /// Called after each audio message with the seconds of audio sent so far.
     var onAudioSent: ((Double) -> Void)?
 
-    init(port: Int, path: String = "/v1/stream", headers: [(String, String)] = [],
+    init(port: Int, path: String = "/v1/stream", headers: [(String, String)] = [], tls: Bool = false,
          receiveBufferSize: Int? = nil, sendBufferSize: Int? = nil) throws {
-        ws = try WebSocketTestClient.connect(port: port, path: path, headers: headers,
+        ws = try WebSocketTestClient.connect(port: port, path: path, headers: headers, tls: tls,
                                              receiveBufferSize: receiveBufferSize, sendBufferSize: sendBufferSize,
                                              timeout: 30)
     }
