@@ -23,6 +23,8 @@ final class MemoryConnections: ConnectionSink {
         var received: [String] = []
         var close: (code: UInt16, reason: String)?
         var reading = true
+        /// Every `setReading` the session layer asked for, in order.
+        var readingChanges: [Bool] = []
     }
 
     private let state = Mutex<[ConnectionID: Connection]>([:])
@@ -56,7 +58,11 @@ final class MemoryConnections: ConnectionSink {
     }
 
     func setReading(_ id: ConnectionID, _ reading: Bool) {
-        state.withLock { s in if s[id] != nil { s[id]!.reading = reading } }
+        state.withLock { s in
+            guard s[id] != nil else { return }
+            s[id]!.reading = reading
+            s[id]!.readingChanges.append(reading)
+        }
     }
 
     func queuedBytes(_ id: ConnectionID) -> Int? { state.withLock { $0[id]?.queue.byteCount } }
@@ -83,6 +89,7 @@ final class MemoryConnections: ConnectionSink {
     func received(_ id: ConnectionID) -> [String] { state.withLock { $0[id]?.received ?? [] } }
     func closeRequest(_ id: ConnectionID) -> (code: UInt16, reason: String)? { state.withLock { $0[id]?.close } }
     func isReading(_ id: ConnectionID) -> Bool { state.withLock { $0[id]?.reading ?? false } }
+    func readingChanges(_ id: ConnectionID) -> [Bool] { state.withLock { $0[id]?.readingChanges ?? [] } }
 }
 
 // MARK: - A scripted engine
@@ -100,8 +107,12 @@ final class ScriptedEngine: SpeechEngine {
         decoders = ScriptedDecoders(capacity: capacity)
     }
 
+    /// While set, recognizers cannot be made (as when a model fails to load): sessions fail.
+    let refusesRecognizers = Atomic<Bool>(false)
+
     func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
-        ScriptedRecognizer(decoders: decoders, wake: wake, partials: options.partialResults)
+        if refusesRecognizers.load(ordering: .relaxed) { throw StenoError(.internal, "the scripted engine refuses") }
+        return ScriptedRecognizer(decoders: decoders, wake: wake, partials: options.partialResults)
     }
 
     var load: RecognizerLoad { decoders.load }
