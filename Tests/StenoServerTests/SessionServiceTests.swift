@@ -9,7 +9,8 @@ import Testing
 /// the transport would drive them, on memory connections (`MemoryConnections`), with the
 /// scripted engine and a manual worker pool. The test decides when the lanes run (`settle`),
 /// when a client reads its queue, and what time the session machines are told at a tick
-/// (`tick(at:)`): nothing here sleeps or measures time.
+/// (`tick(at:)`, times chosen around readings of the clock): nothing here sleeps, and no
+/// outcome depends on how long anything takes.
 ///
 /// The scripted engine hears 2048-sample blocks (0.128 s at 16 kHz): a block of tone is a word
 /// `wN`, a silent block after speech ends the utterance with a final.
@@ -17,7 +18,9 @@ import Testing
 /// Covered: every row of docs/protocol.md's error table that the service produces, finalize /
 /// end / cancel, inbound and outbound backpressure, and the drain. Left to the live tests:
 /// what only the transport does (UTF-8 validation of text frames, fragments, TCP flow control,
-/// close frames on the wire) and `StenoServer.drain`'s closing of viewers.
+/// close frames and resets on the wire, keepalive), resuming on a new connection (the memory
+/// connections keep no written events to hand over), and `StenoServer.drain`'s closing of
+/// viewers and its timeout.
 @Suite struct SessionServiceTests {
     // MARK: - Helpers
 
@@ -88,7 +91,7 @@ import Testing
     /// `seq` 1, 2, 3 … with no gap, as the client read them.
     static func expectNumbered(_ events: [JSONObject], sourceLocation: SourceLocation = #_sourceLocation) {
         let seqs = events.map { Int($0.number("seq") ?? -1) }
-        #expect(seqs == Array(1...max(1, seqs.count)).prefix(seqs.count).map { $0 }, "seq \(seqs)", sourceLocation: sourceLocation)
+        #expect(seqs == (0..<seqs.count).map { $0 + 1 }, "seq \(seqs)", sourceLocation: sourceLocation)
     }
 
     /// The last event is a fatal `code` and the close that follows it is `close` with the code as
@@ -134,6 +137,7 @@ import Testing
             #"{"type":"start",\#(audio),"model":"nosuch"}"#,            // a model the server lacks
             #"{"type":"start",\#(audio),"format":"fancy"}"#,            // no such format
             #"{"type":"start",\#(audio),"alternatives":11}"#,           // over the bound
+            #"{"type":"start",\#(audio),"phrases":["a b c d e f g h i j k"]}"#,  // a phrase of 11 words
             #"{"type":"gap","duration":0}"#,                            // malformed, before start
         ]
         var seen = 0
@@ -216,17 +220,21 @@ import Testing
         #expect(server.connections.closeRequest(id)?.code == 1000)
     }
 
-    @Test func anOpusPacketWithAnUnreadableHeaderIsConcealedWithBadAudio() throws {
+    /// An Opus packet the server cannot read the length of (no header: counted as long as the
+    /// last good packet, none yet: 20 ms) or one the decoder cannot decode (a header saying
+    /// two 20 ms frames, the first longer than the packet) is concealed, with a non-fatal
+    /// `bad_audio`, once.
+    @Test(arguments: [("no header", [UInt8](), 0.02), ("undecodable", [0x0A, 251, 1, 2, 3], 0.04)])
+    func anOpusPacketThatCannotBeDecodedIsConcealedWithBadAudio(_ what: String, _ packet: [UInt8], _ duration: Double) throws {
         let server = Self.server()
         let id = try Self.started(server, #"{"type":"start","audio":{"encoding":"opus","sampleRate":48000,"channels":1}}"#)
-        // No header at all: concealed as long as the last good packet (none yet: 20 ms).
-        server.send(id, audio: [])
+        server.send(id, audio: packet)
         server.send(id, Self.end)
         server.settle()
         let events = server.events(id)
-        #expect(Self.kinds(events) == ["ready", "error", "ended"], "\(Self.kinds(events, all: true))")
+        #expect(Self.kinds(events) == ["ready", "error", "ended"], "\(what): \(Self.kinds(events, all: true))")
         #expect(Self.errors(events).first?.text("code") == "bad_audio" && Self.errors(events).first?.flag("fatal") == false)
-        #expect(Self.near(Self.last("ended", "duration", in: events), 0.02))
+        #expect(Self.near(Self.last("ended", "duration", in: events), duration), "\(what)")
         #expect(server.connections.closeRequest(id)?.code == 1000)
     }
 
