@@ -29,18 +29,7 @@ import Testing
     static let blockSeconds = 0.128
 
     /// `blocks` blocks of 16 kHz s16le mono: tone when `speech`, else silence.
-    static func audio(_ blocks: Int, speech: Bool) -> [UInt8] {
-        let n = blocks * block
-        var bytes = [UInt8](repeating: 0, count: 2 * n)
-        if speech {
-            for i in 0..<n {
-                let v = Int16(i % 32 < 16 ? 8000 : -8000)
-                bytes[2 * i] = UInt8(truncatingIfNeeded: v)
-                bytes[2 * i + 1] = UInt8(truncatingIfNeeded: v >> 8)
-            }
-        }
-        return bytes
-    }
+    static func audio(_ blocks: Int, speech: Bool) -> [UInt8] { MemoryServer.pcm(samples: blocks * block, speech: speech) }
 
     static func speech(_ blocks: Int) -> [UInt8] { audio(blocks, speech: true) }
     static func silence(_ blocks: Int) -> [UInt8] { audio(blocks, speech: false) }
@@ -610,6 +599,32 @@ import Testing
         #expect(Self.near(Self.last("cancelled", "through", in: events), 0))
         #expect(server.connections.closeRequest(id)?.code == 1000)
         #expect(server.engine.recognizersAlive == 0)
+    }
+
+    /// `gap` (audio the client lost) and `silence` (silence it did not send) move the timeline
+    /// without audio and end the utterance in progress there; only `gap` is answered.
+    @Test(arguments: ["gap", "silence"])
+    func aGapOrSilenceEndsTheUtteranceAndMovesTheTimeline(_ type: String) throws {
+        let server = Self.server()
+        let id = try Self.started(server)
+        server.send(id, audio: Self.speech(2))
+        server.settle()
+        server.send(id, #"{"type":"\#(type)","duration":1}"#)
+        server.settle()
+        server.send(id, audio: Self.speech(2))
+        server.send(id, Self.end)
+        server.settle()
+        let events = server.events(id)
+        #expect(Self.kinds(events) == (type == "gap" ? ["ready", "gap", "final", "final", "ended"] : ["ready", "final", "final", "ended"]))
+        if type == "gap", let gap = events.first(where: { $0.type == "gap" }) {
+            #expect(Self.near(gap.number("start"), 0.256) && Self.near(gap.number("end"), 1.256), "\(gap)")
+        }
+        let finals = Self.finals(events)
+        #expect(finals.count == 2)
+        #expect(finals.first.map { $0.text == "w1 w2" && Self.near($0.end, 0.256) } == true, "ends at the hole: \(finals)")
+        #expect(finals.last.map { $0.text == "w1 w2" && Self.near($0.start, 1.256) && Self.near($0.end, 1.512) } == true,
+                "after the hole: \(finals)")
+        #expect(Self.near(Self.last("ended", "duration", in: events), 1.512))
     }
 
     // MARK: - Inbound backpressure

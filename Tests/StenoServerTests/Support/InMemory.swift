@@ -381,7 +381,11 @@ final class MemoryServer {
 
     /// `seconds` of 16 kHz s16 PCM: a tone when `speech`, else silence.
     static func pcm(seconds: Double, speech: Bool) -> [UInt8] {
-        let n = Int(seconds * 16000)
+        pcm(samples: Int(seconds * 16000), speech: speech)
+    }
+
+    /// `n` samples of 16 kHz s16 PCM: a tone when `speech`, else silence.
+    static func pcm(samples n: Int, speech: Bool) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: 2 * n)
         if speech {
             for i in 0..<n {
