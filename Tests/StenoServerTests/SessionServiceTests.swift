@@ -99,6 +99,16 @@ import Testing
         expectNumbered(events, sourceLocation: sourceLocation)
     }
 
+    /// A started session, with nothing sent yet, gets the final of an utterance and ends.
+    static func expectItWorks(_ server: MemoryServer, _ id: ConnectionID, _ what: String,
+                              sourceLocation: SourceLocation = #_sourceLocation) {
+        server.send(id, audio: speech(1) + silence(1))
+        server.send(id, end)
+        server.settle()
+        #expect(kinds(server.events(id)) == ["ready", "final", "ended"], "\(what)", sourceLocation: sourceLocation)
+        #expect(server.connections.closeRequest(id)?.code == 1000, "\(what)", sourceLocation: sourceLocation)
+    }
+
     static func errors(_ events: [JSONObject]) -> [JSONObject] { events.filter { $0.type == "error" } }
 
     /// The `key` of the last event of `type`.
@@ -298,11 +308,7 @@ import Testing
         #expect(Self.kinds(server.events(id)) == (beforeStart ? ["error"] : ["ready", "error"]), "\(what)")
         #expect(server.engine.recognizersAlive == 0)
         // The next session is not affected.
-        let next = try Self.started(server)
-        server.send(next, audio: Self.speech(1) + Self.silence(1))
-        server.send(next, Self.end)
-        server.settle()
-        #expect(Self.kinds(server.events(next)) == ["ready", "final", "ended"])
+        Self.expectItWorks(server, try Self.started(server), "the next session")
     }
 
     @Test func aViewerOverTheFrameLimitIsClosed1009WithoutAnEvent() throws {
@@ -313,22 +319,27 @@ import Testing
         #expect(server.connections.closeRequest(viewer)?.code == 1009)
     }
 
-    @Test func theSessionLimitFinalizesThenCloses4009() throws {
-        let server = Self.server { $0.limits.maxSessionSeconds = 60 }
+    /// `--max-session-seconds` since start (4009) or `--idle-timeout` since the last message
+    /// or analysis (4010), reached in the middle of an utterance: its final comes first.
+    @Test(arguments: [("session_limit", UInt16(4009)), ("idle", UInt16(4010))])
+    func aLimitReachedInASessionFinalizesThenCloses(_ code: String, _ close: UInt16) throws {
+        let server = Self.server {
+            if code == "idle" { $0.limits.idleTimeoutSeconds = 60 } else { $0.limits.maxSessionSeconds = 60 }
+        }
+        // Start, audio and analysis all come after this.
         let before = SystemClock.now()
         let id = try Self.started(server)
         server.send(id, audio: Self.speech(4))   // an utterance in progress
         server.settle()
-        // Not yet: under 60 s since start.
         Self.tick(server, at: before + 59.9)
         server.settle()
-        #expect(server.connections.closeRequest(id) == nil)
+        #expect(server.connections.closeRequest(id) == nil, "not yet")
         Self.tick(server, at: SystemClock.now() + 60)
         server.settle()
         let events = server.events(id)
         #expect(Self.kinds(events) == ["ready", "final", "error"], "the finals come before the error")
         #expect(Self.finals(events).map(\.text) == ["w1 w2 w3 w4"])
-        Self.expectFatal(server, id, "session_limit", close: 4009)
+        Self.expectFatal(server, id, code, close: close)
         #expect(server.engine.recognizersAlive == 0)
     }
 
@@ -348,22 +359,6 @@ import Testing
         Self.tick(server, at: SystemClock.now() + limit)
         Self.expectFatal(server, id, "idle", close: 4010, which)
         #expect(Self.kinds(server.events(id)) == ["error", "error"])
-    }
-
-    @Test func idleInASessionFinalizesThenCloses4010() throws {
-        let server = Self.server { $0.limits.idleTimeoutSeconds = 30 }
-        let id = try Self.started(server)
-        let before = SystemClock.now()
-        server.send(id, audio: Self.speech(4))
-        server.settle()
-        Self.tick(server, at: before + 29.9)
-        server.settle()
-        #expect(server.connections.closeRequest(id) == nil)
-        Self.tick(server, at: SystemClock.now() + 30)
-        server.settle()
-        let events = server.events(id)
-        #expect(Self.kinds(events) == ["ready", "final", "error"], "the finals come before the error")
-        Self.expectFatal(server, id, "idle", close: 4010)
     }
 
     /// A client the server holds back (its socket not read) cannot send: analysis moving on
@@ -422,10 +417,7 @@ import Testing
         #expect(server.events(id).count == 1)
         // The session named is not disturbed.
         #expect(server.connections.closeRequest(running) == nil)
-        server.send(running, audio: Self.speech(1) + Self.silence(1))
-        server.send(running, Self.end)
-        server.settle()
-        #expect(Self.kinds(server.events(running)) == ["ready", "final", "ended"])
+        Self.expectItWorks(server, running, "the session named")
     }
 
     @Test func aRecognizerThatCannotStartFailsTheSessionWithInternal1011() throws {
