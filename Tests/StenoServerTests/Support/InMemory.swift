@@ -23,6 +23,8 @@ final class MemoryConnections: ConnectionSink {
         var received: [String] = []
         var close: (code: UInt16, reason: String)?
         var reading = true
+        /// Every `setReading` the session layer asked for, in order.
+        var readingChanges: [Bool] = []
     }
 
     private let state = Mutex<[ConnectionID: Connection]>([:])
@@ -59,7 +61,11 @@ final class MemoryConnections: ConnectionSink {
     }
 
     func setReading(_ id: ConnectionID, _ reading: Bool) {
-        state.withLock { s in if s[id] != nil { s[id]!.reading = reading } }
+        state.withLock { s in
+            guard s[id] != nil else { return }
+            s[id]!.reading = reading
+            s[id]!.readingChanges.append(reading)
+        }
     }
 
     func queuedBytes(_ id: ConnectionID) -> Int? { state.withLock { $0[id]?.queue.byteCount } }
@@ -86,6 +92,7 @@ final class MemoryConnections: ConnectionSink {
     func received(_ id: ConnectionID) -> [String] { state.withLock { $0[id]?.received ?? [] } }
     func closeRequest(_ id: ConnectionID) -> (code: UInt16, reason: String)? { state.withLock { $0[id]?.close } }
     func isReading(_ id: ConnectionID) -> Bool { state.withLock { $0[id]?.reading ?? false } }
+    func readingChanges(_ id: ConnectionID) -> [Bool] { state.withLock { $0[id]?.readingChanges ?? [] } }
 }
 
 // MARK: - A scripted engine
@@ -103,8 +110,12 @@ final class ScriptedEngine: SpeechEngine {
         decoders = ScriptedDecoders(capacity: capacity)
     }
 
+    /// While set, recognizers cannot be made (as when a model fails to load): sessions fail.
+    let refusesRecognizers = Atomic<Bool>(false)
+
     func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
-        ScriptedRecognizer(decoders: decoders, wake: wake, partials: options.partialResults)
+        if refusesRecognizers.load(ordering: .relaxed) { throw StenoError(.internal, "the scripted engine refuses") }
+        return ScriptedRecognizer(decoders: decoders, wake: wake, partials: options.partialResults)
     }
 
     var load: RecognizerLoad { decoders.load }
@@ -375,7 +386,11 @@ final class MemoryServer {
 
     /// `seconds` of 16 kHz s16 PCM: a tone when `speech`, else silence.
     static func pcm(seconds: Double, speech: Bool) -> [UInt8] {
-        let n = Int(seconds * 16000)
+        pcm(samples: Int(seconds * 16000), speech: speech)
+    }
+
+    /// `n` samples of 16 kHz s16 PCM: a tone when `speech`, else silence.
+    static func pcm(samples n: Int, speech: Bool) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: 2 * n)
         if speech {
             for i in 0..<n {

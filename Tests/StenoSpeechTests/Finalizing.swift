@@ -1,0 +1,65 @@
+import Foundation
+import StenoCore
+import StenoSystem
+import Testing
+@testable import StenoSpeech
+
+@Suite struct Finalizing {
+    /// `endUtterance()` in the middle of a sentence makes everything heard so far final at
+    /// once; the rest of the sentence goes on in a new result.
+    @Test func endUtteranceInTheMiddleOfASentence() throws {
+        let audio = try TestAudio.load("librivox/sense_and_sensibility_01_austen_64kb-0870.wav")
+        let cut = 48000  // 3.0 s, inside "...to consider how much..."
+        let recognizer = try SharedEngine.get().makeRecognizer()
+        let floats = audio.floats
+        var before = try recognizer.accept(Array(floats[0..<cut]))
+        #expect(before.finals.isEmpty)  // continuous speech: no endpoint yet
+        before += try recognizer.endUtterance()
+        let finalized = before.finals
+        #expect(finalized.count == 1)
+        let first = try #require(finalized.first)
+        #expect(first.words.count >= 5)
+        #expect(first.range.end <= 3.0)
+
+        let after = try recognizer.accept(Array(floats[cut...])) + recognizer.finish()
+        let rest = after.finals
+        #expect(!rest.isEmpty)
+        let next = try #require(rest.first)
+        #expect(next.range.start >= 3.0)
+        #expect(!next.text.isEmpty)
+        // Speech went on across the cut: no speech-ended/started pair there.
+        let speech = (before + after).speech
+        #expect(speech.map(\.started) == [true, false])
+    }
+
+    /// A small maximum utterance length forces finals in continuous speech; each final is no
+    /// longer than the limit plus one block.
+    @Test func maxUtteranceLengthForcesFinals() throws {
+        let audio = try TestAudio.load("librivox/sense_and_sensibility_01_austen_64kb-0870.wav")
+        let limit = 1.5
+        let events = try transcribe(audio, options: RecognizerOptions(maxUtteranceSeconds: limit))
+        let finals = events.finals
+        #expect(finals.count >= 4)
+        for result in finals {
+            #expect(result.range.duration <= limit + 2048.0 / 16000)
+        }
+        for (a, b) in zip(finals, finals.dropFirst()) {
+            #expect(a.range.end <= b.range.start)
+        }
+        // The cuts are not voice activity: speech stays started across them.
+        #expect(events.speech.filter(\.started).count < finals.count)
+        #expect(events.speech.enumerated().allSatisfy { $0.offset % 2 == 0 ? $0.element.started : !$0.element.started })
+        // Nothing is lost: the words together are about as many as without the limit.
+        let whole = try transcribe(audio).finals.flatMap(\.words).count
+        #expect(abs(finals.flatMap(\.words).count - whole) <= 4)
+    }
+
+    @Test func finalizeTwiceAndOnSilenceGivesNothing() throws {
+        let recognizer = try SharedEngine.get().makeRecognizer()
+        #expect(try recognizer.endUtterance().isEmpty)
+        #expect(try recognizer.endUtterance().isEmpty)
+        #expect(try recognizer.accept([Float](repeating: 0, count: 16000)).isEmpty)
+        #expect(try recognizer.endUtterance().isEmpty)
+        #expect(try recognizer.finish().isEmpty)
+    }
+}
