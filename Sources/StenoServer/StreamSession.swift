@@ -360,8 +360,11 @@ final class StreamSession: Sendable {
         // A closed session's channel is free before the client can read that it is over (its
         // finals are published by then): a client that starts the next publisher on `ended`
         // must find the channel free.
+        // Likewise its place among the live sessions: a client that reads `ended` and connects
+        // again must not be refused as if this session still counted.
         if s.machine.isClosed && (event.kind == .ended || event.kind == .cancelled || event.kind == .error) {
             releaseChannel(&s)
+            if leaveLiveCount() { server.sessions.closed(self) }
         }
         var result = s.connection.map { server.handle.send($0, message) } ?? .closed
         if result == .closed && !s.machine.isClosed && !s.machine.resumeForfeited {

@@ -76,17 +76,18 @@ import Testing
         #expect(ids.count == 4 && ids[0] == ids[1] && ids[2] == ids[3] && ids[1] != ids[2])
     }
 
-    @Test func theChannelIsFreeBeforeThePublisherCanReadThatItEnded() throws {
+    @Test func theChannelAndTheSessionsPlaceAreFreeBeforeThePublisherCanReadThatItEnded() throws {
         // A client that starts the next publisher as soon as it reads `ended` must find the
-        // channel free: the lease goes before `ended` is handed to the connection.
+        // channel free and the server not full: both go before `ended` is handed over.
         let server = MemoryServer()
         let first = try #require(server.connect().1)
-        let stateAtEnded = Mutex<String?>(nil)
+        let stateAtEnded = Mutex<(channel: String?, live: Int)?>(nil)
         let channels = server.channels
+        let sessions = server.sessions
         server.connections.onSend.withLock {
             $0 = { id, message in
                 guard id == first, String(decoding: message.bytes, as: UTF8.self).contains(#""type":"ended""#) else { return }
-                stateAtEnded.withLock { $0 = channels.summaries.first { $0.name == "relay" }?.state }
+                stateAtEnded.withLock { $0 = (channels.summaries.first { $0.name == "relay" }?.state, sessions.liveCount) }
             }
         }
         server.send(first, Self.start(channel: "relay"))
@@ -94,7 +95,9 @@ import Testing
         server.send(first, #"{"type":"end"}"#)
         server.settle()
         #expect(server.events(first).last?.type == "ended")
-        #expect(stateAtEnded.withLock { $0 } == "ended", "the channel was still held when ended was sent")
+        let atEnded = try #require(stateAtEnded.withLock { $0 })
+        #expect(atEnded.channel == "ended", "the channel was still held when ended was sent")
+        #expect(atEnded.live == 0, "the session still counted against capacity when ended was sent")
         let second = try #require(server.connect().1)
         server.send(second, Self.start(channel: "relay"))
         server.settle()
