@@ -26,6 +26,8 @@ test_packages=(
     nodejs node-ws        # the web client's Node tests: Debian 12's Node 18 has no WebSocket of its own
     python3-venv
     ffmpeg                # reads the live HLS subtitle playlist in the HLS test, as a player would
+    haproxy               # the cluster tests: several instances behind docs/haproxy/steno.cfg
+    redis-server          # the cluster tests: channels across instances (--redis)
 )
 
 packages=("${run_packages[@]}")

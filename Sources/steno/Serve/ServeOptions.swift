@@ -13,7 +13,7 @@ struct ServeOptions {
     /// The flags, with this machine's defaults in their help.
     struct Flags {
         let host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes: Flag
-        let idleTimeout, maxSessionSeconds, token, viewerToken, metricsToken, allowedOrigin, cert, key: Flag
+        let idleTimeout, maxSessionSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, cert, key: Flag
         let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, workers, eventLoop, recognizers, dedicatedRecognizers, lagTarget, logLevel: Flag
         let captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds: Flag
         let hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts: Flag
@@ -51,6 +51,9 @@ struct ServeOptions {
                                 default: "none (open)", environment: "STENO_METRICS_TOKENS", repeatable: true)
             allowedOrigin = Flag("allowed-origin", value: "ORIGIN", help: "accepted Origin, e.g. https://example.com; repeatable",
                                  default: "any origin", environment: "STENO_ALLOWED_ORIGINS", repeatable: true)
+            trustedProxy = Flag("trusted-proxy", value: "ADDRESS",
+                                help: "a proxy's IP address whose X-Forwarded-For names the client in the log; repeatable",
+                                default: "none (the header is ignored)", environment: "STENO_TRUSTED_PROXIES", repeatable: true)
             cert = Flag("cert", value: "PATH", help: "TLS certificate (PEM); needs --key",
                         default: "none (plain HTTP)", environment: "STENO_CERT")
             key = Flag("key", value: "PATH", help: "TLS private key (PEM); needs --cert",
@@ -102,7 +105,7 @@ struct ServeOptions {
 
         var all: [Flag] {
             [host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes, idleTimeout,
-             maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, metricsToken, allowedOrigin, cert, key, drainTimeout, keepAlive, workers,
+             maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, cert, key, drainTimeout, keepAlive, workers,
              eventLoop, recognizers, dedicatedRecognizers, lagTarget, captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds,
              hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts, logLevel]
         }
@@ -182,6 +185,9 @@ struct ServeOptions {
         options.metricsTokens = try given.list(flags.metricsToken).map { (value) throws(UsageError) in try given.token(value) }
         options.allowedOrigins = try given.list(flags.allowedOrigin).map { (value) throws(UsageError) in
             try given.origin(value)
+        }
+        options.trustedProxies = try given.list(flags.trustedProxy).map { (value) throws(UsageError) in
+            try given.ipAddress(value)
         }
         let certificate = try given.single(flags.cert).map { (value) throws(UsageError) in try given.path(value) }
         let key = try given.single(flags.key).map { (value) throws(UsageError) in try given.path(value) }
