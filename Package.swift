@@ -67,6 +67,8 @@ let package = Package(
         .target(
             name: "StenoTransport",
             dependencies: ["StenoCore", "StenoSystem", "CLibWebSockets", "CLwsShims", "CLibUVShims"]),
+        // A small Redis client (RESP over a plain socket), for channels across instances.
+        .target(name: "StenoRedis"),
         // The service: routes, sessions, channels, Steno's metrics, static files.
         .target(
             name: "StenoServer",
@@ -93,6 +95,7 @@ let package = Package(
         .testTarget(name: "StenoCoreTests", dependencies: ["StenoCore"]),
         .testTarget(name: "StenoWorkersTests", dependencies: ["StenoWorkers"]),
         .testTarget(name: "StenoPrometheusTests", dependencies: ["StenoPrometheus"]),
+        .testTarget(name: "StenoRedisTests", dependencies: ["StenoRedis", "StenoTestSupport"]),
         .testTarget(
             name: "StenoAudioTests",
             dependencies: ["StenoAudio", "COpus", "COpusShims"],
