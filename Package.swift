@@ -73,12 +73,12 @@ let package = Package(
         .target(
             name: "StenoServer",
             dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoSession", "StenoTransport",
-                           "StenoWorkers", "StenoPrometheus", "StenoSystem"]),
+                           "StenoWorkers", "StenoPrometheus", "StenoSystem", "StenoRedis"]),
         // The command line: serve, transcribe, send, listen, and one flag parser for all of them.
         .executableTarget(
             name: "steno",
             dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoSession", "StenoServer", "StenoSystem",
-                           "StenoTransport", "CAlsa", "CAlsaShims"]),
+                           "StenoTransport", "StenoRedis", "CAlsa", "CAlsaShims"]),
 
         // Benchmarks: `make bench` prints their tables.
         .systemLibrary(name: "CEpoll", path: "bench/Sources/CEpoll"),
@@ -109,12 +109,12 @@ let package = Package(
             dependencies: ["StenoTransport", "StenoTestSupport"]),
         .testTarget(
             name: "StenoServerTests",
-            dependencies: ["StenoServer", "StenoSystem", "StenoTestSupport", "steno", "COpus", "COpusShims"],
+            dependencies: ["StenoServer", "StenoSystem", "StenoTestSupport", "StenoRedis", "steno", "COpus", "COpusShims"],
             resources: [.copy("Resources")]),
         .testTarget(
             name: "StenoCLITests",
             dependencies: ["steno", "StenoCore", "StenoAudio", "StenoServer", "StenoSpeech", "StenoSystem",
-                           "StenoTestSupport"],
+                           "StenoTestSupport", "StenoRedis"],
             resources: [.copy("Resources")]),
     ]
 )
