@@ -94,6 +94,43 @@ struct ClusterTests {
         #expect(back.sessionsStarted == 1, "\(back.log)")
     }
 
+    @Test(.enabled(if: TestRedisServer.isInstalled, "\(TestRedisServer.missing)"))
+    func viewersOnEveryInstanceGetThePublishersFinalsThroughHAProxyAndRedis() throws {
+        let redis = try TestRedisServer()
+        defer { redis.remove() }
+        let arguments = Self.instanceArguments + ["--redis", redis.url]
+        let instances = try (0..<3).map { _ in try ServeInstance(arguments) }
+        defer { for instance in instances { instance.stop() } }
+        let proxy = try HAProxy(instances: instances.map(\.port))
+        defer { proxy.stop() }
+
+        // Three viewers through HAProxy, one after the other: leastconn gives each instance one.
+        var viewers: [StenoCommand] = []
+        defer { for viewer in viewers where viewer.isRunning { kill(viewer.pid, SIGKILL) } }
+        func joined() -> Int { instances.reduce(0) { $0 + $1.log.components(separatedBy: "joined channel hall").count - 1 } }
+        for count in 1...3 {
+            viewers.append(try StenoCommand(["listen", "--channel", "hall", "--server", proxy.url, "--ca", proxy.caPath]))
+            try viewers.last!.wait(for: "viewer \(count) to join") { joined() == count }
+        }
+        for instance in instances {
+            #expect(instance.log.components(separatedBy: "joined channel hall").count - 1 == 1, "\(instance.log)")
+        }
+
+        // The publisher, through HAProxy too, lands on one of them.
+        let send = try StenoCommand.run(["send", TestAudio.clip, "--channel", "hall", "--server", proxy.url, "--ca", proxy.caPath,
+                                         "--fast", "--encoding", "pcm", "--retry-max", "0.5"])
+        #expect(send.status == 0, "\(send.stderr)")
+        #expect(send.stdout == (try TestAudio.transcribed(TestAudio.clip)))
+        #expect(instances.filter { $0.sessionsStarted == 1 }.count == 1)
+        let finals = send.stdout.split(separator: "\n").count
+        for (index, viewer) in viewers.enumerated() {
+            try viewer.wait(for: "viewer \(index + 1)'s finals") { viewer.stdout.lines.count >= finals }
+            #expect(viewer.stdout.text == send.stdout, "viewer \(index + 1)")
+            viewer.interrupt()
+            #expect(try viewer.finish() == 0, "\(viewer.stderr.text)")
+        }
+    }
+
     static func words(_ text: String) -> [String] {
         text.split(separator: "\n").flatMap { line -> [String] in
             let body = line.split(separator: "]", maxSplits: 1).last ?? ""
