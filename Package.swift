@@ -67,16 +67,18 @@ let package = Package(
         .target(
             name: "StenoTransport",
             dependencies: ["StenoCore", "StenoSystem", "CLibWebSockets", "CLwsShims", "CLibUVShims"]),
+        // A small Redis client (RESP over a plain socket), for channels across instances.
+        .target(name: "StenoRedis"),
         // The service: routes, sessions, channels, Steno's metrics, static files.
         .target(
             name: "StenoServer",
             dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoSession", "StenoTransport",
-                           "StenoWorkers", "StenoPrometheus", "StenoSystem"]),
+                           "StenoWorkers", "StenoPrometheus", "StenoSystem", "StenoRedis"]),
         // The command line: serve, transcribe, send, listen, and one flag parser for all of them.
         .executableTarget(
             name: "steno",
             dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoSession", "StenoServer", "StenoSystem",
-                           "StenoTransport", "CAlsa", "CAlsaShims"]),
+                           "StenoTransport", "StenoRedis", "CAlsa", "CAlsaShims"]),
 
         // Benchmarks: `make bench` prints their tables.
         .systemLibrary(name: "CEpoll", path: "bench/Sources/CEpoll"),
@@ -93,6 +95,7 @@ let package = Package(
         .testTarget(name: "StenoCoreTests", dependencies: ["StenoCore"]),
         .testTarget(name: "StenoWorkersTests", dependencies: ["StenoWorkers"]),
         .testTarget(name: "StenoPrometheusTests", dependencies: ["StenoPrometheus"]),
+        .testTarget(name: "StenoRedisTests", dependencies: ["StenoRedis", "StenoTestSupport"]),
         .testTarget(
             name: "StenoAudioTests",
             dependencies: ["StenoAudio", "COpus", "COpusShims"],
@@ -106,12 +109,12 @@ let package = Package(
             dependencies: ["StenoTransport", "StenoTestSupport"]),
         .testTarget(
             name: "StenoServerTests",
-            dependencies: ["StenoServer", "StenoSystem", "StenoTestSupport", "steno", "COpus", "COpusShims"],
+            dependencies: ["StenoServer", "StenoSystem", "StenoTestSupport", "StenoRedis", "steno", "COpus", "COpusShims"],
             resources: [.copy("Resources")]),
         .testTarget(
             name: "StenoCLITests",
             dependencies: ["steno", "StenoCore", "StenoAudio", "StenoServer", "StenoSpeech", "StenoSystem",
-                           "StenoTestSupport"],
+                           "StenoTestSupport", "StenoRedis"],
             resources: [.copy("Resources")]),
     ]
 )

@@ -28,6 +28,8 @@ test_packages=(
     ffmpeg                # reads the live HLS subtitle playlist in the HLS test, as a player would; README's ffmpeg example
     jq                    # README's `steno listen … | jq` example, which the tests run
     nginx-light           # docs/nginx/steno.conf, run in front of the server by the tests
+    haproxy               # the cluster tests: several instances behind docs/haproxy/steno.cfg
+    redis-server          # the cluster tests: channels across instances (--redis)
 )
 
 packages=("${run_packages[@]}")

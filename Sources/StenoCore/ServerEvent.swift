@@ -95,7 +95,7 @@ public enum SpeechState: String, Sendable, Hashable {
 
 /// The `type` of a server event, and how it may be delivered.
 public enum ServerEventKind: String, Sendable, Hashable, CaseIterable {
-    case ready, volatile, final, speech, progress, finalized, ended, cancelled, error, joined, resumed, gap, publisher
+    case ready, volatile, final, speech, progress, finalized, ended, cancelled, error, joined, resumed, gap, publisher, relay
 
     /// A newer event of the same kind replaces an older one still unsent (volatile, progress).
     /// Every other kind must be delivered, in order.
@@ -137,6 +137,10 @@ public enum ServerEvent: Sendable, Hashable {
     /// For broadcast viewers: `{"type":"publisher","state":"live"|"ended"|"lost","broadcast":ID,
     /// "startedAt":…}`: the channel's broadcast began, ended, or lost its publisher.
     case publisher(PublisherState, broadcast: String, startedAt: UTCTime)
+    /// For broadcast viewers of a server in a cluster (`--redis`): `{"type":"relay","state":"down"|"up"}`:
+    /// the server lost (or got back) its link to the other instances, so the events of a
+    /// publisher on another instance stop (or come again, late ones first).
+    case relay(up: Bool)
 
     public var kind: ServerEventKind {
         switch self {
@@ -153,6 +157,7 @@ public enum ServerEvent: Sendable, Hashable {
         case .resumed: return .resumed
         case .gap: return .gap
         case .publisher: return .publisher
+        case .relay: return .relay
         }
     }
 
@@ -220,6 +225,8 @@ public enum ServerEvent: Sendable, Hashable {
             w.field("state", state.rawValue)
             w.field("broadcast", broadcast)
             w.field("startedAt", startedAt.iso8601)
+        case .relay(let up):
+            w.field("state", up ? "up" : "down")
         }
         w.endObject()
         var errorCode: ErrorCode?

@@ -1,6 +1,7 @@
 import StenoCore
 import StenoPrometheus
 import StenoTransport
+import StenoSystem
 import Synchronization
 
 /// Broadcast channels: a `start` with `"channel":NAME` publishes the session's
@@ -37,6 +38,11 @@ final class ChannelHub: Sendable {
         var showingVolatile: RecognitionResult?
         var cues: CaptionCueBuilder
         var track: HLSCaptionTrack
+        /// The instance whose publisher it is, when that is another one (played in from Redis
+        /// by the `ChannelRelay`); nil: a session of this server.
+        var origin: String? = nil
+        /// The last caption floor handed to the relay (floors go out a second apart at most).
+        var relayedFloor = 0.0
     }
 
     /// A channel as `/v1/channels` lists it.
@@ -76,6 +82,13 @@ final class ChannelHub: Sendable {
     let maxPastBroadcasts: Int
     let layout: CaptionLayout
     let hls: HLSConfiguration
+    /// Where local broadcasts are also written for the other instances (`--redis`); set
+    /// before the server starts.
+    private let relayBox = Mutex<ChannelRelay?>(nil)
+    var relay: ChannelRelay? {
+        get { relayBox.withLock { $0 } }
+        set { relayBox.withLock { $0 = newValue } }
+    }
 
     init(handle: any ConnectionSink, metrics: StenoMetrics, maxIdleChannels: Int = 64, maxPastBroadcasts: Int = 4,
          layout: CaptionLayout = CaptionLayout(), hls: HLSConfiguration = HLSConfiguration()) {
@@ -89,26 +102,40 @@ final class ChannelHub: Sendable {
 
     /// A session wants to publish on `name`. False if another live session holds it.
     func claim(_ name: String, session: String, startedAt: UTCTime, includeWords: Bool) -> Bool {
-        state.withLock { s in
-            var channel = s.channels[name] ?? Channel(counters: metrics.channelCounters(name))
-            if let current = channel.current, current.state == .live, current.session != session { return false }
-            if let previous = channel.current {
-                channel.past.append(previous)
-                if channel.past.count > maxPastBroadcasts { channel.past.removeFirst(channel.past.count - maxPastBroadcasts) }
-            }
-            let sequence = max(Int(startedAt.millisecondsSince1970 / 1000), channel.nextSequence)
-            let broadcast = Broadcast(id: String(sequence), session: session, startedAt: startedAt, includeWords: includeWords,
-                                      cues: CaptionCueBuilder(layout: layout),
-                                      track: HLSCaptionTrack(configuration: hls, sequenceBase: sequence, startedAt: startedAt))
-            channel.current = broadcast
-            s.channels[name] = channel
-            let welcome = ViewerWelcome.events(channel: name, startedAt: startedAt, backfill: [], includeWords: includeWords,
-                                               publisher: (.live, broadcast.id))
-            for viewer in channel.viewers {
-                for event in welcome { deliver(event, to: viewer, counters: channel.counters) }
-            }
-            return true
+        let relay = self.relay
+        return state.withLock { s in
+            claim(name, session: session, startedAt: startedAt, includeWords: includeWords, origin: nil, id: nil, relay: relay, &s)
         }
+    }
+
+    /// `claim` for a local session (`origin` nil) or another instance's broadcast `id`.
+    private func claim(_ name: String, session: String, startedAt: UTCTime, includeWords: Bool, origin: String?,
+                       id: String?, relay: ChannelRelay?, _ s: inout State) -> Bool {
+        var channel = s.channels[name] ?? Channel(counters: metrics.channelCounters(name))
+        if let current = channel.current, current.state == .live, current.session != session,
+           origin == nil || current.origin == nil { return false }
+        if let previous = channel.current {
+            channel.past.append(previous)
+            if channel.past.count > maxPastBroadcasts { channel.past.removeFirst(channel.past.count - maxPastBroadcasts) }
+        }
+        // Another instance's broadcast keeps its id, which is its HLS media sequence base too.
+        let sequence = id.flatMap { Int($0) } ?? max(Int(startedAt.millisecondsSince1970 / 1000), channel.nextSequence)
+        var broadcast = Broadcast(id: String(sequence), session: session, startedAt: startedAt, includeWords: includeWords,
+                                  cues: CaptionCueBuilder(layout: layout),
+                                  track: HLSCaptionTrack(configuration: hls, sequenceBase: sequence, startedAt: startedAt))
+        broadcast.origin = origin
+        channel.current = broadcast
+        s.channels[name] = channel
+        if origin == nil {
+            relay?.enqueue(.live(broadcast: broadcast.id, startedAt: startedAt, includeWords: includeWords),
+                           channel: name, session: session)
+        }
+        let welcome = ViewerWelcome.events(channel: name, startedAt: startedAt, backfill: [], includeWords: includeWords,
+                                           publisher: (.live, broadcast.id))
+        for viewer in channel.viewers {
+            for event in welcome { deliver(event, to: viewer, counters: channel.counters) }
+        }
+        return true
     }
 
     /// An event of the publisher of `name` (called under the publisher's session lock, in
@@ -116,11 +143,15 @@ final class ChannelHub: Sendable {
     func publish(_ event: EncodedEvent, final: RecognitionResult?, volatile: RecognitionResult?,
                  on name: String, from session: String) {
         guard event.kind.isBroadcast else { return }
+        let relay = self.relay
         state.withLock { s in
             // In place, holding no copy: a copy of the broadcast would copy its whole list of
             // finals per event.
             guard s.channels[name]?.current?.session == session, s.channels[name]?.current?.state == .live,
                   let viewers = s.channels[name]?.viewers, let counters = s.channels[name]?.counters else { return }
+            if s.channels[name]?.current?.origin == nil {
+                relay?.enqueue(.event(event, result: nil), channel: name, session: session)
+            }
             switch event.kind {
             case .final:
                 if let final {
@@ -141,8 +172,13 @@ final class ChannelHub: Sendable {
     /// How far the publisher of `name` has got: no final still to come starts before
     /// `floor` (`SessionMachine.captionFloor`). Settles cues and publishes HLS segments.
     func advance(_ name: String, session: String, floor: Double) {
+        let relay = self.relay
         state.withLock { s in
             guard s.channels[name]?.current?.session == session, s.channels[name]?.current?.state == .live else { return }
+            if let relay, s.channels[name]?.current?.origin == nil, floor >= (s.channels[name]?.current?.relayedFloor ?? 0) + 1 {
+                s.channels[name]?.current?.relayedFloor = floor
+                relay.enqueue(.floor(floor), channel: name, session: session)
+            }
             let settled = s.channels[name]?.current?.cues.settle(before: floor) ?? []
             s.channels[name]?.current?.track.add(settled)
             guard let cueFloor = s.channels[name]?.current?.cues.floor else { return }
@@ -155,10 +191,14 @@ final class ChannelHub: Sendable {
     /// The publisher of `name` is gone: its broadcast is over after `duration` seconds of
     /// audio, `ended` or `lost` (`PublisherState.after`), and its viewers are told so.
     func release(_ name: String, session: String, state outcome: PublisherState, duration: Double, now: UTCTime) {
+        let relay = self.relay
         state.withLock { s in
             guard var channel = s.channels[name], var broadcast = channel.current, broadcast.session == session,
                   broadcast.state == .live else { return }
             broadcast.state = outcome == .live ? .lost : outcome
+            if broadcast.origin == nil {
+                relay?.enqueue(.end(state: broadcast.state, duration: duration), channel: name, session: session)
+            }
             broadcast.endedAt = now
             broadcast.showingVolatile = nil
             broadcast.track.add(broadcast.cues.finish())
@@ -270,6 +310,90 @@ final class ChannelHub: Sendable {
                 return Summary(name: name, state: channel.current?.state.rawValue ?? "idle", broadcast: channel.current?.id,
                                startedAt: channel.current?.startedAt, viewers: channel.viewers.count,
                                finals: channel.current?.finals.count ?? 0)
+            }
+        }
+    }
+
+    // MARK: - Other instances' broadcasts (from the ChannelRelay's reader thread)
+
+    /// Channels with viewers here: the ones whose streams the relay follows.
+    var viewedChannels: [String] {
+        state.withLock { s in s.channels.compactMap { $0.value.viewers.isEmpty ? nil : $0.key } }
+    }
+
+    /// Whether the channel's broadcast from another instance writes words (how to read its events).
+    func remoteIncludesWords(_ name: String) -> Bool {
+        state.withLock { $0.channels[name]?.current?.includeWords ?? true }
+    }
+
+    /// An entry another instance wrote for its publisher `session` on `name`.
+    func applyRemote(_ entry: RelayEntry, channel name: String, session: String, instance: String) {
+        switch entry {
+        case .live(let id, let startedAt, let includeWords):
+            state.withLock { s in
+                // Said again (after Redis came back): nothing new.
+                if let current = s.channels[name]?.current, current.session == session, current.id == id { return }
+                _ = claim(name, session: session, startedAt: startedAt, includeWords: includeWords, origin: instance,
+                          id: id, relay: nil, &s)
+            }
+        case .event(let event, let result):
+            guard isRemote(name, session: session) else { return }
+            publish(event, final: event.kind == .final ? result : nil, volatile: event.kind == .volatile ? result : nil,
+                    on: name, from: session)
+        case .floor(let floor):
+            guard isRemote(name, session: session) else { return }
+            advance(name, session: session, floor: floor)
+        case .end(let outcome, let duration):
+            guard isRemote(name, session: session) else { return }
+            release(name, session: session, state: outcome, duration: duration, now: SystemClock.wall())
+        }
+    }
+
+    private func isRemote(_ name: String, session: String) -> Bool {
+        state.withLock { s in
+            guard let current = s.channels[name]?.current else { return false }
+            return current.session == session && current.origin != nil
+        }
+    }
+
+    /// The relay no longer follows `name` (no viewers here): its other instances' broadcasts
+    /// are forgotten, so that following it again starts from the stream afresh.
+    func forgetRemote(_ name: String) {
+        state.withLock { s in
+            guard var channel = s.channels[name] else { return }
+            channel.past.removeAll { $0.origin != nil }
+            if channel.current?.origin != nil { channel.current = channel.past.popLast() }
+            s.channels[name] = channel
+            if channel.current == nil && channel.past.isEmpty && channel.viewers.isEmpty { s.channels[name] = nil }
+        }
+    }
+
+    /// A local broadcast another instance's publisher holds the channel for: it ends here,
+    /// `lost` to its viewers, and nothing of it goes to the relay.
+    func withdraw(_ name: String, session: String) {
+        state.withLock { s in
+            guard var channel = s.channels[name], var broadcast = channel.current, broadcast.session == session,
+                  broadcast.origin == nil, broadcast.state == .live else { return }
+            broadcast.state = .lost
+            broadcast.endedAt = SystemClock.wall()
+            broadcast.showingVolatile = nil
+            channel.current = broadcast
+            s.channels[name] = channel
+            let event = ServerEvent.publisher(.lost, broadcast: broadcast.id, startedAt: broadcast.startedAt).encoded()
+            for viewer in channel.viewers { deliver(event, to: viewer, counters: channel.counters) }
+        }
+    }
+
+    /// The relay lost (or got back) Redis: the viewers of `channels` that follow another
+    /// instance's broadcast (or none yet) are told.
+    func relayChanged(up: Bool, channels names: [String]) {
+        let event = ServerEvent.relay(up: up).encoded()
+        state.withLock { s in
+            for name in names {
+                guard let channel = s.channels[name], channel.current.map({ $0.origin != nil || $0.state != .live }) ?? true else {
+                    continue
+                }
+                for viewer in channel.viewers { deliver(event, to: viewer, counters: channel.counters) }
             }
         }
     }

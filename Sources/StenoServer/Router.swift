@@ -27,6 +27,8 @@ final class Router: TransportDelegate {
     /// capacity for a few seconds (an accepted handshake that never completes expires).
     private var pendingUpgrades: [Double] = []
     private var draining = false
+    /// Who a connection comes from (`X-Forwarded-For` from trusted proxies only).
+    private let clientAddress: ClientAddress
     /// Whether a new talker would be kept within the lag target (measured at each tick).
     var admission = Admission()
 
@@ -43,6 +45,7 @@ final class Router: TransportDelegate {
             viewerPaths: [Self.listenPath],
             allowedOrigins: options.allowedOrigins.isEmpty ? nil : Set(options.allowedOrigins))
         self.metricsPolicy = HandshakePolicy(paths: [], tokens: Set(options.metricsTokens))
+        self.clientAddress = ClientAddress(trustedProxies: options.trustedProxies)
     }
 
     private var sessionCount: Int { registry.count }
@@ -111,13 +114,14 @@ final class Router: TransportDelegate {
 
     func opened(_ id: ConnectionID, request: UpgradeRequest) {
         let now = SystemClock.now()
+        let remoteAddress = clientAddress.describe(peer: request.remoteAddress, forwardedFor: request.headers["x-forwarded-for"])
         if request.path == Self.listenPath, let name = request.queryValue("channel") {
             context.channels.addViewer(id, channel: name, now: SystemClock.wall())
-            context.log.info("viewer \(id) joined channel \(name) from \(request.remoteAddress)")
+            context.log.info("viewer \(id) joined channel \(name) from \(remoteAddress)")
             return
         }
         if !pendingUpgrades.isEmpty { pendingUpgrades.removeFirst() }
-        let session = StreamSession(connection: id, remoteAddress: request.remoteAddress, server: context, now: now)
+        let session = StreamSession(connection: id, remoteAddress: remoteAddress, server: context, now: now)
         registry.add(session, on: id)
         context.metrics.sessionsActive.increment()
         context.metrics.sessionsTotal.increment()

@@ -1,4 +1,5 @@
 import StenoCore
+import StenoRedis
 import StenoSpeech
 import StenoSystem
 import StenoTransport
@@ -48,6 +49,12 @@ public struct ServerOptions: Sendable, Equatable {
     public var metricsTokens: [String] = []
     /// Accepted `Origin` values of WebSocket handshakes, lowercased; empty: any origin.
     public var allowedOrigins: [String] = []
+    /// Addresses of proxies (a load balancer such as HAProxy) whose `X-Forwarded-For` names the
+    /// client in the log; empty: the header is ignored, the peer is the client.
+    public var trustedProxies: [String] = []
+    /// The Redis server that carries channels across instances (`--redis`); nil: channels
+    /// live in this process only.
+    public var redis: RedisURL?
     /// TLS certificate and key; nil: plain HTTP and WebSocket.
     public var tls: TLS?
     /// How long a shutdown waits for sessions to finalize before closing them anyway.

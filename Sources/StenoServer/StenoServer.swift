@@ -1,5 +1,6 @@
 import Dispatch
 import StenoCore
+import StenoRedis
 import StenoSession
 import StenoSpeech
 import StenoSystem
@@ -23,6 +24,8 @@ public final class StenoServer: Sendable {
     private let context: ServerContext
     private let sessions = SessionRegistry()
     private let log: Log
+    /// Channels across instances, with `options.redis`.
+    private let relay: ChannelRelay?
 
     /// Builds a server. The engine is shared by all sessions (each gets its own recognizer).
     public init(options: ServerOptions, engine: any SpeechEngine, log: Log = Log()) {
@@ -63,6 +66,8 @@ public final class StenoServer: Sendable {
         context.dedicatedRecognizers = options.dedicatedRecognizers
         context.resumeRetainedBytes = options.resumeRetainedBytes
         self.context = context
+        relay = options.redis.map { ChannelRelay(url: $0, log: log) }
+        context.channels.relay = relay
     }
 
     /// Starts listening; returns the port (the real one when `options.port` is 0). The
@@ -76,6 +81,13 @@ public final class StenoServer: Sendable {
         }
         let service = Router(context: context, options: options, registry: sessions)
         let port = try transport.start(delegate: service)
+        if let relay {
+            let sessions = self.sessions
+            relay.start(hub: context.channels) { session, channel in
+                sessions.session(id: session)?.channelTakenElsewhere(channel)
+            }
+            log.info("channels across instances through \(relay.url) (this instance: \(relay.instance))")
+        }
         // Where it listens is announced once, by whoever started it (`steno serve` prints it).
         log.info("serving with \(options.workers) workers, at most \(options.maxSessions) sessions")
         return port
@@ -120,12 +132,15 @@ public final class StenoServer: Sendable {
             if now < open { flushDeadline = SystemClock.now() + 2 }
             open = now
         }
+        // The other instances' viewers get the last finals and the broadcasts' end too.
+        relay?.stop(flush: 2)
         stop()
         return clean
     }
 
     /// Stops at once: connections are dropped, the pool's threads end.
     public func stop() {
+        relay?.stop()
         transport.stop()
         if !pool.shutdown(.drain, timeout: .seconds(2)) {
             pool.shutdown(.immediate)

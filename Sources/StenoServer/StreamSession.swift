@@ -342,6 +342,18 @@ final class StreamSession: Sendable {
         s.channel = nil
     }
 
+    /// Another instance's publisher holds `channel` (the cluster's lease, `ChannelRelay`): this
+    /// session is not published after all, and is told so as a second publisher on one
+    /// instance is.
+    func channelTakenElsewhere(_ channel: String) {
+        state.withLock { s in
+            guard s.channel == channel, !s.machine.isClosed else { return }
+            s.channel = nil
+            perform(s.machine.handle(.pipelineWarning(StenoError(.badMessage,
+                "channel \"\(channel)\" already has a publisher on another instance; this session is not published"))), &s)
+        }
+    }
+
     /// Queues one event; returns what the machine says to do if the client is not reading.
     private func send(_ event: EncodedEvent, _ s: inout State) -> [SessionAction] {
         server.metrics.eventSent(event.kind.rawValue)

@@ -1,4 +1,5 @@
 import StenoCore
+import StenoRedis
 import StenoServer
 import Testing
 @testable import steno
@@ -161,7 +162,9 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         ("web-root", "/env", "/flag"), ("max-sessions", "5", "6"), ("max-frame-bytes", "2048", "4096"),
         ("buffer-seconds", "5", "6"), ("outbound-bytes", "8192", "16384"), ("idle-timeout", "5", "6"),
         ("max-session-seconds", "5", "6"), ("resume-seconds", "5", "6"), ("start-timeout", "5", "6"), ("stall-seconds", "5", "6"), ("token", "env", "flag"),
-        ("metrics-token", "env", "flag"), ("allowed-origin", "https://env.example", "https://flag.example"), ("drain-timeout", "5", "6"),
+        ("metrics-token", "env", "flag"), ("allowed-origin", "https://env.example", "https://flag.example"), ("trusted-proxy", "10.0.0.5", "fd00::5"),
+        ("redis", "redis://10.0.0.7", "redis://10.0.0.8:6380/1"),
+        ("drain-timeout", "5", "6"),
         ("keepalive", "5", "6"), ("workers", "5", "6"), ("event-loop", "poll", "libuv"), ("recognizers", "5", "6"), ("lag-target", "2", "0"),
         ("caption-line-length", "30", "32"), ("caption-lines", "1", "3"), ("caption-min-seconds", "0.5", "1.5"),
         ("caption-max-seconds", "5", "6"), ("hls-segment-seconds", "2", "4"), ("hls-window", "5", "6"),
@@ -377,6 +380,25 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         #expect(problem(["--log-level", "loud"]) == .invalidValue(
             source: "--log-level", value: "loud", expected: "one of error, warning, info, debug, trace"))
         #expect(failure(["--host", "a b"]) != nil)
+    }
+
+    @Test func theRedisURL() throws {
+        #expect(try parse([]).redis == nil)
+        #expect(try parse(["--redis", "redis://cache:6380/2"]).redis == RedisURL(host: "cache", port: 6380, database: 2))
+        #expect(try parse([], ["STENO_REDIS": "redis://10.0.0.7"]).redis == RedisURL(host: "10.0.0.7"))
+        #expect(problem(["--redis", "10.0.0.7:6379"]) == .invalidValue(
+            source: "--redis", value: "10.0.0.7:6379", expected: "redis://HOST[:PORT][/DB] (it does not start with redis://)"))
+        #expect(failure(["--redis", "redis://h:99999"]) != nil)
+    }
+
+    @Test func trustedProxiesAreIPAddresses() throws {
+        #expect(try parse([]).trustedProxies == [])
+        #expect(try parse(["--trusted-proxy", "10.0.0.2", "--trusted-proxy", "::1"]).trustedProxies == ["10.0.0.2", "::1"])
+        #expect(try parse([], ["STENO_TRUSTED_PROXIES": "10.0.0.2, 10.0.0.3"]).trustedProxies == ["10.0.0.2", "10.0.0.3"])
+        for bad in ["proxy.example", "10.0.0", "10.0.0.2/24", "10.0.0.256", ""] {
+            #expect(problem(["--trusted-proxy", bad]) == .invalidValue(
+                source: "--trusted-proxy", value: bad, expected: "an IP address, such as 10.0.0.2 or fd00::2"), "\(bad)")
+        }
     }
 
     // MARK: Defaults

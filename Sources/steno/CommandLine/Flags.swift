@@ -359,6 +359,16 @@ struct ParsedCommandLine: Sendable {
         return value.text
     }
 
+    /// A numeric IPv4 or IPv6 address (no name: the peer a connection comes from is an address).
+    func ipAddress(_ value: FlagValue) throws(UsageError) -> String {
+        var buffer = [UInt8](repeating: 0, count: 16)
+        guard inet_pton(AF_INET, value.text, &buffer) == 1 || inet_pton(AF_INET6, value.text, &buffer) == 1 else {
+            throw error(.invalidValue(source: value.source, value: value.text,
+                                      expected: "an IP address, such as 10.0.0.2 or fd00::2"))
+        }
+        return value.text
+    }
+
     /// A bearer token: visible ASCII except the comma (the separator of `STENO_TOKENS`).
     func token(_ value: FlagValue) throws(UsageError) -> String {
         let valid = !value.text.isEmpty && value.text.unicodeScalars.allSatisfy {

@@ -1,4 +1,5 @@
 import StenoCore
+import StenoRedis
 import StenoServer
 import StenoSystem
 import StenoTransport
@@ -13,7 +14,7 @@ struct ServeOptions {
     /// The flags, with this machine's defaults in their help.
     struct Flags {
         let host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes: Flag
-        let idleTimeout, maxSessionSeconds, token, viewerToken, metricsToken, allowedOrigin, cert, key: Flag
+        let idleTimeout, maxSessionSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, cert, key: Flag
         let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, workers, eventLoop, recognizers, dedicatedRecognizers, lagTarget, logLevel: Flag
         let captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds: Flag
         let hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts: Flag
@@ -51,6 +52,11 @@ struct ServeOptions {
                                 default: "none (open)", environment: "STENO_METRICS_TOKENS", repeatable: true)
             allowedOrigin = Flag("allowed-origin", value: "ORIGIN", help: "accepted Origin, e.g. https://example.com; repeatable",
                                  default: "any origin", environment: "STENO_ALLOWED_ORIGINS", repeatable: true)
+            trustedProxy = Flag("trusted-proxy", value: "ADDRESS",
+                                help: "a proxy's IP address whose X-Forwarded-For names the client in the log; repeatable",
+                                default: "none (the header is ignored)", environment: "STENO_TRUSTED_PROXIES", repeatable: true)
+            redis = Flag("redis", value: "URL", help: "redis://HOST[:PORT][/DB]: channels across instances through this Redis",
+                         default: "none (channels in this process only)", environment: "STENO_REDIS")
             cert = Flag("cert", value: "PATH", help: "TLS certificate (PEM); needs --key",
                         default: "none (plain HTTP)", environment: "STENO_CERT")
             key = Flag("key", value: "PATH", help: "TLS private key (PEM); needs --cert",
@@ -102,7 +108,7 @@ struct ServeOptions {
 
         var all: [Flag] {
             [host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes, idleTimeout,
-             maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, metricsToken, allowedOrigin, cert, key, drainTimeout, keepAlive, workers,
+             maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, cert, key, drainTimeout, keepAlive, workers,
              eventLoop, recognizers, dedicatedRecognizers, lagTarget, captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds,
              hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts, logLevel]
         }
@@ -182,6 +188,17 @@ struct ServeOptions {
         options.metricsTokens = try given.list(flags.metricsToken).map { (value) throws(UsageError) in try given.token(value) }
         options.allowedOrigins = try given.list(flags.allowedOrigin).map { (value) throws(UsageError) in
             try given.origin(value)
+        }
+        options.trustedProxies = try given.list(flags.trustedProxy).map { (value) throws(UsageError) in
+            try given.ipAddress(value)
+        }
+        if let value = given.single(flags.redis) {
+            switch RedisURL.parse(value.text) {
+            case .success(let url): options.redis = url
+            case .failure(let problem):
+                throw given.error(.invalidValue(source: value.source, value: value.text,
+                                                expected: "redis://HOST[:PORT][/DB] (\(problem.reason))"))
+            }
         }
         let certificate = try given.single(flags.cert).map { (value) throws(UsageError) in try given.path(value) }
         let key = try given.single(flags.key).map { (value) throws(UsageError) in try given.path(value) }

@@ -1,5 +1,5 @@
 // steno-bench: prints benchmark tables. Run through `make bench` (release build).
-// Usage: steno-bench [audio|speech|server|viewers|phrases|connections|all] [options]
+// Usage: steno-bench [audio|speech|server|viewers|cluster|phrases|connections|all] [options]
 
 // `stdout` is a C global that strict concurrency will not read; @preconcurrency lets the one
 // call below through.
@@ -17,6 +17,7 @@ case "audio": runAudioBench(rest)
 case "speech": runSpeechBench(rest)
 case "server": runServerBench(rest)
 case "viewers": runViewersBench(rest)
+case "cluster": runClusterBench(rest)
 case "phrases": runPhraseBench(rest)
 case "connections": runConnectionsBench(rest)
 case "all":
@@ -24,8 +25,9 @@ case "all":
     runSpeechBench(rest)
     runServerBench(rest)
     runViewersBench(rest)
+    runClusterBench(rest)
     runPhraseBench(rest)
     runConnectionsBench(rest)
 default:
-    print("usage: steno-bench [audio|speech|server|viewers|phrases|connections|all]")
+    print("usage: steno-bench [audio|speech|server|viewers|cluster|phrases|connections|all]")
 }

@@ -1,0 +1,139 @@
+import StenoCore
+import StenoRedis
+
+/// One entry of a channel's Redis stream (`steno:channel:NAME`), as `ChannelRelay` writes it
+/// and reads it back on the other instances. Fields: `i` the instance that wrote it, `s` the
+/// publisher's session, `k` the kind, `d` the data:
+///
+/// - `live`: a broadcast began (or its instance says so again after Redis came back):
+///   `{"broadcast":ID,"startedAt":MS,"words":BOOL}` (`startedAt` in ms since 1970).
+/// - `event`: one of the publisher's `volatile`, `final` or `speech` events, as sent to viewers.
+/// - `floor`: no final still to come starts before this time (settles caption cues and HLS).
+/// - `end`: the broadcast is over: `{"state":"ended"|"lost","duration":SECONDS}`.
+enum RelayEntry: Sendable, Equatable {
+    case live(broadcast: String, startedAt: UTCTime, includeWords: Bool)
+    /// The event as viewers get it; read back, a `final`'s or `volatile`'s result with it.
+    case event(EncodedEvent, result: RecognitionResult?)
+    case floor(Double)
+    case end(state: PublisherState, duration: Double)
+
+    var kind: String {
+        switch self {
+        case .live: "live"
+        case .event: "event"
+        case .floor: "floor"
+        case .end: "end"
+        }
+    }
+
+    /// The data field.
+    var data: String {
+        switch self {
+        case .live(let broadcast, let startedAt, let includeWords):
+            var w = JSONWriter(capacity: 80)
+            w.beginObject()
+            w.field("broadcast", broadcast)
+            w.field("startedAt", integer: Int(startedAt.millisecondsSince1970))
+            w.field("words", includeWords)
+            w.endObject()
+            return String(decoding: w.bytes, as: UTF8.self)
+        case .event(let event, _):
+            return event.text
+        case .floor(let floor):
+            return JSONWriter.secondsText(floor)
+        case .end(let state, let duration):
+            var w = JSONWriter(capacity: 48)
+            w.beginObject()
+            w.field("state", state.rawValue)
+            w.field("duration", seconds: duration)
+            w.endObject()
+            return String(decoding: w.bytes, as: UTF8.self)
+        }
+    }
+
+    /// `XADD` field-value pairs. `number` counts the instance's entries (0: one that may be
+    /// written twice, such as `live` said again), so that a reader skips an entry written again
+    /// after a write whose answer was lost.
+    func fields(instance: String, session: String, number: UInt64) -> [String] {
+        ["i", instance, "s", session, "n", String(number), "k", kind, "d", data]
+    }
+
+    /// An entry read back: who wrote it, for which session, and what; nil for anything that
+    /// is not a well-formed entry (a stream another program wrote into, a newer version).
+    static func parse(_ fields: [RESPValue], includeWords: Bool)
+        -> (instance: String, session: String, number: UInt64, entry: RelayEntry)? {
+        var values: [String: String] = [:]
+        var index = 0
+        while index + 1 < fields.count {
+            if let key = fields[index].text, let value = fields[index + 1].text { values[key] = value }
+            index += 2
+        }
+        guard let instance = values["i"], let session = values["s"], let kind = values["k"], let data = values["d"],
+              let entry = entry(kind: kind, data: data, includeWords: includeWords) else { return nil }
+        return (instance, session, values["n"].flatMap { UInt64($0) } ?? 0, entry)
+    }
+
+    static func entry(kind: String, data: String, includeWords: Bool) -> RelayEntry? {
+        switch kind {
+        case "floor":
+            return Double(data).flatMap { $0.isFinite ? .floor($0) : nil }
+        case "live":
+            guard let object = object(data), case .string(let broadcast)? = object["broadcast"],
+                  case .number(let ms)? = object["startedAt"], ms.isFinite, abs(ms) < 1e15 else { return nil }
+            var words = true
+            if case .bool(let b)? = object["words"] { words = b }
+            return .live(broadcast: broadcast, startedAt: UTCTime(millisecondsSince1970: Int64(ms)), includeWords: words)
+        case "end":
+            guard let object = object(data), case .string(let name)? = object["state"],
+                  let state = PublisherState(rawValue: name), case .number(let duration)? = object["duration"] else { return nil }
+            return .end(state: state, duration: duration)
+        case "event":
+            guard let object = object(data), case .string(let type)? = object["type"] else { return nil }
+            switch type {
+            case "final", "volatile":
+                guard let result = result(object) else { return nil }
+                let event: ServerEvent = type == "final" ? .final(result, includeWords: includeWords)
+                    : .volatile(result, includeWords: includeWords)
+                return .event(event.encoded(), result: result)
+            case "speech":
+                guard case .string(let state)? = object["state"], let speech = SpeechState(rawValue: state),
+                      case .number(let at)? = object["at"] else { return nil }
+                return .event(ServerEvent.speech(speech, at: at).encoded(), result: nil)
+            default:
+                return nil
+            }
+        default:
+            return nil
+        }
+    }
+
+    private static func object(_ text: String) -> JSONObject? {
+        guard case .object(let object)? = try? JSONParser().parse(text) else { return nil }
+        return object
+    }
+
+    /// The result of a `final` or `volatile` event: range, text, alternatives, words.
+    static func result(_ object: JSONObject) -> RecognitionResult? {
+        guard case .number(let start)? = object["start"], case .number(let end)? = object["end"],
+              case .string(let text)? = object["text"] else { return nil }
+        var words: [Word] = []
+        if case .array(let items)? = object["words"] {
+            for case .object(let w) in items {
+                guard case .string(let word)? = w["word"], case .number(let s)? = w["start"], case .number(let e)? = w["end"] else {
+                    return nil
+                }
+                var confidence = 0.0
+                if case .number(let c)? = w["confidence"] { confidence = c }
+                words.append(Word(word, range: TimeRange(start: s, end: e), confidence: confidence))
+            }
+        }
+        var alternatives: [Alternative] = []
+        if case .array(let items)? = object["alternatives"] {
+            for case .object(let a) in items {
+                guard case .string(let text)? = a["text"], case .number(let score)? = a["score"] else { return nil }
+                alternatives.append(Alternative(text: text, score: score))
+            }
+        }
+        return RecognitionResult(range: TimeRange(start: start, end: end), text: text, words: words, alternatives: alternatives)
+    }
+}

@@ -1,0 +1,130 @@
+import Foundation
+import StenoCore
+import StenoRedis
+import Testing
+@testable import StenoServer
+import StenoTestSupport
+
+/// Channels across instances (`--redis`): two real servers in this process sharing a real
+/// redis-server on a loopback port, a publisher on one, viewers on both.
+@Suite(.serialized, .enabled(if: TestRedisServer.isInstalled, "\(TestRedisServer.missing)"))
+struct ServerRedisChannelTests {
+    static func servers(_ redis: TestRedisServer) throws -> (LiveServer, LiveServer) {
+        let url = try RedisURL.parse(redis.url).get()
+        return (try LiveServer { $0.redis = url }, try LiveServer { $0.redis = url })
+    }
+
+    /// Reads `viewer` until the broadcast has ended (`publisher` `ended`).
+    static func readToTheEnd(_ viewer: StenoClient) throws {
+        while true {
+            let event = try viewer.waitFor("publisher", timeout: 120)
+            if event.string("state") == "ended" { return }
+        }
+    }
+
+    @Test func viewersOnBothInstancesGetEveryFinalInOrderAndTheChannelHasOnePublisher() throws {
+        let redis = try TestRedisServer()
+        defer { redis.remove() }
+        let (first, second) = try Self.servers(redis)
+        defer { first.stop(); second.stop() }
+        let input = TestInput.pcm16k()
+
+        let here = try first.connect(path: "/v1/listen?channel=hall")
+        let there = try second.connect(path: "/v1/listen?channel=hall")
+        _ = try here.waitFor("joined")
+        _ = try there.waitFor("joined")
+
+        let publisher = try first.connect()
+        let ready = try publisher.start(input, extra: #""channel":"hall""#)
+        // The other instance's viewer learns of the broadcast through Redis, with its id.
+        let live = try there.waitFor("publisher")
+        #expect(live.string("state") == "live" && live.string("startedAt") == ready.string("startedAt"), "\(live)")
+
+        // Someone on the other instance tries to publish on the channel: refused, as on one.
+        let intruder = try second.connect()
+        try intruder.start(FormatInputs.pcm24k, extra: #""channel":"hall""#)
+        let refused = try intruder.waitFor("error")
+        #expect(refused.errorCode == "bad_message" && refused.bool("fatal") == false, "\(refused)")
+        try intruder.send(#"{"type":"cancel"}"#)
+        try intruder.readUntilClose()
+
+        try publisher.send(audio: input.messages, of: input)
+        try publisher.end()
+        expectEndedNormally(publisher, audio: input.duration, "the publisher")
+        let finals = publisher.events.finals
+        #expect(finals.count >= 4)
+        try Self.readToTheEnd(here)
+        try Self.readToTheEnd(there)
+        #expect(here.events.finals == finals)
+        #expect(there.events.finals == finals, "\(there.events.types)")
+        // Its caption files and HLS segments are served by the other instance too.
+        for path in ["/v1/channels/hall/captions.vtt", "/v1/channels/hall/captions.m3u8"] {
+            let a = try first.get(path), b = try second.get(path)
+            #expect(a.status == 200 && b.status == 200 && a.bodyText == b.bodyText, "\(path): \(a.bodyText) vs \(b.bodyText)")
+        }
+    }
+
+    @Test func theLeaseKeepsASecondPublisherOffAChannelNobodyWatchesHere() throws {
+        let redis = try TestRedisServer()
+        defer { redis.remove() }
+        let (first, second) = try Self.servers(redis)
+        defer { first.stop(); second.stop() }
+        let publisher = try first.connect()
+        try publisher.start(TestInput.pcm16k(), extra: #""channel":"lobby""#)
+        // The lease is taken (the instance writes the broadcast's first entry after it).
+        let direct = try RedisConnection(try RedisURL.parse(redis.url).get())
+        #expect(eventually { (try? direct.command(["EXISTS", "steno:lease:lobby"])) == .integer(1) })
+        // The second instance has no viewer of the channel, so it knows nothing of it until Redis says.
+        let intruder = try second.connect()
+        try intruder.start(FormatInputs.pcm24k, extra: #""channel":"lobby""#)
+        let refused = try intruder.waitFor("error")
+        #expect(refused.errorCode == "bad_message" && refused.bool("fatal") == false, "\(refused)")
+        #expect(refused.string("message")?.contains("another instance") == true, "\(refused)")
+        try intruder.send(#"{"type":"cancel"}"#)
+        try intruder.readUntilClose()
+        try publisher.send(#"{"type":"cancel"}"#)
+        try publisher.readUntilClose()
+    }
+
+    @Test func aRedisRestartedMidBroadcastLosesNoFinal() throws {
+        let redis = try TestRedisServer()
+        defer { redis.remove() }
+        let (first, second) = try Self.servers(redis)
+        defer { first.stop(); second.stop() }
+        let input = TestInput.pcm16k()
+        let (firstHalf, secondHalf, _) = input.split(at: 5.2)
+
+        let there = try second.connect(path: "/v1/listen?channel=stage")
+        _ = try there.waitFor("joined")
+        let publisher = try first.connect()
+        try publisher.start(input, extra: #""channel":"stage""#)
+        try publisher.send(audio: firstHalf, of: input)
+        try publisher.send(#"{"type":"finalize"}"#)
+        _ = try publisher.waitFor("finalized")
+        let before = publisher.events.finals
+        #expect(!before.isEmpty)
+        #expect(try eventually(timeout: 60) {
+            try there.readAvailable()
+            return there.events.finals.count >= before.count
+        })
+
+        // Redis goes away: the publisher goes on captioning; the other instance's viewer is told.
+        redis.stop()
+        let down = try there.waitFor("relay")
+        #expect(down.string("state") == "down", "\(down)")
+        try publisher.send(audio: secondHalf, of: input)
+        try publisher.send(#"{"type":"finalize"}"#)
+        _ = try publisher.waitFor("finalized")
+        #expect(publisher.events.finals.count > before.count)
+
+        // Back (empty: no persistence): the viewer is told, and gets what it missed, in order.
+        try redis.start()
+        let up = try there.waitFor("relay")
+        #expect(up.string("state") == "up", "\(up)")
+        try publisher.end()
+        expectEndedNormally(publisher, audio: input.duration, "the publisher")
+        try Self.readToTheEnd(there)
+        #expect(there.events.finals == publisher.events.finals, "\(there.events.types)")
+        #expect(first.log.contains("redis: publishing to"), "\(first.log.all)")
+    }
+}

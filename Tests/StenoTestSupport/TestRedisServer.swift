@@ -1,0 +1,130 @@
+import Foundation
+
+/// Debian's `redis-server` on a free loopback port, with no persistence, for the tests that
+/// need a real one; stopped by `stop()` or, failing that, when it is released (SIGKILL).
+/// Its output goes to a log file in its own temporary folder.
+public final class TestRedisServer: @unchecked Sendable {
+    public static let binary = "/usr/bin/redis-server"
+    public static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: binary) }
+    public static let missing = "redis-server is not installed (scripts/bootstrap.sh test installs Debian's redis-server)"
+
+    public let port: Int
+    public let directory: URL
+    private var pid: pid_t = 0
+    public var url: String { "redis://127.0.0.1:\(port)" }
+
+    /// Starts one on `port` (nil: a free one) and waits until it answers.
+    public init(port: Int? = nil) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("steno-redis-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        self.port = try port ?? Self.freePort()
+        try start()
+    }
+
+    deinit { kill(signal: SIGKILL) }
+
+    /// Starts it again on the same port (after `stop()`), with nothing in it.
+    public func start() throws {
+        guard pid == 0 else { return }
+        pid = try spawnQuietly(Self.binary, [
+            "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+            "--dir", directory.path, "--logfile", directory.appendingPathComponent("redis.log").path,
+        ])
+        let deadline = Date().addingTimeInterval(20)
+        while !Self.answersPing(port: port) {
+            if Date() > deadline {
+                stop()
+                throw TestClientError.timeout("redis-server on port \(port) did not answer: \(log)")
+            }
+            usleep(20_000)
+        }
+    }
+
+    /// Stops it (SIGTERM, then SIGKILL if it is still there after 5 s) and waits for it to go.
+    public func stop() { kill(signal: SIGTERM) }
+
+    private func kill(signal: Int32) {
+        guard pid != 0 else { return }
+        Glibc.kill(pid, signal)
+        var status: Int32 = 0
+        let deadline = Date().addingTimeInterval(5)
+        while true {
+            let rc = waitpid(pid, &status, WNOHANG)
+            if rc == pid || (rc < 0 && errno != EINTR) { break }
+            if Date() > deadline {
+                Glibc.kill(pid, SIGKILL)
+                while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+                break
+            }
+            usleep(10_000)
+        }
+        pid = 0
+    }
+
+    public var log: String {
+        (try? String(contentsOf: directory.appendingPathComponent("redis.log"), encoding: .utf8)) ?? ""
+    }
+
+    public func remove() {
+        stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// A port nobody listens on now (bound to port 0 and closed again).
+    public static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestClientError.io("socket", errno) }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard ok else { throw TestClientError.io("bind", errno) }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// Whether a Redis server on 127.0.0.1:`port` answers PING.
+    static func answersPing(port: Int) -> Bool {
+        guard let stream = try? TestStream.tcp(port: port) else { return false }
+        defer { stream.close() }
+        guard (try? stream.write(Array("*1\r\n$4\r\nPING\r\n".utf8), timeout: 1)) != nil else { return false }
+        guard let reply = try? stream.read(exactly: 7, deadline: Deadline(1)) else { return false }
+        return reply == Array("+PONG\r\n".utf8)
+    }
+}
+
+/// Starts `executable ARGUMENTS` with standard input, output and error on /dev/null and no
+/// other file of this process open (a test's pipe held by a child would keep it from ending).
+public func spawnQuietly(_ executable: String, _ arguments: [String]) throws -> pid_t {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    for fd in Int32(0)...2 {
+        posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY, 0)
+    }
+    typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") {
+        _ = unsafeBitCast(symbol, to: CloseFrom.self)(&actions, 3)
+    }
+    // The child starts with no signal blocked and default handlers: the test process may
+    // block SIGTERM in its threads, and a child that inherits that mask would never stop.
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var none = sigset_t()
+    sigemptyset(&none)
+    posix_spawnattr_setsigmask(&attributes, &none)
+    var all = sigset_t()
+    sigfillset(&all)
+    posix_spawnattr_setsigdefault(&attributes, &all)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    var argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+    defer { for a in argv { free(a) } }
+    var child: pid_t = 0
+    let rc = posix_spawn(&child, executable, &actions, &attributes, &argv, environ)
+    guard rc == 0 else { throw TestClientError.io("posix_spawn \(executable)", rc) }
+    return child
+}
