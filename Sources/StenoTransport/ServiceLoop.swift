@@ -351,6 +351,9 @@ final class ServiceLoop: @unchecked Sendable {
             return confirmUpgrade(wsi, upgrade: input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "")
 
         case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+            // lws has bound the protocol (the alias, if `unselectedSubprotocol` named it): from
+            // here on its name must be empty, so the 101 names no subprotocol.
+            clearSubprotocolAlias()
             // Only upgrades this transport accepted in HTTP_CONFIRM_UPGRADE go on.
             guard let wsi, pendingUpgrades[wsi] != nil else { return 1 }
             return 0
