@@ -125,7 +125,12 @@ extension ServiceLoop {
         if c.closing != nil { return 0 }  // closing: the session is over
         heard(c)
         let piece = UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length)
-        switch c.assembler.receive(piece, binary: lws_frame_is_binary(wsi) != 0, final: lws_is_final_fragment(wsi) != 0) {
+        // What the frame's header says is still to come counts at once: a header declaring
+        // 2^32 bytes is too large with its first piece, not once 64 KB of it have arrived.
+        // (lws 4.1.6 calls nothing for a frame before its first payload byte.)
+        let announced = Int(clamping: lws_remaining_packet_payload(wsi))
+        switch c.assembler.receive(piece, binary: lws_frame_is_binary(wsi) != 0, final: lws_is_final_fragment(wsi) != 0,
+                                   remaining: announced) {
         case .pending:
             break
         case .message(let message):

@@ -358,6 +358,26 @@ final class ServiceLoop: @unchecked Sendable {
             guard let wsi, pendingUpgrades[wsi] != nil else { return 1 }
             return 0
 
+        case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+            // RFC 6455 §5.5.1: a close frame's body, if any, starts with a 2-byte code; one of
+            // a single byte is a protocol error, and so is a code of 5000 or more (§7.4.2; lws
+            // 4.1.6 turns the other invalid ones into 1002 itself). lws would echo either back.
+            guard let wsi else { return 0 }
+            let body = UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length)
+            let invalid: String
+            if body.count == 1 {
+                invalid = "close frame of 1 byte"
+            } else if body.count >= 2, UInt16(body[0]) << 8 | UInt16(body[1]) >= 5000 {
+                invalid = "invalid close code"
+            } else {
+                return 0
+            }
+            var reason = Array(invalid.utf8)
+            reason.withUnsafeMutableBufferPointer { r in
+                lws_close_reason(wsi, LWS_CLOSE_STATUS_PROTOCOL_ERR, r.baseAddress, r.count)
+            }
+            return -1
+
         case LWS_CALLBACK_ESTABLISHED:
             guard let wsi else { return -1 }
             return established(wsi)
