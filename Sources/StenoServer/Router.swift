@@ -147,6 +147,19 @@ final class Router: TransportDelegate {
         }
     }
 
+    /// A connection that has taken no byte for `--write-stall-seconds` while events waited for
+    /// it is not reading: a slow consumer, closed with 4008 as when its queue overflows.
+    func writeStalled(_ id: ConnectionID) {
+        if let session = registry[id] {
+            context.metrics.writeStalls.increment()
+            context.log.info("session \(session.sessionID) on \(id): nothing written for \(options.writeStall?.inSeconds ?? 0) s; closed as a slow consumer")
+            session.input(.outboundOverflow)
+        } else if context.channels.dropSlowViewer(id) {
+            context.metrics.writeStalls.increment()
+            context.log.info("viewer \(id): nothing written for \(options.writeStall?.inSeconds ?? 0) s; closed as a slow consumer")
+        }
+    }
+
     func closed(_ id: ConnectionID, backlog: OutboundBacklog?) {
         if let session = registry.disconnect(id) {
             switch session.transportClosed(id, backlog: backlog) {

@@ -53,6 +53,9 @@ public final class StenoMetrics: Sendable {
     /// `steno_stalled_utterances_total`: utterances finalized because their audio stopped in
     /// the middle of speech (`SessionLimits.stallSeconds`), to free a shared recognizer.
     public let stalledUtterances: Counter
+    /// `steno_write_stalls_total`: connections (sessions and viewers) closed as slow consumers
+    /// because their events waited `--write-stall-seconds` with nothing written.
+    public let writeStalls: Counter
 
     /// `steno_channel_viewers{channel}`, `steno_channel_events_sent_total{channel}`,
     /// `steno_channel_viewers_dropped_total{channel}`: per channel, for the first
@@ -137,6 +140,10 @@ public final class StenoMetrics: Sendable {
         stalledUtterances = registry.counter(
             "steno_stalled_utterances_total",
             help: "Utterances finalized because their audio stopped in the middle of speech, freeing a shared recognizer.")
+
+        writeStalls = registry.counter(
+            "steno_write_stalls_total",
+            help: "Connections closed as slow consumers (4008) because their events waited --write-stall-seconds with nothing written.")
 
         for reason in Self.refusalReasons { _ = handshakesRefused.labels(reason) }
     }

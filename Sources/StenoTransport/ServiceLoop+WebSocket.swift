@@ -154,6 +154,7 @@ extension ServiceLoop {
                 payload.pointee = UInt8(ascii: "k")
                 let n = lws_write(wsi, payload, 1, LWS_WRITE_PING)
                 if n < 0 { return -1 }
+                c.stalledSince = nil
                 lws_callback_on_writable(wsi)
                 return 0
             }
@@ -165,6 +166,7 @@ extension ServiceLoop {
             // keeps the rest and sends it before calling WRITEABLE again.
             let n = lws_write(wsi, frame.payload, frame.payloadCount, kind)
             if n < frame.payloadCount { return -1 }
+            c.stalledSince = nil
             if more || c.closing != nil { lws_callback_on_writable(wsi) }
             return 0
         }

@@ -21,6 +21,8 @@ final class LiveConnection {
     /// Reading is paused (flow control): whatever the peer sends waits in the socket, so
     /// its silence proves nothing and the keepalive leaves it alone.
     var readingPaused = false
+    /// Since when outbound data has waited with nothing written (`ServiceLoop.watchWrites`).
+    var stalledSince: ContinuousClock.Instant?
     /// A ping is to be written at the next WRITEABLE.
     var pingDue = false
     /// The close frame's code and reason were handed to lws (`lws_close_reason`) and the
@@ -81,6 +83,7 @@ final class ServiceLoop: @unchecked Sendable {
     static let closingHandshakesAtOnce = 256
     private var closeTimerScheduled = false
     private var lastKeepAliveScan = ContinuousClock.now
+    private var lastWriteScan = ContinuousClock.now
 
     /// C memory lws keeps pointers to for the context's life.
     let storage = LwsContextStorage()
@@ -238,6 +241,7 @@ final class ServiceLoop: @unchecked Sendable {
             startClosingHandshakes()
         }
         keepAlive()
+        watchWrites()
         delegate.tick()
         drainCommands()
         scheduleTick()
@@ -274,6 +278,43 @@ final class ServiceLoop: @unchecked Sendable {
                 lws_callback_on_writable(c.wsi)
             }
         }
+    }
+
+    // MARK: - Write stalls (on ticks)
+
+    /// Reports to the delegate each connection whose outbound data (Steno's queue, or what lws
+    /// holds after a partial write) has waited `writeStallSeconds` with nothing written: a peer
+    /// that does not read, caught before its queue fills (at caption rates a viewer's 1 MiB can
+    /// take hours). Once a second; a write clears the clock (`writeable`). Closing connections
+    /// are left to their own flush deadline.
+    func watchWrites() {
+        let seconds = configuration.writeStallSeconds
+        guard seconds > 0 else { return }
+        let now = ContinuousClock.now
+        guard now - lastWriteScan >= .seconds(1) else { return }
+        lastWriteScan = now
+        let limit = Duration.milliseconds(Int(seconds * 1000))
+        var stalled: [ConnectionID] = []
+        for c in connections.values where c.closing == nil {
+            let pending = (handle.queuedBytes(c.id) ?? 0) > 0 || lws_partial_buffered(c.wsi) != 0
+            guard pending else {
+                c.stalledSince = nil
+                continue
+            }
+            guard let since = c.stalledSince else {
+                c.stalledSince = now
+                continue
+            }
+            if now - since >= limit {
+                c.stalledSince = nil
+                stalled.append(c.id)
+            }
+        }
+        for id in stalled.sorted() {
+            configuration.log(.info, "connection \(id) has not taken a byte for \(seconds) s while data waited for it")
+            delegate.writeStalled(id)
+        }
+        if !stalled.isEmpty { drainCommands() }
     }
 
     // MARK: - Commands from other threads

@@ -64,6 +64,11 @@ public struct TransportConfiguration: Sendable {
     /// has no hook for it: docs/reliability.md).
     public var maxRequestHeaderBytes: Int = 16 * 1024
     public static let requestHeaderSlack = 8 * 1024
+    /// A connection whose outbound data (queued, or held by libwebsockets after a partial
+    /// write) has waited this many seconds with nothing written is reported to the delegate
+    /// (`TransportDelegate.writeStalled`): its peer does not read. 0: never. Checked once a
+    /// second, so it comes up to a second late.
+    public var writeStallSeconds: Double = 0
     /// Value of the `Server` header.
     public var serverName: String = "steno"
     /// Where the transport, and libwebsockets at warning and error level, log.

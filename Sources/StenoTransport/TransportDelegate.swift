@@ -21,6 +21,11 @@ public protocol TransportDelegate: AnyObject {
     /// and drops the rest of it; the protocol answers `too_large` and closes 1009.
     func tooLarge(_ id: ConnectionID, limit: Int)
 
+    /// `id` has had outbound data waiting for `TransportConfiguration.writeStallSeconds` with
+    /// nothing written: its peer is not reading. Reported once; the delegate decides (the
+    /// protocol closes it as a slow consumer).
+    func writeStalled(_ id: ConnectionID)
+
     /// `id` is gone (closed by either side, or by the server stopping). Called exactly
     /// once for every `opened`, and never for anything else. `backlog` is what it left
     /// behind, if it kept its written messages (`TransportHandle.retainWritten`).
@@ -37,6 +42,7 @@ public protocol TransportDelegate: AnyObject {
 
 extension TransportDelegate {
     public func tooLarge(_ id: ConnectionID, limit: Int) {}
+    public func writeStalled(_ id: ConnectionID) {}
     public func http(_ request: HTTPRequest) -> HTTPResponse? { nil }
     public func tick() {}
 }

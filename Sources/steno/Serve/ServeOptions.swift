@@ -14,7 +14,7 @@ struct ServeOptions {
     struct Flags {
         let host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes: Flag
         let idleTimeout, maxSessionSeconds, token, viewerToken, metricsToken, allowedOrigin, cert, key: Flag
-        let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, workers, eventLoop, recognizers, dedicatedRecognizers, lagTarget, logLevel: Flag
+        let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, writeStall, workers, eventLoop, recognizers, dedicatedRecognizers, lagTarget, logLevel: Flag
         let captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds: Flag
         let hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts: Flag
 
@@ -66,6 +66,9 @@ struct ServeOptions {
                                 default: seconds(server.drainTimeout), environment: "STENO_DRAIN_TIMEOUT")
             keepAlive = Flag("keepalive", value: "SECONDS", help: "ping WebSockets this often; hang up on ones that do not answer; 0 never",
                              default: seconds(server.keepAlive), environment: "STENO_KEEPALIVE")
+            writeStall = Flag("write-stall-seconds", value: "SECONDS",
+                              help: "close a connection as a slow consumer (4008) when its events wait this long with nothing written; 0 never",
+                              default: seconds(server.writeStall), environment: "STENO_WRITE_STALL_SECONDS")
             workers = Flag("workers", value: "N", help: "threads for decoding and recognition",
                            default: "\(machine.cores)", environment: "STENO_WORKERS")
             eventLoop = Flag("event-loop", value: "LOOP",
@@ -102,7 +105,7 @@ struct ServeOptions {
 
         var all: [Flag] {
             [host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes, idleTimeout,
-             maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, metricsToken, allowedOrigin, cert, key, drainTimeout, keepAlive, workers,
+             maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, metricsToken, allowedOrigin, cert, key, drainTimeout, keepAlive, writeStall, workers,
              eventLoop, recognizers, dedicatedRecognizers, lagTarget, captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds,
              hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts, logLevel]
         }
@@ -198,6 +201,10 @@ struct ServeOptions {
         if let value = given.single(flags.keepAlive) {
             let seconds = try given.seconds(value, in: 0...3600)
             options.keepAlive = seconds == 0 ? nil : .seconds(max(1, seconds.rounded()))
+        }
+        if let value = given.single(flags.writeStall) {
+            let seconds = try given.seconds(value, in: 0...3600)
+            options.writeStall = seconds == 0 ? nil : .seconds(max(1, seconds))
         }
         if let value = given.single(flags.workers) { options.workers = try given.integer(value, in: 1...256) }
         if let value = given.single(flags.eventLoop) {
