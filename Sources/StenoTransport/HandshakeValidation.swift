@@ -6,7 +6,9 @@ import Foundation
 /// `Connection: Upgrade`, or with a subprotocol list it cannot match or tokenize (see
 /// docs/reliability.md). Pure: the service loop reads the headers and answers.
 struct HandshakeValidation {
-    /// The header values as libwebsockets holds them (nil: absent).
+    /// The request line's HTTP version (`HTTP/1.1`), then the header values, as libwebsockets
+    /// holds them (nil: absent).
+    var httpVersion: String?
     var version: String?
     var key: String?
     var host: String?
@@ -33,6 +35,9 @@ struct HandshakeValidation {
             return .refuse(HTTPResponse(status: 426, text: "426 Upgrade Required: \(what); this server speaks version 13\n",
                                         headers: [("Sec-WebSocket-Version", "13"), ("Upgrade", "websocket")]))
         }
+        guard let httpVersion, Self.isAtLeastHTTP11(httpVersion) else {
+            return Self.badRequest("a WebSocket handshake needs HTTP/1.1 (this request is \(httpVersion ?? "of no version"))")
+        }
         guard let host, !host.trimmingCharacters(in: .whitespaces).isEmpty else {
             return Self.badRequest("the Host header is missing")
         }
@@ -58,6 +63,15 @@ struct HandshakeValidation {
             offered = entries
         }
         return .valid(offered: offered, speaks: offered.contains(Self.ownSubprotocol))
+    }
+
+    /// `HTTP/1.x` with x ≥ 1 (RFC 6455 §4.1: "at least 1.1"; lws reads only one-digit
+    /// versions, and nothing past 1.x upgrades in HTTP/1 syntax).
+    static func isAtLeastHTTP11(_ v: String) -> Bool {
+        let b = Array(v.utf8)
+        guard b.count == 8, String(decoding: b[0..<5], as: UTF8.self).uppercased() == "HTTP/", b[5] == UInt8(ascii: "1"),
+              b[6] == UInt8(ascii: "."), (UInt8(ascii: "1")...UInt8(ascii: "9")).contains(b[7]) else { return false }
+        return true
     }
 
     /// A key is the base64 of 16 bytes: 22 characters of the alphabet and `==`.

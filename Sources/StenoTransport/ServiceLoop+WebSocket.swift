@@ -28,7 +28,8 @@ extension ServiceLoop {
             return -1
         }
         if let tooLarge = headTooLarge(wsi) { return refuse(wsi, tooLarge) }
-        let validation = HandshakeValidation(version: headerValue(wsi, WSI_TOKEN_VERSION), key: headerValue(wsi, WSI_TOKEN_KEY),
+        let validation = HandshakeValidation(httpVersion: headerValue(wsi, WSI_TOKEN_HTTP),
+                                             version: headerValue(wsi, WSI_TOKEN_VERSION), key: headerValue(wsi, WSI_TOKEN_KEY),
                                              host: headerValue(wsi, WSI_TOKEN_HOST), connection: headerValue(wsi, WSI_TOKEN_CONNECTION),
                                              subprotocols: headerValue(wsi, WSI_TOKEN_PROTOCOL))
         let offered: [String]

@@ -32,9 +32,10 @@ extension HandshakeTests {
         return response
     }
 
-    static func upgrade(path: String = "/v1/stream", host: String? = "127.0.0.1", key: String? = goodKey,
+    static func upgrade(method: String = "GET", path: String = "/v1/stream", http: String = "HTTP/1.1",
+                        host: String? = "127.0.0.1", key: String? = goodKey,
                         version: String? = "13", connection: String? = "Upgrade", extra: [String] = []) -> [String] {
-        var lines = ["GET \(path) HTTP/1.1"]
+        var lines = ["\(method) \(path) \(http)"]
         if let host { lines.append("Host: \(host)") }
         lines.append("Upgrade: websocket")
         if let connection { lines.append("Connection: \(connection)") }
@@ -90,6 +91,23 @@ extension HandshakeTests {
         // A list with Upgrade in it is fine (what Firefox sends).
         #expect(try Self.raw(server, Self.upgrade(connection: "keep-alive, Upgrade"))?.status == 101)
         try Self.stillServes(server)
+    }
+
+    @Test func anHTTP10HandshakeGets400() throws {
+        let server = try TestServer()
+        let r = try Self.raw(server, Self.upgrade(http: "HTTP/1.0"))
+        #expect(r?.status == 400, "\(r.map { "\($0)" } ?? "no answer")")
+        #expect(r?.bodyText.contains("HTTP/1.1") == true)
+        #expect(try Self.raw(server, Self.upgrade(http: "HTTP/1.1"))?.status == 101)
+        try Self.stillServes(server)
+    }
+
+    /// Pinned: RFC 7230 methods are case-sensitive, and RFC 6455 asks for `GET`. lws 4.1.6
+    /// folds the request line to lowercase as it matches it (lib/roles/http/parsers.c, state
+    /// WSI_TOKEN_NAME_PART), so `get` reaches Steno as GET and no check can tell them apart.
+    @Test func aLowercaseMethodIsTakenAsGETByLws416() throws {
+        let server = try TestServer()
+        #expect(try Self.raw(server, Self.upgrade(method: "get"))?.status == 101)
     }
 
     @Test func anUnknownSubprotocolIsDeclinedNotDropped() throws {
