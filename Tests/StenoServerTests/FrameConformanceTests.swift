@@ -82,6 +82,40 @@ import StenoTransport
         #expect(server.control.events.contains(.tooLarge(id)))
     }
 
+    /// Pinned: ten pings in one write get one pong, carrying the first ping's payload. RFC 6455
+    /// §5.5.3 allows answering only the most recent ping, with its payload; lws 4.1.6 keeps the
+    /// first pending pong and drops the pings after it ("DROP PING since one pending",
+    /// lib/roles/ws/ops-ws.c), with no callback for pings. If this sees ten pongs or "9", lws changed.
+    @Test func tenPingsAtOnceGetOnePongWithTheFirstPayload() throws {
+        let server = try TestServer()
+        let (c, _) = try server.connect()
+        var burst: [UInt8] = []
+        for i in 0..<10 { burst += WebSocketTestClient.encodeFrame(opcodeValue: 9, Array(String(i).utf8)) }
+        burst += WebSocketTestClient.encodeFrame(opcodeValue: 1, Array("after".utf8))
+        try c.sendRaw(burst)
+        var pongs: [String] = []
+        var echoed = false
+        let deadline = Deadline(10)
+        while !(echoed && !pongs.isEmpty) && !deadline.hasPassed {
+            switch try c.receive(timeout: 10) {
+            case .pong(let p): pongs.append(String(decoding: p, as: UTF8.self))
+            case .text("after"): echoed = true
+            default: break
+            }
+        }
+        // Anything still on its way comes before the echo of a second message.
+        try c.sendText("fence")
+        while true {
+            let m = try c.receive(timeout: 10)
+            if case .pong(let p) = m { pongs.append(String(decoding: p, as: UTF8.self)) }
+            if m == .text("fence") { break }
+        }
+        #expect(pongs == ["0"], "pongs: \(pongs)")
+        // A later ping is answered again.
+        try c.sendPing(Array("later".utf8))
+        #expect(try c.receive(timeout: 10) == .pong(Array("later".utf8)))
+    }
+
     /// Pinned: RFC 6455 §5.1 says a server MUST close the connection on an unmasked client frame.
     /// lws 4.1.6 reads the mask bit (`this_frame_masked`, lib/roles/ws/ops-ws.c, state
     /// LWS_RXPS_04_FRAME_HDR_LEN) only to decide whether a key follows, and hands the payload on
