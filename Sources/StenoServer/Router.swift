@@ -27,6 +27,8 @@ final class Router: TransportDelegate {
     /// capacity for a few seconds (an accepted handshake that never completes expires).
     private var pendingUpgrades: [Double] = []
     private var draining = false
+    /// Connections on the conformance echo route (`ServerOptions.echoPath`).
+    private var echoConnections: Set<ConnectionID> = []
     /// Whether a new talker would be kept within the lag target (measured at each tick).
     var admission = Admission()
 
@@ -51,6 +53,9 @@ final class Router: TransportDelegate {
     // MARK: TransportDelegate (lws thread)
 
     func decideUpgrade(_ request: UpgradeRequest) -> UpgradeDecision {
+        if let echo = options.echoPath, request.path == echo {
+            return draining ? .reject(status: 503, headers: [("Retry-After", String(policy.retryAfterSeconds))]) : .accept
+        }
         let decision = admission(path: request.path, query: request.query, headers: request.headers)
         switch decision {
         case .accept:
@@ -110,6 +115,10 @@ final class Router: TransportDelegate {
     }
 
     func opened(_ id: ConnectionID, request: UpgradeRequest) {
+        if let echo = options.echoPath, request.path == echo {
+            echoConnections.insert(id)
+            return
+        }
         let now = SystemClock.now()
         if request.path == Self.listenPath, let name = request.queryValue("channel") {
             context.channels.addViewer(id, channel: name, now: SystemClock.wall())
@@ -125,6 +134,16 @@ final class Router: TransportDelegate {
     }
 
     func received(_ id: ConnectionID, _ message: IncomingMessage) {
+        if echoConnections.contains(id) {
+            let reply: OutgoingMessage = switch message {
+            case .text(let t): .text(t)
+            case .binary(let b): .binary(b)
+            }
+            if context.handle.send(id, reply) == .overflow {
+                context.handle.close(id, code: 4008, reason: "slow_consumer", discardQueued: true)
+            }
+            return
+        }
         if let session = registry[id] {
             session.received(message, now: SystemClock.now())
         } else if context.channels.isViewer(id) {
@@ -161,6 +180,7 @@ final class Router: TransportDelegate {
     }
 
     func closed(_ id: ConnectionID, backlog: OutboundBacklog?) {
+        if echoConnections.remove(id) != nil { return }
         if let session = registry.disconnect(id) {
             switch session.transportClosed(id, backlog: backlog) {
             case .detached:

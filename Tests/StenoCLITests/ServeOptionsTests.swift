@@ -162,7 +162,7 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         ("buffer-seconds", "5", "6"), ("outbound-bytes", "8192", "16384"), ("idle-timeout", "5", "6"),
         ("max-session-seconds", "5", "6"), ("resume-seconds", "5", "6"), ("start-timeout", "5", "6"), ("stall-seconds", "5", "6"), ("token", "env", "flag"),
         ("metrics-token", "env", "flag"), ("allowed-origin", "https://env.example", "https://flag.example"), ("drain-timeout", "5", "6"),
-        ("keepalive", "5", "6"), ("write-stall-seconds", "5", "6"), ("workers", "5", "6"), ("event-loop", "poll", "libuv"), ("recognizers", "5", "6"), ("lag-target", "2", "0"),
+        ("keepalive", "5", "6"), ("write-stall-seconds", "5", "6"), ("echo-route", "/env", "/flag"), ("workers", "5", "6"), ("event-loop", "poll", "libuv"), ("recognizers", "5", "6"), ("lag-target", "2", "0"),
         ("caption-line-length", "30", "32"), ("caption-lines", "1", "3"), ("caption-min-seconds", "0.5", "1.5"),
         ("caption-max-seconds", "5", "6"), ("hls-segment-seconds", "2", "4"), ("hls-window", "5", "6"),
         ("hls-mpegts-offset", "1.4", "10"), ("past-broadcasts", "0", "8"),

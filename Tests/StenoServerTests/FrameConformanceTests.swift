@@ -132,3 +132,29 @@ import StenoTransport
         #expect(try Self.nextClose(c)?.code == 1002)
     }
 }
+
+/// The echo route Autobahn|Testsuite is run against (`scripts/conformance.sh`): off unless
+/// asked for, and then the real transport with an echo behind it.
+@Suite struct EchoRouteTests {
+    @Test func theEchoRouteEchoesOnTheRealTransportAndExistsOnlyWhenAskedFor() throws {
+        let plain = try LiveServer()
+        guard case .refused(let r) = try WebSocketTestClient.attempt(port: plain.port, path: "/echo", timeout: 10) else {
+            Issue.record("/echo was upgraded without --echo-route")
+            return
+        }
+        #expect(r.status == 404)
+
+        let server = try LiveServer { $0.echoPath = "/echo" }
+        let c = try WebSocketTestClient.connect(port: server.port, path: "/echo", timeout: 10)
+        try c.sendText("héllo", fragmentSize: 2)
+        #expect(try c.receive(timeout: 10) == .text("héllo"))
+        let bytes = (0..<3000).map { UInt8(truncatingIfNeeded: $0) }
+        try c.sendBinary(bytes, fragmentSize: 1000)
+        #expect(try c.receive(timeout: 10) == .binary(bytes))
+        let (_, close) = try c.close(code: 1000, timeout: 10)
+        #expect(close == .close(code: 1000, reason: ""))
+        // No session was made, and the sessions' route is as before.
+        #expect(server.server.sessionCount == 0)
+        #expect(try server.metrics()["steno_sessions_total"] == 0)
+    }
+}
