@@ -4,7 +4,8 @@
 # only on Python 2.7, which Debian 12 does not have (pyenv's 2.7.18 here), and it fetches
 # autobahntestsuite from PyPI into a virtualenv of its own the first time.
 #
-#   scripts/conformance.sh                  sections 1-10 (about 520 cases)
+#   scripts/conformance.sh                  sections 1-10 (Autobahn has no section 8; 11-13 are
+#                                           compression, which Steno does not offer)
 #   CASES='1.*,5.*' scripts/conformance.sh  some of them
 #
 # Writes the HTML reports to .build/autobahn/report/ and prints a table of the results by
@@ -12,11 +13,12 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-CASES=${CASES:-1.*,2.*,3.*,4.*,5.*,6.*,7.*,8.*,9.*,10.*}
+CASES=${CASES:-1.*,2.*,3.*,4.*,5.*,6.*,7.*,9.*,10.*}
 PY2=${PY2:-$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")/versions/2.7.18/bin/python}
 OUT=${OUT:-.build/autobahn}
 VENV=${VENV:-$OUT/venv}
 STENO=${STENO:-.build/debug/steno}
+case $VENV in /*) ;; *) VENV=$PWD/$VENV ;; esac
 
 if [ ! -x "$VENV/bin/wstest" ]; then
     [ -x "$PY2" ] || { echo "conformance: no Python 2.7 at $PY2 (set PY2)" >&2; exit 2; }
@@ -46,12 +48,12 @@ done
 python3 - "$OUT/spec.json" "$PORT" "$CASES" <<'EOF'
 import json, sys
 path, port, cases = sys.argv[1], sys.argv[2], sys.argv[3]
-json.dump({"outdir": sys.argv[1].rsplit("/", 1)[0] + "/report",
+json.dump({"outdir": "./report",  # wstest runs in OUT
            "servers": [{"agent": "steno", "url": "ws://127.0.0.1:%s/echo" % port}],
            "cases": cases.split(","), "exclude-cases": [], "exclude-agent-cases": {}},
           open(path, "w"), indent=2)
 EOF
-(cd "$OUT" && "$OLDPWD/$VENV/bin/wstest" -m fuzzingclient -s spec.json >wstest.log 2>&1) || {
+(cd "$OUT" && "$VENV/bin/wstest" -m fuzzingclient -s spec.json >wstest.log 2>&1) || {
     tail -n 20 "$OUT/wstest.log" >&2; exit 2; }
 
 python3 - "$OUT/report/index.json" <<'EOF'

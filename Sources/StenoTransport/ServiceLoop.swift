@@ -400,20 +400,25 @@ final class ServiceLoop: @unchecked Sendable {
             return 0
 
         case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
-            // RFC 6455 §5.5.1: a close frame's body, if any, starts with a 2-byte code; one of
-            // a single byte is a protocol error, and so is a code of 5000 or more (§7.4.2; lws
-            // 4.1.6 turns the other invalid ones into 1002 itself). lws would echo either back.
-            guard let wsi else { return 0 }
-            let body = UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length)
-            let invalid: String
-            if body.count == 1 {
-                invalid = "close frame of 1 byte"
-            } else if body.count >= 2, UInt16(body[0]) << 8 | UInt16(body[1]) >= 5000 {
-                invalid = "invalid close code"
-            } else {
+            // RFC 6455 §5.5.1: a close frame's body, if any, starts with a 2-byte code; a code
+            // of 5000 or more is not allowed (§7.4.2), nor is a body of 1 byte. lws 4.1.6 turns
+            // the other invalid codes into 1002 itself, by rewriting the code in the body it
+            // then echoes; the same is done here for 5000 and above, so the reply goes out and
+            // the connection ends at once, as for any close. A 1-byte body cannot be rewritten
+            // into a code (lws echoes as many bytes as came): lws is told to close with 1002
+            // instead, and then waits up to 5 s for an answer that the peer, whose close came
+            // first, will not send (docs/reliability.md).
+            guard let wsi, let input else { return 0 }
+            if length >= 2 {
+                let body = input.assumingMemoryBound(to: UInt8.self)
+                if UInt16(body[0]) << 8 | UInt16(body[1]) >= 5000 {
+                    body[0] = UInt8(LWS_CLOSE_STATUS_PROTOCOL_ERR.rawValue >> 8)
+                    body[1] = UInt8(LWS_CLOSE_STATUS_PROTOCOL_ERR.rawValue & 0xff)
+                }
                 return 0
             }
-            var reason = Array(invalid.utf8)
+            guard length == 1 else { return 0 }
+            var reason = Array("close frame of 1 byte".utf8)
             reason.withUnsafeMutableBufferPointer { r in
                 lws_close_reason(wsi, LWS_CLOSE_STATUS_PROTOCOL_ERR, r.baseAddress, r.count)
             }
