@@ -72,6 +72,10 @@ final class Router: TransportDelegate {
         return decision
     }
 
+    func refusedMalformedUpgrade(status: Int) {
+        context.metrics.handshakesRefused.labels(status == 431 ? "header_too_large" : "malformed").increment()
+    }
+
     /// What an upgrade to `path` would get now: the one place that decides routes, tokens,
     /// origins, capacity and draining, for handshakes and for the plain-GET diagnosis.
     private func admission(path: String, query: [QueryItem], headers: HTTPHeaders) -> UpgradeDecision {

@@ -17,7 +17,9 @@ public final class StenoMetrics: Sendable {
     /// `steno_sessions_total`: `/v1/stream` connections opened (each a session, started or not).
     public let sessionsTotal: Counter
     /// `steno_handshakes_refused_total{reason}`: WebSocket upgrades refused before a
-    /// session existed; reasons `unauthorized`, `forbidden_origin`, `capacity`, `draining`.
+    /// session existed; reasons `unauthorized`, `forbidden_origin`, `capacity`, `overload`,
+    /// `draining`, and (by the transport, before any route) `malformed` (400 or 426: not a
+    /// well-formed WebSocket handshake) and `header_too_large` (431).
     public let handshakesRefused: MetricFamily<Counter>
     /// `steno_viewers_active`: broadcast viewers connected now.
     public let viewersActive: Gauge
@@ -90,7 +92,8 @@ public final class StenoMetrics: Sendable {
     /// The event types of the protocol; their series exist from the start at 0.
     public static let eventTypes = ServerEventKind.allCases.map(\.rawValue)
     /// Handshake refusal reasons; their series exist from the start at 0.
-    public static let refusalReasons = ["unauthorized", "forbidden_origin", "capacity", "overload", "draining"]
+    public static let refusalReasons = ["unauthorized", "forbidden_origin", "capacity", "overload", "draining",
+                                        "malformed", "header_too_large"]
 
     /// Buckets for lag and latency: 50 ms to 30 s.
     public static let latencyBuckets: [Double] = [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30]

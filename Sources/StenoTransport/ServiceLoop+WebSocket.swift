@@ -27,7 +27,10 @@ extension ServiceLoop {
             // asks: just hang up.
             return -1
         }
-        if let tooLarge = headTooLarge(wsi) { return refuse(wsi, tooLarge) }
+        if let tooLarge = headTooLarge(wsi) {
+            delegate.refusedMalformedUpgrade(status: tooLarge.status)
+            return refuse(wsi, tooLarge)
+        }
         let validation = HandshakeValidation(httpVersion: headerValue(wsi, WSI_TOKEN_HTTP),
                                              version: headerValue(wsi, WSI_TOKEN_VERSION), key: headerValue(wsi, WSI_TOKEN_KEY),
                                              host: headerValue(wsi, WSI_TOKEN_HOST), connection: headerValue(wsi, WSI_TOKEN_CONNECTION),
@@ -37,6 +40,7 @@ extension ServiceLoop {
         switch validation.check() {
         case .refuse(let response):
             configuration.log(.debug, "refused a malformed WebSocket handshake from \(peerAddress(wsi)): HTTP \(response.status)")
+            delegate.refusedMalformedUpgrade(status: response.status)
             return refuse(wsi, response)
         case .valid(let list, let speaks):
             offered = list

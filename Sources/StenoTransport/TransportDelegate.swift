@@ -11,6 +11,10 @@ public protocol TransportDelegate: AnyObject {
     /// origin, capacity, draining.
     func decideUpgrade(_ request: UpgradeRequest) -> UpgradeDecision
 
+    /// The transport refused an upgrade itself, before `decideUpgrade`: not a well-formed
+    /// WebSocket handshake (`status` 400 or 426) or a request head over the limit (431).
+    func refusedMalformedUpgrade(status: Int)
+
     /// An accepted upgrade completed; `id` is now open.
     func opened(_ id: ConnectionID, request: UpgradeRequest)
 
@@ -43,6 +47,7 @@ public protocol TransportDelegate: AnyObject {
 extension TransportDelegate {
     public func tooLarge(_ id: ConnectionID, limit: Int) {}
     public func writeStalled(_ id: ConnectionID) {}
+    public func refusedMalformedUpgrade(status: Int) {}
     public func http(_ request: HTTPRequest) -> HTTPResponse? { nil }
     public func tick() {}
 }

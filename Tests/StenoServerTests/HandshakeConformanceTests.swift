@@ -15,7 +15,11 @@ extension HandshakeTests {
     /// A request head of `lines` (each without CRLF) and its answer: nil when the server hung
     /// up without one.
     static func raw(_ server: TestServer, _ lines: [String]) throws -> TestHTTPResponse? {
-        let stream = try TestStream.tcp(port: server.port)
+        try raw(port: server.port, lines)
+    }
+
+    static func raw(port: Int, _ lines: [String]) throws -> TestHTTPResponse? {
+        let stream = try TestStream.tcp(port: port)
         defer { stream.close() }
         do {
             try stream.write(Array((lines.joined(separator: "\r\n") + "\r\n\r\n").utf8), timeout: 10)
@@ -168,6 +172,18 @@ extension HandshakeTests {
         #expect(r.status == 431, "\(r)")
         #expect(try HTTPTestClient.get(port: server.port, "/page", headers: tooMany).status == 431)
         try Self.stillServes(server)
+    }
+
+    /// The server counts what the transport refused before any route, by reason.
+    @Test func malformedHandshakesAreCountedInMetrics() throws {
+        let server = try LiveServer()
+        #expect(try Self.raw(port: server.port, Self.upgrade(version: "8"))?.status == 426)
+        #expect(try Self.raw(port: server.port, Self.upgrade(key: "x"))?.status == 400)
+        #expect(try Self.raw(port: server.port, Self.upgrade(extra: ["Cookie: c=" + String(repeating: "c", count: 20_000)]))?.status == 431)
+        let metrics = try server.metrics()
+        #expect(metrics[#"steno_handshakes_refused_total{reason="malformed"}"#] == 2)
+        #expect(metrics[#"steno_handshakes_refused_total{reason="header_too_large"}"#] == 1)
+        #expect(metrics["steno_sessions_total"] == 0)
     }
 
     /// Pinned (docs/reliability.md): past the buffer libwebsockets 4.1.6 keeps for a request head
