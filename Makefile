@@ -2,12 +2,13 @@
 #   make run    install what is missing, build, start the server with the English model and the web client
 #   make test   install what is missing, build, run every test (Swift suites, then the browser test)
 #   make bench  build in release mode and print the benchmark tables
+#   make conformance  Autobahn|Testsuite against the real transport (needs Python 2.7; not in make test)
 
 HOST ?= 127.0.0.1
 PORT ?= 8080
 SWIFT ?= swift
 
-.PHONY: run test bench build clean
+.PHONY: run test bench conformance build clean
 
 run:
 	scripts/bootstrap.sh run
@@ -25,6 +26,10 @@ bench:
 	$(SWIFT) build -c release --product steno
 	$(SWIFT) build -c release --product steno-bench
 	.build/release/steno-bench all
+
+conformance:
+	$(SWIFT) build --product steno
+	scripts/conformance.sh
 
 build:
 	$(SWIFT) build

@@ -241,6 +241,18 @@ final class ChannelHub: Sendable {
         if removed { metrics.viewersActive.decrement() }
     }
 
+    /// A viewer that is not reading (its writes stalled): closed with 4008 as if its queue had
+    /// overflowed, and counted for its channel. False if `id` is no viewer.
+    func dropSlowViewer(_ id: ConnectionID) -> Bool {
+        let counters = state.withLock { s -> StenoMetrics.ChannelCounters? in
+            s.viewerChannel[id].flatMap { s.channels[$0]?.counters }
+        }
+        guard let counters else { return false }
+        metrics.closeSlowConsumer(id, on: handle)
+        counters.dropped.increment()
+        return true
+    }
+
     /// Whether `id` is a viewer.
     func isViewer(_ id: ConnectionID) -> Bool { state.withLock { $0.viewerChannel[id] != nil } }
 

@@ -29,6 +29,8 @@ final class Router: TransportDelegate {
     private var draining = false
     /// Who a connection comes from (`X-Forwarded-For` from trusted proxies only).
     private let clientAddress: ClientAddress
+    /// Connections on the conformance echo route (`ServerOptions.echoPath`).
+    private var echoConnections: Set<ConnectionID> = []
     /// Whether a new talker would be kept within the lag target (measured at each tick).
     var admission = Admission()
 
@@ -54,6 +56,9 @@ final class Router: TransportDelegate {
     // MARK: TransportDelegate (lws thread)
 
     func decideUpgrade(_ request: UpgradeRequest) -> UpgradeDecision {
+        if let echo = options.echoPath, request.path == echo {
+            return draining ? .reject(status: 503, headers: [("Retry-After", String(policy.retryAfterSeconds))]) : .accept
+        }
         let decision = admission(path: request.path, query: request.query, headers: request.headers)
         switch decision {
         case .accept:
@@ -68,6 +73,10 @@ final class Router: TransportDelegate {
             if let reason { context.metrics.handshakesRefused.labels(reason).increment() }
         }
         return decision
+    }
+
+    func refusedMalformedUpgrade(status: Int) {
+        context.metrics.handshakesRefused.labels(status == 431 ? "header_too_large" : "malformed").increment()
     }
 
     /// What an upgrade to `path` would get now: the one place that decides routes, tokens,
@@ -113,6 +122,10 @@ final class Router: TransportDelegate {
     }
 
     func opened(_ id: ConnectionID, request: UpgradeRequest) {
+        if let echo = options.echoPath, request.path == echo {
+            echoConnections.insert(id)
+            return
+        }
         let now = SystemClock.now()
         let remoteAddress = clientAddress.describe(peer: request.remoteAddress, forwardedFor: request.headers["x-forwarded-for"])
         if request.path == Self.listenPath, let name = request.queryValue("channel") {
@@ -129,6 +142,16 @@ final class Router: TransportDelegate {
     }
 
     func received(_ id: ConnectionID, _ message: IncomingMessage) {
+        if echoConnections.contains(id) {
+            let reply: OutgoingMessage = switch message {
+            case .text(let t): .text(t)
+            case .binary(let b): .binary(b)
+            }
+            if context.handle.send(id, reply) == .overflow {
+                context.handle.close(id, code: 4008, reason: "slow_consumer", discardQueued: true)
+            }
+            return
+        }
         if let session = registry[id] {
             session.received(message, now: SystemClock.now())
         } else if context.channels.isViewer(id) {
@@ -151,7 +174,21 @@ final class Router: TransportDelegate {
         }
     }
 
+    /// A connection that has taken no byte for `--write-stall-seconds` while events waited for
+    /// it is not reading: a slow consumer, closed with 4008 as when its queue overflows.
+    func writeStalled(_ id: ConnectionID) {
+        if let session = registry[id] {
+            context.metrics.writeStalls.increment()
+            context.log.info("session \(session.sessionID) on \(id): nothing written for \(options.writeStall?.inSeconds ?? 0) s; closed as a slow consumer")
+            session.input(.outboundOverflow)
+        } else if context.channels.dropSlowViewer(id) {
+            context.metrics.writeStalls.increment()
+            context.log.info("viewer \(id): nothing written for \(options.writeStall?.inSeconds ?? 0) s; closed as a slow consumer")
+        }
+    }
+
     func closed(_ id: ConnectionID, backlog: OutboundBacklog?) {
+        if echoConnections.remove(id) != nil { return }
         if let session = registry.disconnect(id) {
             switch session.transportClosed(id, backlog: backlog) {
             case .detached:

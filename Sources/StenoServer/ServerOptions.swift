@@ -64,6 +64,15 @@ public struct ServerOptions: Sendable, Equatable {
     /// finds viewers and clients that vanished without closing (a phone that lost its
     /// network), which would otherwise hold their connection for good on a quiet channel.
     public var keepAlive: Duration? = .seconds(30)
+    /// A connection (session or viewer) whose outbound events have waited this long with no
+    /// byte written to its socket is closed as a slow consumer (4008); nil: only a full
+    /// outbound queue (`limits.outboundBytes`) does that. A viewer that never reads would
+    /// otherwise be found only when its queue fills, hours later at caption rates.
+    public var writeStall: Duration? = .seconds(30)
+    /// For conformance tests only (Autobahn|Testsuite: `scripts/conformance.sh`): a WebSocket
+    /// route that echoes every message on the real transport, with no session, no token and
+    /// no admission; nil (the default): no such route.
+    public var echoPath: String? = nil
     /// Threads of the worker pool that runs decoding and recognition.
     public var workers = 2
     /// The event loop libwebsockets runs on; nil: the transport's default (libuv when its

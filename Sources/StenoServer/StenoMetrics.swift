@@ -17,7 +17,9 @@ public final class StenoMetrics: Sendable {
     /// `steno_sessions_total`: `/v1/stream` connections opened (each a session, started or not).
     public let sessionsTotal: Counter
     /// `steno_handshakes_refused_total{reason}`: WebSocket upgrades refused before a
-    /// session existed; reasons `unauthorized`, `forbidden_origin`, `capacity`, `draining`.
+    /// session existed; reasons `unauthorized`, `forbidden_origin`, `capacity`, `overload`,
+    /// `draining`, and (by the transport, before any route) `malformed` (400 or 426: not a
+    /// well-formed WebSocket handshake) and `header_too_large` (431).
     public let handshakesRefused: MetricFamily<Counter>
     /// `steno_viewers_active`: broadcast viewers connected now.
     public let viewersActive: Gauge
@@ -53,6 +55,9 @@ public final class StenoMetrics: Sendable {
     /// `steno_stalled_utterances_total`: utterances finalized because their audio stopped in
     /// the middle of speech (`SessionLimits.stallSeconds`), to free a shared recognizer.
     public let stalledUtterances: Counter
+    /// `steno_write_stalls_total`: connections (sessions and viewers) closed as slow consumers
+    /// because their events waited `--write-stall-seconds` with nothing written.
+    public let writeStalls: Counter
 
     /// `steno_channel_viewers{channel}`, `steno_channel_events_sent_total{channel}`,
     /// `steno_channel_viewers_dropped_total{channel}`: per channel, for the first
@@ -87,7 +92,8 @@ public final class StenoMetrics: Sendable {
     /// The event types of the protocol; their series exist from the start at 0.
     public static let eventTypes = ServerEventKind.allCases.map(\.rawValue)
     /// Handshake refusal reasons; their series exist from the start at 0.
-    public static let refusalReasons = ["unauthorized", "forbidden_origin", "capacity", "overload", "draining"]
+    public static let refusalReasons = ["unauthorized", "forbidden_origin", "capacity", "overload", "draining",
+                                        "malformed", "header_too_large"]
 
     /// Buckets for lag and latency: 50 ms to 30 s.
     public static let latencyBuckets: [Double] = [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30]
@@ -137,6 +143,10 @@ public final class StenoMetrics: Sendable {
         stalledUtterances = registry.counter(
             "steno_stalled_utterances_total",
             help: "Utterances finalized because their audio stopped in the middle of speech, freeing a shared recognizer.")
+
+        writeStalls = registry.counter(
+            "steno_write_stalls_total",
+            help: "Connections closed as slow consumers (4008) because their events waited --write-stall-seconds with nothing written.")
 
         for reason in Self.refusalReasons { _ = handshakesRefused.labels(reason) }
     }

@@ -44,6 +44,7 @@ public final class StenoServer: Sendable {
         configuration.tlsCertificatePath = options.tls?.certificatePath
         configuration.tlsKeyPath = options.tls?.privateKeyPath
         configuration.keepAliveSeconds = options.keepAlive.map { Int($0.inSeconds.rounded()) } ?? 0
+        configuration.writeStallSeconds = options.writeStall?.inSeconds ?? 0
         configuration.serverName = "steno/\(Self.version)"
         if let loop = options.eventLoop { configuration.eventLoop = loop }
         configuration.log = log

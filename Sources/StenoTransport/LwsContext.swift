@@ -23,6 +23,13 @@ final class LwsContextStorage {
     /// Scratch for HTTP writes: `LWS_PRE` headroom plus one chunk.
     let httpScratch: UnsafeMutableRawPointer
     static let httpChunk = 32 * 1024
+    /// The name of the second protocol (`protocols[1]`), which lws reads through this pointer
+    /// (its vhost copies the protocols array, not the names): empty at rest; during one
+    /// upgrade whose client offered only subprotocols Steno does not speak, the first of them,
+    /// so that lws binds the connection instead of dropping it (see
+    /// `ServiceLoop.unselectedSubprotocol`).
+    let aliasName: UnsafeMutablePointer<CChar>
+    static let aliasNameCapacity = 64
     /// The libuv loop lws runs on when `eventLoop` is `.libuv`: the transport's own ("foreign"
     /// to lws), so that the service thread runs it one turn at a time and lws installs no
     /// signal handlers of its own (it does on a loop it makes itself: SIGINT, SIGTERM, SIGHUP,
@@ -38,8 +45,10 @@ final class LwsContextStorage {
         foreignLoops.initialize(repeating: nil, count: 2)
         contextSlot = .allocate(capacity: 1)
         contextSlot.initialize(to: nil)
-        protocols = .allocate(capacity: 2)
-        protocols.initialize(repeating: lws_protocols(), count: 2)
+        protocols = .allocate(capacity: 3)
+        protocols.initialize(repeating: lws_protocols(), count: 3)
+        aliasName = .allocate(capacity: Self.aliasNameCapacity)
+        aliasName.initialize(repeating: 0, count: Self.aliasNameCapacity)
         idlePolicy = .allocate(capacity: 1)
         idlePolicy.initialize(to: lws_retry_bo_t())
         tickTimer = .allocate(byteCount: Self.tickTimerSize, alignment: 16)
@@ -50,7 +59,8 @@ final class LwsContextStorage {
     }
 
     deinit {
-        protocols.deinitialize(count: 2)
+        protocols.deinitialize(count: 3)
+        aliasName.deallocate()
         idlePolicy.deinitialize(count: 1)
         idlePolicy.deallocate()
         protocols.deallocate()
@@ -104,6 +114,10 @@ final class LwsContextStorage {
         // Largest single send() lws tries; 0 would mean rx_buffer_size, which would
         // push every bigger message through lws's own partial-write buffer (a copy).
         protocols[0].tx_packet_size = 256 * 1024
+        // The same protocol under a name set per upgrade (see `aliasName`); its callback is
+        // Steno's, so connections bound to it are served alike.
+        protocols[1] = protocols[0]
+        protocols[1].name = UnsafePointer(aliasName)
 
         var info = lws_context_creation_info()
         info.protocols = UnsafePointer(protocols)
@@ -151,6 +165,9 @@ final class LwsContextStorage {
             info.foreign_loops = foreignLoops
             options |= UInt64(LWS_SERVER_OPTION_LIBUV)
         }
+        // Room for a request head of `maxRequestHeaderBytes` (lws's default is 4 KB, under what
+        // browsers send with big cookies); Steno answers 431 above that limit itself.
+        info.max_http_header_data2 = UInt32(max(4096, cfg.maxRequestHeaderBytes + TransportConfiguration.requestHeaderSlack))
         info.pcontext = contextSlot
         info.options = options
         // No lws keepalive: its validity timers (and, without a policy, its default one of

@@ -25,21 +25,23 @@ struct MessageAssembler {
 
     /// One piece of a message: `binary` is the message's type (read with its first piece),
     /// `final` whether this piece ends it.
-    mutating func receive(_ piece: UnsafeRawBufferPointer, binary: Bool, final: Bool) -> Outcome {
+    /// `remaining` is how many more bytes the piece's frame announced (its header's length
+    /// less what came): a message that cannot fit is too large now.
+    mutating func receive(_ piece: UnsafeRawBufferPointer, binary: Bool, final: Bool, remaining: Int = 0) -> Outcome {
         if !inMessage {
             inMessage = true
             isBinary = binary
             discarding = false
             // The common case: a whole message in one piece, with a single copy out of
             // lws's buffer.
-            if final && piece.count <= limit {
+            if final && remaining == 0 && piece.count <= limit {
                 inMessage = false
                 return .message(Self.message(binary: isBinary, piece))
             }
         }
         var outcome = Outcome.pending
         if !discarding {
-            if buffer.count + piece.count > limit {
+            if buffer.count + piece.count > limit || remaining > limit - buffer.count - piece.count {
                 discarding = true
                 buffer = []
                 outcome = .tooLarge

@@ -24,6 +24,7 @@ extension ServiceLoop {
         default: method = .other(Self.methodName(m))
         }
         let isHead = method == .head
+        if let tooLarge = headTooLarge(wsi) { return startHTTPResponse(wsi, tooLarge, includeBody: !isHead, close: true) }
         guard method == .get || isHead else {
             let response = HTTPResponse.plain(status: 405, headers: [("Allow", "GET, HEAD")])
             return startHTTPResponse(wsi, response, includeBody: true, close: true)

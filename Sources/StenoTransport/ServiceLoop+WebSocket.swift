@@ -13,6 +13,9 @@ extension ServiceLoop {
     }
 
     func confirmUpgrade(_ wsi: OpaquePointer, upgrade: String) -> Int32 {
+        // A name left by an upgrade that failed between here and FILTER_PROTOCOL_CONNECTION
+        // must not match this one's offer.
+        clearSubprotocolAlias()
         switch upgrade.lowercased() {
         case "websocket":
             break
@@ -24,16 +27,67 @@ extension ServiceLoop {
             // asks: just hang up.
             return -1
         }
+        if let tooLarge = headTooLarge(wsi) {
+            delegate.refusedMalformedUpgrade(status: tooLarge.status)
+            return refuse(wsi, tooLarge)
+        }
+        let validation = HandshakeValidation(httpVersion: headerValue(wsi, WSI_TOKEN_HTTP),
+                                             version: headerValue(wsi, WSI_TOKEN_VERSION), key: headerValue(wsi, WSI_TOKEN_KEY),
+                                             host: headerValue(wsi, WSI_TOKEN_HOST), connection: headerValue(wsi, WSI_TOKEN_CONNECTION),
+                                             subprotocols: headerValue(wsi, WSI_TOKEN_PROTOCOL))
+        let offered: [String]
+        let speaksOffered: Bool
+        switch validation.check() {
+        case .refuse(let response):
+            configuration.log(.debug, "refused a malformed WebSocket handshake from \(peerAddress(wsi)): HTTP \(response.status)")
+            delegate.refusedMalformedUpgrade(status: response.status)
+            return refuse(wsi, response)
+        case .valid(let list, let speaks):
+            offered = list
+            speaksOffered = speaks
+        }
         let request = UpgradeRequest(path: uriPath(wsi) ?? "", query: queryItems(wsi), headers: requestHeaders(wsi), remoteAddress: peerAddress(wsi))
         let decision = delegate.decideUpgrade(request)
         defer { drainCommands() }
         switch decision {
         case .accept:
             pendingUpgrades[wsi] = request
+            if !offered.isEmpty && !speaksOffered { unselectedSubprotocol(offered[0]) }
             return 0
         case .reject(let response):
             return refuse(wsi, response)
         }
+    }
+
+    /// A client that offers only subprotocols Steno does not speak is to be answered without
+    /// one (RFC 6455 §4.2.2: the server "MUST NOT send back a |Sec-WebSocket-Protocol| header
+    /// field"). lws 4.1.6 instead drops such an upgrade with no response at all
+    /// (`lws_process_ws_upgrade`: "No supported protocol"). So for this upgrade the transport's
+    /// second protocol takes the name of the first offered one, which lws then binds; its name is
+    /// emptied again in FILTER_PROTOCOL_CONNECTION, which lws calls after binding and before it
+    /// writes the 101, and lws names no subprotocol for a protocol whose name is empty
+    /// (`handshake_0405`). Everything happens on this thread, within one call of lws's.
+    func unselectedSubprotocol(_ name: String) {
+        let bytes = Array(name.utf8.prefix(LwsContextStorage.aliasNameCapacity - 1))
+        for (i, b) in bytes.enumerated() { storage.aliasName[i] = CChar(bitPattern: b) }
+        storage.aliasName[bytes.count] = 0
+    }
+
+    func clearSubprotocolAlias() {
+        storage.aliasName[0] = 0
+    }
+
+    /// 431 when the request head is over `maxRequestHeaderBytes` (counted as libwebsockets
+    /// holds it: the URI and the values of the headers it knows).
+    func headTooLarge(_ wsi: OpaquePointer) -> HTTPResponse? {
+        var total = 0
+        for token in 0..<Int(_WSI_TOKEN_CLIENT_SENT_PROTOCOLS.rawValue) {
+            let n = lws_hdr_total_length(wsi, lws_token_indexes(rawValue: UInt32(token)))
+            if n > 0 { total += Int(n) }
+        }
+        guard total > configuration.maxRequestHeaderBytes else { return nil }
+        configuration.log(.info, "a request head of \(total) bytes from \(peerAddress(wsi)) is over \(configuration.maxRequestHeaderBytes); answered 431")
+        return HTTPResponse(status: 431, text: "431 Request Header Fields Too Large: this server takes request headers of up to \(configuration.maxRequestHeaderBytes) bytes\n")
     }
 
     /// Answers an upgrade request with an HTTP response and hangs up. lws 4.1 lets
@@ -76,7 +130,12 @@ extension ServiceLoop {
         if c.closing != nil { return 0 }  // closing: the session is over
         heard(c)
         let piece = UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length)
-        switch c.assembler.receive(piece, binary: lws_frame_is_binary(wsi) != 0, final: lws_is_final_fragment(wsi) != 0) {
+        // What the frame's header says is still to come counts at once: a header declaring
+        // 2^32 bytes is too large with its first piece, not once 64 KB of it have arrived.
+        // (lws 4.1.6 calls nothing for a frame before its first payload byte.)
+        let announced = Int(clamping: lws_remaining_packet_payload(wsi))
+        switch c.assembler.receive(piece, binary: lws_frame_is_binary(wsi) != 0, final: lws_is_final_fragment(wsi) != 0,
+                                   remaining: announced) {
         case .pending:
             break
         case .message(let message):
@@ -100,6 +159,7 @@ extension ServiceLoop {
                 payload.pointee = UInt8(ascii: "k")
                 let n = lws_write(wsi, payload, 1, LWS_WRITE_PING)
                 if n < 0 { return -1 }
+                c.stalledSince = nil
                 lws_callback_on_writable(wsi)
                 return 0
             }
@@ -111,6 +171,7 @@ extension ServiceLoop {
             // keeps the rest and sends it before calling WRITEABLE again.
             let n = lws_write(wsi, frame.payload, frame.payloadCount, kind)
             if n < frame.payloadCount { return -1 }
+            c.stalledSince = nil
             if more || c.closing != nil { lws_callback_on_writable(wsi) }
             return 0
         }

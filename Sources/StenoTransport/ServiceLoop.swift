@@ -21,6 +21,8 @@ final class LiveConnection {
     /// Reading is paused (flow control): whatever the peer sends waits in the socket, so
     /// its silence proves nothing and the keepalive leaves it alone.
     var readingPaused = false
+    /// Since when outbound data has waited with nothing written (`ServiceLoop.watchWrites`).
+    var stalledSince: ContinuousClock.Instant?
     /// A ping is to be written at the next WRITEABLE.
     var pingDue = false
     /// The close frame's code and reason were handed to lws (`lws_close_reason`) and the
@@ -81,6 +83,7 @@ final class ServiceLoop: @unchecked Sendable {
     static let closingHandshakesAtOnce = 256
     private var closeTimerScheduled = false
     private var lastKeepAliveScan = ContinuousClock.now
+    private var lastWriteScan = ContinuousClock.now
 
     /// C memory lws keeps pointers to for the context's life.
     let storage = LwsContextStorage()
@@ -238,6 +241,7 @@ final class ServiceLoop: @unchecked Sendable {
             startClosingHandshakes()
         }
         keepAlive()
+        watchWrites()
         delegate.tick()
         drainCommands()
         scheduleTick()
@@ -274,6 +278,43 @@ final class ServiceLoop: @unchecked Sendable {
                 lws_callback_on_writable(c.wsi)
             }
         }
+    }
+
+    // MARK: - Write stalls (on ticks)
+
+    /// Reports to the delegate each connection whose outbound data (Steno's queue, or what lws
+    /// holds after a partial write) has waited `writeStallSeconds` with nothing written: a peer
+    /// that does not read, caught before its queue fills (at caption rates a viewer's 1 MiB can
+    /// take hours). Once a second; a write clears the clock (`writeable`). Closing connections
+    /// are left to their own flush deadline.
+    func watchWrites() {
+        let seconds = configuration.writeStallSeconds
+        guard seconds > 0 else { return }
+        let now = ContinuousClock.now
+        guard now - lastWriteScan >= .seconds(1) else { return }
+        lastWriteScan = now
+        let limit = Duration.milliseconds(Int(seconds * 1000))
+        var stalled: [ConnectionID] = []
+        for c in connections.values where c.closing == nil {
+            let pending = (handle.queuedBytes(c.id) ?? 0) > 0 || lws_partial_buffered(c.wsi) != 0
+            guard pending else {
+                c.stalledSince = nil
+                continue
+            }
+            guard let since = c.stalledSince else {
+                c.stalledSince = now
+                continue
+            }
+            if now - since >= limit {
+                c.stalledSince = nil
+                stalled.append(c.id)
+            }
+        }
+        for id in stalled.sorted() {
+            configuration.log(.info, "connection \(id) has not taken a byte for \(seconds) s while data waited for it")
+            delegate.writeStalled(id)
+        }
+        if !stalled.isEmpty { drainCommands() }
     }
 
     // MARK: - Commands from other threads
@@ -351,9 +392,37 @@ final class ServiceLoop: @unchecked Sendable {
             return confirmUpgrade(wsi, upgrade: input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "")
 
         case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+            // lws has bound the protocol (the alias, if `unselectedSubprotocol` named it): from
+            // here on its name must be empty, so the 101 names no subprotocol.
+            clearSubprotocolAlias()
             // Only upgrades this transport accepted in HTTP_CONFIRM_UPGRADE go on.
             guard let wsi, pendingUpgrades[wsi] != nil else { return 1 }
             return 0
+
+        case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+            // RFC 6455 §5.5.1: a close frame's body, if any, starts with a 2-byte code; a code
+            // of 5000 or more is not allowed (§7.4.2), nor is a body of 1 byte. lws 4.1.6 turns
+            // the other invalid codes into 1002 itself, by rewriting the code in the body it
+            // then echoes; the same is done here for 5000 and above, so the reply goes out and
+            // the connection ends at once, as for any close. A 1-byte body cannot be rewritten
+            // into a code (lws echoes as many bytes as came): lws is told to close with 1002
+            // instead, and then waits up to 5 s for an answer that the peer, whose close came
+            // first, will not send (docs/reliability.md).
+            guard let wsi, let input else { return 0 }
+            if length >= 2 {
+                let body = input.assumingMemoryBound(to: UInt8.self)
+                if UInt16(body[0]) << 8 | UInt16(body[1]) >= 5000 {
+                    body[0] = UInt8(LWS_CLOSE_STATUS_PROTOCOL_ERR.rawValue >> 8)
+                    body[1] = UInt8(LWS_CLOSE_STATUS_PROTOCOL_ERR.rawValue & 0xff)
+                }
+                return 0
+            }
+            guard length == 1 else { return 0 }
+            var reason = Array("close frame of 1 byte".utf8)
+            reason.withUnsafeMutableBufferPointer { r in
+                lws_close_reason(wsi, LWS_CLOSE_STATUS_PROTOCOL_ERR, r.baseAddress, r.count)
+            }
+            return -1
 
         case LWS_CALLBACK_ESTABLISHED:
             guard let wsi else { return -1 }

@@ -56,6 +56,19 @@ public struct TransportConfiguration: Sendable {
     /// connection is one descriptor, and libwebsockets sizes its tables from this limit when
     /// the context is made.
     public var raiseOpenFileLimit = true
+    /// Largest request head Steno answers (the request line's URI and the values of the
+    /// headers libwebsockets knows, cookies included): one over it gets 431. Browsers send up to
+    /// 8–16 KB with a site's cookies. libwebsockets itself keeps `requestHeaderSlack` bytes more
+    /// per connection while it reads a request head (for the header names it keeps and its own
+    /// separators); a head that does not fit even there is cut without an answer (lws 4.1.6
+    /// has no hook for it: docs/reliability.md).
+    public var maxRequestHeaderBytes: Int = 16 * 1024
+    public static let requestHeaderSlack = 8 * 1024
+    /// A connection whose outbound data (queued, or held by libwebsockets after a partial
+    /// write) has waited this many seconds with nothing written is reported to the delegate
+    /// (`TransportDelegate.writeStalled`): its peer does not read. 0: never. Checked once a
+    /// second, so it comes up to a second late.
+    public var writeStallSeconds: Double = 0
     /// Value of the `Server` header.
     public var serverName: String = "steno"
     /// Where the transport, and libwebsockets at warning and error level, log.

@@ -11,6 +11,10 @@ public protocol TransportDelegate: AnyObject {
     /// origin, capacity, draining.
     func decideUpgrade(_ request: UpgradeRequest) -> UpgradeDecision
 
+    /// The transport refused an upgrade itself, before `decideUpgrade`: not a well-formed
+    /// WebSocket handshake (`status` 400 or 426) or a request head over the limit (431).
+    func refusedMalformedUpgrade(status: Int)
+
     /// An accepted upgrade completed; `id` is now open.
     func opened(_ id: ConnectionID, request: UpgradeRequest)
 
@@ -20,6 +24,11 @@ public protocol TransportDelegate: AnyObject {
     /// A message exceeded the frame-size limit. The transport stopped buffering it
     /// and drops the rest of it; the protocol answers `too_large` and closes 1009.
     func tooLarge(_ id: ConnectionID, limit: Int)
+
+    /// `id` has had outbound data waiting for `TransportConfiguration.writeStallSeconds` with
+    /// nothing written: its peer is not reading. Reported once; the delegate decides (the
+    /// protocol closes it as a slow consumer).
+    func writeStalled(_ id: ConnectionID)
 
     /// `id` is gone (closed by either side, or by the server stopping). Called exactly
     /// once for every `opened`, and never for anything else. `backlog` is what it left
@@ -37,6 +46,8 @@ public protocol TransportDelegate: AnyObject {
 
 extension TransportDelegate {
     public func tooLarge(_ id: ConnectionID, limit: Int) {}
+    public func writeStalled(_ id: ConnectionID) {}
+    public func refusedMalformedUpgrade(status: Int) {}
     public func http(_ request: HTTPRequest) -> HTTPResponse? { nil }
     public func tick() {}
 }

@@ -15,7 +15,7 @@ struct ServeOptions {
     struct Flags {
         let host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes: Flag
         let idleTimeout, maxSessionSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, cert, key: Flag
-        let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, workers, eventLoop, recognizers, dedicatedRecognizers, lagTarget, logLevel: Flag
+        let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, writeStall, echoRoute, workers, eventLoop, recognizers, dedicatedRecognizers, lagTarget, logLevel: Flag
         let captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds: Flag
         let hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts: Flag
 
@@ -72,6 +72,12 @@ struct ServeOptions {
                                 default: seconds(server.drainTimeout), environment: "STENO_DRAIN_TIMEOUT")
             keepAlive = Flag("keepalive", value: "SECONDS", help: "ping WebSockets this often; hang up on ones that do not answer; 0 never",
                              default: seconds(server.keepAlive), environment: "STENO_KEEPALIVE")
+            writeStall = Flag("write-stall-seconds", value: "SECONDS",
+                              help: "close a connection as a slow consumer (4008) when its events wait this long with nothing written; 0 never",
+                              default: seconds(server.writeStall), environment: "STENO_WRITE_STALL_SECONDS")
+            echoRoute = Flag("echo-route", value: "PATH",
+                             help: "conformance tests only: a WebSocket route that echoes every message (no session, no token)",
+                             default: "none", environment: "STENO_ECHO_ROUTE")
             workers = Flag("workers", value: "N", help: "threads for decoding and recognition",
                            default: "\(machine.cores)", environment: "STENO_WORKERS")
             eventLoop = Flag("event-loop", value: "LOOP",
@@ -108,7 +114,7 @@ struct ServeOptions {
 
         var all: [Flag] {
             [host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes, idleTimeout,
-             maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, cert, key, drainTimeout, keepAlive, workers,
+             maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, cert, key, drainTimeout, keepAlive, writeStall, echoRoute, workers,
              eventLoop, recognizers, dedicatedRecognizers, lagTarget, captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds,
              hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts, logLevel]
         }
@@ -215,6 +221,16 @@ struct ServeOptions {
         if let value = given.single(flags.keepAlive) {
             let seconds = try given.seconds(value, in: 0...3600)
             options.keepAlive = seconds == 0 ? nil : .seconds(max(1, seconds.rounded()))
+        }
+        if let value = given.single(flags.writeStall) {
+            let seconds = try given.seconds(value, in: 0...3600)
+            options.writeStall = seconds == 0 ? nil : .seconds(max(1, seconds))
+        }
+        if let value = given.single(flags.echoRoute) {
+            guard value.text.hasPrefix("/"), !value.text.contains("?") else {
+                throw given.error(.invalidValue(source: value.source, value: value.text, expected: "a path such as /echo"))
+            }
+            options.echoPath = value.text
         }
         if let value = given.single(flags.workers) { options.workers = try given.integer(value, in: 1...256) }
         if let value = given.single(flags.eventLoop) {

@@ -586,7 +586,7 @@ private final class SilentClients {
         self.inFlight = inFlight
         epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
         request = Array(("GET /v1/stream HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\n"
-            + "Connection: Upgrade\r\nSec-WebSocket-Key: c3Rlbm8tY29ubmVjdGlvbnM=\r\nSec-WebSocket-Version: 13\r\n\r\n").utf8)
+            + "Connection: Upgrade\r\nSec-WebSocket-Key: c3Rlbm8tY29ubmVjdGlvbg==\r\nSec-WebSocket-Version: 13\r\n\r\n").utf8)
         startFrame = Self.frame(opcode: 1, Array(#"{"type":"start","audio":{"encoding":"pcm_s16le","sampleRate":16000,"channels":1}}"#.utf8))
     }
 
