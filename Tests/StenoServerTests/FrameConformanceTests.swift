@@ -27,6 +27,18 @@ import StenoTransport
         try HandshakeTests.stillServes(server)
     }
 
+    /// RFC 6455 §8.1: a text frame that is not UTF-8 fails the connection with 1007. lws checks
+    /// it before Steno sees the message, so there is no `bad_message` for it (protocol.md).
+    @Test func aTextFrameThatIsNotUTF8Gets1007() throws {
+        let server = try TestServer()
+        let (c, id) = try server.connect()
+        try c.sendFrame(.text, [0x7B, 0xC3, 0x28, 0x7D])  // "{", a broken two-byte sequence, "}"
+        let close = try Self.nextClose(c)
+        #expect(close?.code == 1007, "\(String(describing: close))")
+        #expect(server.control.wait { server.control.wasClosed(id) })
+        try HandshakeTests.stillServes(server)
+    }
+
     @Test func aCloseCodeOf5000OrMoreGets1002() throws {
         let server = try TestServer()
         for code: UInt16 in [5000, 31522, 65535] {
