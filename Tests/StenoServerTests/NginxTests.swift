@@ -90,7 +90,7 @@ private final class Nginx {
             """
         try site.write(to: directory.appendingPathComponent("steno.conf"), atomically: true, encoding: .utf8)
         try main.write(to: directory.appendingPathComponent("nginx.conf"), atomically: true, encoding: .utf8)
-        pid = try Self.spawn(NginxTests.binary, ["-p", directory.path, "-c", directory.path + "/nginx.conf",
+        pid = try spawnQuietly(NginxTests.binary, ["-p", directory.path, "-c", directory.path + "/nginx.conf",
                                                  "-e", directory.path + "/error.log"])
         let deadline = Deadline(30)
         while !Self.accepts(port) {
@@ -126,21 +126,6 @@ private final class Nginx {
             usleep(20_000)
         }
         try? FileManager.default.removeItem(at: directory)
-    }
-
-    private static func spawn(_ path: String, _ arguments: [String]) throws -> pid_t {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var pid: pid_t = 0
-        let result = posix_spawn(&pid, path, &actions, nil, argv, environ)
-        guard result == 0 else { throw TestClientError.protocolError("cannot start \(path): \(result)") }
-        return pid
     }
 
     /// A port nothing listens on now (the kernel's choice for port 0).

@@ -25,10 +25,22 @@ final class Child {
             posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         }
         posix_spawn_file_actions_addopen(&actions, 2, stderrPath ?? "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        // No signal blocked and default handlers in the child, whatever this process does
+        // with its own: a child that inherited a blocked SIGTERM would never drain and stop.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        var all = sigset_t()
+        sigfillset(&all)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0
-        guard posix_spawn(&pid, path, &actions, nil, argv, environ) == 0 else { return nil }
+        guard posix_spawn(&pid, path, &actions, &attributes, argv, environ) == 0 else { return nil }
         if capture { close(fds[1]) }
         return Child(pid: pid, stdoutFD: capture ? fds[0] : nil)
     }
