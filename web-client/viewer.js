@@ -177,6 +177,7 @@ const status = {
   reconnects: 0,
   publisher: null, // the broadcast's state as the server says it: 'live', 'ended', 'lost' (null: none yet)
   overAt: null, // when it ended or was lost
+  relayDown: false, // the server's link to the broadcast's instance is down (`relay`, a cluster)
 };
 let quietTimer = null;
 
@@ -197,6 +198,11 @@ function refreshStatus() {
       return;
     default:
       break;
+  }
+  if (status.relayDown) {
+    // Captions are held, not lost: they follow when the link is back.
+    setStatus('reconnecting', 'Captions delayed — the server lost its link to the broadcast; they will follow');
+    return;
   }
   if (status.publisher === 'ended' || status.publisher === 'lost') {
     const at = status.overAt ? ` at ${clockTime(status.overAt.toISOString())}` : '';
@@ -308,6 +314,14 @@ function follow() {
     status.live = false;
     status.quiet = false;
     status.publisher = null; // a `publisher` event follows when the channel has a broadcast
+    status.relayDown = false; // the server sends `relay` only when its link changes: a new connection starts from up
+    refreshStatus();
+  }));
+
+  v.on('relay', mine((event) => {
+    // A cluster's instances share broadcasts through Redis; this viewer's instance lost (or
+    // found again) its link to the one the publisher is on (docs/protocol.md, `relay`).
+    status.relayDown = event.state === 'down';
     refreshStatus();
   }));
 

@@ -8,6 +8,12 @@ from __future__ import annotations
 
 import base64
 import re
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
 
 from conftest import HERE, SPEECH_WAV, check_paragraphs
 from wordmatch import assert_similar
@@ -234,3 +240,58 @@ def test_viewer_with_a_refused_token(make_server, launch_browser):
     ok, ok_problems = open_viewer(browser, server, f"?channel={CHANNEL}&token=viewer-token", {"width": 800, "height": 600})
     ok.wait_for_selector("#viewer-status[data-state=waiting]")
     assert not ok_problems, ok_problems
+
+
+def _redis(port: int) -> subprocess.Popen:
+    process = subprocess.Popen(["/usr/bin/redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                                "--save", "", "--appendonly", "no"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30  # a hang guard
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return process
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                pytest.fail("redis-server did not start")
+            time.sleep(0.05)
+
+
+def test_viewer_on_another_instance_is_told_when_the_link_through_redis_drops(make_server, launch_browser):
+    """Two instances sharing channels through a real redis-server: a viewer on the second
+    follows a broadcast on the first, and says so when the second's link to Redis drops
+    (the `relay` event), until it is back."""
+    if not Path("/usr/bin/redis-server").is_file():
+        pytest.fail("redis-server is not installed (scripts/bootstrap.sh test installs it)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        redis_port = s.getsockname()[1]
+    redis = _redis(redis_port)
+    try:
+        url = f"redis://127.0.0.1:{redis_port}"
+        publisher_side = make_server("--redis", url)
+        viewer_side = make_server("--redis", url)
+        browser = launch_browser()
+        viewer, problems = open_viewer(browser, viewer_side, f"?channel={CHANNEL}", {"width": 1280, "height": 800})
+        viewer.wait_for_selector("#viewer-status[data-state=waiting]")
+        published = publish(browser, publisher_side)
+        count = len([f for f in published["finals"] if f["text"].strip()])
+        viewer.wait_for_function(f"document.querySelectorAll('.final').length >= {count}")
+        check_finals(shown_finals(viewer, 1), published["finals"])
+        viewer.wait_for_selector("#viewer-status[data-state=ended]")
+
+        redis.terminate()
+        redis.wait(timeout=30)
+        viewer.wait_for_function("window.__probe.received.some(m => m.type === 'relay' && m.state === 'down')")
+        viewer.wait_for_selector("#viewer-status[data-state=reconnecting]")
+        assert "Captions delayed" in viewer.text_content("#viewer-status")
+
+        redis = _redis(redis_port)
+        viewer.wait_for_function("window.__probe.received.some(m => m.type === 'relay' && m.state === 'up')")
+        viewer.wait_for_selector("#viewer-status[data-state=ended]")
+        check_finals(shown_finals(viewer, 1), published["finals"])
+        assert not problems, "\n".join(problems)
+    finally:
+        redis.kill()
+        redis.wait(timeout=30)
