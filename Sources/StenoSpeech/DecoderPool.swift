@@ -82,6 +82,20 @@ final class DecoderPool: Sendable {
         return decoder
     }
 
+    /// Every decoder of the pool, lent to the caller at once (each to be given back), or nil
+    /// unless the pool is full (no more will be made) and all of them are idle. For changes
+    /// made to every decoder of an engine (`PocketSphinxEngine.addWordsToLanguageModel`).
+    func takeEvery() -> [PocketSphinxDecoder]? {
+        let capacity = self.capacity
+        return state.withLock { s -> [PocketSphinxDecoder]? in
+            guard s.lent == 0, s.making == 0, s.waiting.isEmpty, s.made >= capacity, s.idle.count == s.made else { return nil }
+            let every = s.idle
+            s.idle = []
+            s.lent = every.count
+            return every
+        }
+    }
+
     /// Takes back a decoder lent out: to the first recognizer in line, or idle (and then, if
     /// another model's sessions wait for a decoder the budget has no room for, it is let go
     /// so that they get one).

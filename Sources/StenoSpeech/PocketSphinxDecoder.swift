@@ -197,6 +197,34 @@ final class PocketSphinxDecoder: @unchecked Sendable {
         }
     }
 
+    /// Issue 14's other way of making a word known, which sessions do not use (they bring a
+    /// phrase model of their own, `use(_:)`); for `steno-bench phrases`. `word` becomes a
+    /// unigram of the model's own language model, with the probability sphinxbase gives a new
+    /// word (the uniform 1 / unigrams, whatever the word), in every later utterance on this
+    /// decoder: this sphinxbase cannot take it out again. With `phones`, by `ps_add_word`
+    /// (a dictionary entry and the LM word; it refuses a word the dictionary has); with none,
+    /// for a word the dictionary has, by `ngram_model_add_word` on the LM set, the half of
+    /// `ps_add_word` that adds to the LM. The search is rebuilt after each. Only on a decoder
+    /// that holds no session vocabulary, so that the LM set holds the model's LM alone.
+    func addToLanguageModel(_ word: String, phones: String?) throws(StenoError) {
+        guard vocabulary == nil, !utteranceStarted, let set = languageModelSet,
+              ngram_model_set_count(set) == 1 else {
+            throw StenoError(.internal, "words are added to the language model only of a decoder without session phrases, between utterances")
+        }
+        if let phones {
+            guard ps_add_word(ps, word, phones, 1) >= 0 else {
+                throw StenoError(.internal, "pocketsphinx would not add \"\(word)\": \(Self.lastError(or: "ps_add_word failed"))")
+            }
+        } else {
+            guard canRebuildSearch else {
+                throw StenoError(.internal, "this pocketsphinx build's decoder layout is not the one Steno knows; its search cannot be rebuilt")
+            }
+            guard ngram_model_add_word(set, word, 1) >= 0, steno_ps_reinit_search(ps) >= 0 else {
+                throw StenoError(.internal, "pocketsphinx would not add \"\(word)\" to its language model: \(Self.lastError(or: "ngram_model_add_word failed"))")
+            }
+        }
+    }
+
     private static func interpolate(_ set: OpaquePointer, _ names: [String], _ weights: [Float]) {
         let cNames = names.map { strdup($0) }
         defer { for name in cNames { free(name) } }

@@ -91,6 +91,50 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
             wake: wake)
     }
 
+    /// Issue 14's other way of adding words, measured against the phrases in `steno-bench
+    /// phrases` and not used by sessions: each word of `vocabulary` the language model lacks
+    /// is added to the model's own LM of every decoder of this engine, with `ps_add_word`
+    /// (phones from the dictionary, or from the letter-to-sound rules as a session's phrases
+    /// get them; a word the dictionary has gets the LM half of `ps_add_word`, which refuses it
+    /// whole). For good: every later session of the engine hears them, and this sphinxbase
+    /// cannot take them out. Words the LM has are left as they are (`ps_add_word` can only
+    /// add a word, with the probability sphinxbase gives any new one), and the vocabulary's
+    /// sequences, boost and pronunciations are not used. Only on an engine whose every decoder is made and
+    /// idle (e.g. `recognizers: 1`); the engine's phrase look-ups still take the added words
+    /// for unknown ones.
+    public func addWordsToLanguageModel(_ vocabulary: Vocabulary) throws(StenoError) -> LanguageModelAdditions {
+        guard let decoders = pool.takeEvery() else {
+            throw StenoError(.internal, "words are added to the language model only while every decoder of the engine is made and idle")
+        }
+        defer { for decoder in decoders { pool.giveBack(decoder) } }
+        var result = LanguageModelAdditions()
+        var unknown: [String] = []
+        for key in vocabulary.spellings.keys.sorted() {
+            if lexicon.languageModelWords.contains(key) {
+                result.known.append(key)
+            } else if lexicon.pronunciations(of: key).isEmpty {
+                unknown.append(key)
+            } else {
+                result.fromDictionary.append(key)
+            }
+        }
+        let found = lexicon.newWordPronunciations(unknown)
+        var phones: [String: String] = [:]
+        for key in unknown {
+            guard let list = found[key], lexicon.knows(phones: list) else {
+                result.unpronounced.append(key)
+                continue
+            }
+            phones[key] = list.joined(separator: " ")
+            result.fromLetterToSound.append(key)
+        }
+        for decoder in decoders {
+            for key in result.fromDictionary { try decoder.addToLanguageModel(key, phones: nil) }
+            for key in result.fromLetterToSound { try decoder.addToLanguageModel(key, phones: phones[key]) }
+        }
+        return result
+    }
+
     /// Makes decoders now until `sessions` exist (at most `recognizers`). Blocking (≈0.5 s
     /// each); a server calls it at start-up, off the network thread.
     public func prepare(sessions: Int) throws(StenoError) {
@@ -131,6 +175,22 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
             throw StenoError(.internal, "cannot open pocketsphinx log file \(path ?? "")")
         }
     }
+}
+
+/// What `PocketSphinxEngine.addWordsToLanguageModel` did with each word (`Vocabulary.key`).
+public struct LanguageModelAdditions: Sendable, Hashable {
+    /// Added to the LM; the dictionary had them.
+    public var fromDictionary: [String] = []
+    /// Added to the dictionary, with the letter-to-sound rules' phones, and to the LM.
+    public var fromLetterToSound: [String] = []
+    /// The LM has them already: left as they were.
+    public var known: [String] = []
+    /// No pronunciation found (or one with phones the model lacks): left out.
+    public var unpronounced: [String] = []
+
+    public init() {}
+
+    public var added: Int { fromDictionary.count + fromLetterToSound.count }
 }
 
 /// The shared decoders of an engine, at one moment.

@@ -76,6 +76,31 @@ final class PocketSphinxLexicon: Sendable {
         return table
     }
 
+    /// Pronunciations for words the dictionary lacks (`key`s): a hyphenated word whose parts
+    /// the dictionary has is said as its parts, the others get the letter-to-sound rules
+    /// (festival, one process for all of them). Words with none found are not in the result;
+    /// the phones found are not checked against the model's (`knows(phones:)`).
+    func newWordPronunciations(_ words: [String]) -> [String: [String]] {
+        let asked = words.filter { !$0.contains("-") || $0.split(separator: "-").contains { pronunciations(of: String($0)).isEmpty } }
+        let rules = asked.isEmpty ? [:] : LetterToSound.pronounce(asked.map { $0.replacingOccurrences(of: "-", with: "") })
+        var result: [String: [String]] = [:]
+        for key in words {
+            let parts = key.split(separator: "-").map(String.init)
+            var phones: [String]? = rules[key.replacingOccurrences(of: "-", with: "")]
+            if parts.count > 1, parts.allSatisfy({ !pronunciations(of: $0).isEmpty }) {
+                phones = parts.flatMap { pronunciations(of: $0)[0] }
+            }
+            if let phones, !phones.isEmpty { result[key] = phones }
+        }
+        return result
+    }
+
+    /// Whether the acoustic model has every phone of `phones` (true when its phones could not
+    /// be read: pronunciations are then checked when they go into a decoder).
+    func knows(phones: [String]) -> Bool {
+        self.phones.isEmpty || phones.allSatisfy { self.phones.contains($0) }
+    }
+
     /// The context-independent phones of a binary `mdef` (sphinxbase's "BMDF" layout: a
     /// header, a format description, ten counts, then the phone names): what pronunciations
     /// may use. Empty when the file cannot be read (pronunciations are then checked when they
@@ -250,18 +275,11 @@ final class SessionVocabulary: @unchecked Sendable {
                 unknown.append(key)
             }
         }
-        // Words the dictionary lacks: letter-to-sound rules; a hyphenated word whose parts the
-        // dictionary has is said as its parts.
-        var rules: [String: [String]] = [:]
-        let asked = unknown.filter { !$0.contains("-") || $0.split(separator: "-").contains { lexicon.pronunciations(of: String($0)).isEmpty } }
-        if !asked.isEmpty { rules = LetterToSound.pronounce(asked.map { $0.replacingOccurrences(of: "-", with: "") }) }
+        // Words the dictionary lacks: letter-to-sound rules, or their parts.
+        let found = lexicon.newWordPronunciations(unknown)
         for key in unknown {
-            let parts = key.split(separator: "-").map(String.init)
-            var phones: [String]? = rules[key.replacingOccurrences(of: "-", with: "")]
-            if parts.count > 1, parts.allSatisfy({ !lexicon.pronunciations(of: $0).isEmpty }) {
-                phones = parts.flatMap { lexicon.pronunciations(of: $0)[0] }
-            }
-            if let phones, !lexicon.phones.isEmpty, phones.contains(where: { !lexicon.phones.contains($0) }) {
+            let phones = found[key]
+            if let phones, !lexicon.knows(phones: phones) {
                 notices.append(StenoError(.badMessage, "the pronunciation found for \"\(spellings[key] ?? key)\" uses phones this model lacks; it is left out"))
                 continue
             }

@@ -9,9 +9,12 @@
 //   (bench/phrases/make-tts-set.sh), with bench/phrases/phrases-tts.txt.
 // For each set and boost: word error rate without and with its phrases, and the error rate on
 // the phrase words alone (reference words that belong to a phrase, substituted or deleted);
-// and the phrases' words given one by one (no sequences), at boost 1.
+// and the phrases' words given one by one (no sequences), at boost 1; and the other way of
+// issue 14, no phrase model but the words the LM lacks added to the model's own LM with
+// ps_add_word, on a fresh decoder for each list (the words stay in its LM for good).
 // False alarms: each set with the *other* set's phrases (none of them is said), and cards/ and
-// beckett.wav with both lists: WER must not rise by more than a point.
+// beckett.wav with both lists: WER must not rise by more than a point; the same with the
+// lists' words added with ps_add_word.
 // Cost: the CPU and wall time to make a session with 10, 100 and 1,000 phrases (the phrase
 // model, the dictionary look-ups, festival for words the dictionary lacks), the CPU per audio
 // second of a session with them, and the cost of moving a vocabulary in and out of a shared
@@ -93,15 +96,20 @@ private struct PhraseBench {
         print("\n## Phrases: accuracy (steno-bench phrases)\n")
         print("| speech | phrases | boost | WER | phrase-word errors |")
         print("|---|---|---|---|---|")
+        var additions: [(String, LanguageModelAdditions)] = []
+        // Phrase-word errors split into the words ps_add_word added and those the LM had.
+        var split: [String] = []
         for set in [librivox, tts] {
             let plain = try score(set.files, phrases: [], boost: 1, engine: engine, phraseWords: Self.phraseWords(set.phrases))
             print("| \(set.name) (\(set.files.count) files) | none | – | \(plain.werText) | \(plain.phraseText) |")
+            var ownScore: Score?
             for boost in boosts {
                 let with = try score(set.files, phrases: set.phrases, boost: boost, engine: engine, phraseWords: Self.phraseWords(set.phrases))
                 print("| \(set.name) | its own (\(set.phrases.count)) | \(boost) | \(with.werText) | \(with.phraseText) |")
+                if boost == 1 { ownScore = with }
             }
             // The same words without their sequences: what the phrase model's bigrams and
-            // trigrams add over making the words known (as ps_add_word alone would).
+            // trigrams add over making the words known and likely.
             var single: [String] = []
             for phrase in set.phrases {
                 for word in phrase.split(separator: " ").map(String.init) where !single.contains(word) { single.append(word) }
@@ -109,6 +117,22 @@ private struct PhraseBench {
             if single.count != set.phrases.count {
                 let words = try score(set.files, phrases: single, boost: 1, engine: engine, phraseWords: Self.phraseWords(set.phrases))
                 print("| \(set.name) | its words, one by one (\(single.count)) | 1.0 | \(words.werText) | \(words.phraseText) |")
+            }
+            // The other way of issue 14: no phrase model, the words the LM lacks added to the
+            // model's own LM with ps_add_word, on a decoder of its own (they stay there).
+            let added = try scoreWithAddedWords(set.files, words: set.phrases, phraseWords: Self.phraseWords(set.phrases))
+            additions.append((set.name + " list", added.additions))
+            print("| \(set.name) | its words added to the LM with ps_add_word (\(added.additions.added) added, \(added.additions.known.count) in the LM already) | – | \(added.after.werText) | \(added.after.phraseText) |")
+            let newWords = Set(added.additions.fromDictionary + added.additions.fromLetterToSound)
+            let rows: [(String, Score?)] = [("none", plain), ("its own phrases, boost 1 (Steno)", ownScore), ("its words added with ps_add_word", added.after)]
+            for (method, result) in rows {
+                guard let result else { continue }
+                let (addedErrors, addedWords) = Self.errors(of: newWords, in: set.files, result)
+                let (knownErrors, knownWords) = Self.errors(of: Self.phraseWords(set.phrases).subtracting(newWords), in: set.files, result)
+                split.append("| \(set.name) | \(method) | \(addedErrors)/\(addedWords) | \(knownErrors)/\(knownWords) |")
+            }
+            if added.before.errors != plain.errors || added.before.phraseErrors != plain.phraseErrors {
+                print("| \(set.name) | (control: the same fresh decoder before the words went in, differs from *none*) | – | \(added.before.werText) | \(added.before.phraseText) |")
             }
         }
 
@@ -127,7 +151,39 @@ private struct PhraseBench {
                 let change = (with.wer - plain.wer) * 100
                 print("| \(speech) | \(given) | \(boost) | \(plain.werText) | \(with.werText) | \(String(format: "%+.1f", change)) points |")
             }
+            let added = try scoreWithAddedWords(files, words: phrases, phraseWords: [])
+            let change = (added.after.wer - plain.wer) * 100
+            print("| \(speech) | \(given), its words added to the LM with ps_add_word (\(added.additions.added)) | – | \(plain.werText) | \(added.after.werText) | \(String(format: "%+.1f", change)) points |")
+            if added.before.errors != plain.errors {
+                print("| \(speech) | (control: the same fresh decoder before the words went in) | – | \(plain.werText) | \(added.before.werText) | differs |")
+            }
         }
+
+        print("\nPhrase-word errors on the words ps_add_word added (the LM lacked them) and on those the LM had:\n")
+        print("| speech | method | words added | words the LM had |")
+        print("|---|---|---|---|")
+        for row in split { print(row) }
+
+        print("\nWords added with ps_add_word (no phrase model; each list on a fresh decoder of its own):\n")
+        for (list, made) in additions {
+            print("- \(list): \(made.added) added (\(made.fromDictionary.count) the dictionary had: \(made.fromDictionary.joined(separator: ", ")); "
+                + "\(made.fromLetterToSound.count) by letter-to-sound: \(made.fromLetterToSound.joined(separator: ", "))); "
+                + "\(made.known.count) the LM has already, which ps_add_word cannot raise: \(made.known.joined(separator: ", "))"
+                + (made.unpronounced.isEmpty ? "" : "; no pronunciation: \(made.unpronounced.joined(separator: ", "))"))
+        }
+    }
+
+    /// `files` without phrases on a fresh engine of one decoder whose language model has had
+    /// the words of `phrases` it lacked added with `ps_add_word` (the engine is not shared with
+    /// the other rows: the words stay in its LM). `before`: the same engine before the words
+    /// went in (a control: it must equal the shared engine's plain score).
+    func scoreWithAddedWords(_ files: [PhraseFile], words phrases: [String], phraseWords: Set<String>) throws
+        -> (before: Score, after: Score, additions: LanguageModelAdditions) {
+        let fresh = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(recognizers: 1, preparedRecognizers: 1))
+        let before = try score(files, phrases: [], boost: 1, engine: fresh, phraseWords: phraseWords)
+        let additions = try fresh.addWordsToLanguageModel(Vocabulary(phrases: phrases))
+        let after = try score(files, phrases: [], boost: 1, engine: fresh, phraseWords: phraseWords)
+        return (before, after, additions)
     }
 
     private func costs(librivox: PhraseSet, tts: PhraseSet, engine: PocketSphinxEngine) throws {
@@ -149,6 +205,8 @@ private struct PhraseBench {
         var words = 0
         var phraseErrors = 0
         var phraseWords = 0
+        /// Each file's hypothesis words, in order.
+        var hypotheses: [[String]] = []
         var wer: Double { words == 0 ? 0 : Double(errors) / Double(words) }
         var werText: String { String(format: "%.1f %% (%d/%d)", wer * 100, errors, words) }
         var phraseText: String {
@@ -167,6 +225,7 @@ private struct PhraseBench {
             total.words += file.reference.count
             total.phraseErrors += missed
             total.phraseWords += file.reference.filter { phraseWords.contains($0) }.count
+            total.hypotheses.append(hypothesis)
         }
         return total
     }
@@ -249,6 +308,18 @@ private struct PhraseBench {
     }
 
     // MARK: Word error rate
+
+    /// The reference words in `words` that `score`'s hypotheses substituted or deleted, and
+    /// how many there are.
+    static func errors(of words: Set<String>, in files: [PhraseFile], _ score: Score) -> (Int, Int) {
+        var errors = 0
+        var count = 0
+        for (file, hypothesis) in zip(files, score.hypotheses) {
+            errors += align(file.reference, hypothesis, phraseWords: words).phraseErrors
+            count += file.reference.filter { words.contains($0) }.count
+        }
+        return (errors, count)
+    }
 
     /// Edit distance between reference and hypothesis words, and how many reference words in
     /// `phraseWords` were substituted or deleted.
