@@ -65,7 +65,7 @@ private final class Nginx {
     init(documented: String, stenoPort: Int, certificate: TestCertificate) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("steno-nginx-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory.appendingPathComponent("temp"), withIntermediateDirectories: true)
-        port = try Self.freePort()
+        port = try freeLoopbackPort()
         let site = documented
             .replacingOccurrences(of: "listen 443 ssl;", with: "listen 127.0.0.1:\(port) ssl;")
             .replacingOccurrences(of: "/etc/ssl/certs/captions.example.org.pem", with: certificate.certificatePath)
@@ -126,25 +126,6 @@ private final class Nginx {
             usleep(20_000)
         }
         try? FileManager.default.removeItem(at: directory)
-    }
-
-    /// A port nothing listens on now (the kernel's choice for port 0).
-    private static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TestClientError.protocolError("socket failed") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
-            }
-        }
-        guard bound else { throw TestClientError.protocolError("bind failed") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     private static func accepts(_ port: Int) -> Bool {

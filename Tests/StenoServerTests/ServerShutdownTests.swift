@@ -31,22 +31,10 @@ final class ServeProcess {
         posix_spawn_file_actions_addopen(&actions, 2, logPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_addclose(&actions, out[0])
         posix_spawn_file_actions_addclose(&actions, out[1])
-        // The test runner's threads block or ignore signals; the server must get SIGTERM.
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for s in [SIGTERM, SIGINT, SIGPIPE] { sigaddset(&defaults, s) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         let argv: [UnsafeMutablePointer<CChar>?] = ([Self.binary] + arguments).map { strdup($0) } + [nil]
         defer { for a in argv { free(a) } }
         var child: pid_t = 0
-        let rc = posix_spawn(&child, Self.binary, &actions, &attributes, argv, environ)
+        let rc = withCleanSignals { posix_spawn(&child, Self.binary, &actions, $0, argv, environ) }  // it must get SIGTERM
         Glibc.close(out[1])
         guard rc == 0 else {
             Glibc.close(out[0])

@@ -17,7 +17,7 @@ public final class TestRedisServer: @unchecked Sendable {
     public init(port: Int? = nil) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("steno-redis-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        self.port = try port ?? Self.freePort()
+        self.port = try port ?? freeLoopbackPort()
         try start()
     }
 
@@ -70,22 +70,6 @@ public final class TestRedisServer: @unchecked Sendable {
         try? FileManager.default.removeItem(at: directory)
     }
 
-    /// A port nobody listens on now (bound to port 0 and closed again).
-    public static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TestClientError.io("socket", errno) }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard ok else { throw TestClientError.io("bind", errno) }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
-
     /// Whether a Redis server on 127.0.0.1:`port` answers PING.
     static func answersPing(port: Int) -> Bool {
         guard let stream = try? TestStream.tcp(port: port) else { return false }
@@ -109,22 +93,10 @@ public func spawnQuietly(_ executable: String, _ arguments: [String]) throws -> 
     if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") {
         _ = unsafeBitCast(symbol, to: CloseFrom.self)(&actions, 3)
     }
-    // The child starts with no signal blocked and default handlers: the test process may
-    // block SIGTERM in its threads, and a child that inherits that mask would never stop.
-    var attributes = posix_spawnattr_t()
-    posix_spawnattr_init(&attributes)
-    defer { posix_spawnattr_destroy(&attributes) }
-    var none = sigset_t()
-    sigemptyset(&none)
-    posix_spawnattr_setsigmask(&attributes, &none)
-    var all = sigset_t()
-    sigfillset(&all)
-    posix_spawnattr_setsigdefault(&attributes, &all)
-    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
     var argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
     defer { for a in argv { free(a) } }
     var child: pid_t = 0
-    let rc = posix_spawn(&child, executable, &actions, &attributes, &argv, environ)
+    let rc = withCleanSignals { posix_spawn(&child, executable, &actions, $0, &argv, environ) }
     guard rc == 0 else { throw TestClientError.io("posix_spawn \(executable)", rc) }
     return child
 }

@@ -101,22 +101,8 @@ public final class TestStream {
         let args = [openssl, "s_client", "-connect", "127.0.0.1:\(port)", "-quiet", "-nocommands", "-servername", "localhost"]
         var argv: [UnsafeMutablePointer<CChar>?] = args.map { strdup($0) } + [nil]
         defer { for a in argv { free(a) } }
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        // The test runner's threads block some signals and ignore SIGPIPE; the child
-        // must not inherit that, or SIGTERM would not end it.
-        var noSignals = sigset_t()
-        sigemptyset(&noSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        sigaddset(&defaults, SIGPIPE)
-        sigaddset(&defaults, SIGTERM)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var pid: pid_t = 0
-        let rc = posix_spawn(&pid, openssl, &actions, &attributes, &argv, environ)
+        let rc = withCleanSignals { posix_spawn(&pid, openssl, &actions, $0, &argv, environ) }
         Glibc.close(toChild[0])
         Glibc.close(fromChild[1])
         guard rc == 0 else {

@@ -18,6 +18,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import threading
 from dataclasses import dataclass
@@ -37,6 +38,13 @@ SERVER_START_TIMEOUT = 120
 TRANSCRIBE_TIMEOUT = 300
 
 LISTENING = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on now (bound to 0 and closed again)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _steno_bin() -> Path | None:

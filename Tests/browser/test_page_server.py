@@ -5,10 +5,9 @@ keeps the microphone's audio meanwhile and sends it once admitted; a refused tok
 
 from __future__ import annotations
 
-import socket
 import wave
 
-from conftest import SPEECH_WAV
+from conftest import SPEECH_WAV, free_port
 from test_page import open_page
 from wordmatch import assert_similar
 
@@ -40,12 +39,6 @@ def finish(page) -> dict:
         "ended": received(page, "ended")[-1],
         "notice": page.text_content("#error").strip(),
     }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_page_when_the_server_is_full_restarting_or_refusing(make_server, reference, launch_browser, artifacts):

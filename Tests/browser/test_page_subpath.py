@@ -14,17 +14,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import REPO, SPEECH_WAV
+from conftest import REPO, SPEECH_WAV, free_port
 from test_page import caption_session, check_session, open_page
 
 NGINX = Path("/usr/sbin/nginx")
 DOCUMENTED = REPO / "docs" / "nginx" / "steno.conf"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HERE, SPEECH_WAV, check_paragraphs
+from conftest import HERE, SPEECH_WAV, check_paragraphs, free_port
 from wordmatch import assert_similar
 
 WAIT_MS = 180_000  # guards against hangs only
@@ -264,9 +264,7 @@ def test_viewer_on_another_instance_is_told_when_the_link_through_redis_drops(ma
     (the `relay` event), until it is back."""
     if not Path("/usr/bin/redis-server").is_file():
         pytest.fail("redis-server is not installed (scripts/bootstrap.sh test installs it)")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        redis_port = s.getsockname()[1]
+    redis_port = free_port()
     redis = _redis(redis_port)
     try:
         url = f"redis://127.0.0.1:{redis_port}"

@@ -107,17 +107,6 @@ final class StenoCommand: @unchecked Sendable {
         posix_spawn_file_actions_adddup2(&actions, outWrite, 1)
         posix_spawn_file_actions_adddup2(&actions, errWrite, 2)
         _ = Self.closeFrom(&actions, 3)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        // The child starts with no signal blocked and default handlers (it installs its own).
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        var defaults = sigset_t()
-        sigfillset(&defaults)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         let variables = ProcessInfo.processInfo.environment.merging(environment) { $1 }.map { "\($0.key)=\($0.value)" }
         var argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         var envp: [UnsafeMutablePointer<CChar>?] = variables.map { strdup($0) } + [nil]
@@ -126,7 +115,7 @@ final class StenoCommand: @unchecked Sendable {
             for e in envp { free(e) }
         }
         var child: pid_t = 0
-        let rc = posix_spawn(&child, executable, &actions, &attributes, &argv, &envp)
+        let rc = withCleanSignals { posix_spawn(&child, executable, &actions, $0, &argv, &envp) }  // it installs its own handlers
         close(inRead)
         close(outWrite)
         close(errWrite)

@@ -161,25 +161,6 @@ final class HAProxy: @unchecked Sendable {
     }
 }
 
-/// A port nobody listens on now (bound to port 0 and closed again): for a server that cannot
-/// be told to pick one itself and say which.
-func freeLoopbackPort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw TestClientError.io("socket", errno) }
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let ok = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
-        }
-    }
-    guard ok else { throw TestClientError.io("bind", errno) }
-    return Int(UInt16(bigEndian: address.sin_port))
-}
 
 /// Whether something accepts TCP connections on 127.0.0.1:`port`.
 func canConnect(port: Int) -> Bool {
