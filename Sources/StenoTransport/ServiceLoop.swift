@@ -21,7 +21,7 @@ final class LiveConnection {
     /// Reading is paused (flow control): whatever the peer sends waits in the socket, so
     /// its silence proves nothing and the keepalive leaves it alone.
     var readingPaused = false
-    /// Since when outbound data has waited with nothing written (`ServiceLoop.watchWrites`).
+    /// Since when outbound data has waited with nothing written (`ServiceLoop.scanConnections`).
     var stalledSince: ContinuousClock.Instant?
     /// A ping is to be written at the next WRITEABLE.
     var pingDue = false
@@ -82,8 +82,7 @@ final class ServiceLoop: @unchecked Sendable {
     var handshakesUnderWay: Set<ConnectionID> = []
     static let closingHandshakesAtOnce = 256
     private var closeTimerScheduled = false
-    private var lastKeepAliveScan = ContinuousClock.now
-    private var lastWriteScan = ContinuousClock.now
+    private var lastScan = ContinuousClock.now
 
     /// C memory lws keeps pointers to for the context's life.
     let storage = LwsContextStorage()
@@ -240,62 +239,57 @@ final class ServiceLoop: @unchecked Sendable {
         if !handshakesToStart.isEmpty && handshakesUnderWay.count < Self.closingHandshakesAtOnce {
             startClosingHandshakes()
         }
-        keepAlive()
-        watchWrites()
+        scanConnections()
         delegate.tick()
         drainCommands()
         scheduleTick()
     }
 
-    // MARK: - Keepalive (on ticks)
+    // MARK: - Keepalive and write stalls (on ticks)
 
-    /// Pings each WebSocket `keepAliveSeconds` after it was last heard from, and hangs up on
-    /// one silent for twice that plus 10 s: how peers that vanished without a FIN (a phone off
-    /// the network) are noticed. Done here, once a second over all connections, instead of by
-    /// lws's retry policy, whose per-connection timers cost O(connections) each time one is
-    /// moved (see `LwsContextStorage.makeContext`). Pings and hang-ups come up to a second late.
-    /// A connection whose reading is paused (flow control: the server is behind with its
-    /// audio) is left alone, since what its peer sends waits unread; its clock starts again
-    /// when reading resumes.
-    func keepAlive() {
-        let seconds = configuration.keepAliveSeconds
-        guard seconds > 0 else { return }
+    /// Once a second, one pass over all connections for both checks below (pings and hang-ups
+    /// come up to a second late, stalls are found up to a second late).
+    ///
+    /// Keepalive: pings each WebSocket `keepAliveSeconds` after it was last heard from, and
+    /// hangs up on one silent for twice that plus 10 s: how peers that vanished without a FIN
+    /// (a phone off the network) are noticed. Done here instead of by lws's retry policy, whose
+    /// per-connection timers cost O(connections) each time one is moved (see
+    /// `LwsContextStorage.makeContext`). A connection whose reading is paused (flow control:
+    /// the server is behind with its audio) is left alone, since what its peer sends waits
+    /// unread; its clock starts again when reading resumes.
+    ///
+    /// Write stalls: reports to the delegate each connection whose outbound data (Steno's
+    /// queue, or what lws holds after a partial write) has waited `writeStallSeconds` with
+    /// nothing written: a peer that does not read, caught before its queue fills (at caption
+    /// rates a viewer's 1 MiB can take hours). A write clears the clock (`writeable`). Closing
+    /// connections are left to their own flush deadline.
+    func scanConnections() {
+        let keepAliveSeconds = configuration.keepAliveSeconds
+        let stallSeconds = configuration.writeStallSeconds
+        guard keepAliveSeconds > 0 || stallSeconds > 0 else { return }
         let now = ContinuousClock.now
-        guard now - lastKeepAliveScan >= .seconds(1) else { return }
-        lastKeepAliveScan = now
-        let ping = Duration.seconds(seconds)
-        let hangUp = Duration.seconds(2 * seconds + 10)
-        for c in connections.values where c.closing == nil && !c.readingPaused {
-            let silent = now - c.lastHeard
-            if silent >= hangUp {
-                configuration.log(.info, "connection \(c.id) silent for \(silent.components.seconds) s; hung up")
-                c.closing = .cut
-                closing.insert(c.id)
-                lws_set_timeout(c.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
-            } else if silent >= ping && !c.pinged {
-                c.pinged = true
-                c.pingDue = true
-                lws_callback_on_writable(c.wsi)
-            }
-        }
-    }
-
-    // MARK: - Write stalls (on ticks)
-
-    /// Reports to the delegate each connection whose outbound data (Steno's queue, or what lws
-    /// holds after a partial write) has waited `writeStallSeconds` with nothing written: a peer
-    /// that does not read, caught before its queue fills (at caption rates a viewer's 1 MiB can
-    /// take hours). Once a second; a write clears the clock (`writeable`). Closing connections
-    /// are left to their own flush deadline.
-    func watchWrites() {
-        let seconds = configuration.writeStallSeconds
-        guard seconds > 0 else { return }
-        let now = ContinuousClock.now
-        guard now - lastWriteScan >= .seconds(1) else { return }
-        lastWriteScan = now
-        let limit = Duration.milliseconds(Int(seconds * 1000))
+        guard now - lastScan >= .seconds(1) else { return }
+        lastScan = now
+        let ping = Duration.seconds(keepAliveSeconds)
+        let hangUp = Duration.seconds(2 * keepAliveSeconds + 10)
+        let stallLimit = Duration.milliseconds(Int(stallSeconds * 1000))
         var stalled: [ConnectionID] = []
         for c in connections.values where c.closing == nil {
+            if keepAliveSeconds > 0 && !c.readingPaused {
+                let silent = now - c.lastHeard
+                if silent >= hangUp {
+                    configuration.log(.info, "connection \(c.id) silent for \(silent.components.seconds) s; hung up")
+                    c.closing = .cut
+                    closing.insert(c.id)
+                    lws_set_timeout(c.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+                    continue
+                } else if silent >= ping && !c.pinged {
+                    c.pinged = true
+                    c.pingDue = true
+                    lws_callback_on_writable(c.wsi)
+                }
+            }
+            guard stallSeconds > 0 else { continue }
             let pending = (handle.queuedBytes(c.id) ?? 0) > 0 || lws_partial_buffered(c.wsi) != 0
             guard pending else {
                 c.stalledSince = nil
@@ -305,13 +299,13 @@ final class ServiceLoop: @unchecked Sendable {
                 c.stalledSince = now
                 continue
             }
-            if now - since >= limit {
+            if now - since >= stallLimit {
                 c.stalledSince = nil
                 stalled.append(c.id)
             }
         }
         for id in stalled.sorted() {
-            configuration.log(.info, "connection \(id) has not taken a byte for \(seconds) s while data waited for it")
+            configuration.log(.info, "connection \(id) has not taken a byte for \(stallSeconds) s while data waited for it")
             delegate.writeStalled(id)
         }
         if !stalled.isEmpty { drainCommands() }
