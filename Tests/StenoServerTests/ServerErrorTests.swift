@@ -3,8 +3,10 @@ import StenoCore
 import Testing
 @testable import StenoServer
 
-/// Every row of docs/protocol.md's error table, on a real server: the code, whether it is fatal,
-/// the close code that follows a fatal one, and that a non-fatal one leaves the session working.
+/// docs/protocol.md's error table on a real server, over a real socket: one case of each kind
+/// of row (the code, whether it is fatal, the close code after a fatal one, that a non-fatal one
+/// leaves the session working). Every row and every case is tested in memory, without sockets
+/// or the model, by SessionServiceTests; these show that what it checks is what a client gets.
 @Suite struct ServerErrorTests {
     /// The Endgame line, 24 kHz: short speech for sessions that must get to their finals.
     static let endgame = FormatInputs.pcm24k
@@ -127,9 +129,7 @@ import Testing
         #expect(eventually { server.server.sessionCount == 0 })
     }
 
-    @Test(arguments: [
-        "audio", #"{"type":"finalize"}"#, #"{"type":"end"}"#, #"{"type":"cancel"}"#, "second start",
-    ])
+    @Test(arguments: ["audio", "second start"])
     func anythingButStartFirstOrASecondStartCloses4400(_ what: String) throws {
         let server = try LiveServer()
         let client = try server.connect()
@@ -147,14 +147,7 @@ import Testing
         #expect(client.events.count == (what == "second start" ? 2 : 1), "\(client.events)")
     }
 
-    @Test(arguments: [
-        #""encoding":"mp3","sampleRate":16000,"channels":1"#,
-        #""encoding":"pcm_s16le","sampleRate":7999,"channels":1"#,
-        #""encoding":"pcm_s16le","sampleRate":96000,"channels":1"#,
-        #""encoding":"pcm_f32le","sampleRate":16000,"channels":3"#,
-        #""encoding":"pcm_s16le","sampleRate":16000,"channels":0"#,
-        #""encoding":"opus","sampleRate":44100,"channels":1"#,
-    ])
+    @Test(arguments: [#""encoding":"opus","sampleRate":44100,"channels":1"#])
     func unsupportedAudioCloses1003(_ audio: String) throws {
         let server = try LiveServer()
         let client = try server.connect()
@@ -164,21 +157,20 @@ import Testing
         #expect(client.events.count == 1, "\(client.events)")
     }
 
-    @Test(arguments: ["binary", "binary in fragments", "text", "binary before start"])
+    // The transport's assembly is what only a socket shows: a whole frame, a message in
+    // fragments each under the limit, before start.
+    @Test(arguments: ["binary", "binary in fragments", "binary before start"])
     func aFrameOverTheLimitCloses1009(_ what: String) throws {
         let limit = 8192    // the next session's 100 ms messages (4800 bytes) fit
         let server = try LiveServer { $0.limits.maxFrameBytes = limit }
         let client = try server.connect()
         if what != "binary before start" { try client.start(Self.endgame) }
-        switch what {
-        case "binary", "binary before start":
-            try client.ws.sendBinary([UInt8](repeating: 0, count: limit + 2))
-        case "binary in fragments":
+        if what == "binary in fragments" {
             // Each fragment is small; the message is not. (The last fragment crosses the
             // limit: a server that closes with input still unread resets the connection.)
             try client.ws.sendBinary([UInt8](repeating: 0, count: limit + 500), fragmentSize: 1000)
-        default:
-            try client.ws.sendText(#"{"type":"finalize","pad":""# + String(repeating: "x", count: limit) + #""}"#)
+        } else {
+            try client.ws.sendBinary([UInt8](repeating: 0, count: limit + 2))
         }
         try client.readUntilClose()
         expectFatal(client, "too_large", close: 1009, what)
@@ -209,30 +201,5 @@ import Testing
         try client.readUntilClose(timeout: 30)
         expectFatal(client, "idle", close: 4010)
         #expect(client.events.count == 1)
-    }
-
-    @Test func aClientHeldBackByTheServerIsNotIdle() throws {
-        // The client cannot send while the server does not read; analysis moving on is activity.
-        let input = Self.endgame
-        let server = try LiveServer { $0.limits.idleTimeoutSeconds = 2; $0.limits.bufferSeconds = 0.5 }
-        let client = try server.connect(sendBufferSize: 4096)
-        try client.start(input)
-        try client.send(audio: input.messages, of: input)
-        try client.end()
-        expectEndedNormally(client, audio: input.duration)
-        #expect(client.events.finals == Reference.finals(input))
-    }
-
-    @Test func idleInASessionFinalizesThenCloses4010() throws {
-        let input = Self.endgame
-        let server = try LiveServer { $0.limits.idleTimeoutSeconds = 1 }
-        let client = try server.connect()
-        try client.start(input)
-        try client.send(audio: input.messages, of: input)
-        // Then silence: analysis catching up counts as activity, then the idle timer runs out.
-        try client.readUntilClose()
-        expectFatal(client, "idle", close: 4010)
-        expectWellFormed(Array(client.events.dropLast()), audio: input.duration)
-        #expect(client.events.finals == Reference.finals(input))
     }
 }
