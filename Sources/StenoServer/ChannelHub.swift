@@ -67,12 +67,18 @@ final class ChannelHub: Sendable {
         let counters: StenoMetrics.ChannelCounters
 
         var isLive: Bool { current?.state == .live }
+        /// Whether its viewers hear of the relay's link (`relay` events): unless this
+        /// instance's own publisher is live on it, what they see comes through Redis.
+        var followsTheRelay: Bool { current.map { $0.origin != nil || $0.state != .live } ?? true }
     }
 
     private struct State {
         var channels: [String: Channel] = [:]
         var viewerChannel: [ConnectionID: String] = [:]
         var idleCounter: UInt64 = 0
+        /// The relay's reader has lost Redis (its `relayChanged`): kept here, under the lock
+        /// that adds viewers, so that a viewer joining meanwhile is told exactly once.
+        var relayDown = false
     }
 
     private let state = Mutex(State())
@@ -226,6 +232,9 @@ final class ChannelHub: Sendable {
                 showingVolatile: current?.showingVolatile, includeWords: current?.includeWords ?? true,
                 publisher: current.map { ($0.state, $0.id) })
             for event in welcome { deliver(event, to: id, counters: channel.counters) }
+            if s.relayDown && channel.followsTheRelay {
+                deliver(ServerEvent.relay(up: false).encoded(), to: id, counters: channel.counters)
+            }
         }
         metrics.viewersActive.increment()
     }
@@ -396,15 +405,15 @@ final class ChannelHub: Sendable {
         }
     }
 
-    /// The relay lost (or got back) Redis: the viewers of `channels` that follow another
-    /// instance's broadcast (or none yet) are told.
-    func relayChanged(up: Bool, channels names: [String]) {
+    /// The relay lost (or got back) Redis: the viewers that follow another instance's
+    /// broadcast (or none yet) are told, and so is every viewer that joins such a channel
+    /// until the link is back.
+    func relayChanged(up: Bool) {
         let event = ServerEvent.relay(up: up).encoded()
         state.withLock { s in
-            for name in names {
-                guard let channel = s.channels[name], channel.current.map({ $0.origin != nil || $0.state != .live }) ?? true else {
-                    continue
-                }
+            guard s.relayDown == up else { return }
+            s.relayDown = !up
+            for channel in s.channels.values where channel.followsTheRelay {
                 for viewer in channel.viewers { deliver(event, to: viewer, counters: channel.counters) }
             }
         }

@@ -331,7 +331,7 @@ final class ChannelRelay: Sendable {
                     if down {
                         down = false
                         log.info("redis: following channels through \(url) again")
-                        hooks.hub.relayChanged(up: true, channels: Array(followed.keys))
+                        hooks.hub.relayChanged(up: true)
                     }
                 }
                 guard let connection = redis else { continue }
@@ -359,7 +359,7 @@ final class ChannelRelay: Sendable {
                 if !down {
                     down = true
                     log.warning("redis: cannot follow channels through \(url) (\(error)); their viewers here are told")
-                    hooks.hub.relayChanged(up: false, channels: Array(followed.keys))
+                    hooks.hub.relayChanged(up: false)
                 }
                 usleep(UInt32(settings.retry * 1_000_000))
             }

@@ -116,15 +116,25 @@ struct ServerRedisChannelTests {
         try publisher.send(#"{"type":"finalize"}"#)
         _ = try publisher.waitFor("finalized")
         #expect(publisher.events.finals.count > before.count)
+        // A viewer that joins there now is told at once, after its welcome.
+        let late = try second.connect(path: "/v1/listen?channel=stage")
+        let lateDown = try late.waitFor("relay")
+        #expect(lateDown.string("state") == "down", "\(lateDown)")
+        #expect(Array(late.events.types.prefix(2)) == ["joined", "publisher"], "\(late.events.types)")
 
-        // Back (empty: no persistence): the viewer is told, and gets what it missed, in order.
+        // Back (empty: no persistence): the viewers are told, and get what they missed, in order.
         try redis.start()
-        let up = try there.waitFor("relay")
-        #expect(up.string("state") == "up", "\(up)")
+        for viewer in [there, late] {
+            let up = try viewer.waitFor("relay")
+            #expect(up.string("state") == "up", "\(up)")
+        }
         try publisher.end()
         expectEndedNormally(publisher, audio: input.duration, "the publisher")
-        try Self.readToTheEnd(there)
-        #expect(there.events.finals == publisher.events.finals, "\(there.events.types)")
+        for viewer in [there, late] {
+            try Self.readToTheEnd(viewer)
+            #expect(viewer.events.finals == publisher.events.finals, "\(viewer.events.types)")
+            #expect(viewer.events.types.filter { $0 == "relay" }.count == 2, "\(viewer.events.types)")
+        }
         #expect(first.log.contains("redis: publishing to"), "\(first.log.all)")
     }
 }
