@@ -203,7 +203,7 @@ final class ChannelHub: Sendable {
                   broadcast.state == .live else { return }
             broadcast.state = outcome == .live ? .lost : outcome
             if broadcast.origin == nil {
-                relay?.enqueue(.end(state: broadcast.state, duration: duration), channel: name, session: session)
+                relay?.enqueue(.end(state: broadcast.state, duration: duration, endedAt: now), channel: name, session: session)
             }
             broadcast.endedAt = now
             broadcast.showingVolatile = nil
@@ -364,9 +364,9 @@ final class ChannelHub: Sendable {
         case .floor(let floor):
             guard isRemote(name, session: session) else { return }
             advance(name, session: session, floor: floor)
-        case .end(let outcome, let duration):
+        case .end(let outcome, let duration, let endedAt):
             guard isRemote(name, session: session) else { return }
-            release(name, session: session, state: outcome, duration: duration, now: SystemClock.wall())
+            release(name, session: session, state: outcome, duration: duration, now: endedAt ?? SystemClock.wall())
         }
     }
 

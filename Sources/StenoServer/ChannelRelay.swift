@@ -15,11 +15,12 @@ import Synchronization
 ///   the lease `steno:lease:NAME` (`SET NX PX`), renewed every `leaseRenewal`. When another
 ///   instance holds it, the broadcast is withdrawn here (`conflict`: the session is told, as a
 ///   second publisher on one instance is) and none of its entries are written.
-/// - **Viewing.** The *reader* thread follows the streams of the channels with local viewers
-///   (blocking `XREAD` on its own connection, never on the lws thread) and plays other
+/// - **Viewing.** The *reader* thread follows the stream of every channel in Redis (found by
+///   `SCAN` every `discovery` seconds, and at once for a channel a viewer joins here), with
+///   blocking `XREAD`s on its own connection, never on the lws thread, and plays other
 ///   instances' entries into the hub, which fans them out to its viewers and keeps the
-///   backfill, caption files and HLS segments of the broadcast like a local one; deliveries go
-///   through the transport's thread-safe queues and wake-up.
+///   backfill, channel list entry, caption files and HLS segments of the broadcast like a
+///   local one; deliveries go through the transport's thread-safe queues and wake-up.
 /// - **Redis away.** Publishing goes on; entries wait in the queue (the oldest dropped past
 ///   `maxQueued`) and are written when Redis is back, the lease and the `live` entry first.
 ///   Viewers of other instances' broadcasts get `relay` `down`, then `up` and what they missed
@@ -33,6 +34,10 @@ final class ChannelRelay: Sendable {
         var maxQueued = 100_000
         var block: Double = 0.5
         var retry: Double = 0.5
+        /// How often the reader looks for channels in Redis (`SCAN`): it follows all of them,
+        /// so that any instance serves any channel's list entry, caption files and HLS; 0:
+        /// only the channels with viewers here.
+        var discovery: Double = 2
     }
 
     let url: RedisURL
@@ -313,15 +318,18 @@ final class ChannelRelay: Sendable {
         var followed: [String: String] = [:]  // channel → last entry id read
         var applied: [String: UInt64] = [:]  // channel + instance → the last entry number played
         var down = false
+        var discovered: Set<String> = []   // the channels with a stream in Redis, at the last look
+        var lastDiscovery = -Double.infinity
         while !stopping.load(ordering: .relaxed) {
             guard let hooks = hooks.withLock({ $0 }) else { return }
-            let wanted = Set(hooks.hub.viewedChannels)
+            let discover = settings.discovery > 0 && SystemClock.now() - lastDiscovery >= settings.discovery
+            var wanted = Set(hooks.hub.viewedChannels).union(discovered)
             for channel in followed.keys where !wanted.contains(channel) {
                 followed[channel] = nil
                 applied = applied.filter { !$0.key.hasPrefix(channel + "\u{0}") }
                 hooks.hub.forgetRemote(channel)
             }
-            if wanted.isEmpty {
+            if wanted.isEmpty && !discover {
                 usleep(UInt32(settings.block * 500_000))
                 continue
             }
@@ -335,6 +343,12 @@ final class ChannelRelay: Sendable {
                     }
                 }
                 guard let connection = redis else { continue }
+                if discover {
+                    discovered = try Self.channelsWithStreams(connection)
+                    lastDiscovery = SystemClock.now()
+                    wanted.formUnion(discovered)
+                    if wanted.isEmpty { continue }
+                }
                 for channel in wanted where followed[channel] == nil {
                     // Everything the stream holds (its broadcasts so far), then what comes.
                     let reply = try connection.command(["XRANGE", Self.streamKey(channel), "-", "+"])
@@ -364,6 +378,22 @@ final class ChannelRelay: Sendable {
                 usleep(UInt32(settings.retry * 1_000_000))
             }
         }
+    }
+
+    /// The channels that have a stream in Redis (live, or ended less than `streamTTL` ago), by
+    /// `SCAN`, which walks the keyspace a batch at a time without holding Redis up.
+    private static func channelsWithStreams(_ redis: RedisConnection) throws(RedisError) -> Set<String> {
+        var found: Set<String> = []
+        var cursor = "0"
+        repeat {
+            let reply = try redis.command(["SCAN", cursor, "MATCH", streamKey("*"), "COUNT", "1000", "TYPE", "stream"])
+            guard let parts = reply.elements, parts.count == 2, let next = parts[0].text else { break }
+            for key in parts[1].elements ?? [] {
+                if let key = key.text, key.hasPrefix("steno:channel:") { found.insert(String(key.dropFirst("steno:channel:".count))) }
+            }
+            cursor = next
+        } while cursor != "0"
+        return found
     }
 
     /// Plays stream entries of other instances into the hub; the last entry's id.

@@ -9,13 +9,15 @@ import StenoRedis
 ///   `{"broadcast":ID,"startedAt":MS,"words":BOOL}` (`startedAt` in ms since 1970).
 /// - `event`: one of the publisher's `volatile`, `final` or `speech` events, as sent to viewers.
 /// - `floor`: no final still to come starts before this time (settles caption cues and HLS).
-/// - `end`: the broadcast is over: `{"state":"ended"|"lost","duration":SECONDS}`.
+/// - `end`: the broadcast is over: `{"state":"ended"|"lost","duration":SECONDS,"endedAt":MS}`
+///   (`endedAt`, its end on the publisher's clock, so that every instance says the same; an
+///   entry without it ends when it is read).
 enum RelayEntry: Sendable, Equatable {
     case live(broadcast: String, startedAt: UTCTime, includeWords: Bool)
     /// The event as viewers get it; read back, a `final`'s or `volatile`'s result with it.
     case event(EncodedEvent, result: RecognitionResult?)
     case floor(Double)
-    case end(state: PublisherState, duration: Double)
+    case end(state: PublisherState, duration: Double, endedAt: UTCTime?)
 
     var kind: String {
         switch self {
@@ -41,11 +43,12 @@ enum RelayEntry: Sendable, Equatable {
             return event.text
         case .floor(let floor):
             return JSONWriter.secondsText(floor)
-        case .end(let state, let duration):
-            var w = JSONWriter(capacity: 48)
+        case .end(let state, let duration, let endedAt):
+            var w = JSONWriter(capacity: 72)
             w.beginObject()
             w.field("state", state.rawValue)
             w.field("duration", seconds: duration)
+            if let endedAt { w.field("endedAt", integer: Int(endedAt.millisecondsSince1970)) }
             w.endObject()
             return String(decoding: w.bytes, as: UTF8.self)
         }
@@ -86,7 +89,9 @@ enum RelayEntry: Sendable, Equatable {
         case "end":
             guard let object = object(data), case .string(let name)? = object["state"],
                   let state = PublisherState(rawValue: name), case .number(let duration)? = object["duration"] else { return nil }
-            return .end(state: state, duration: duration)
+            var endedAt: UTCTime?
+            if case .number(let ms)? = object["endedAt"], ms.isFinite, abs(ms) < 1e15 { endedAt = UTCTime(millisecondsSince1970: Int64(ms)) }
+            return .end(state: state, duration: duration, endedAt: endedAt)
         case "event":
             guard let object = object(data), case .string(let type)? = object["type"] else { return nil }
             switch type {

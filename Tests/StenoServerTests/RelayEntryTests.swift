@@ -32,7 +32,8 @@ import Testing
 
         let speech = ServerEvent.speech(.started, at: 3.5).encoded()
         for entry: RelayEntry in [.live(broadcast: "1764443233", startedAt: UTCTime(millisecondsSince1970: 1_764_443_233_211), includeWords: false),
-                                  .floor(12.345), .end(state: .lost, duration: 61.5), .event(speech, result: nil)] {
+                                  .floor(12.345), .end(state: .lost, duration: 61.5, endedAt: UTCTime(millisecondsSince1970: 1_796_000_000_123)),
+                                  .end(state: .ended, duration: 2, endedAt: nil), .event(speech, result: nil)] {
             #expect(RelayEntry.parse(Self.fields(entry), includeWords: true)?.entry == entry, "\(entry)")
         }
     }

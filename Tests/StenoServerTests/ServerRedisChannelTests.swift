@@ -64,6 +64,36 @@ struct ServerRedisChannelTests {
         }
     }
 
+    /// An instance nobody watches the channel on still lists it and serves its files: every
+    /// instance follows every channel in Redis, not only the ones with viewers there.
+    @Test func anInstanceWithNoViewerOfTheChannelListsItAndServesItsFiles() throws {
+        let redis = try TestRedisServer()
+        defer { redis.remove() }
+        let (first, second) = try Self.servers(redis)
+        defer { first.stop(); second.stop() }
+        let input = TestInput.pcm16k()
+        let publisher = try first.connect()
+        try publisher.start(input, extra: #""channel":"lecture""#)
+        func listed(on server: LiveServer) throws -> [String: Any]? {
+            let body = try server.get("/v1/channels").body
+            let list = try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any]
+            return (list?["channels"] as? [[String: Any]])?.first { $0["name"] as? String == "lecture" }
+        }
+        #expect(try eventually(timeout: 30) { try listed(on: second)?["state"] as? String == "live" },
+                "the other instance lists the live broadcast")
+        try publisher.send(audio: input.messages, of: input)
+        try publisher.end()
+        expectEndedNormally(publisher, audio: input.duration, "the publisher")
+        #expect(publisher.events.finals.count >= 4)
+        #expect(try eventually(timeout: 30) { try listed(on: second)?["state"] as? String == "ended" })
+        for path in ["/v1/channels/lecture/captions.txt", "/v1/channels/lecture/captions.vtt",
+                     "/v1/channels/lecture/captions.m3u8", "/v1/channels/lecture/broadcasts"] {
+            let a = try first.get(path), b = try second.get(path)
+            #expect(a.status == 200 && b.status == 200 && a.bodyText == b.bodyText, "\(path): \(a.bodyText) vs \(b.bodyText)")
+        }
+        #expect(try listed(on: second)?["viewers"] as? Int == 0)
+    }
+
     @Test func theLeaseKeepsASecondPublisherOffAChannelNobodyWatchesHere() throws {
         let redis = try TestRedisServer()
         defer { redis.remove() }
