@@ -459,7 +459,8 @@ final class StreamSession: Sendable {
         let stall = server.sessionConfiguration.limits.stallSeconds
         return state.withLock { s in
             if !s.batch.isEmpty && now - s.batchSince >= Self.batchLinger { submitBatch(&s) }
-            guard stall > 0, s.speaking, !s.stallReleased, s.batch.isEmpty, !s.machine.isClosed,
+            // An ending session is finishing its utterance already.
+            guard stall > 0, s.speaking, !s.stallReleased, s.batch.isEmpty, !s.machine.isClosed, !s.machine.phase.isEnding,
                   now - s.lastAudioAt >= stall,
                   s.machine.backlogSeconds <= Self.batchSeconds + 0.01 else { return false }
             s.stallReleased = true

@@ -10,7 +10,8 @@ struct ClusterTests {
     static let instanceArguments = ["--trusted-proxy", HAProxy.sourceAddress]
 
     @Test func aFullInstanceHandsTheTalkerToAnotherAndTheProxysForwardedAddressIsLogged() throws {
-        let full = try ServeInstance(Self.instanceArguments + ["--max-sessions", "1"])
+        // Its one session must stay (no idle timeout) however slowly the talkers go.
+        let full = try ServeInstance(Self.instanceArguments + ["--max-sessions", "1", "--idle-timeout", "0"])
         defer { full.stop() }
         let roomy = try ServeInstance(Self.instanceArguments)
         defer { roomy.stop() }

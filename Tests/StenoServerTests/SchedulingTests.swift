@@ -2,6 +2,7 @@ import Foundation
 import StenoCore
 import StenoSpeech
 import StenoTransport
+import StenoSystem
 import Testing
 @testable import StenoServer
 
@@ -175,6 +176,21 @@ import Testing
         server.settle()
         #expect(server.events(stalled).filter { $0.type == "final" }.count == 2)
         #expect(server.events(next).filter { $0.type == "final" }.count >= 1)
+    }
+
+    /// A session that has asked to end is finishing its utterance: the stall does not also
+    /// finalize it (a job after `finish`, which a real recognizer refuses, logged as an error).
+    @Test func anEndingSessionIsNotTakenForStalled() throws {
+        let server = MemoryServer(recognizers: 1) { $0.limits.stallSeconds = 0.2 }
+        let id = try #require(server.connect().1)
+        server.send(id, MemoryServer.start)
+        server.send(id, audio: MemoryServer.pcm(seconds: 0.5, speech: true))
+        server.settle()
+        server.send(id, #"{"type":"end"}"#)   // its finish waits on the lane
+        let session = try #require(server.sessions.all.first)
+        #expect(!session.tickAudio(now: SystemClock.now() + 10), "ending, not stalled")
+        server.settle()
+        #expect(server.events(id).map(\.type).filter { $0 == "final" || $0 == "ended" || $0 == "error" } == ["final", "ended"])
     }
 
     @Test func thousandsOfQuietSessionsHoldNoRecognizerAndLeaveRoomForTalkers() throws {
