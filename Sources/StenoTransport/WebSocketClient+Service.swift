@@ -158,6 +158,13 @@ extension WebSocketClient {
             guard let wsi, let input else { return -1 }
             return appendHeaders(wsi, input.assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self), length)
 
+        case LWS_CALLBACK_CLIENT_FILTER_PRE_ESTABLISH:
+            // The answer's headers are still there (lws frees them before ESTABLISHED).
+            guard let wsi else { return 0 }
+            let cookies = Self.setCookies(wsi)
+            shared.withLock { $0.cookies = cookies }
+            return 0
+
         case LWS_CALLBACK_CLIENT_ESTABLISHED:
             guard let wsi else { return -1 }
             self.wsi = wsi
@@ -300,6 +307,23 @@ extension WebSocketClient {
         let bytes = UnsafeRawBufferPointer(start: input, count: length)
         let code = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
         return (code, String(decoding: bytes[2...], as: UTF8.self))
+    }
+
+    /// `name=value` of every `Set-Cookie` of the answer (lws keeps each header line as one
+    /// fragment of the token; a cookie's attributes follow its first `;`).
+    static func setCookies(_ wsi: OpaquePointer) -> [String] {
+        var cookies: [String] = []
+        for index in 0..<32 {
+            let length = Int(lws_hdr_fragment_length(wsi, WSI_TOKEN_HTTP_SET_COOKIE, Int32(index)))
+            guard length > 0 else { break }
+            guard length < 4096 else { continue }
+            var buffer = [CChar](repeating: 0, count: length + 1)
+            guard lws_hdr_copy_fragment(wsi, &buffer, Int32(buffer.count), WSI_TOKEN_HTTP_SET_COOKIE, Int32(index)) > 0 else { break }
+            let text = String(decoding: buffer.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let pair = text.prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces)
+            if pair.contains("=") { cookies.append(pair) }
+        }
+        return cookies
     }
 
     /// The refusal's `Retry-After` in seconds (the delay form; a date is ignored).

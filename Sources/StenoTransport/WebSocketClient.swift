@@ -101,6 +101,8 @@ public final class WebSocketClient: @unchecked Sendable {
         var finished = false
         /// A wake-up is pending: the service thread will look at the state.
         var wakePending = false
+        /// `name=value` of each `Set-Cookie` of the handshake's 101.
+        var cookies: [String] = []
     }
     let shared = Mutex(Shared())
     private let done = DispatchSemaphore(value: 0)
@@ -171,6 +173,11 @@ public final class WebSocketClient: @unchecked Sendable {
             return true
         }
     }
+
+    /// The cookies the server (or a proxy before it) set in its handshake answer, as
+    /// `name=value` (their attributes left out), once `opened` has come. A load balancer's
+    /// cookie is how a reconnection finds the instance that holds its session.
+    public var cookies: [String] { shared.withLock { $0.cookies } }
 
     /// Bytes queued and not yet handed to the socket.
     public var queuedBytes: Int { shared.withLock { $0.queuedBytes } }

@@ -48,6 +48,39 @@ struct ClusterTests {
         #expect(handshakes.contains { $0.retries > 0 }, "\(proxy.log)")
     }
 
+    /// A talker whose connection drops (the instance is fine) resumes its session through
+    /// HAProxy: the cookie of its first handshake takes the resume to the instance that runs
+    /// the session, although that instance, full, is out of the rotation for new talkers.
+    @Test func aDroppedTalkerResumesOnItsInstanceThroughHAProxy() throws {
+        let arguments = Self.instanceArguments + ["--max-sessions", "1", "--idle-timeout", "0"]
+        let first = try ServeInstance(arguments)
+        defer { first.stop() }
+        let second = try ServeInstance(arguments)
+        defer { second.stop() }
+        let proxy = try HAProxy(instances: [first.port, second.port])
+        defer { proxy.stop() }
+
+        // The whole file at real time, so that the cut comes while it is being sent.
+        let send = try StenoCommand(["send", TestAudio.beckett, "--server", proxy.url, "--ca", proxy.caPath,
+                                     "--encoding", "pcm", "--retry-max", "0.5"])
+        try send.wait(for: "the session to start") { first.sessionsStarted + second.sessionsStarted == 1 }
+        let (home, other) = first.sessionsStarted == 1 ? (first, second) : (second, first)
+        let name = home === first ? "steno1" : "steno2"
+        try send.wait(for: "HAProxy to take the full instance out of the rotation", timeout: 30) {
+            proxy.log.contains { $0.contains("Server talkers/\(name) is DOWN") }
+        }
+        // HAProxy cuts the talker's connection; to the instance it is a connection that dropped.
+        try proxy.runtime("shutdown sessions server talkers/\(name)")
+        #expect(try send.finish() == 0, "\(send.stderr.text)")
+        #expect(send.stderr.text.contains("resumed session"), "\(send.stderr.text)\n\(proxy.log)")
+        #expect(!send.stderr.text.contains("new session") && !send.stderr.text.contains("could not be resumed"),
+                "\(send.stderr.text)")
+        #expect(home.sessionsStarted == 1 && other.sessionsStarted == 0, "\(home.log)\n\(other.log)")
+        #expect(proxy.talkerHandshakes.count >= 2 && proxy.talkerHandshakes.allSatisfy { $0.server == name }, "\(proxy.log)")
+        // Nothing heard twice or lost: the finals of an uninterrupted session.
+        #expect(send.stdout.text == (try TestAudio.transcribed(TestAudio.beckett)))
+    }
+
     @Test func aRollingRestartLosesNoFinal() throws {
         let first = try ServeInstance(Self.instanceArguments + ["--drain-timeout", "10"])
         defer { first.stop() }

@@ -5,21 +5,33 @@ import StenoTransport
 /// A client's connection over its reconnections: the one open now, its attempt number (an
 /// event from an older attempt is stale), and the ones that ended whose threads may still be
 /// tearing down (TLS too), which the process waits for before it exits under them.
+///
+/// It also keeps the cookies the connections were given and sends them on every later one:
+/// behind a load balancer that pins a client to an instance with a cookie (HAProxy's `cookie
+/// … insert`), a reconnection reaches the instance that holds its session, to resume it.
 struct ConnectionSlot {
     private(set) var attempt = 0
     private(set) var client: WebSocketClient?
     private var ending: [WebSocketClient] = []
+    /// `name=value` by name, the latest of each.
+    private(set) var cookies: [String: String] = [:]
 
     /// Opens the next attempt (forgetting the old connections that have finished).
     mutating func open(_ connector: Connector, resuming session: String? = nil) {
         ending.removeAll { $0.waitUntilFinished(timeout: 0) }
         attempt += 1
-        client = connector.open(attempt: attempt, resuming: session)
+        let cookie = cookies.keys.sorted().compactMap { cookies[$0] }.joined(separator: "; ")
+        client = connector.open(attempt: attempt, resuming: session, cookie: cookie.isEmpty ? nil : cookie)
     }
 
     /// The current connection is over (closed, refused or failed).
     mutating func retire() {
-        if let client { ending.append(client) }
+        if let client {
+            for pair in client.cookies {
+                cookies[String(pair.prefix { $0 != "=" })] = pair
+            }
+            ending.append(client)
+        }
         client = nil
     }
 
@@ -40,10 +52,11 @@ struct Connector {
 
     /// A connection to the route; `resuming` names the session it comes back for, which the
     /// server admits even while it refuses new sessions for load.
-    func open(attempt: Int, resuming session: String? = nil) -> WebSocketClient {
+    func open(attempt: Int, resuming session: String? = nil, cookie: String? = nil) -> WebSocketClient {
         let query = session.map { "?resume=" + $0 } ?? ""
         var configuration = WebSocketClientConfiguration(url: options.url(route + query))
-        if let token = options.token { configuration.headers = [WebSocketHeader("Authorization", "Bearer \(token)")] }
+        if let token = options.token { configuration.headers.append(WebSocketHeader("Authorization", "Bearer \(token)")) }
+        if let cookie { configuration.headers.append(WebSocketHeader("Cookie", cookie)) }
         configuration.caFile = options.caFile
         configuration.maxMessageSize = 4 << 20
         // Pings find a server that vanished without closing (a quiet channel would never notice).

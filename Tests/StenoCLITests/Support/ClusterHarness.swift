@@ -87,7 +87,8 @@ final class HAProxy: @unchecked Sendable {
             + (try String(contentsOfFile: certificate.keyPath, encoding: .utf8))
         try bundle.write(toFile: pem, atomically: true, encoding: .utf8)
         port = try freeLoopbackPort()
-        let configuration = try Self.configuration(port: port, certificate: pem, instances: instances, talkerChecks: talkerChecks)
+        let configuration = try Self.configuration(port: port, certificate: pem, instances: instances, talkerChecks: talkerChecks,
+                                                   directory: directory.path)
         let file = directory.appendingPathComponent("steno.cfg").path
         try configuration.write(toFile: file, atomically: true, encoding: .utf8)
         // -db: in the foreground, not a daemon, so that the test holds its process.
@@ -98,7 +99,8 @@ final class HAProxy: @unchecked Sendable {
     }
 
     /// The documented configuration made to run here.
-    static func configuration(port: Int, certificate: String, instances: [Int], talkerChecks: Bool = true) throws -> String {
+    static func configuration(port: Int, certificate: String, instances: [Int], talkerChecks: Bool = true,
+                              directory: String) throws -> String {
         var lines: [String] = []
         var backend = ""
         for line in documentedConfiguration.split(separator: "\n", omittingEmptySubsequences: false) {
@@ -107,6 +109,7 @@ final class HAProxy: @unchecked Sendable {
             if line.hasPrefix("global") {
                 lines.append(String(line))
                 lines.append("    log stdout format raw local0")
+                lines.append("    stats socket \(directory)/admin.sock mode 600 level admin")
                 continue
             }
             if line.hasPrefix("    maxconn ") {
@@ -150,6 +153,34 @@ final class HAProxy: @unchecked Sendable {
                   let counts = line.firstMatch(of: /\ \d+\/\d+\/\d+\/\d+\/\+?(\d+)\ /) else { return nil }
             return (String(server.1), Int(counts.1) ?? 0)
         }
+    }
+
+    /// A command to HAProxy's runtime API (its stats socket), and its answer.
+    @discardableResult
+    func runtime(_ command: String) throws -> String {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestClientError.protocolError("socket: \(errno)") }
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let path = Array(directory.appendingPathComponent("admin.sock").path.utf8CString)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, c) in path.prefix(raw.count - 1).enumerated() { raw[i] = UInt8(bitPattern: c) }
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard connected == 0 else { throw TestClientError.protocolError("cannot reach HAProxy's stats socket: \(errno)") }
+        let line = Array((command + "\n").utf8)
+        guard write(fd, line, line.count) == line.count else { throw TestClientError.protocolError("write: \(errno)") }
+        var answer: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = read(fd, &buffer, buffer.count)
+            if n <= 0 { break }
+            answer += buffer.prefix(n)
+        }
+        return String(decoding: answer, as: UTF8.self)
     }
 
     func stop() {
