@@ -58,46 +58,9 @@ import Testing
         let files = try names.map { try TestAudio.load($0) }
         let alone = try files.map { try transcribe($0).finals }
         let engine = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(recognizers: 2))
-        final class Flag: Sendable {
-            let raised = Locked(false)
-        }
-        let woken = files.map { _ in Flag() }
-        let recognizers = try files.indices.map { i in
-            try engine.makePocketSphinxRecognizer(wake: { woken[i].raised.withLock { $0 = true } })
-        }
-        var events = files.map { _ in [TranscriberEvent]() }
-        var offsets = files.map { _ in 0 }
-        var done = files.map { _ in false }
-        var finishing = files.map { _ in false }
-        var waits = 0
-        // Each session in turn gets the next 0.1 s of its file (staggered starts), as a server's
-        // lanes would; one that waits gets nothing until it is woken.
-        var round = 0
-        while done.contains(false) {
-            round += 1
-            for i in files.indices where !done[i] && round > i * 3 {
-                let r = recognizers[i]
-                if r.isWaiting {
-                    guard woken[i].raised.withLock({ value in defer { value = false }; return value }) else { continue }
-                    events[i] += try r.proceed()
-                    if finishing[i] && !r.isWaiting { done[i] = true }
-                    continue
-                }
-                let samples = files[i].floats
-                if offsets[i] < samples.count {
-                    let next = min(samples.count, offsets[i] + 1600)
-                    events[i] += try r.accept(Array(samples[offsets[i]..<next]))
-                    offsets[i] = next
-                    if r.isWaiting { waits += 1 }
-                } else {
-                    finishing[i] = true
-                    events[i] += try r.finish()
-                    if r.isWaiting { waits += 1 } else { done[i] = true }
-                }
-            }
-            #expect(round < 100_000, "the sessions got stuck")
-            if round >= 100_000 { break }
-        }
+        // Each session in turn gets the next 0.1 s of its file (staggered starts).
+        let run = try interleave(files, on: engine, staggered: true)
+        let (events, waits) = (run.events, run.waits)
         #expect(waits > 0, "with 6 sessions on 2 decoders some had to wait")
         for i in files.indices {
             #expect(events[i].finals == alone[i], "\(names[i])")

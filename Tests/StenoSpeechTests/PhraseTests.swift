@@ -134,54 +134,13 @@ import Testing
         ]
         let alone = try files.indices.map { try transcribe(files[$0], options: options[$0]).finals }
         let engine = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(recognizers: 1))
-        let events = try interleave(files, options: options, on: engine)
+        let events = try interleave(files, options: options, on: engine).events
         for i in files.indices {
             #expect(events[i].finals == alone[i], "session \(i)")
         }
         #expect(alone[0] != alone[2], "the phrases changed something")
         #expect(engine.decoderStats.made == 1)
     }
-}
-
-/// Runs each file through its own recognizer of `engine`, 0.1 s at a time in turn, as a
-/// server's lanes would; a recognizer that waits for a decoder gets nothing until woken.
-func interleave(_ files: [TestAudio], options: [RecognizerOptions], on engine: PocketSphinxEngine) throws -> [[TranscriberEvent]] {
-    final class Flag: Sendable {
-        let raised = Locked(false)
-    }
-    let woken = files.map { _ in Flag() }
-    let recognizers = try files.indices.map { i in
-        try engine.makePocketSphinxRecognizer(options: options[i], wake: { woken[i].raised.withLock { $0 = true } })
-    }
-    var events = files.map { _ in [TranscriberEvent]() }
-    var offsets = files.map { _ in 0 }
-    var done = files.map { _ in false }
-    var finishing = files.map { _ in false }
-    var round = 0
-    while done.contains(false) && round < 100_000 {
-        round += 1
-        for i in files.indices where !done[i] {
-            let r = recognizers[i]
-            if r.isWaiting {
-                guard woken[i].raised.withLock({ value in defer { value = false }; return value }) else { continue }
-                events[i] += try r.proceed()
-                if finishing[i] && !r.isWaiting { done[i] = true }
-                continue
-            }
-            let samples = files[i].floats
-            if offsets[i] < samples.count {
-                let next = min(samples.count, offsets[i] + 1600)
-                events[i] += try r.accept(Array(samples[offsets[i]..<next]))
-                offsets[i] = next
-            } else {
-                finishing[i] = true
-                events[i] += try r.finish()
-                if !r.isWaiting { done[i] = true }
-            }
-        }
-    }
-    #expect(round < 100_000, "the sessions got stuck")
-    return events
 }
 
 /// `--model` as the command line names a model, and several models' decoders within one budget.
