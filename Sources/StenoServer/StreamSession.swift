@@ -6,6 +6,9 @@ import StenoSystem
 import StenoTransport
 import StenoWorkers
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// One `/v1/stream` connection: StenoCore's `SessionMachine` driving a `TranscriptionPipeline`
 /// across two threads.
@@ -84,6 +87,11 @@ final class StreamSession: Sendable {
     static let batchSeconds = 0.128
     /// A batch left short (the client paused) goes to the lane after this long anyway.
     static let batchLinger = 0.1
+    /// Whether audio goes to the lane in batches (always, but for one measurement):
+    /// `STENO_BENCH_UNBATCHED` set in the environment hands each message over as it comes, as
+    /// before batching, so that `steno-bench connections --wakeups` can measure what batching
+    /// saves with the same binary side by side. No option, doc or test offers it.
+    static let batchesAudio = getenv("STENO_BENCH_UNBATCHED") == nil
 
     /// How a session takes the end of its connection.
     enum Departure {
@@ -335,7 +343,7 @@ final class StreamSession: Sendable {
                 if s.batch.isEmpty { s.batchSince = s.lastAudioAt }
                 s.batch.append(chunk)
                 s.batchSeconds += chunk.duration
-                if s.batchSeconds >= Self.batchSeconds { submitBatch(&s) }
+                if s.batchSeconds >= Self.batchSeconds || !Self.batchesAudio { submitBatch(&s) }
             case .pauseReading:
                 if let connection = s.connection { server.handle.setReading(connection, false) }
             case .resumeReading:
