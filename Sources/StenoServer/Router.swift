@@ -261,20 +261,26 @@ final class Router: TransportDelegate {
         return staticFiles?.response(for: request.path)
     }
 
-    func tick() {
-        let now = SystemClock.now()
+    func tick() { tick(now: SystemClock.now()) }
+
+    /// The tick at monotonic `now` (tests choose it). Only the sessions due are visited (each
+    /// says when it next is: `SessionRegistry.schedule`), so a tick costs the talkers and the
+    /// deadlines reached, not every connected session. The lag histogram and admission see
+    /// every talker (a session with audio coming or more than a block waiting): a quiet one
+    /// has no lag to tell, and admission counts only lags over a block anyway.
+    func tick(now: Double) {
         var lags: [Double] = []
-        for session in allSessions {
-            session.input(.tick(now: now))
-            session.tickAudio(now: now)
-            let (lag, live) = session.lagAndPace(now: now)
-            // A client sending a file faster than real time is behind by its own doing (flow
-            // control holds it): only live streams tell whether another talker would keep up.
-            if live { lags.append(lag) }
-            context.metrics.lagSeconds.observe(lag)
+        for session in registry.takeDue(now) {
+            let visit = session.visit(now: now)
+            if let lag = visit.lag {
+                // A client sending a file faster than real time is behind by its own doing (flow
+                // control holds it): only live streams tell whether another talker would keep up.
+                if visit.live { lags.append(lag) }
+                context.metrics.lagSeconds.observe(lag)
+            }
             // A detached session that has finished (not resumed in time, or drained) has no
             // connection whose close would say so.
-            if let (line, seconds) = session.closingSummary { forget(session, line: line, seconds: seconds) }
+            if let (line, seconds) = visit.closing { forget(session, line: line, seconds: seconds) }
         }
         let wasBusy = admission.isBusy
         if options.lagTarget > 0 { admission.measure(now: now, load: context.engine.load, lags: lags) }

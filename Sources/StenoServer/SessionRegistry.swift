@@ -2,13 +2,17 @@ import StenoTransport
 import Synchronization
 
 /// The `/v1/stream` sessions: by id (for `resume`), and by the connection carrying each
-/// (a session detached from its connection is in the first only). Written on the lws thread
-/// and by a session taking over another's connection on resume; read from any thread
-/// (`StenoServer` watches it while draining).
+/// (a session detached from its connection is in the first only), and when each next needs
+/// the router's tick (`schedule`). Written on the lws thread, by a session taking over
+/// another's connection on resume, and by sessions rescheduling themselves from any thread;
+/// read from any thread (`StenoServer` watches it while draining).
 final class SessionRegistry: Sendable {
     private struct State {
         var byID: [String: StreamSession] = [:]
         var byConnection: [ConnectionID: StreamSession] = [:]
+        /// When each session wants its next tick: sessions put themselves here after every
+        /// change (`StreamSession.wakeAt`), and the tick takes those due.
+        var schedule = TickSchedule<StreamSession>()
     }
 
     private let state = Mutex(State())
@@ -22,8 +26,30 @@ final class SessionRegistry: Sendable {
         state.withLock { s in
             s.byID[session.sessionID] = session
             s.byConnection[connection] = session
+            // Its first tick says when it wants the next (its start deadline, at least).
+            s.schedule.set(session, at: -.infinity)
         }
     }
+
+    /// `session` next needs a tick at `due` (monotonic seconds; `-infinity`: at the next tick;
+    /// `infinity`: only after an input). Called by the session under its own lock (lock order
+    /// session → registry) whenever what it is waiting for may have changed; ignored once it
+    /// has left the registry, so a late input cannot bring a forgotten session back.
+    func schedule(_ session: StreamSession, at due: Double) {
+        state.withLock { s in
+            guard s.byID[session.sessionID] === session else { return }
+            s.schedule.set(session, at: due)
+        }
+    }
+
+    /// Takes out the sessions due at or before `now`: the router visits them (each puts itself
+    /// back for its next tick). Sessions made due again during the visits wait for the next tick.
+    func takeDue(_ now: Double) -> [StreamSession] {
+        state.withLock { $0.schedule.takeDue(now) }
+    }
+
+    /// When `session` is due (nil: not scheduled), for tests.
+    func due(_ session: StreamSession) -> Double? { state.withLock { $0.schedule.due(session) } }
 
     /// `session`'s protocol has closed (it calls this once, from under its own lock: the
     /// count is an atomic, so no lock order arises).
@@ -46,6 +72,7 @@ final class SessionRegistry: Sendable {
     func remove(_ session: StreamSession) {
         state.withLock { s in
             if s.byID[session.sessionID] === session { s.byID[session.sessionID] = nil }
+            s.schedule.remove(session)
         }
         if session.leaveLiveCount() { live.subtract(1, ordering: .relaxed) }
     }
@@ -55,6 +82,7 @@ final class SessionRegistry: Sendable {
     func replace(_ placeholder: StreamSession, by resumed: StreamSession, on connection: ConnectionID) {
         state.withLock { s in
             if s.byID[placeholder.sessionID] === placeholder { s.byID[placeholder.sessionID] = nil }
+            s.schedule.remove(placeholder)
             s.byConnection[connection] = resumed
         }
         if placeholder.leaveLiveCount() { live.subtract(1, ordering: .relaxed) }

@@ -27,7 +27,8 @@ public final class StenoMetrics: Sendable {
     public let audioReceivedSeconds: Counter
     /// `steno_audio_analyzed_seconds_total`: audio the recognizers have processed.
     public let audioAnalyzedSeconds: Counter
-    /// `steno_lag_seconds`: received minus analyzed, sampled per session at every tick.
+    /// `steno_lag_seconds`: received minus analyzed, sampled at every tick per talker (a
+    /// session with audio coming in or more than a block waiting; a quiet one is not visited).
     public let lagSeconds: Histogram
     /// `steno_events_sent_total{type}`: events sent to clients, by `type`.
     public let eventsSent: MetricFamily<Counter>
@@ -118,7 +119,7 @@ public final class StenoMetrics: Sendable {
         audioAnalyzedSeconds = registry.counter(
             "steno_audio_analyzed_seconds_total", help: "Seconds of audio analyzed by the recognizers.")
         lagSeconds = registry.histogram(
-            "steno_lag_seconds", help: "Audio received but not yet analyzed, in seconds, sampled per session at each tick (4 a second).",
+            "steno_lag_seconds", help: "Audio received but not yet analyzed, in seconds, sampled at each tick (4 a second) per session with audio coming in or waiting.",
             buckets: Self.latencyBuckets)
         let eventsSent = registry.counter("steno_events_sent_total", help: "Events sent to clients, by type.", labels: ["type"])
         let errors = registry.counter("steno_errors_total", help: "Error events sent to clients, by code.", labels: ["code"])

@@ -6,6 +6,9 @@ import StenoSystem
 import StenoTransport
 import StenoWorkers
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// One `/v1/stream` connection: StenoCore's `SessionMachine` driving a `TranscriptionPipeline`
 /// across two threads.
@@ -74,6 +77,9 @@ final class StreamSession: Sendable {
         var stallReleased = false
         /// The session closed and its pipeline was handed to the lane to be freed there.
         var pipelineRetired = false
+        /// Audio (or a declared gap or silence) came since the router's tick last visited: the
+        /// session is a talker, whose lag the tick samples.
+        var heardSinceVisit = false
     }
 
     /// Audio per lane job: the recognizer analyzes 2048-sample blocks (0.128 s), so waking a
@@ -81,6 +87,11 @@ final class StreamSession: Sendable {
     static let batchSeconds = 0.128
     /// A batch left short (the client paused) goes to the lane after this long anyway.
     static let batchLinger = 0.1
+    /// Whether audio goes to the lane in batches (always, but for one measurement):
+    /// `STENO_BENCH_UNBATCHED` set in the environment hands each message over as it comes, as
+    /// before batching, so that `steno-bench connections --wakeups` can measure what batching
+    /// saves with the same binary side by side. No option, doc or test offers it.
+    static let batchesAudio = getenv("STENO_BENCH_UNBATCHED") == nil
 
     /// How a session takes the end of its connection.
     enum Departure {
@@ -113,7 +124,7 @@ final class StreamSession: Sendable {
 
     /// Runs the machine on `inputs`, in order, and carries out the actions.
     func input(_ inputs: SessionInput...) {
-        let resume = state.withLock { s -> ResumeRequest? in
+        let resume = mutate { s -> ResumeRequest? in
             for input in inputs {
                 perform(s.machine.handle(input), &s)
             }
@@ -125,7 +136,7 @@ final class StreamSession: Sendable {
 
     /// Runs the machine on `inputs` (from the lane) and counts what analysis got through.
     private func input(_ inputs: [SessionInput]) {
-        state.withLock { s in
+        mutate { s in
             for input in inputs {
                 if case .results(let events, _, _) = input {
                     for event in events {
@@ -162,7 +173,7 @@ final class StreamSession: Sendable {
     /// The connection `id` is gone (lws thread). A started session that may be resumed is
     /// detached and keeps what the connection left behind; any other stops its pipeline.
     func transportClosed(_ id: ConnectionID, backlog: OutboundBacklog?) -> Departure {
-        state.withLock { s in
+        mutate { s in
             guard s.connection == id else { return .detached }  // an old connection, already replaced
             s.connection = nil
             s.backlog = backlog
@@ -177,7 +188,7 @@ final class StreamSession: Sendable {
     /// not, or nil when done (`resumed` is on its way). If the session still has a connection
     /// (the client noticed the drop before the server did), that one is dropped now.
     func attach(_ connection: ConnectionID, token: String, after: UInt64) -> String? {
-        state.withLock { s -> String? in
+        mutate { s -> String? in
             guard !s.machine.isClosed else { return "session \(sessionID) has ended" }
             guard !s.machine.resumeForfeited else {
                 return "session \(sessionID) made more events while away than are kept for it; it is ending"
@@ -228,22 +239,68 @@ final class StreamSession: Sendable {
     /// The connection now carrying the session, if any.
     var connection: ConnectionID? { state.withLock { $0.connection } }
 
-    /// Progress for the lag metric: received − analyzed.
-    var lag: Double { state.withLock { $0.machine.backlogSeconds } }
+    /// What the router's tick found at a session (`visit`).
+    struct Visit {
+        /// The lag (received − analyzed) of a talker: a session that audio came to since the
+        /// last visit or that has more than a block waiting; nil for a quiet one.
+        var lag: Double?
+        /// Whether it streams at about real time (not a file sent faster): no more audio
+        /// received than wall-clock time since `start`, give or take a second.
+        var live = false
+        /// How it went, once it has closed with no connection (the log line): it is forgotten.
+        var closing: (line: String, seconds: Double)?
+    }
 
-    /// The lag, and whether the session streams at about real time (not a file sent faster):
-    /// no more audio received than wall-clock time since `start`, give or take a second.
-    func lagAndPace(now: Double) -> (lag: Double, live: Bool) {
-        state.withLock { s in
+    /// The router's tick, when this session is due (`SessionRegistry.takeDue`): the machine's
+    /// clock (deadlines, progress), the audio batch and the stall (`tickAudio`), and what the
+    /// tick samples; then the session says when it wants the next one.
+    func visit(now: Double) -> Visit {
+        mutate { s in
+            let talking = s.heardSinceVisit || Self.isBehind(s.machine)
+            s.heardSinceVisit = false
+            perform(s.machine.handle(.tick(now: now)), &s)
+            tickAudio(now: now, &s)
+            var visit = Visit()
             let m = s.machine
-            guard let started = m.startedMonotonic else { return (0, false) }
-            return (m.backlogSeconds, m.receivedSeconds <= (now - started) * 1.1 + 1)
+            if talking, let started = m.startedMonotonic {
+                visit.lag = m.backlogSeconds
+                visit.live = m.receivedSeconds <= (now - started) * 1.1 + 1
+            }
+            if m.isClosed && s.connection == nil { visit.closing = summary(s) }
+            return visit
         }
     }
 
-    /// How the session went, once it has closed with no connection (the log line).
-    var closingSummary: (line: String, seconds: Double)? {
-        state.withLock { s in s.machine.isClosed && s.connection == nil ? summary(s) : nil }
+    /// More than a block waits for analysis: the session is behind (or its recognizer waits for
+    /// a decoder) and is ticked until it catches up. A remainder short of a block waits for
+    /// more audio, which may never come: that alone is not behind.
+    private static func isBehind(_ m: SessionMachine) -> Bool { m.backlogSeconds > batchSeconds + 0.01 }
+
+    /// Runs `body` under the session's lock, then tells the registry when the session next
+    /// needs a tick: every change that can move a deadline, start or stop a talker, or leave
+    /// a batch comes through here.
+    private func mutate<R>(_ body: (inout State) -> R) -> R {
+        state.withLock { s in
+            let result = body(&s)
+            server.sessions.schedule(self, at: wakeAt(s))
+            return result
+        }
+    }
+
+    /// When the tick next has something to do here: at once (`-infinity`, the next tick) for a
+    /// talker or a closed session with no connection left to say so; otherwise the earliest
+    /// of the machine's next deadline or progress, the short batch's linger and the stall
+    /// release; `infinity` when only an input can change that (a closed session whose
+    /// connection is closing, a started one with no timer).
+    private func wakeAt(_ s: State) -> Double {
+        let m = s.machine
+        if m.isClosed { return s.connection == nil ? -.infinity : .infinity }
+        if s.heardSinceVisit || Self.isBehind(m) { return -.infinity }
+        var due = m.nextTickDue
+        if !s.batch.isEmpty { due = min(due, s.batchSince + Self.batchLinger) }
+        let stall = server.sessionConfiguration.limits.stallSeconds
+        if stall > 0 && s.speaking && !s.stallReleased && !s.machine.phase.isEnding { due = min(due, s.lastAudioAt + stall) }
+        return due
     }
 
     /// Takes the session out of the registry's live count; true the first time only.
@@ -282,10 +339,11 @@ final class StreamSession: Sendable {
                 server.metrics.audioReceivedSeconds.add(chunk.duration)
                 s.lastAudioAt = SystemClock.now()
                 s.stallReleased = false
+                s.heardSinceVisit = true
                 if s.batch.isEmpty { s.batchSince = s.lastAudioAt }
                 s.batch.append(chunk)
                 s.batchSeconds += chunk.duration
-                if s.batchSeconds >= Self.batchSeconds { submitBatch(&s) }
+                if s.batchSeconds >= Self.batchSeconds || !Self.batchesAudio { submitBatch(&s) }
             case .pauseReading:
                 if let connection = s.connection { server.handle.setReading(connection, false) }
             case .resumeReading:
@@ -293,6 +351,7 @@ final class StreamSession: Sendable {
             case .submitGap(_, let duration):
                 s.lastAudioAt = SystemClock.now()
                 s.stallReleased = false
+                s.heardSinceVisit = true
                 submitBatch(&s)
                 submit { pipeline throws(StenoError) in
                     (try pipeline.gap(seconds: duration), [])
@@ -346,7 +405,7 @@ final class StreamSession: Sendable {
     /// session is not published after all, and is told so as a second publisher on one
     /// instance is.
     func channelTakenElsewhere(_ channel: String) {
-        state.withLock { s in
+        mutate { s in
             guard s.channel == channel, !s.machine.isClosed else { return }
             s.channel = nil
             perform(s.machine.handle(.pipelineWarning(StenoError(.badMessage,
@@ -446,34 +505,30 @@ final class StreamSession: Sendable {
         }
     }
 
-    /// Called on every tick. A short batch that has waited `batchLinger` goes to the lane (the
-    /// client paused, or sends little).
+    /// At the session's tick (`visit`). A short batch that has waited `batchLinger` goes to the
+    /// lane (the client paused, or sends little).
     ///
     /// And a session whose audio stopped in the middle of speech (its connection dropped, the
     /// client stalled) would hold a shared decoder until audio came again, perhaps never:
     /// after `limits.stallSeconds` without audio, with everything received analyzed, what was
     /// heard is finalized and the decoder goes back to the pool. Audio that comes later starts
-    /// a new utterance. Returns whether it did so.
-    @discardableResult
-    func tickAudio(now: Double) -> Bool {
+    /// a new utterance.
+    private func tickAudio(now: Double, _ s: inout State) {
         let stall = server.sessionConfiguration.limits.stallSeconds
-        return state.withLock { s in
-            if !s.batch.isEmpty && now - s.batchSince >= Self.batchLinger { submitBatch(&s) }
-            // An ending session is finishing its utterance already.
-            guard stall > 0, s.speaking, !s.stallReleased, s.batch.isEmpty, !s.machine.isClosed, !s.machine.phase.isEnding,
-                  now - s.lastAudioAt >= stall,
-                  s.machine.backlogSeconds <= Self.batchSeconds + 0.01 else { return false }
-            s.stallReleased = true
-            let silent = JSONWriter.secondsText(now - s.lastAudioAt)
-            submit { [self] pipeline throws(StenoError) in
-                let events = try pipeline.finalize()
-                if events.contains(where: { if case .final = $0 { true } else { false } }) {
-                    server.metrics.stalledUtterances.increment()
-                    server.log.debug("session \(sessionID): no audio for \(silent) s in the middle of speech; what was heard is final, its recognizer given back")
-                }
-                return (events, [])
+        // Compared as `wakeAt` computes the due times, so a tick at one acts whatever the rounding.
+        if !s.batch.isEmpty && now >= s.batchSince + Self.batchLinger { submitBatch(&s) }
+        // An ending session is finishing its utterance already.
+        guard stall > 0, s.speaking, !s.stallReleased, s.batch.isEmpty, !s.machine.isClosed, !s.machine.phase.isEnding,
+              now >= s.lastAudioAt + stall, !Self.isBehind(s.machine) else { return }
+        s.stallReleased = true
+        let silent = JSONWriter.secondsText(now - s.lastAudioAt)
+        submit { [self] pipeline throws(StenoError) in
+            let events = try pipeline.finalize()
+            if events.contains(where: { if case .final = $0 { true } else { false } }) {
+                server.metrics.stalledUtterances.increment()
+                server.log.debug("session \(sessionID): no audio for \(silent) s in the middle of speech; what was heard is final, its recognizer given back")
             }
-            return true
+            return (events, [])
         }
     }
 

@@ -27,7 +27,14 @@ import Glibc
 //
 //   steno-bench connections [--count 1000,10000] [--loops libuv,poll] [--talkers 2]
 //                           [--interval 20] [--keepalive 10] [--sparse 0] [--in-flight 128]
-//                           [--steno .build/release/steno] [--log-level warning]
+//                           [--steno .build/release/steno] [--baseline OTHER/steno]
+//                           [--log-level warning]
+//   steno-bench connections --wakeups 1,2,4 [--rounds 2] [--steno .build/release/steno]
+//
+// With `--baseline`, every row is measured with that binary too, just before (an older build,
+// for a before-and-after in one run). `--wakeups` measures something else: the server's CPU
+// and context switches per audio second for a few live talkers, with the audio batched and
+// not, against the engine fed in real time (below, "Fewer wake-ups").
 //
 // The silent sessions are this process: one thread, epoll over raw non-blocking sockets. Each
 // connection upgrades to /v1/stream, sends `start` (16 kHz PCM), reads `ready`, and then sends
@@ -46,6 +53,9 @@ func runConnectionsBench(_ arguments: [String]) {
     var sparse = 0.0
     var inFlight = 128
     var steno = ".build/release/steno"
+    var baseline: String?
+    var wakeups: [Int] = []
+    var rounds = 2
     var logLevel = "warning"
     var index = 0
     while index < arguments.count {
@@ -59,6 +69,9 @@ func runConnectionsBench(_ arguments: [String]) {
         case "--sparse": sparse = max(0, Double(value) ?? sparse); index += 1
         case "--in-flight": inFlight = max(1, Int(value) ?? inFlight); index += 1
         case "--steno": steno = value; index += 1
+        case "--baseline": baseline = value; index += 1
+        case "--wakeups": wakeups = value.split(separator: ",").compactMap { Int($0) }.filter { $0 > 0 }; index += 1
+        case "--rounds": rounds = max(1, Int(value) ?? rounds); index += 1
         case "--log-level": logLevel = value; index += 1
         default: print("connections benchmark: unknown argument \(arguments[index])"); return
         }
@@ -68,7 +81,15 @@ func runConnectionsBench(_ arguments: [String]) {
         print("connections benchmark: no steno binary at \(steno) (swift build -c release --product steno)")
         return
     }
+    if let baseline, !FileManager.default.isExecutableFile(atPath: baseline) {
+        print("connections benchmark: no steno binary at \(baseline) (--baseline)")
+        return
+    }
     guard let speech = loadTalkerSpeech() else { return }
+    if !wakeups.isEmpty {
+        runWakeupsBench(talkerCounts: wakeups, rounds: rounds, steno: steno, speech: speech)
+        return
+    }
     // This process holds one socket per connection too.
     let limit = OpenFileLimit.raise()
     let largest = counts.max() ?? 0
@@ -77,7 +98,7 @@ func runConnectionsBench(_ arguments: [String]) {
         + "), keepalive \(keepalive) s, \(talkers) of them talking")
     print("  (\(format(Double(speech.count) / 32000, 1)) s of speech each, in real time); CPU measured over \(format(interval, 0)) s;"
         + " \(ProcessInfo.processInfo.activeProcessorCount) cores shared by the server and this client")
-    print("  steno: \(steno); open files here: \(limit)")
+    print("  steno: \(steno)" + (baseline.map { "; baseline (rows marked base): \($0)" } ?? "") + "; open files here: \(limit)")
     if limit.soft < UInt64(largest + talkers + 64) {
         print("  the client cannot hold \(largest) sockets with this limit: raise the hard limit (ulimit -Hn)")
         return
@@ -87,29 +108,32 @@ func runConnectionsBench(_ arguments: [String]) {
     var rows: [ConnectionsRow] = []
     for count in counts {
         for loop in loops {
-            guard let row = measureConnections(
-                steno: steno, loop: loop, count: count, talkers: talkers, speech: speech, interval: interval,
-                keepalive: keepalive, sparse: sparse, inFlight: inFlight, logLevel: logLevel) else {
-                print("  \(loop), \(count) sessions: failed")
-                continue
+            for (binary, label) in (baseline.map { [($0, " base")] } ?? []) + [(steno, "")] {
+                guard var row = measureConnections(
+                    steno: binary, loop: loop, count: count, talkers: talkers, speech: speech, interval: interval,
+                    keepalive: keepalive, sparse: sparse, inFlight: inFlight, logLevel: logLevel) else {
+                    print("  \(loop)\(label), \(count) sessions: failed")
+                    continue
+                }
+                row.loop += label
+                print("  \(row.loop), \(count): \(row.summary) (load \(loadAverage()))")
+                rows.append(row)
             }
-            print("  \(loop), \(count): \(row.summary)")
-            rows.append(row)
         }
     }
     print("")
-    print("  loop    sessions   handshakes/s (first, last 1,000)   RSS/session   CPU idle   CPU with N   per 1,000")
+    print("  loop         sessions   handshakes/s (first, last 1,000)   RSS/session   CPU idle   CPU with N   per 1,000")
     for r in rows {
-        print("  " + [pad(r.loop, 5), pad("\(r.ready)/\(r.count)", 11),
+        print("  " + [pad(r.loop, 10), pad("\(r.ready)/\(r.count)", 11),
                       pad("\(format(r.handshakeRate, 0)) (\(format(r.firstThousandRate, 0)), \(format(r.lastThousandRate, 0)))", 34),
                       pad(format(r.kbPerSession, 1) + " KB", 13), pad(format(r.idleCPUms, 1) + " ms/s", 10),
                       pad(format(r.loadedCPUms, 1) + " ms/s", 12), pad(format(r.cpuPerThousandMs, 1) + " ms/s", 11)]
             .joined(separator: " "))
     }
     print("")
-    print("  loop    sessions   talkers: lag p95  max   final p50  p95  max   end→ended   /readyz: ramp  with N  at limit  after   drain   exit")
+    print("  loop         sessions   talkers: lag p95  max   final p50  p95  max   end→ended   /readyz: ramp  with N  at limit  after   drain   exit")
     for r in rows {
-        print("  " + [pad(r.loop, 5), pad("\(r.count)", 11),
+        print("  " + [pad(r.loop, 10), pad("\(r.count)", 11),
                       pad(r.talk.map { format($0.lagP95, 2) } ?? "-", 18), pad(r.talk.map { format($0.lagMax, 2) } ?? "-", 5),
                       pad(r.talk.map { format($0.finalP50, 2) } ?? "-", 11), pad(r.talk.map { format($0.finalP95, 2) } ?? "-", 5),
                       pad(r.talk.map { format($0.finalMax, 2) } ?? "-", 5), pad(r.talk.map { format($0.endLatency, 2) + " s" } ?? "-", 11),
@@ -192,7 +216,7 @@ struct ConnectionsRow {
 }
 
 /// The talkers' audio: the LibriVox sentences of the speech tests, 16 kHz s16le.
-private func loadTalkerSpeech() -> [UInt8]? {
+func loadTalkerSpeech() -> [UInt8]? {
     let folder = "Tests/StenoSpeechTests/Resources/librivox"
     let files = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [])
         .filter { $0.hasSuffix(".wav") }.sorted().map { "\(folder)/\($0)" }
@@ -351,7 +375,7 @@ private func measureConnections(steno: String, loop: String, count: Int, talkers
 
 /// Waits until the server uses less than 2 % of a core for two seconds in a row (at most 60 s);
 /// returns how long that took.
-private func waitUntilQuiet(_ server: Child) -> Double {
+func waitUntilQuiet(_ server: Child) -> Double {
     let began = monotonicSeconds()
     var quiet = 0
     var last = server.cpuSeconds()
@@ -439,7 +463,7 @@ private struct ReadinessProbes: Sendable {
 
 // MARK: - Talkers
 
-private struct TalkerResult: Sendable {
+struct TalkerResult: Sendable {
     var lags: [Double] = []
     /// From sending the audio at a final's end to receiving the final.
     var finalLatencies: [Double] = []
@@ -469,7 +493,7 @@ extension TalkerStats {
 }
 
 /// One session speaking `pcm` (16 kHz s16le) in real time, 20 ms a message, then `end`.
-private func runTalker(port: Int, pcm: [UInt8]) -> TalkerResult {
+func runTalker(port: Int, pcm: [UInt8]) -> TalkerResult {
     var result = TalkerResult()
     do {
         let ws = try WebSocketTestClient.connect(port: port, timeout: 30)
@@ -833,4 +857,281 @@ private func format(_ value: Double, _ decimals: Int) -> String {
 /// Right-aligned in `width` columns.
 private func pad(_ text: String, _ width: Int) -> String {
     text.count >= width ? text : String(repeating: " ", count: width - text.count) + text
+}
+
+// MARK: - Fewer wake-ups (`--wakeups`)
+
+// steno-bench connections --wakeups 1,2,4 [--rounds 2]: what batching the audio saves. For
+// each number of talkers T, side by side in one run and interleaved by round:
+//
+// - the floor: T `pocketsphinx_continuous -infile /dev/stdin` processes (Steno's decoder
+//   options), each fed the talkers' speech as raw PCM through a pipe in real time, 20 ms per
+//   write, the CPU and context switches counted from when its model is loaded until it has
+//   finished the audio;
+// - `steno serve` as it is (audio to the worker in 128 ms batches), and the same binary with
+//   `STENO_BENCH_UNBATCHED` set (each 20 ms message its own job, as before batching): T
+//   talkers in real time, 20 ms messages, each to `ended`; the server's CPU and context
+//   switches over that time, less what it spends idle over as long.
+//
+// CPU from /proc/PID/stat (utime + stime, every thread); context switches summed over
+// /proc/PID/task/*/status (voluntary: the thread waited, a wake-up; involuntary: preempted).
+// Per second of audio (T × the speech's length); the least CPU of the rounds for each row,
+// with the context switches of that run.
+
+struct ProcessCounters {
+    var cpu = 0.0
+    var voluntary = 0
+    var involuntary = 0
+
+    init() {}
+
+    init(pid: pid_t) {
+        if let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+           let close = stat.lastIndex(of: ")") {
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            if fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) {
+                cpu = (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+            }
+        }
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        for task in tasks {
+            guard let status = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8) else { continue }
+            for line in status.split(separator: "\n") {
+                let value = Int(line.split(separator: "\t").last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "") ?? 0
+                if line.hasPrefix("voluntary_ctxt_switches:") { voluntary += value }
+                if line.hasPrefix("nonvoluntary_ctxt_switches:") { involuntary += value }
+            }
+        }
+    }
+
+    static func - (a: ProcessCounters, b: ProcessCounters) -> ProcessCounters {
+        var d = ProcessCounters()
+        d.cpu = a.cpu - b.cpu
+        d.voluntary = a.voluntary - b.voluntary
+        d.involuntary = a.involuntary - b.involuntary
+        return d
+    }
+
+    static func + (a: ProcessCounters, b: ProcessCounters) -> ProcessCounters {
+        var d = ProcessCounters()
+        d.cpu = a.cpu + b.cpu
+        d.voluntary = a.voluntary + b.voluntary
+        d.involuntary = a.involuntary + b.involuntary
+        return d
+    }
+
+    /// `self` less `rate` (per second) over `seconds`.
+    func less(_ rate: ProcessCounters, over seconds: Double) -> ProcessCounters {
+        var d = self
+        d.cpu -= rate.cpu * seconds
+        d.voluntary -= Int((Double(rate.voluntary) * seconds).rounded())
+        d.involuntary -= Int((Double(rate.involuntary) * seconds).rounded())
+        return d
+    }
+}
+
+private struct WakeupsRow {
+    var talkers = 0
+    var mode = ""
+    /// Counters over the measured work, and the seconds of audio it was.
+    var counters = ProcessCounters()
+    var audioSeconds = 0.0
+    var lagP95 = 0.0
+    var finals = 0
+    var failed = false
+
+    var cpuPerAudioSecondMs: Double { counters.cpu / audioSeconds * 1000 }
+    var voluntaryPerAudioSecond: Double { Double(counters.voluntary) / audioSeconds }
+    var involuntaryPerAudioSecond: Double { Double(counters.involuntary) / audioSeconds }
+}
+
+func runWakeupsBench(talkerCounts: [Int], rounds: Int, steno: String, speech: [UInt8]) {
+    let seconds = Double(speech.count) / 32000
+    print("wake-ups benchmark: \(talkerCounts.map(String.init).joined(separator: ", ")) talkers, each \(format(seconds, 1)) s of speech"
+        + " in real time (20 ms messages); \(rounds) rounds, interleaved; \(ProcessInfo.processInfo.activeProcessorCount) cores;"
+        + " load average \(loadAverage())")
+    print("  steno: \(steno)")
+    var best: [String: WakeupsRow] = [:]
+    func keep(_ row: WakeupsRow) {
+        let key = "\(row.talkers) \(row.mode)"
+        print("  \(row.mode), \(row.talkers) talkers: CPU \(format(row.cpuPerAudioSecondMs, 1)) ms per audio s, "
+            + "\(format(row.voluntaryPerAudioSecond, 1)) voluntary + \(format(row.involuntaryPerAudioSecond, 1)) involuntary "
+            + "context switches per audio s" + (row.mode == "floor" ? "" : ", lag p95 \(format(row.lagP95, 2)) s, \(row.finals) finals")
+            + (row.failed ? " (FAILED)" : "") + "; load \(loadAverage())")
+        guard !row.failed else { return }
+        if let old = best[key], old.cpuPerAudioSecondMs <= row.cpuPerAudioSecondMs { return }
+        best[key] = row
+    }
+    let modes = ["floor", "batched", "unbatched"]
+    for round in 1...max(1, rounds) {
+        print("  round \(round):")
+        for mode in modes {
+            if mode == "floor" {
+                for t in talkerCounts { keep(measureFloorInRealTime(talkers: t, speech: speech)) }
+            } else {
+                for row in measureServerWakeups(steno: steno, unbatched: mode == "unbatched", talkerCounts: talkerCounts, speech: speech) {
+                    keep(row)
+                }
+            }
+        }
+    }
+    print("")
+    print("  talkers  mode        CPU ms/audio s   × floor   voluntary cs/audio s   involuntary cs/audio s   × floor (voluntary)")
+    for t in talkerCounts {
+        let floor = best["\(t) floor"]
+        for mode in modes {
+            guard let r = best["\(t) \(mode)"] else { continue }
+            let ratio = floor.map { r.cpuPerAudioSecondMs / $0.cpuPerAudioSecondMs } ?? 0
+            let csRatio = floor.map { r.voluntaryPerAudioSecond / max(1e-9, $0.voluntaryPerAudioSecond) } ?? 0
+            print("  " + [pad("\(t)", 7), pad(mode, 10) + " ", pad(format(r.cpuPerAudioSecondMs, 1), 14),
+                          pad(format(ratio, 2) + "×", 9), pad(format(r.voluntaryPerAudioSecond, 1), 22),
+                          pad(format(r.involuntaryPerAudioSecond, 1), 24), pad(format(csRatio, 2) + "×", 21)]
+                .joined(separator: " "))
+        }
+    }
+    print("")
+    print("  floor: pocketsphinx_continuous -infile /dev/stdin with Steno's decoder options, one process per talker,")
+    print("  fed raw PCM through a pipe in real time, counted from its model loaded to its audio done. batched: steno")
+    print("  serve as it is; unbatched: the same binary with STENO_BENCH_UNBATCHED=1 (a lane job per 20 ms message).")
+    print("  The server's counters are over the talk, less its idle rate over as long; least CPU of the rounds.")
+}
+
+func loadAverage() -> String {
+    guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return "?" }
+    return text.split(separator: " ").prefix(3).joined(separator: " ")
+}
+
+private let floorModelDirectory = "/usr/share/pocketsphinx/model/en-us"
+
+/// `talkers` pocketsphinx_continuous processes, each fed `speech` in real time through a pipe.
+private func measureFloorInRealTime(talkers: Int, speech: [UInt8]) -> WakeupsRow {
+    var row = WakeupsRow()
+    row.talkers = talkers
+    row.mode = "floor"
+    row.audioSeconds = Double(speech.count) / 32000 * Double(talkers)
+    let args = ["-infile", "/dev/stdin", "-hmm", "\(floorModelDirectory)/en-us", "-lm", "\(floorModelDirectory)/en-us.lm.bin",
+                "-dict", "\(floorModelDirectory)/cmudict-en-us.dict", "-logfn", "/dev/null", "-maxhmmpf", "5000", "-maxwpf", "20"]
+    var processes: [(Process, Pipe)] = []
+    for _ in 0..<talkers {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/pocketsphinx_continuous")
+        process.arguments = args
+        let input = Pipe()
+        process.standardInput = input
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        do { try process.run() } catch {
+            row.failed = true
+            return row
+        }
+        processes.append((process, input))
+    }
+    // Loaded: each has used no CPU for half a second (it reads its input only after that).
+    for (process, _) in processes {
+        var last = ProcessCounters(pid: process.processIdentifier).cpu
+        var quiet = 0
+        let began = monotonicSeconds()
+        while quiet < 2 && monotonicSeconds() - began < 30 {
+            usleep(250_000)
+            let now = ProcessCounters(pid: process.processIdentifier).cpu
+            quiet = now - last < 0.005 ? quiet + 1 : 0
+            last = now
+        }
+    }
+    let before = processes.map { ProcessCounters(pid: $0.0.processIdentifier) }
+    let threads = processes.map { _, pipe in
+        Thread {
+            let fd = pipe.fileHandleForWriting.fileDescriptor
+            let start = monotonicSeconds()
+            var offset = 0, index = 0
+            while offset < speech.count {
+                let end = min(speech.count, offset + 640)
+                speech[offset..<end].withUnsafeBytes { bytes in
+                    var done = 0
+                    while done < bytes.count {
+                        let n = write(fd, bytes.baseAddress! + done, bytes.count - done)
+                        if n <= 0 { return }
+                        done += n
+                    }
+                }
+                offset = end
+                index += 1
+                let wait = start + Double(index) * 0.02 - monotonicSeconds()
+                if wait > 0 { usleep(useconds_t(wait * 1_000_000)) }
+            }
+        }
+    }
+    threads.forEach { $0.start() }
+    while !threads.allSatisfy(\.isFinished) { usleep(20_000) }
+    // Its last block and utterance: done once it has been quiet for half a second.
+    for (process, _) in processes {
+        var last = ProcessCounters(pid: process.processIdentifier).cpu
+        var quiet = 0
+        while quiet < 2 {
+            usleep(250_000)
+            let now = ProcessCounters(pid: process.processIdentifier).cpu
+            quiet = now - last < 0.005 ? quiet + 1 : 0
+            last = now
+        }
+    }
+    // Quiet means blocked in read: the idle half second adds nothing to the counters.
+    let after = processes.map { ProcessCounters(pid: $0.0.processIdentifier) }
+    row.counters = zip(after, before).map { $0 - $1 }.reduce(ProcessCounters(), +)
+    for (process, pipe) in processes {
+        try? pipe.fileHandleForWriting.close()
+        process.waitUntilExit()
+    }
+    return row
+}
+
+/// One `steno serve` (batched as it is, or with each message its own job), and for each count
+/// of talkers, that many talking at once.
+private func measureServerWakeups(steno: String, unbatched: Bool, talkerCounts: [Int], speech: [UInt8]) -> [WakeupsRow] {
+    let mode = unbatched ? "unbatched" : "batched"
+    if unbatched { setenv("STENO_BENCH_UNBATCHED", "1", 1) }
+    let server = Child.spawn(steno, ["serve", "--port", "0", "--idle-timeout", "0", "--log-level", "warning",
+                                     "--web-root", "/nonexistent"], stdout: true)
+    unsetenv("STENO_BENCH_UNBATCHED")
+    guard let server, let port = server.readPort() else {
+        print("  \(mode): the server did not start")
+        return []
+    }
+    defer { server.terminate() }
+    // Its shared decoders made, then what it spends doing nothing.
+    _ = waitUntilQuiet(server)
+    let idleStart = (ProcessCounters(pid: server.pid), monotonicSeconds())
+    usleep(5_000_000)
+    let idleSpan = monotonicSeconds() - idleStart.1
+    var idle = ProcessCounters(pid: server.pid) - idleStart.0
+    idle.cpu /= idleSpan
+    idle.voluntary = Int((Double(idle.voluntary) / idleSpan).rounded())
+    idle.involuntary = Int((Double(idle.involuntary) / idleSpan).rounded())
+    var rows: [WakeupsRow] = []
+    for t in talkerCounts {
+        var row = WakeupsRow()
+        row.talkers = t
+        row.mode = mode
+        row.audioSeconds = Double(speech.count) / 32000 * Double(t)
+        let results = Locked<[TalkerResult]>([])
+        let before = ProcessCounters(pid: server.pid)
+        let began = monotonicSeconds()
+        let threads = (0..<t).map { _ in
+            Thread {
+                let result = runTalker(port: port, pcm: speech)
+                results.withLock { $0.append(result) }
+            }
+        }
+        threads.forEach { $0.start() }
+        while results.withLock({ $0.count }) < t { usleep(20_000) }
+        let span = monotonicSeconds() - began
+        row.counters = (ProcessCounters(pid: server.pid) - before).less(idle, over: span)
+        let done = results.withLock { $0 }
+        row.failed = done.contains { $0.failure != nil }
+        let lags = done.flatMap(\.lags).sorted()
+        row.lagP95 = lags.isEmpty ? 0 : lags[min(lags.count - 1, Int(Double(lags.count) * 0.95))]
+        row.finals = done.map { $0.finalLatencies.count + $0.finalsAtEnd }.reduce(0, +)
+        rows.append(row)
+        _ = waitUntilQuiet(server)
+    }
+    return rows
 }
