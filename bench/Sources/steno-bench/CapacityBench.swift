@@ -30,7 +30,7 @@ import Glibc
 // `pocketsphinx_continuous` with Steno's decoder options fed the same speech through a pipe in
 // real time, measured in the same run. `--svg PATH` draws lag p95 against N for both designs.
 //
-//   steno-bench capacity [--counts 2,4,6,8,10,12,14,16] [--seconds 40] [--stagger 1.5]
+//   steno-bench capacity [--counts 2,4,6,8,10,12,14,16] [--seconds 30] [--stagger 1.5]
 //                        [--designs shared,dedicated] [--rtf-seconds 40] [--svg bench/capacity.svg]
 //                        [--steno .build/release/steno]
 //
@@ -41,7 +41,7 @@ import Glibc
 
 func runCapacityBench(_ arguments: [String]) {
     var counts = [2, 4, 6, 8, 10, 12, 14, 16]
-    var seconds = 40.0
+    var seconds = 30.0
     var stagger = 1.5
     var rtfSeconds = 40.0
     var designs: [CapacityDesign] = [.shared, .dedicated]
@@ -349,7 +349,7 @@ private struct CapacityRow {
          padLeft(fixed(lagP50, 2) + " s", 7), padLeft(fixed(lagP95, 2) + " s", 8),
          padLeft(fixed(finalP50, 2) + " s", 9), padLeft(fixed(finalP95, 2) + " s", 10),
          padLeft(fixed(cpuPerAudioSecond * 1000, 0), 15), padLeft(fixed(rssMB, 0), 7), padLeft(fixed(rssPerSessionMB, 1), 11),
-         padLeft(fixed(wer * 100, 1) + " %", 7)].joined(separator: " ")
+         padLeft(fixed(wer * 100, 1) + " % (\(wordErrors)/\(referenceWords))", 16)].joined(separator: " ")
     }
 }
 
