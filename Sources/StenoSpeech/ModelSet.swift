@@ -46,13 +46,15 @@ public final class ModelSet: SpeechEngine, Sendable {
     public var load: RecognizerLoad {
         var busy = 0
         var waiting = 0
+        var made = 0
         var total = 0
         for engine in engines {
             let load = engine.load
             busy += load.busy
             waiting += load.waiting
+            made += load.made
             total = total &+ load.capacity
         }
-        return RecognizerLoad(capacity: capacity ?? total, busy: busy, waiting: waiting)
+        return RecognizerLoad(capacity: capacity ?? total, busy: busy, waiting: waiting, made: made)
     }
 }

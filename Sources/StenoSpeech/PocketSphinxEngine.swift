@@ -156,7 +156,7 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
 
     public var load: RecognizerLoad {
         let s = pool.stats
-        return RecognizerLoad(capacity: s.capacity, busy: s.lent, waiting: s.waiting)
+        return RecognizerLoad(capacity: s.capacity, busy: s.lent, waiting: s.waiting, made: s.made)
     }
 
     /// Decoders idle in the pool right now.

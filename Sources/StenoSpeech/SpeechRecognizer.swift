@@ -180,11 +180,16 @@ public struct RecognizerLoad: Sendable, Hashable {
     public var busy: Int
     /// Sessions with speech to recognize that wait for a decoder.
     public var waiting: Int
+    /// Decoders that exist now (made at start, or when speech found none idle, up to
+    /// `capacity`). Fewer than `capacity` at start means some are still being made, each
+    /// ≈0.5 s of CPU taken from the sessions; a benchmark waits for all of them.
+    public var made: Int
 
-    public init(capacity: Int, busy: Int, waiting: Int) {
+    public init(capacity: Int, busy: Int, waiting: Int, made: Int = 0) {
         self.capacity = capacity
         self.busy = busy
         self.waiting = waiting
+        self.made = made
     }
 }
 

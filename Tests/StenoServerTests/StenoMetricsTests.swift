@@ -1,5 +1,7 @@
 import StenoCore
 import StenoPrometheus
+import StenoSpeech
+import StenoSystem
 import StenoWorkers
 import Testing
 @testable import StenoServer
@@ -62,4 +64,37 @@ import Testing
         #expect(text.contains("steno_viewers_active 3\n"))
     }
 
+    /// The recognizer gauges read the engine's load at each scrape, so a server whose shared
+    /// decoders are still being made after start says so (a benchmark waits on it).
+    @Test func recognizerGaugesFollowTheEnginesLoad() {
+        let engine = FixedLoadEngine(RecognizerLoad(capacity: 8, busy: 2, waiting: 1, made: 3))
+        let metrics = StenoMetrics()
+        metrics.attach(engine: engine)
+        var text = metrics.registry.exposition()
+        #expect(text.contains("# TYPE steno_recognizers_made gauge\n"))
+        #expect(text.contains("steno_recognizers 8\n"))
+        #expect(text.contains("steno_recognizers_made 3\n"))
+        #expect(text.contains("steno_recognizers_busy 2\n"))
+        #expect(text.contains("steno_recognizer_waiting_sessions 1\n"))
+        engine.current.withLock { $0.made = 8 }
+        text = metrics.registry.exposition()
+        #expect(text.contains("steno_recognizers_made 8\n"))
+    }
+
+}
+
+/// An engine that recognizes nothing and reports the load it is given.
+private final class FixedLoadEngine: SpeechEngine {
+    let info = SpeechEngineInfo(name: "fixed", version: "1", model: "test", language: "en-US", sampleRate: 16000)
+    let current: Locked<RecognizerLoad>
+
+    init(_ load: RecognizerLoad) {
+        current = Locked(load)
+    }
+
+    var load: RecognizerLoad { current.withLock { $0 } }
+
+    func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
+        throw StenoError(.internal, "this engine recognizes nothing")
+    }
 }

@@ -1,20 +1,29 @@
 import Foundation
 import Glibc
 
-/// A child process: its pid, its stdout (if captured), its CPU and memory from /proc.
-final class Child {
+/// A child process: its pid, its stdout (if captured), its stdin (if fed), its CPU and memory
+/// from /proc.
+final class Child: @unchecked Sendable {
     let pid: pid_t
     let stdoutFD: Int32?
+    /// The write end of its standard input, with `spawn(…, stdin: true)`; close it to end
+    /// the input.
+    let stdinFD: Int32?
 
-    private init(pid: pid_t, stdoutFD: Int32?) {
+    private init(pid: pid_t, stdoutFD: Int32?, stdinFD: Int32?) {
         self.pid = pid
         self.stdoutFD = stdoutFD
+        self.stdinFD = stdinFD
     }
 
-    /// Standard error goes to `stderrPath` (appended), or nowhere.
-    static func spawn(_ path: String, _ arguments: [String], stdout capture: Bool, stderrPath: String? = nil) -> Child? {
+    /// Standard error goes to `stderrPath` (appended), or nowhere. Standard input is a pipe
+    /// with `stdin` (``stdinFD``), else the bench's own.
+    static func spawn(_ path: String, _ arguments: [String], stdout capture: Bool, stdin feed: Bool = false,
+                      stderrPath: String? = nil) -> Child? {
         var fds: [Int32] = [-1, -1]
+        var input: [Int32] = [-1, -1]
         if capture { guard pipe(&fds) == 0 else { return nil } }
+        if feed { guard pipe(&input) == 0 else { return nil } }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -23,6 +32,10 @@ final class Child {
             posix_spawn_file_actions_addclose(&actions, fds[0])
         } else {
             posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        }
+        if feed {
+            posix_spawn_file_actions_adddup2(&actions, input[0], 0)
+            posix_spawn_file_actions_addclose(&actions, input[1])
         }
         posix_spawn_file_actions_addopen(&actions, 2, stderrPath ?? "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0o644)
         // No signal blocked and default handlers in the child, whatever this process does
@@ -42,7 +55,8 @@ final class Child {
         var pid: pid_t = 0
         guard posix_spawn(&pid, path, &actions, &attributes, argv, environ) == 0 else { return nil }
         if capture { close(fds[1]) }
-        return Child(pid: pid, stdoutFD: capture ? fds[0] : nil)
+        if feed { close(input[0]) }
+        return Child(pid: pid, stdoutFD: capture ? fds[0] : nil, stdinFD: feed ? input[1] : nil)
     }
 
     /// Reads stdout until the `listening on http://host:PORT` line.
@@ -61,6 +75,18 @@ final class Child {
             }
         }
         return nil
+    }
+
+    /// Everything it writes to stdout until it closes it.
+    func readAllStdout() -> String {
+        guard let fd = stdoutFD else { return "" }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n > 0 { bytes += buffer[0..<n] } else if n < 0 && errno == EINTR { continue } else { break }
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// User + system CPU seconds so far (/proc/PID/stat).

@@ -15,10 +15,15 @@ import Glibc
 // server's CPU per audio second and its resident memory; next to `pocketsphinx_continuous`
 // on the same audio with the same decoder options (the floor), as a ratio.
 //
-//   steno-bench server [--sessions 1,2,4] [--repeat 3] [--steno .build/release/steno] [--fast] FILE.wav…
+//   steno-bench server [--sessions 1,2,4] [--repeat 3] [--designs shared,dedicated] [--steno .build/release/steno]
+//                      [--fast] FILE.wav…
 //
 // CPU time on these machines swings by ±30 % from run to run, so each row is measured
 // `--repeat` times, interleaved with a run of the floor, and the least CPU of each is kept.
+// Designs, each row interleaved with the others: `shared` (the default server: a pool of
+// `--recognizers` decoders lent per utterance), `dedicated` (`--dedicated-recognizers
+// --recognizers N`: a decoder per session, the old design), and `unwarmed` (shared, measured
+// without waiting for the pool to be made: what this bench did before, kept to show the cost).
 //
 // Default audio: the five LibriVox sentences of the speech tests, one after the other (24.7 s).
 
@@ -28,6 +33,7 @@ func runServerBench(_ arguments: [String]) {
     var files: [String] = []
     var realTime = true
     var repeats = 3
+    var designs: [ServerDesign] = [.shared, .dedicated]
     var index = 0
     while index < arguments.count {
         switch arguments[index] {
@@ -39,6 +45,9 @@ func runServerBench(_ arguments: [String]) {
             steno = arguments[safe: index] ?? steno
         case "--fast":
             realTime = false
+        case "--designs":
+            index += 1
+            designs = arguments[safe: index]?.split(separator: ",").compactMap { ServerDesign(rawValue: String($0)) } ?? designs
         case "--repeat":
             index += 1
             repeats = max(1, arguments[safe: index].flatMap { Int($0) } ?? repeats)
@@ -87,38 +96,43 @@ func runServerBench(_ arguments: [String]) {
 
     let loading = measureFloorLoading()
     var floor = Floor(cpuPerAudioSecond: .infinity, peakRSSMB: 0)
-    var rows: [(Int, ServerRow)] = []
+    var rows: [(Int, ServerDesign, ServerRow)] = []
     for n in sessionCounts {
-        var best: ServerRow?
+        var best: [ServerDesign: ServerRow] = [:]
         for _ in 0..<repeats {
             let f = measureFloor(wavPath: wavPath, duration: duration, loading: loading)
             floor = Floor(cpuPerAudioSecond: min(floor.cpuPerAudioSecond, f.cpuPerAudioSecond),
                           peakRSSMB: max(floor.peakRSSMB, f.peakRSSMB))
-            guard let row = measureServer(steno: steno, sessions: n, pcm: pcm, duration: duration, realTime: realTime) else {
-                continue
+            for design in designs {
+                guard let row = measureServer(steno: steno, design: design, sessions: n, pcm: pcm, duration: duration,
+                                              realTime: realTime) else { continue }
+                if best[design].map({ row.cpuSeconds < $0.cpuSeconds }) ?? true { best[design] = row }
             }
-            if best == nil || row.cpuSeconds < best!.cpuSeconds { best = row }
         }
-        if let best { rows.append((n, best)) } else { print("  \(n) sessions: failed") }
+        for design in designs {
+            if let row = best[design] { rows.append((n, design, row)) } else { print("  \(n) sessions, \(design): failed") }
+        }
     }
 
     print("  floor: pocketsphinx_continuous -infile (same decoder options), "
         + "\(format(floor.cpuPerAudioSecond * 1000, 0)) ms CPU per audio s, peak RSS \(format(floor.peakRSSMB, 0)) MB")
     print("")
-    print("  sessions   lag mean   lag p95   lag max   end→ended   CPU ms/audio s   ×floor   RSS MB   RSS/session   finals")
-    for (n, row) in rows {
+    print("  sessions   design      lag mean   lag p95   lag max   end→ended   CPU ms/audio s   ×floor   RSS MB   RSS/session   finals   pool made in")
+    for (n, design, row) in rows {
         let cpu = row.cpuSeconds / (duration * Double(n))
-        print("  " + [pad("\(n)", 8), pad(format(row.lagMean, 3) + " s", 10), pad(format(row.lagP95, 3) + " s", 9),
+        print("  " + [pad("\(n)", 8), pad(design.rawValue, 11), pad(format(row.lagMean, 3) + " s", 10), pad(format(row.lagP95, 3) + " s", 9),
                       pad(format(row.lagMax, 3) + " s", 9), pad(format(row.endLatencyMean, 3) + " s", 11),
                       pad(format(cpu * 1000, 0), 16), pad(format(cpu / floor.cpuPerAudioSecond, 2) + "×", 8),
                       pad(format(row.rssMB, 0), 8), pad(format(row.rssMB / Double(n), 0), 13),
-                      pad("\(row.finals)", 8)].joined(separator: " "))
+                      pad("\(row.finals)", 8), pad(row.poolMadeIn.map { format($0, 1) + " s" } ?? "—", 12)].joined(separator: " "))
     }
     print("")
     print("  lag: received − analyzed in each progress event, all sessions; end→ended: from sending end to")
     print("  receiving ended, mean over sessions; CPU: the server process's user+system time during the")
     print("  measured round ÷ audio seconds analyzed; RSS: the server's resident memory after the round")
-    print("  (every session's recognizer is still pooled). A warm-up round first makes the recognizers.")
+    print("  (every session's recognizer is still pooled). Before the measured round the bench waits until")
+    print("  /metrics says every shared decoder is made (pool made in: from the port's announcement; not")
+    print("  for `unwarmed`), then a warm-up round of 2 s of audio per session, sent fast.")
 }
 
 // MARK: - The floor
@@ -155,21 +169,36 @@ private func measureFloor(wavPath: String, duration: Double, loading: Double) ->
 
 // MARK: - The server
 
+private enum ServerDesign: String {
+    case shared, dedicated, unwarmed
+}
+
 private struct ServerRow {
     var lagMean = 0.0, lagP95 = 0.0, lagMax = 0.0
     var endLatencyMean = 0.0
     var cpuSeconds = 0.0
     var rssMB = 0.0
     var finals = 0
+    /// How long after the port was announced every shared decoder existed.
+    var poolMadeIn: Double?
 }
 
-private func measureServer(steno: String, sessions n: Int, pcm: [UInt8], duration: Double, realTime: Bool) -> ServerRow? {
-    guard let server = Child.spawn(steno, ["serve", "--port", "0", "--max-sessions", "\(n)", "--idle-timeout", "0",
-                                           "--log-level", "warning", "--web-root", "/nonexistent"], stdout: true),
-          let port = server.readPort() else { return nil }
+private func measureServer(steno: String, design: ServerDesign, sessions n: Int, pcm: [UInt8], duration: Double,
+                           realTime: Bool) -> ServerRow? {
+    var arguments = ["serve", "--port", "0", "--max-sessions", "\(n)", "--idle-timeout", "0",
+                     "--log-level", "warning", "--web-root", "/nonexistent"]
+    if design == .dedicated { arguments += ["--dedicated-recognizers", "--recognizers", "\(n)"] }
+    guard let server = Child.spawn(steno, arguments, stdout: true), let port = server.readPort() else { return nil }
     defer { server.terminate() }
 
-    // Warm-up: every session's recognizer is made (≈0.5 s each), then kept for reuse.
+    // The shared decoders are made in the background after the server listens (≈0.5 s of CPU
+    // each): a round measured meanwhile shares the cores with them.
+    var row = ServerRow()
+    if design != .unwarmed {
+        guard let madeIn = waitForRecognizers(port: port) else { return nil }
+        row.poolMadeIn = madeIn
+    }
+    // Warm-up: a first utterance of each session (caches, the lanes, the decoders' first use).
     _ = runSessions(port: port, count: n, pcm: Array(pcm.prefix(32000 * 2)), realTime: false)
 
     let cpuBefore = server.cpuSeconds()
@@ -177,7 +206,6 @@ private func measureServer(steno: String, sessions n: Int, pcm: [UInt8], duratio
     let cpuAfter = server.cpuSeconds()
     guard results.count == n else { return nil }
 
-    var row = ServerRow()
     let lags = results.flatMap(\.lags).sorted()
     if !lags.isEmpty {
         row.lagMean = lags.reduce(0, +) / Double(lags.count)
@@ -195,6 +223,8 @@ private struct SessionResult: Sendable {
     var lags: [Double] = []
     var endLatency = 0.0
     var finals = 0
+    /// How long after the port was announced every shared decoder existed.
+    var poolMadeIn: Double?
 }
 
 /// `count` sessions at once, each on its own thread, sending `pcm` (16 kHz s16le) in 20 ms
@@ -216,48 +246,21 @@ private func runSessions(port: Int, count: Int, pcm: [UInt8], realTime: Bool) ->
 private func runSession(port: Int, pcm: [UInt8], realTime: Bool) -> SessionResult? {
     do {
         let ws = try WebSocketTestClient.connect(port: port, timeout: 30)
-        try ws.sendText(#"{"type":"start","audio":{"encoding":"pcm_s16le","sampleRate":16000,"channels":1}}"#)
         var result = SessionResult()
-        var ended = false
-        var endSentAt = 0.0
-        func handle(_ message: WebSocketTestClient.Message) throws {
-            guard case .text(let text) = message, case .object(let event) = try JSONParser().parse(text),
-                  case .string(let type)? = event["type"] else { return }
+        let record = try streamSession(
+            ws, start: #"{"type":"start","audio":{"encoding":"pcm_s16le","sampleRate":16000,"channels":1}}"#,
+            frames: pcmFrames(pcm), realTime: realTime
+        ) { type, event, _, _ in
             switch type {
             case "progress":
                 if case .number(let received)? = event["received"], case .number(let analyzed)? = event["analyzed"] {
                     result.lags.append(received - analyzed)
                 }
             case "final": result.finals += 1
-            case "ended":
-                result.endLatency = monotonicSeconds() - endSentAt
-                ended = true
             default: break
             }
         }
-        func readAvailable(waitingUntil deadline: Double) throws {
-            while true {
-                let wait = max(0, deadline - monotonicSeconds())
-                var p = pollfd(fd: ws.stream.readFD, events: Int16(POLLIN), revents: 0)
-                guard ws.stream.buffered > 0 || poll(&p, 1, Int32(wait * 1000)) > 0 else { return }
-                try handle(ws.receive(timeout: 30))
-                if ended { return }
-            }
-        }
-        let step = 640  // 20 ms
-        let start = monotonicSeconds()
-        var offset = 0, index = 0
-        while offset < pcm.count {
-            let end = min(pcm.count, offset + step)
-            try ws.sendBinary(Array(pcm[offset..<end]), timeout: 60)
-            offset = end
-            index += 1
-            try readAvailable(waitingUntil: realTime ? start + Double(index) * 0.02 : 0)
-        }
-        endSentAt = monotonicSeconds()
-        try ws.sendText(#"{"type":"end"}"#)
-        while !ended { try handle(ws.receive(timeout: 120)) }
-        _ = try? ws.close()
+        result.endLatency = record.endedAt - record.endSentAt
         return result
     } catch {
         print("  session failed: \(error)")

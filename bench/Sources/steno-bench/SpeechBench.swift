@@ -473,7 +473,7 @@ private struct SpeechBench {
 
 // MARK: - Word alignment
 
-private struct Alignment {
+struct Alignment {
     var errors: Int
     var referenceCount: Int
     /// For each hypothesis word: whether it matched the reference word it was aligned with.
@@ -481,7 +481,7 @@ private struct Alignment {
 }
 
 /// Levenshtein alignment of word sequences, with a backtrace to mark correct hypothesis words.
-private func align(reference: [String], hypothesis: [String]) -> Alignment {
+func align(reference: [String], hypothesis: [String]) -> Alignment {
     let n = reference.count
     let m = hypothesis.count
     var cost = [[Int]](repeating: [Int](repeating: 0, count: m + 1), count: n + 1)

@@ -121,6 +121,8 @@ private func measureViewers(steno: String, viewers n: Int, pcm: [UInt8], hlsSeco
           let port = server.readPort() else { return nil }
     // Killed: a drain would only add its timeout to the bench.
     defer { server.terminate(SIGKILL) }
+    // The shared decoders are made in the background at start: not during the measured round.
+    guard waitForRecognizers(port: port) != nil else { return nil }
     // Warm-up: the recognizer is made and pooled.
     _ = publish(port: port, pcm: Array(pcm.prefix(32000 * 2)), channel: "warmup", realTime: false)
 
@@ -170,38 +172,14 @@ private struct Published {
 private func publish(port: Int, pcm: [UInt8], channel: String, realTime: Bool) -> Published? {
     do {
         let ws = try WebSocketTestClient.connect(port: port, timeout: 30)
-        try ws.sendText(#"{"type":"start","audio":{"encoding":"pcm_s16le","sampleRate":16000,"channels":1},"channel":"\#(channel)"}"#)
         var result = Published()
-        var ended = false
-        func handle(_ message: WebSocketTestClient.Message) {
-            guard case .text(let text) = message else { return }
-            if text.hasPrefix(#"{"type":"final""#), let key = finalKey(Array(text.utf8)[...]) {
-                result.finals.append((key, monotonicSeconds()))
-            } else if text.hasPrefix(#"{"type":"ended""#) {
-                ended = true
-            }
+        _ = try streamSession(
+            ws, start: #"{"type":"start","audio":{"encoding":"pcm_s16le","sampleRate":16000,"channels":1},"channel":"\#(channel)"}"#,
+            frames: pcmFrames(pcm), realTime: realTime
+        ) { type, _, text, at in
+            // The key as the viewers see it: the final's text as sent, not a number re-printed.
+            if type == "final", let key = finalKey(Array(text.utf8)[...]) { result.finals.append((key, at)) }
         }
-        func readAvailable(until deadline: Double) throws {
-            while true {
-                let wait = max(0, deadline - monotonicSeconds())
-                var p = pollfd(fd: ws.stream.readFD, events: Int16(POLLIN), revents: 0)
-                guard ws.stream.buffered > 0 || poll(&p, 1, Int32(wait * 1000)) > 0 else { return }
-                handle(try ws.receive(timeout: 30))
-            }
-        }
-        let step = 640
-        let start = monotonicSeconds()
-        var offset = 0, index = 0
-        while offset < pcm.count {
-            let end = min(pcm.count, offset + step)
-            try ws.sendBinary(Array(pcm[offset..<end]), timeout: 60)
-            offset = end
-            index += 1
-            try readAvailable(until: realTime ? start + Double(index) * 0.02 : 0)
-        }
-        try ws.sendText(#"{"type":"end"}"#)
-        while !ended { handle(try ws.receive(timeout: 120)) }
-        _ = try? ws.close()
         return result
     } catch {
         print("  the publisher failed: \(error)")

@@ -1,5 +1,5 @@
 // steno-bench: prints benchmark tables. Run through `make bench` (release build).
-// Usage: steno-bench [audio|speech|server|viewers|cluster|phrases|connections|all] [options]
+// Usage: steno-bench [audio|speech|server|capacity|viewers|cluster|phrases|connections|all] [options]
 
 // `stdout` is a C global that strict concurrency will not read; @preconcurrency lets the one
 // call below through.
@@ -16,6 +16,7 @@ switch which {
 case "audio": runAudioBench(rest)
 case "speech": runSpeechBench(rest)
 case "server": runServerBench(rest)
+case "capacity": runCapacityBench(rest)
 case "viewers": runViewersBench(rest)
 case "cluster": runClusterBench(rest)
 case "phrases": runPhraseBench(rest)
@@ -24,10 +25,11 @@ case "all":
     runAudioBench(rest)
     runSpeechBench(rest)
     runServerBench(rest)
+    runCapacityBench(rest)
     runViewersBench(rest)
     runClusterBench(rest)
     runPhraseBench(rest)
     runConnectionsBench(rest)
 default:
-    print("usage: steno-bench [audio|speech|server|viewers|cluster|phrases|connections|all]")
+    print("usage: steno-bench [audio|speech|server|capacity|viewers|cluster|phrases|connections|all]")
 }

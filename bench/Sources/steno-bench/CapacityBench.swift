@@ -1,0 +1,585 @@
+import Foundation
+import StenoAudio
+import StenoCore
+import StenoSpeech
+import StenoSystem
+import StenoTestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// steno-bench capacity (issue 15's benchmark): N sessions of real speech with pauses (about
+// half speech), each on its own WebSocket connection to a `steno serve` child (release build),
+// in real time (20 ms messages), started one by one `--stagger` seconds apart so that
+// admission can measure each new talker before the next comes, all streaming together for
+// `--seconds` after the last has started. For each N and each design (the shared recognizer
+// pool, and the old decoder per session: `--dedicated-recognizers --recognizers N`):
+//
+// - lag p50/p95: received − analyzed in the `progress` events read while every admitted
+//   session was streaming;
+// - final latency p50/p95: from sending an utterance's last audio to receiving the final
+//   that completes it (finals that `end` made are left out);
+// - the server's CPU per second of audio (silence included) and its resident memory, per
+//   admitted session over what it holds with none;
+// - WER of every admitted session's finals against the references of what it said;
+// - refusals: handshakes answered 503 (with the body's reason and Retry-After), and the
+//   refusals /metrics counted by reason.
+//
+// Next to them: the compute bound cores ÷ (speech fraction × engine RTF), the RTF being
+// `pocketsphinx_continuous` with Steno's decoder options fed the same speech through a pipe in
+// real time, measured in the same run. `--svg PATH` draws lag p95 against N for both designs.
+//
+//   steno-bench capacity [--counts 2,4,6,8,10,12,14,16] [--seconds 30] [--stagger 1.5]
+//                        [--designs shared,dedicated] [--rtf-seconds 40] [--svg bench/capacity.svg]
+//                        [--steno .build/release/steno]
+//
+// Speech: the five LibriVox sentences and the five card names of Tests/StenoSpeechTests/Resources
+// and the twelve synthetic sentences of bench/phrases/tts, with their references, taken in
+// turn (each session from another place in the list), each followed by a pause about as long
+// as itself (at least 1 s) of faint noise. Run from the package root.
+
+func runCapacityBench(_ arguments: [String]) {
+    var counts = [2, 4, 6, 8, 10, 12, 14, 16]
+    var seconds = 30.0
+    var stagger = 1.5
+    var rtfSeconds = 40.0
+    var designs: [CapacityDesign] = [.shared, .dedicated]
+    var svgPath: String?
+    var steno = ".build/release/steno"
+    var index = 0
+    while index < arguments.count {
+        let value = arguments[safe: index + 1]
+        switch arguments[index] {
+        case "--counts": counts = value?.split(separator: ",").compactMap { Int($0) }.filter { $0 > 0 } ?? counts
+        case "--seconds": seconds = value.flatMap(Double.init) ?? seconds
+        case "--stagger": stagger = value.flatMap(Double.init) ?? stagger
+        case "--rtf-seconds": rtfSeconds = value.flatMap(Double.init) ?? rtfSeconds
+        case "--designs": designs = value?.split(separator: ",").compactMap { CapacityDesign(rawValue: String($0)) } ?? designs
+        case "--svg": svgPath = value
+        case "--steno": steno = value ?? steno
+        default:
+            print("capacity benchmark: unknown option \(arguments[index])")
+            return
+        }
+        index += 2
+    }
+    guard FileManager.default.isExecutableFile(atPath: steno) else {
+        print("capacity benchmark: no steno binary at \(steno) (swift build -c release --product steno)")
+        return
+    }
+    let speech: [SpokenUtterance]
+    do { speech = try loadSpokenUtterances() } catch {
+        print("capacity benchmark: \(error)")
+        return
+    }
+    let cores = ProcessInfo.processInfo.activeProcessorCount
+    print("capacity benchmark: \(speech.count) utterances with references (\(fixed(speech.map(\.seconds).reduce(0, +), 1)) s), "
+        + "each session \(fixed(seconds, 0)) s together after a ramp of \(fixed(stagger, 1)) s per session, real time, 20 ms PCM messages")
+    print("  steno: \(steno), \(cores) cores, load average \(loadAverageText()) at the start")
+    print("")
+
+    // The engine's own cost on this speech, in this run.
+    let rtf = measureEngineRTF(speech: speech, seconds: rtfSeconds)
+    if let rtf {
+        print("  engine: pocketsphinx_continuous (Steno's decoder options) fed \(fixed(rtf.audioSeconds, 1)) s of the speech "
+            + "through a pipe in real time: RTF \(fixed(rtf.value, 3)) (model loading of \(fixed(rtf.loading, 2)) s CPU left out)")
+    } else {
+        print("  engine: pocketsphinx_continuous could not be run; no compute bound")
+    }
+
+    var rows: [CapacityRow] = []
+    for n in counts {
+        let plans = (0..<n).map { SessionPlan(session: $0, of: n, speech: speech, seconds: seconds, stagger: stagger) }
+        for design in designs {
+            guard let row = measureCapacity(steno: steno, design: design, plans: plans, stagger: stagger) else {
+                print("  \(n) sessions, \(design.rawValue): the server could not be run")
+                continue
+            }
+            rows.append(row)
+            print("  " + row.line)
+        }
+    }
+    // The speech fraction of everything the admitted sessions sent (utterance files over all
+    // audio: the files' own short silences at their ends count as speech).
+    let sent = rows.reduce((speech: 0.0, audio: 0.0)) { ($0.speech + $1.speechSeconds, $0.audio + $1.audioSeconds) }
+    let fraction = sent.audio > 0 ? sent.speech / sent.audio
+        : SessionPlan(session: 0, of: 1, speech: speech, seconds: seconds, stagger: 0).speechFraction
+    let bound = rtf.map { Double(cores) / (fraction * $0.value) }
+
+    print("")
+    print("  N   design      admitted  refused (why)              lag p50  lag p95  final p50  final p95  CPU ms/audio s  RSS MB  MB/session  WER")
+    for row in rows { print("  " + row.line) }
+    print("")
+    for design in designs {
+        let mine = rows.filter { $0.design == design }
+        let within = mine.filter { $0.refused == 0 && $0.lagP95 < 1 }.map(\.sessions).max()
+        let admitted = mine.map(\.admitted).max() ?? 0
+        var text = "  \(design.rawValue): largest N served whole with lag p95 < 1 s: \(within.map(String.init) ?? "none")"
+        text += "; most sessions admitted at once: \(admitted)"
+        if let bound, let within { text += "; \(fixed(Double(within) / bound, 2)) of the compute bound" }
+        print(text)
+    }
+    if let bound, let rtf {
+        print("  compute bound: \(cores) cores ÷ (speech fraction \(fixed(fraction, 2)) × RTF \(fixed(rtf.value, 3))) = \(fixed(bound, 1)) sessions")
+    }
+    print("  load average at the end: \(loadAverageText())")
+    print("")
+    print("  lag: received − analyzed of the progress events read while every admitted session streamed; final: from")
+    print("  sending an utterance's last audio to the final that completes it (finals made by end left out); CPU: the")
+    print("  server's user+system time over the round ÷ audio seconds sent (pauses included); MB/session: resident")
+    print("  memory with all admitted sessions streaming minus before the first, ÷ admitted; WER: raw finals against")
+    print("  the references, all admitted sessions; refused: 503 at the handshake (reason from its body and /metrics).")
+
+    if let svgPath {
+        let svg = capacitySVG(rows: rows, designs: designs, bound: bound, cores: cores)
+        if (try? svg.write(toFile: svgPath, atomically: true, encoding: .utf8)) != nil {
+            print("  plot: \(svgPath)")
+        } else {
+            print("  cannot write \(svgPath)")
+        }
+    }
+}
+
+private enum CapacityDesign: String {
+    case shared, dedicated
+}
+
+// MARK: - The speech
+
+private struct SpokenUtterance {
+    var name: String
+    var samples: [Int16]
+    var reference: [String]
+    var seconds: Double { Double(samples.count) / 16000 }
+}
+
+/// The utterances with references, sets taken in turn (LibriVox, cards, synthetic, LibriVox…)
+/// so that any stretch of the list has some of each.
+private func loadSpokenUtterances() throws -> [SpokenUtterance] {
+    let sets = [("Tests/StenoSpeechTests/Resources/librivox", "transcription"),
+                ("Tests/StenoSpeechTests/Resources/cards", "cards.transcription"),
+                ("bench/phrases/tts", "transcription")]
+    var lists: [[SpokenUtterance]] = []
+    for (folder, file) in sets {
+        guard let text = try? String(contentsOfFile: "\(folder)/\(file)", encoding: .utf8) else {
+            throw TalkerError("no references at \(folder)/\(file) (run from the package root)")
+        }
+        var list: [SpokenUtterance] = []
+        // `<s> words </s> (name)`, one utterance a line.
+        for line in text.split(separator: "\n") {
+            guard let open = line.lastIndex(of: "("), let close = line.lastIndex(of: ")"), open < close else { continue }
+            let name = String(line[line.index(after: open)..<close])
+            let words = normalizedWords(String(line[..<open]))
+            let wav: WAVFile
+            do throws(StenoError) { wav = try WAVFile(path: "\(folder)/\(name).wav") } catch {
+                throw TalkerError("\(folder)/\(name).wav: \(error.message)")
+            }
+            guard wav.sampleRate == 16000 else { throw TalkerError("\(folder)/\(name).wav is not 16 kHz") }
+            let samples = wav.mono.map { Int16(max(-32768, min(32767, ($0 * 32768).rounded()))) }
+            list.append(SpokenUtterance(name: name, samples: samples, reference: words))
+        }
+        lists.append(list)
+    }
+    var merged: [SpokenUtterance] = []
+    for i in 0..<(lists.map(\.count).max() ?? 0) {
+        for list in lists where i < list.count { merged.append(list[i]) }
+    }
+    return merged
+}
+
+/// Lowercase words without pocketsphinx's markers or punctuation.
+private func normalizedWords(_ text: String) -> [String] {
+    text.lowercased().split(whereSeparator: { $0 == " " || $0 == "\t" })
+        .filter { $0 != "<s>" && $0 != "</s>" && $0 != "<sil>" }
+        .map { String($0.filter { $0.isLetter || $0.isNumber || $0 == "'" }) }
+        .filter { !$0.isEmpty }
+}
+
+/// What one session says: its audio (speech and pauses) and where each utterance lies on
+/// its timeline. Deterministic for (session, count): both designs get the same audio.
+private struct SessionPlan {
+    struct Spoken {
+        var start: Double
+        var end: Double
+        var reference: [String]
+    }
+
+    var session: Int
+    /// When it connects, after the first session (seconds).
+    var delay: Double
+    var frames: [[UInt8]]
+    var spoken: [Spoken]
+    var audioSeconds: Double
+    var speechSeconds: Double
+    var speechFraction: Double { speechSeconds / max(audioSeconds, 1e-9) }
+
+    /// Session `k` of `n` connects `k × stagger` seconds after the first and streams until
+    /// about `seconds` after the last one connected, so that all stream together for that long.
+    init(session k: Int, of n: Int, speech: [SpokenUtterance], seconds: Double, stagger: Double) {
+        session = k
+        delay = Double(k) * stagger
+        var random = SplitMix(seed: UInt64(k) &* 0x9E37_79B9 &+ 17)
+        let length = seconds + Double(n - 1 - k) * stagger
+        var samples: [Int16] = []
+        func pause(_ duration: Double) {
+            // Faint noise (±4 of 32768, about −80 dBFS): a quiet room, not digital zeros.
+            for _ in 0..<Int(duration * 16000) { samples.append(Int16(Int(random.next() % 9) - 4)) }
+        }
+        pause(0.3 + random.unit() * 1.2)
+        var spoken: [Spoken] = []
+        var speechSamples = 0
+        var next = (k * 7) % speech.count
+        while Double(samples.count) / 16000 < length {
+            let utterance = speech[next]
+            next = (next + 1) % speech.count
+            let start = Double(samples.count) / 16000
+            samples += utterance.samples
+            speechSamples += utterance.samples.count
+            spoken.append(Spoken(start: start, end: Double(samples.count) / 16000, reference: utterance.reference))
+            pause(max(1, utterance.seconds * (0.6 + 0.8 * random.unit())))
+        }
+        var pcm = [UInt8]()
+        pcm.reserveCapacity(samples.count * 2)
+        for sample in samples {
+            let bits = UInt16(bitPattern: sample)
+            pcm.append(UInt8(bits & 0xff))
+            pcm.append(UInt8(bits >> 8))
+        }
+        frames = pcmFrames(pcm)
+        self.spoken = spoken
+        audioSeconds = Double(samples.count) / 16000
+        speechSeconds = Double(speechSamples) / 16000
+    }
+}
+
+/// A small deterministic generator (SplitMix64): the same pauses in every run.
+private struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
+}
+
+// MARK: - The engine's RTF
+
+private struct EngineRTF {
+    var value: Double
+    var audioSeconds: Double
+    var loading: Double
+}
+
+/// `pocketsphinx_continuous` with Steno's decoder options reading raw 16 kHz PCM from a pipe,
+/// written in 20 ms pieces at real time (as a live source would; read from a file as fast as
+/// possible it costs 20–30 % less): the utterances back to back, about `seconds` of them. CPU
+/// per audio second, its model loading (the least of three runs on 0.1 s) taken out.
+private func measureEngineRTF(speech: [SpokenUtterance], seconds: Double) -> EngineRTF? {
+    var samples: [Int16] = []
+    for utterance in speech where Double(samples.count) / 16000 < seconds { samples += utterance.samples }
+    let pcm = samples.flatMap { sample -> [UInt8] in
+        let bits = UInt16(bitPattern: sample)
+        return [UInt8(bits & 0xff), UInt8(bits >> 8)]
+    }
+    let loading = (0..<3).compactMap { _ in runPipedCLI(pcm: [UInt8](repeating: 0, count: 3200), realTime: false) }.min()
+    guard let loading, let cpu = runPipedCLI(pcm: pcm, realTime: true) else { return nil }
+    let audio = Double(samples.count) / 16000
+    return EngineRTF(value: max(0, cpu - loading) / audio, audioSeconds: audio, loading: loading)
+}
+
+/// One run of the CLI on `pcm` through its standard input: its CPU seconds, or nil.
+private func runPipedCLI(pcm: [UInt8], realTime: Bool) -> Double? {
+    let arguments = ["-infile", "/dev/stdin", "-logfn", "/dev/null"] + PocketSphinxConfiguration().decoderArguments
+    guard let child = Child.spawn("/usr/bin/pocketsphinx_continuous", arguments, stdout: true, stdin: true),
+          let input = child.stdinFD else { return nil }
+    let feeder = Thread {
+        let start = monotonicSeconds()
+        var offset = 0
+        var index = 0
+        while offset < pcm.count {
+            let end = realTime ? min(pcm.count, offset + 640) : pcm.count
+            let written = pcm[offset..<end].withUnsafeBytes { write(input, $0.baseAddress, $0.count) }
+            if written <= 0 { break }
+            offset += written
+            index += 1
+            if realTime {
+                let wait = start + Double(index) * 0.02 - monotonicSeconds()
+                if wait > 0 { usleep(UInt32(wait * 1e6)) }
+            }
+        }
+        close(input)
+    }
+    feeder.start()
+    _ = child.readAllStdout()
+    let usage = child.waitWithUsage()
+    if let fd = child.stdoutFD { close(fd) }
+    while !feeder.isFinished { usleep(1000) }
+    return usage.cpu
+}
+
+// MARK: - One round
+
+private struct CapacityRow {
+    var sessions: Int
+    var design: CapacityDesign
+    var admitted = 0
+    var refused = 0
+    var refusalText = ""
+    var failed = 0
+    var lagP50 = 0.0, lagP95 = 0.0
+    var finalP50 = 0.0, finalP95 = 0.0
+    var finalsTimed = 0
+    var cpuPerAudioSecond = 0.0
+    var rssMB = 0.0
+    var rssPerSessionMB = 0.0
+    var wordErrors = 0, referenceWords = 0
+    var audioSeconds = 0.0
+    var speechSeconds = 0.0
+
+    var wer: Double { referenceWords > 0 ? Double(wordErrors) / Double(referenceWords) : 0 }
+
+    var line: String {
+        [padLeft("\(sessions)", 2), pad(design.rawValue, 10), padLeft("\(admitted)", 9),
+         pad("  \(refused)\(refusalText.isEmpty ? "" : " (\(refusalText))")" + (failed > 0 ? ", \(failed) failed" : ""), 27),
+         padLeft(fixed(lagP50, 2) + " s", 7), padLeft(fixed(lagP95, 2) + " s", 8),
+         padLeft(fixed(finalP50, 2) + " s", 9), padLeft(fixed(finalP95, 2) + " s", 10),
+         padLeft(fixed(cpuPerAudioSecond * 1000, 0), 15), padLeft(fixed(rssMB, 0), 7), padLeft(fixed(rssPerSessionMB, 1), 11),
+         padLeft(fixed(wer * 100, 1) + " % (\(wordErrors)/\(referenceWords))", 16)].joined(separator: " ")
+    }
+}
+
+private enum SessionOutcome {
+    case refused(status: Int, reason: String, retryAfter: String?)
+    case failed(String)
+    case streamed(StreamedSession, progress: [(at: Double, lag: Double)], finals: [(at: Double, start: Double, end: Double, text: String)])
+}
+
+private func measureCapacity(steno: String, design: CapacityDesign, plans: [SessionPlan], stagger: Double) -> CapacityRow? {
+    let n = plans.count
+    var arguments = ["serve", "--port", "0", "--idle-timeout", "0", "--log-level", "warning", "--web-root", "/nonexistent"]
+    if design == .dedicated { arguments += ["--dedicated-recognizers", "--recognizers", "\(n)"] }
+    guard let server = Child.spawn(steno, arguments, stdout: true), let port = server.readPort() else { return nil }
+    defer { server.terminate(SIGKILL) }
+    guard waitForRecognizers(port: port) != nil else { return nil }
+    // A first short session, so that no measured one pays for first use (caches, a decoder's
+    // first search); then the memory with no session.
+    if let ws = try? WebSocketTestClient.connect(port: port, timeout: 30) {
+        _ = try? streamSession(ws, start: startMessage, frames: Array(plans[0].frames.prefix(150)), realTime: false) { _, _, _, _ in }
+    }
+    usleep(300_000)
+    let rssIdle = server.residentMB()
+
+    let outcomes = Locked<[Int: SessionOutcome]>([:])
+    let began = monotonicSeconds() + 0.2
+    let cpuBefore = server.cpuSeconds()
+    let threads = plans.map { plan in
+        Thread {
+            let wait = began + plan.delay - monotonicSeconds()
+            if wait > 0 { usleep(UInt32(wait * 1e6)) }
+            outcomes.withLock { $0[plan.session] = runPlannedSession(port: port, plan: plan) }
+        }
+    }
+    threads.forEach { $0.start() }
+    // Memory while every admitted session streams: the most seen, sampled twice a second.
+    var rssPeak = rssIdle
+    while threads.contains(where: { !$0.isFinished }) {
+        usleep(500_000)
+        rssPeak = max(rssPeak, server.residentMB())
+    }
+    let cpuAfter = server.cpuSeconds()
+    let metrics = scrapeMetrics(port: port) ?? [:]
+
+    var row = CapacityRow(sessions: n, design: design)
+    var streamed: [(SessionPlan, StreamedSession, [(at: Double, lag: Double)], [(at: Double, start: Double, end: Double, text: String)])] = []
+    var reasons: [String: Int] = [:]
+    let all = outcomes.withLock { $0 }
+    for plan in plans {
+        switch all[plan.session] {
+        case .refused(let status, let reason, let retryAfter)?:
+            row.refused += 1
+            reasons["\(status) \(reason)\(retryAfter.map { ", Retry-After \($0)" } ?? ", no Retry-After")", default: 0] += 1
+        case .failed(let why)?:
+            row.failed += 1
+            print("  session \(plan.session) failed: \(why)")
+        case .streamed(let record, let progress, let finals)?:
+            streamed.append((plan, record, progress, finals))
+        case nil:
+            row.failed += 1
+        }
+    }
+    row.admitted = streamed.count
+    var counted: [String] = reasons.keys.sorted().map { "\($0)" }
+    let byMetrics = StenoMetricsReasons.map { ($0, Int(metrics[#"steno_handshakes_refused_total{reason="\#($0)"}"#] ?? 0)) }
+        .filter { $0.1 > 0 }.map { "\($0.0) \($0.1)" }
+    if !byMetrics.isEmpty { counted.append("/metrics " + byMetrics.joined(separator: ", ")) }
+    row.refusalText = counted.joined(separator: "; ")
+
+    // While every admitted session streamed: from the last one's start to the first one's end.
+    let windowStart = streamed.map(\.1.startedAt).max() ?? 0
+    let windowEnd = streamed.map(\.1.endSentAt).min() ?? 0
+    var lags = streamed.flatMap { $0.2.filter { $0.at >= windowStart && $0.at <= windowEnd }.map(\.lag) }
+    if lags.isEmpty { lags = streamed.flatMap { $0.2.map(\.lag) } }
+    row.lagP50 = percentile(lags, 0.5)
+    row.lagP95 = percentile(lags, 0.95)
+
+    var latencies: [Double] = []
+    for (plan, record, _, finals) in streamed {
+        for utterance in plan.spoken {
+            // The final that completes it: the last to arrive of those overlapping it.
+            let overlapping = finals.filter { $0.start < utterance.end && $0.end > utterance.start }
+            guard let last = overlapping.map(\.at).max(), last < record.endSentAt else { continue }
+            let frame = min(record.sendTimes.count - 1, max(0, Int((utterance.end / 0.02).rounded(.up)) - 1))
+            guard frame >= 0 else { continue }
+            latencies.append(last - record.sendTimes[frame])
+        }
+        let hypothesis = finals.sorted { $0.start < $1.start }.flatMap { normalizedWords($0.text) }
+        let reference = plan.spoken.filter { $0.start < Double(record.sendTimes.count) * 0.02 }.flatMap(\.reference)
+        let alignment = align(reference: reference, hypothesis: hypothesis)
+        row.wordErrors += alignment.errors
+        row.referenceWords += alignment.referenceCount
+        row.audioSeconds += plan.audioSeconds
+        row.speechSeconds += plan.speechSeconds
+    }
+    row.finalsTimed = latencies.count
+    row.finalP50 = percentile(latencies, 0.5)
+    row.finalP95 = percentile(latencies, 0.95)
+    row.cpuPerAudioSecond = row.audioSeconds > 0 ? (cpuAfter - cpuBefore) / row.audioSeconds : 0
+    row.rssMB = rssPeak
+    row.rssPerSessionMB = row.admitted > 0 ? (rssPeak - rssIdle) / Double(row.admitted) : 0
+    return row
+}
+
+/// The refusal reasons of `steno_handshakes_refused_total` that load or limits give.
+private let StenoMetricsReasons = ["overload", "capacity", "draining"]
+
+private let startMessage = #"{"type":"start","audio":{"encoding":"pcm_s16le","sampleRate":16000,"channels":1},"format":"raw"}"#
+
+private func runPlannedSession(port: Int, plan: SessionPlan) -> SessionOutcome {
+    do {
+        switch try WebSocketTestClient.attempt(port: port, timeout: 30) {
+        case .refused(let response):
+            var reason = "?"
+            if case .object(let body)? = try? JSONParser().parse(response.bodyText), case .string(let status)? = body["status"] {
+                reason = status
+            }
+            return .refused(status: response.status, reason: reason, retryAfter: response.header("retry-after"))
+        case .upgraded(let ws):
+            var progress: [(at: Double, lag: Double)] = []
+            var finals: [(at: Double, start: Double, end: Double, text: String)] = []
+            let record = try streamSession(ws, start: startMessage, frames: plan.frames, realTime: true) { type, event, _, at in
+                switch type {
+                case "progress":
+                    if case .number(let received)? = event["received"], case .number(let analyzed)? = event["analyzed"] {
+                        progress.append((at, received - analyzed))
+                    }
+                case "final":
+                    if case .number(let start)? = event["start"], case .number(let end)? = event["end"],
+                       case .string(let text)? = event["text"] {
+                        finals.append((at, start, end, text))
+                    }
+                default:
+                    break
+                }
+            }
+            return .streamed(record, progress: progress, finals: finals)
+        }
+    } catch {
+        return .failed("\(error)")
+    }
+}
+
+// MARK: - The plot
+
+/// Lag p95 against N, one line per design, with the 1 s target and the compute bound; a
+/// round where sessions were refused is drawn as a hollow point with the count.
+private func capacitySVG(rows: [CapacityRow], designs: [CapacityDesign], bound: Double?, cores: Int) -> String {
+    let width = 640.0, height = 400.0
+    let left = 60.0, right = 20.0, top = 40.0, bottom = 50.0
+    let maxN = Double(max(rows.map(\.sessions).max() ?? 1, Int((bound ?? 0).rounded(.up)))) + 1
+    let worst = rows.map(\.lagP95).max() ?? 1
+    let maxLag = max(2, (worst * 1.1).rounded(.up))
+    func x(_ n: Double) -> Double { left + n / maxN * (width - left - right) }
+    func y(_ lag: Double) -> Double { height - bottom - min(lag, maxLag) / maxLag * (height - top - bottom) }
+    let colours: [CapacityDesign: String] = [.shared: "#1f77b4", .dedicated: "#d62728"]
+    var svg = """
+    <svg xmlns="http://www.w3.org/2000/svg" width="\(Int(width))" height="\(Int(height))" viewBox="0 0 \(Int(width)) \(Int(height))" font-family="sans-serif" font-size="12">
+    <rect width="100%" height="100%" fill="white"/>
+    <text x="\(Int(width / 2))" y="20" text-anchor="middle" font-size="14">steno-bench capacity: lag p95 against concurrent sessions (\(cores) cores)</text>
+
+    """
+    // Axes, ticks and grid.
+    svg += svgLine(x(0), y(0), x(maxN), y(0), "black") + svgLine(x(0), y(0), x(0), y(maxLag), "black")
+    let nStep = maxN > 20 ? 4.0 : 2.0
+    for n in stride(from: 0.0, through: maxN, by: nStep) {
+        svg += svgLine(x(n), y(0), x(n), y(0) + 5, "black")
+        svg += svgText(x(n), y(0) + 18, "\(Int(n))", anchor: "middle")
+    }
+    let lagStep = maxLag > 10 ? (maxLag / 5).rounded(.up) : 1
+    for lag in stride(from: 0.0, through: maxLag, by: lagStep) {
+        svg += svgLine(x(0) - 5, y(lag), x(0), y(lag), "black") + svgLine(x(0), y(lag), x(maxN), y(lag), "#eeeeee")
+        svg += svgText(x(0) - 8, y(lag) + 4, "\(Int(lag)) s", anchor: "end")
+    }
+    svg += svgText(x(maxN / 2), height - 12, "sessions (about half speech each), started one by one", anchor: "middle")
+    svg += "<text transform=\"translate(16 \(Int(y(maxLag / 2)))) rotate(-90)\" text-anchor=\"middle\">lag p95 (s)</text>\n"
+    // The target and the bound.
+    svg += svgLine(x(0), y(1), x(maxN), y(1), "#2ca02c", dash: true) + svgText(x(maxN) - 4, y(1) - 4, "1 s target", anchor: "end", colour: "#2ca02c")
+    if let bound {
+        svg += svgLine(x(bound), y(0), x(bound), y(maxLag), "#7f7f7f", dash: true)
+        svg += svgText(x(bound) - 4, y(maxLag) + 12, "compute bound \(fixed(bound, 1))", anchor: "end", colour: "#7f7f7f")
+    }
+    // One line per design.
+    for (i, design) in designs.enumerated() {
+        let colour = colours[design] ?? "black"
+        let mine = rows.filter { $0.design == design }.sorted { $0.sessions < $1.sessions }
+        let points = mine.map { "\(fixed(x(Double($0.sessions)), 1)),\(fixed(y($0.lagP95), 1))" }.joined(separator: " ")
+        svg += "<polyline fill=\"none\" stroke=\"\(colour)\" stroke-width=\"2\" points=\"\(points)\"/>\n"
+        for row in mine {
+            let fill = row.refused > 0 ? "white" : colour
+            svg += "<circle cx=\"\(fixed(x(Double(row.sessions)), 1))\" cy=\"\(fixed(y(row.lagP95), 1))\" r=\"4\" fill=\"\(fill)\" stroke=\"\(colour)\" stroke-width=\"2\"/>\n"
+            if row.refused > 0 {
+                svg += svgText(x(Double(row.sessions)), y(row.lagP95) - 8, "\(row.refused) refused", anchor: "middle", colour: colour, size: 10)
+            }
+        }
+        let legendY = top + 14 + Double(i) * 16
+        svg += svgLine(x(0) + 12, legendY - 4, x(0) + 32, legendY - 4, colour, widthValue: 2)
+        svg += svgText(x(0) + 38, legendY, design == .shared ? "shared recognizers (default)" : "a decoder per session (--dedicated-recognizers)", anchor: "start")
+    }
+    svg += svgText(x(0) + 12, top + 14 + Double(designs.count) * 16, "hollow: sessions refused at the handshake (503)", anchor: "start", colour: "#555555", size: 10)
+    svg += "</svg>\n"
+    return svg
+}
+
+private func svgLine(_ x1: Double, _ y1: Double, _ x2: Double, _ y2: Double, _ colour: String, dash: Bool = false,
+                  widthValue: Double = 1) -> String {
+    "<line x1=\"\(fixed(x1, 1))\" y1=\"\(fixed(y1, 1))\" x2=\"\(fixed(x2, 1))\" y2=\"\(fixed(y2, 1))\" stroke=\"\(colour)\" stroke-width=\"\(fixed(widthValue, 0))\""
+        + (dash ? " stroke-dasharray=\"6 4\"" : "") + "/>\n"
+}
+
+private func svgText(_ x: Double, _ y: Double, _ content: String, anchor: String, colour: String = "black", size: Int = 12) -> String {
+    let escaped = content.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+    return "<text x=\"\(fixed(x, 1))\" y=\"\(fixed(y, 1))\" text-anchor=\"\(anchor)\" fill=\"\(colour)\" font-size=\"\(size)\">\(escaped)</text>\n"
+}
+
+// MARK: - Small things
+
+/// The nearest-rank percentile (0 for none).
+private func percentile(_ values: [Double], _ p: Double) -> Double {
+    guard !values.isEmpty else { return 0 }
+    let sorted = values.sorted()
+    let rank = Int((p * Double(sorted.count)).rounded(.up))
+    return sorted[max(0, min(sorted.count - 1, rank - 1))]
+}
+
+private func loadAverageText() -> String {
+    let text = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8)) ?? ""
+    return text.split(separator: " ").prefix(3).joined(separator: " ")
+}
+
+private func fixed(_ value: Double, _ decimals: Int) -> String { String(format: "%.\(decimals)f", value) }
+private func pad(_ text: String, _ width: Int) -> String { text.count >= width ? text : text + String(repeating: " ", count: width - text.count) }
+private func padLeft(_ text: String, _ width: Int) -> String { text.count >= width ? text : String(repeating: " ", count: width - text.count) + text }
