@@ -283,6 +283,7 @@ private struct Breakdown {
             let total = final.receivedAt - sentEnd
             guard let line = mine.first(where: { ($0["final_end"] ?? -1) >= final.end - 0.0015 && ($0["final_end"] ?? 99) <= final.end + 0.0015 }) else {
                 unmatched += 1
+                otherFinals.append(total)
                 continue
             }
             guard line.job == "batch", let decided = line["decided"], let closed = line["closed"],
@@ -300,6 +301,9 @@ private struct Breakdown {
             ]
             for (name, value) in parts { finals[name, default: []].append(value) }
             finalTotals.append(total)
+        }
+        if let endSent = client.endSentAt, let ended = client.endedAt, !mine.contains(where: { $0.job == "end" }) {
+            endTotals.append(ended - endSent)  // a server without the debug lines: the total only
         }
         if let endSent = client.endSentAt, let ended = client.endedAt,
            let line = mine.first(where: { $0.job == "end" }), let submitted = line["submitted"],
@@ -343,7 +347,7 @@ private func runServerLatency(stenos: [String], repeats: Int, stream: LatencyStr
         rows.append(row)
     }
     printTable(header, rows)
-    print("  other: finals not ended by the detector (by `end`), their total; unmatched finals: "
+    print("  other: finals not ended by the detector (by `end`) or with no debug line, their total; unmatched finals: "
         + results.map { "\($0.unmatched)" }.joined(separator: ", "))
     print("")
     print("  end → ended, seconds (p50 / p95)")
