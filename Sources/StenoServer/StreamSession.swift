@@ -68,6 +68,11 @@ final class StreamSession: Sendable {
         var batch: [AudioChunk] = []
         var batchSeconds = 0.0
         var batchSince = 0.0
+        /// Where on the session timeline the recognizer's next analysis block is complete (as
+        /// its lane last said): the batch goes when the audio received reaches it, so the block
+        /// is analyzed — and an utterance that ended in it is final — without waiting for the
+        /// batch to fill. Nil until the lane says again (after each batch handed over).
+        var flushAt: Double?
         /// Whether the recognizer says speech is going on (between `speechStarted` and
         /// `speechEnded`): while it is, the session holds one of the shared decoders.
         var speaking = false
@@ -135,8 +140,12 @@ final class StreamSession: Sendable {
     }
 
     /// Runs the machine on `inputs` (from the lane) and counts what analysis got through.
-    private func input(_ inputs: [SessionInput]) {
+    /// `nextBlock`: where the recognizer's next block will be complete, on the session timeline.
+    private func input(_ inputs: [SessionInput], nextBlock: Double? = nil) {
         mutate { s in
+            s.flushAt = nextBlock
+            // The audio that completes it may have come while the lane worked.
+            if let last = s.batch.last, blockIsIn(s, through: last.start + last.duration) { submitBatch(&s) }
             for input in inputs {
                 if case .results(let events, _, _) = input {
                     for event in events {
@@ -343,7 +352,9 @@ final class StreamSession: Sendable {
                 if s.batch.isEmpty { s.batchSince = s.lastAudioAt }
                 s.batch.append(chunk)
                 s.batchSeconds += chunk.duration
-                if s.batchSeconds >= Self.batchSeconds || !Self.batchesAudio { submitBatch(&s) }
+                if s.batchSeconds >= Self.batchSeconds || !Self.batchesAudio || blockIsIn(s, through: chunk.start + chunk.duration) {
+                    submitBatch(&s)
+                }
             case .pauseReading:
                 if let connection = s.connection { server.handle.setReading(connection, false) }
             case .resumeReading:
@@ -366,7 +377,7 @@ final class StreamSession: Sendable {
             case .submitEnd:
                 submitBatch(&s)
                 s.endSubmittedAt = SystemClock.now()
-                submit { pipeline throws(StenoError) in
+                submit(timed: .end) { pipeline throws(StenoError) in
                     (try pipeline.finish(), [.endCompleted])
                 }
             case .cancelPipeline:
@@ -487,13 +498,21 @@ final class StreamSession: Sendable {
         }
     }
 
+    /// Whether the audio received through `time` completes the recognizer's next block.
+    private func blockIsIn(_ s: State, through time: Double) -> Bool {
+        // Half a sample of slack at 16 kHz: chunk times are sums of durations.
+        guard let at = s.flushAt else { return false }
+        return time >= at - 0.00003
+    }
+
     /// Hands the audio batch to the lane, as one job.
     private func submitBatch(_ s: inout State) {
         guard !s.batch.isEmpty else { return }
         let chunks = s.batch
         s.batch.removeAll(keepingCapacity: true)
         s.batchSeconds = 0
-        submit { pipeline throws(StenoError) in
+        s.flushAt = nil
+        submit(timed: .batch) { pipeline throws(StenoError) in
             var events: [TranscriberEvent] = []
             var warnings: [SessionInput] = []
             for chunk in chunks {
@@ -540,10 +559,15 @@ final class StreamSession: Sendable {
         }
     }
 
-    /// Queues a pipeline job (see `run`).
-    private func submit(_ body: @escaping @Sendable (TranscriptionPipeline) throws(StenoError) -> ([TranscriberEvent], [SessionInput])) {
-        lane.submit { [self] in run(body) }
+    /// Queues a pipeline job (see `run`). `timed`: what it is, for the latency log.
+    private func submit(timed: TimedJob? = nil,
+                        _ body: @escaping @Sendable (TranscriptionPipeline) throws(StenoError) -> ([TranscriberEvent], [SessionInput])) {
+        let submitted = timed == nil ? 0 : SystemClock.now()
+        lane.submit { [self] in run(body, timed: timed.map { ($0, submitted) }) }
     }
+
+    /// Jobs whose finals the latency log follows (`steno-bench latency` reads it).
+    private enum TimedJob: String { case batch, end }
 
     /// Runs a pipeline step on the lane: `body` returns the recognizer events it made and the
     /// inputs to pass on (warnings), or that say its request is done (completions). The
@@ -551,11 +575,17 @@ final class StreamSession: Sendable {
     /// a decoder, completions are owed (a request is done only when its finals have come)
     /// and the lane parks until `wake`. A thrown error fails the session with `internal`; a
     /// missing pipeline (it failed to start, or was cancelled) does nothing.
-    private func run(_ body: (TranscriptionPipeline) throws(StenoError) -> ([TranscriberEvent], [SessionInput])) {
+    private func run(_ body: (TranscriptionPipeline) throws(StenoError) -> ([TranscriberEvent], [SessionInput]),
+                     timed: (job: TimedJob, submitted: Double)? = nil) {
+        let started = timed == nil ? 0 : SystemClock.now()
+        var timing: (events: [TranscriberEvent], utterance: UtteranceTiming?)?
+        var nextBlock: Double?
         let outcome: Result<([SessionInput], Bool), StenoError>? = work.withValue { w in
             guard let p = w.pipeline else { return nil }
             do throws(StenoError) {
                 let (events, extra) = try body(p)
+                if timed != nil && server.log.isEnabled(.debug) { timing = (events, p.lastUtteranceTiming) }
+                nextBlock = p.secondsToNextBlock.map { p.receivedSeconds + $0 }
                 var inputs: [SessionInput] = []
                 var completions: [SessionInput] = []
                 for input in extra {
@@ -582,7 +612,8 @@ final class StreamSession: Sendable {
         }
         switch outcome {
         case .success(let (inputs, waiting))?:
-            input(inputs)
+            input(inputs, nextBlock: waiting ? nil : nextBlock)
+            if let timed, let timing { logLatency(timed.job, submitted: timed.submitted, started: started, timing) }
             if waiting { lane.park() }
         case .failure(let error)?:
             server.log.error("session \(sessionID): pipeline failed: \(error.message)")
@@ -590,6 +621,27 @@ final class StreamSession: Sendable {
         case nil:
             break
         }
+    }
+
+    /// One debug line per final of a timed job (and one per `end`), with where its utterance's
+    /// end was seen and when each step happened (monotonic seconds), so that a final's latency
+    /// can be cut into its parts: the silence the detector waited for, the rest of its block,
+    /// the batch, the lane, the engine's end of utterance, the machine and the connection.
+    private func logLatency(_ job: TimedJob, submitted: Double, started: Double,
+                            _ timing: (events: [TranscriberEvent], utterance: UtteranceTiming?)) {
+        let queued = SystemClock.now()
+        func field(_ value: Double?) -> String { value.map { "\($0)" } ?? "-" }
+        let finals = timing.events.compactMap { if case .final(let result) = $0 { result } else { nil } }
+        guard !finals.isEmpty || job == .end else { return }
+        let u = timing.utterance
+        var line = "latency session=\(sessionID) job=\(job.rawValue) submitted=\(field(submitted)) started=\(field(started))"
+        if let final = finals.last, let u {
+            line += " final_end=\(field(final.range.end)) decided=\(field(u.detectorDecidedAt)) closed=\(field(u.closedAt))"
+            line += " close=\(field(u.closeBegan)) search=\(field(u.endSearchSeconds)) words=\(field(u.wordsSeconds))"
+            line += " alternatives=\(field(u.alternativesSeconds)) cpu=\(field(u.cpuSeconds))"
+        }
+        line += " queued=\(field(queued))"
+        server.log.debug(line)
     }
 
     /// Drops queued work and gives the recognizer back (after a running job finishes).

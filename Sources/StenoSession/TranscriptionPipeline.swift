@@ -85,6 +85,26 @@ public final class TranscriptionPipeline {
         try completeCut(map(try recognizer.proceed()))
     }
 
+    /// How the last utterance the recognizer closed went, its times on the session timeline
+    /// (see `UtteranceTiming`).
+    public var lastUtteranceTiming: UtteranceTiming? {
+        guard var timing = recognizer.lastUtteranceTiming else { return nil }
+        timing.detectorDecidedAt = timing.detectorDecidedAt.map { sessionTime(recognizerSeconds: $0) }
+        timing.closedAt = sessionTime(recognizerSeconds: timing.closedAt)
+        return timing
+    }
+
+    /// Seconds of input still to come before the recognizer's next analysis block is complete
+    /// (nil: it does not say, or it cannot analyze now). The ingest's own delay (the
+    /// resampler's filter) is added: a sample of the block comes out of it that much after its
+    /// input went in.
+    public var secondsToNextBlock: Double? {
+        guard !finished, let samples = recognizer.samplesToNextBlock else { return nil }
+        let rate = Double(recognizer.sampleRate)
+        let delay = max(0, receivedSeconds - ingest.clock.seconds(atOutputSample: ingest.outputSamples))
+        return Double(samples) / rate + delay
+    }
+
     /// Opus packets that could not be decoded and were concealed.
     public var concealedPackets: Int { ingest.concealedPackets }
 

@@ -99,9 +99,11 @@ final class SpeechFrontEnd {
 
     /// Feeds samples a frame shift at a time; appends the cepstra the front end puts out to
     /// `frames`, and calls `changed(frame, inSpeech)` for every change of voice activity, with
-    /// the utterance-grid frame where it happened.
+    /// the utterance-grid frame where it happened. `changed` returns true to stop right there
+    /// (the rest is left for a later call); returns how many samples were fed.
+    @discardableResult
     func process(_ samples: UnsafePointer<Int16>, count: Int, into frames: inout CepstralFrames,
-                 changed: (Int, Bool) -> Void) {
+                 changed: (Int, Bool) -> Bool) -> Int {
         var offset = 0
         while offset < count {
             let piece = min(frameShift, count - offset)
@@ -111,9 +113,10 @@ final class SpeechFrontEnd {
             let now = fe_get_vad_state(fe) != 0
             if now != inSpeech {
                 inSpeech = now
-                changed(lastFrame(afterSamples: utteranceSamples), now)
+                if changed(lastFrame(afterSamples: utteranceSamples), now) { break }
             }
         }
+        return offset
     }
 
     private func feed(_ samples: UnsafePointer<Int16>, count: Int, into frames: inout CepstralFrames) {

@@ -1,5 +1,10 @@
 import CPocketSphinx
 import StenoCore
+import StenoSystem
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A streaming pocketsphinx recognizer for one session, on decoders it borrows.
 ///
@@ -40,6 +45,12 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
     public var receivedSeconds: Double { seconds(received) }
     public var analyzedSeconds: Double { seconds(fed) }
     public var isWaiting: Bool { suspended != nil }
+    public private(set) var lastUtteranceTiming: UtteranceTiming?
+
+    public var samplesToNextBlock: Int? {
+        guard !released, failure == nil, suspended == nil, holes.isEmpty else { return nil }
+        return max(1, blockLength + dropSamples - (input.count - inputHead))
+    }
 
     private let pool: DecoderPool
     private let waiter: DecoderWaiter
@@ -113,8 +124,13 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
     private var utteranceHasSpeech = false
     /// First searched frame on the utterance's grid.
     private var firstFrame = 0
-    /// Where the detector last switched from speech to silence in this utterance.
+    /// The search of the utterance ended before the end of its block (`endSearchEarly`); the
+    /// grid restarts at the block's end.
+    private var closedEarly = false
+    /// Where the detector last switched from speech to silence in this utterance, and after
+    /// which sample of the stream it did.
     private var silenceFrame: Int?
+    private var silenceSample: Int?
     /// Text of the last `.partial` reported in this utterance.
     private var partialText = ""
 
@@ -257,19 +273,66 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
 
     /// The front end's part of a block of `samples` (complete, or the last one of an `end`);
     /// then the search's, if it has speech and a decoder can be had.
+    ///
+    /// When the detector switches to silence in the middle of the block, the utterance's search
+    /// ends there and its final is made at once (`endSearchEarly`), rather than at the end of
+    /// the block where `ps_process_raw`'s loop looks: the CLI's decoder is given no frame after
+    /// the switch either (the detector puts out none in silence), so the final is the same. The
+    /// rest of the block goes through the front end as before, and the utterance grid restarts
+    /// at the block's end, as the CLI's does, so the next utterance is the CLI's too. Only if
+    /// speech is detected again before the block ends (`vad_startspeech` frames in what is
+    /// left of it) does this differ: the CLI goes on with one utterance, here a new one starts.
     private func analyze(samples count: Int, end: End?, into events: inout [TranscriberEvent]) throws(StenoError) {
         var frames = CepstralFrames(length: frontEnd.cepstrumLength)
+        let endsEarly = end == nil && utteranceHasSpeech && decoder != nil
+        var stopped = false
+        let used = input.withUnsafeBufferPointer { buffer -> Int in
+            guard count > 0, let base = buffer.baseAddress else { return 0 }
+            return frontEnd.process(base + inputHead, count: count, into: &frames) { frame, inSpeech in
+                if inSpeech {
+                    if !utteranceHasSpeech { speechDetected(atFrame: frame, into: &events) }
+                    return false
+                }
+                silenceFrame = frame
+                silenceSample = utteranceStart + frontEnd.utteranceSamples
+                stopped = endsEarly
+                return stopped
+            }
+        }
+        inputHead += used
+        if stopped, let decoder {
+            if !frames.isEmpty { try decoder.searchBlock(&frames) }
+            fed += used
+            try endSearchEarly(into: &events)
+            try analyzeRest(samples: count - used, end: end, into: &events)
+        } else {
+            try finishAnalysis(frames: frames, samples: count, end: end, into: &events)
+        }
+    }
+
+    /// What is left of a block after an early end (see `analyze`): the front end goes on with
+    /// it, and speech detected again starts a new utterance on the same grid.
+    private func analyzeRest(samples count: Int, end: End?, into events: inout [TranscriberEvent]) throws(StenoError) {
+        var frames = CepstralFrames(length: frontEnd.cepstrumLength)
         input.withUnsafeBufferPointer { buffer in
-            guard count > 0, let base = buffer.baseAddress else { return }
+            guard let base = buffer.baseAddress else { return }
             frontEnd.process(base + inputHead, count: count, into: &frames) { frame, inSpeech in
                 if inSpeech {
                     if !utteranceHasSpeech { speechDetected(atFrame: frame, into: &events) }
                 } else {
                     silenceFrame = frame
+                    silenceSample = utteranceStart + frontEnd.utteranceSamples
                 }
+                return false
             }
         }
         inputHead += count
+        try finishAnalysis(frames: frames, samples: count, end: end, into: &events)
+    }
+
+    /// The rest of `analyze`: the block's frames to the search (with a decoder, if they need one).
+    private func finishAnalysis(frames: CepstralFrames, samples count: Int, end: End?,
+                                into events: inout [TranscriberEvent]) throws(StenoError) {
         blockLength = blockSamples
         if awaitingFirstBlock {
             awaitingFirstBlock = false
@@ -293,6 +356,14 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
             try decoder.searchBlock(&frames)
         }
         fed += block.samples
+        if closedEarly && !utteranceHasSpeech {
+            // The block whose detector ended the utterance early is over: as at the end of
+            // any utterance, the front end ends (in silence it makes no frame) and restarts.
+            var none = CepstralFrames(length: frontEnd.cepstrumLength)
+            frontEnd.endUtterance(into: &none)
+            restartUtterance()
+        }
+        closedEarly = false
         if block.end == .silence {
             try closeUtterance(cut: false, into: &events)
             if speechActive {
@@ -366,13 +437,43 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
         let stillSpeaking = frontEnd.inSpeech
         var last = CepstralFrames(length: frontEnd.cepstrumLength)
         frontEnd.endUtterance(into: &last)
+        try endSearch(last: &last, cut: cut, stillSpeaking: stillSpeaking, into: &events)
+        restartUtterance()
+    }
+
+    /// The detector switched to silence in the middle of a block (see `analyze`): the search
+    /// ends and the final is made now; the front end and the utterance grid go on to the end of
+    /// the block (`closedEarly`), where `search` restarts them as `closeUtterance` would have.
+    /// No last frame: in silence the front end's `fe_end_utt` puts out none.
+    private func endSearchEarly(into events: inout [TranscriberEvent]) throws(StenoError) {
+        var none = CepstralFrames(length: frontEnd.cepstrumLength)
+        try endSearch(last: &none, cut: false, stillSpeaking: false, into: &events)
+        closedEarly = true
+        // Speech detected again before the block ends starts a decoder's utterance with no
+        // block of its own before it.
+        startedInSilence = true
+    }
+
+    /// The search's end of an utterance: its final (and what voice activity says), the
+    /// decoder given back with the session's feature state taken out. `last`: the front end's
+    /// last frame, if it made one.
+    private func endSearch(last: inout CepstralFrames, cut: Bool, stillSpeaking: Bool,
+                           into events: inout [TranscriberEvent]) throws(StenoError) {
+        let began = SystemClock.now()
+        let cpuBegan = threadCPUSeconds()
         if utteranceHasSpeech, let decoder {
             mean = try decoder.endUtterance(last: &last)
+            let searched = SystemClock.now()
             let words = self.words(decoder, final: true)
+            let read = SystemClock.now()
             var result = Self.result(words)
             if let text = result?.text, alternativesLimit > 0 {
                 result?.alternatives = alternatives(decoder, finalText: text)
             }
+            lastUtteranceTiming = UtteranceTiming(
+                detectorDecidedAt: cut ? nil : silenceSample.map(seconds), closedAt: seconds(fed), closeBegan: began,
+                endSearchSeconds: searched - began, wordsSeconds: read - searched,
+                alternativesSeconds: SystemClock.now() - read, cpuSeconds: threadCPUSeconds() - cpuBegan)
             self.decoder = nil
             if keepsDecoder { kept = decoder } else { pool.giveBack(decoder) }
             if let result {
@@ -394,11 +495,17 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
                 }
             }
         }
-        utteranceStart = fed
         utteranceHasSpeech = false
         silenceFrame = nil
-        firstFrame = 0
+        silenceSample = nil
         partialText = ""
+    }
+
+    /// A new utterance on a new grid from here (`fed`): the front end restarts.
+    private func restartUtterance() {
+        closedEarly = false
+        utteranceStart = fed
+        firstFrame = 0
         awaitingFirstBlock = true
         startedInSilence = false
         blockOrigin = fed
@@ -425,6 +532,7 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
         blockLength = blockEnd - restart
         utteranceStart = restart
         silenceFrame = nil
+        silenceSample = nil
         firstFrame = 0
         frontEnd.startUtterance()
     }
@@ -566,6 +674,13 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
     }
 
     private func frameStart(_ frame: Int) -> Int { utteranceStart + frame * shape.frameShift }
+
+    /// CPU seconds of the calling thread (what ending an utterance costs, whatever the load).
+    private func threadCPUSeconds() -> Double {
+        var spec = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &spec)
+        return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
+    }
 
     private func seconds(_ samples: Int) -> Double { Double(samples) / Double(Self.sampleRate) }
 }

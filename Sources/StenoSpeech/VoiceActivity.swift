@@ -81,6 +81,7 @@ public final class PocketSphinxSpeechDetector {
                 } else {
                     switchedOff = frame
                 }
+                return false
             }
         }
         discarded.removeAll()  // only the detector's decisions are wanted

@@ -76,7 +76,7 @@ func runCapacityBench(_ arguments: [String]) {
     let cores = ProcessInfo.processInfo.activeProcessorCount
     print("capacity benchmark: \(speech.count) utterances with references (\(fixed(speech.map(\.seconds).reduce(0, +), 1)) s), "
         + "each session \(fixed(seconds, 0)) s together after a ramp of \(fixed(stagger, 1)) s per session, real time, 20 ms PCM messages")
-    print("  steno: \(steno), \(cores) cores, load average \(loadAverageText()) at the start")
+    print("  steno: \(steno), \(cores) cores, load average \(loadAverage()) at the start")
     print("")
 
     // The engine's own cost on this speech, in this run.
@@ -123,7 +123,7 @@ func runCapacityBench(_ arguments: [String]) {
     if let bound, let rtf {
         print("  compute bound: \(cores) cores ÷ (speech fraction \(fixed(fraction, 2)) × RTF \(fixed(rtf.value, 3))) = \(fixed(bound, 1)) sessions")
     }
-    print("  load average at the end: \(loadAverageText())")
+    print("  load average at the end: \(loadAverage())")
     print("")
     print("  lag: received − analyzed of the progress events read while every admitted session streamed; final: from")
     print("  sending an utterance's last audio to the final that completes it (finals made by end left out); CPU: the")
@@ -573,11 +573,6 @@ private func percentile(_ values: [Double], _ p: Double) -> Double {
     let sorted = values.sorted()
     let rank = Int((p * Double(sorted.count)).rounded(.up))
     return sorted[max(0, min(sorted.count - 1, rank - 1))]
-}
-
-private func loadAverageText() -> String {
-    let text = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8)) ?? ""
-    return text.split(separator: " ").prefix(3).joined(separator: " ")
 }
 
 private func fixed(_ value: Double, _ decimals: Int) -> String { String(format: "%.\(decimals)f", value) }

@@ -996,11 +996,6 @@ func runWakeupsBench(talkerCounts: [Int], rounds: Int, steno: String, speech: [U
     print("  The server's counters are over the talk, less its idle rate over as long; least CPU of the rounds.")
 }
 
-func loadAverage() -> String {
-    guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return "?" }
-    return text.split(separator: " ").prefix(3).joined(separator: " ")
-}
-
 private let floorModelDirectory = "/usr/share/pocketsphinx/model/en-us"
 
 /// `talkers` pocketsphinx_continuous processes, each fed `speech` in real time through a pipe.

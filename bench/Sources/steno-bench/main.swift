@@ -1,5 +1,5 @@
 // steno-bench: prints benchmark tables. Run through `make bench` (release build).
-// Usage: steno-bench [audio|speech|server|capacity|viewers|cluster|phrases|connections|all] [options]
+// Usage: steno-bench [audio|speech|server|capacity|viewers|cluster|phrases|connections|latency|all] [options]
 
 // `stdout` is a C global that strict concurrency will not read; @preconcurrency lets the one
 // call below through.
@@ -21,6 +21,7 @@ case "viewers": runViewersBench(rest)
 case "cluster": runClusterBench(rest)
 case "phrases": runPhraseBench(rest)
 case "connections": runConnectionsBench(rest)
+case "latency": runLatencyBench(rest)
 case "all":
     runAudioBench(rest)
     runSpeechBench(rest)
@@ -30,6 +31,7 @@ case "all":
     runClusterBench(rest)
     runPhraseBench(rest)
     runConnectionsBench(rest)
+    runLatencyBench(rest)
 default:
-    print("usage: steno-bench [audio|speech|server|capacity|viewers|cluster|phrases|connections|all]")
+    print("usage: steno-bench [audio|speech|server|capacity|viewers|cluster|phrases|connections|latency|all]")
 }
