@@ -380,7 +380,7 @@ import StenoTestSupport
         // once: the close frame is written at once behind it and waits in the server's socket.
         let message = [UInt8](repeating: 7, count: 8000)
         #expect(server.handle.send(id, .binary(message)) == .queued)
-        let flood = Flood(fd: client.stream.writeFD)
+        let flood = SocketFlood(fd: client.stream.writeFD)
         server.handle.close(id, code: 4008, reason: "slow_consumer")
         #expect(server.control.wait(timeout: 30) { server.control.wasClosed(id) }, "lws did not close the connection")
         #expect(flood.bytes > 0)
@@ -389,7 +389,7 @@ import StenoTestSupport
         flood.stop()
         #expect(messages == [.binary(message)])
         #expect(close == .close(code: 4008, reason: "slow_consumer"))
-        #expect(Flood.endOfStream(client.stream.readFD) == 0, "a reset after the close frame, not the end of the stream")
+        #expect(SocketFlood.endOfStream(client.stream.readFD) == 0, "a reset after the close frame, not the end of the stream")
         client.disconnect()
         // Once the client has closed, the server closes the socket it kept.
         #expect(server.control.wait(timeout: 30) { server.control.logLines.withLock { $0.contains { $0.contains("lingered") && $0.contains("the peer has closed") } } })
@@ -406,7 +406,7 @@ import StenoTestSupport
         }
         let (client, id) = try server.connect(receiveBufferSize: 4096)
         #expect(server.handle.send(id, .binary([UInt8](repeating: 7, count: 8000))) == .queued)
-        let flood = Flood(fd: client.stream.writeFD)
+        let flood = SocketFlood(fd: client.stream.writeFD)
         server.handle.close(id, code: 4008, reason: "slow_consumer")
         #expect(server.control.wait(timeout: 30) { server.control.wasClosed(id) })
         #expect(server.control.wait(timeout: 30) { server.control.logLines.withLock { $0.contains { $0.contains("lingered") && $0.contains("time is up") } } })
@@ -490,67 +490,5 @@ import StenoTestSupport
         let (client, id) = try server.connect()
         server.handle.close(id, code: 1006, reason: "no such code")
         #expect(try client.receive() == .close(code: 1011, reason: "no such code"))
-    }
-}
-
-/// A client's thread that writes masked binary frames to a socket as fast as it takes them,
-/// until stopped or a write fails.
-private final class Flood: Sendable {
-    private let running = Atomic<Bool>(true)
-    private let finished = Atomic<Bool>(false)
-    private let failed = Atomic<Bool>(false)
-    private let written = Atomic<Int>(0)
-
-    init(fd: Int32) {
-        Thread { [self] in run(fd) }.start()
-    }
-
-    private func run(_ fd: Int32) {
-        defer { finished.store(true, ordering: .releasing) }
-        let frame = WebSocketTestClient.encodeFrame(opcodeValue: 2, [UInt8](repeating: 0x55, count: 1024))
-        var at = 0
-        while running.load(ordering: .relaxed) {
-            var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-            guard poll(&p, 1, 50) > 0 else { continue }
-            let n = frame.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + at, $0.count - at, Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL)) }
-            if n > 0 {
-                at = (at + n) % frame.count
-                written.add(n, ordering: .relaxed)
-            } else if n < 0 && errno != EAGAIN && errno != EINTR {
-                failed.store(true, ordering: .relaxed)
-                return
-            }
-        }
-    }
-
-    var bytes: Int { written.load(ordering: .relaxed) }
-
-    func waitUntilItFails(timeout: Double) -> Bool {
-        let deadline = Deadline(timeout)
-        while !failed.load(ordering: .relaxed) {
-            if deadline.remainingMilliseconds <= 0 { return false }
-            usleep(10_000)
-        }
-        return true
-    }
-
-    func stop() {
-        running.store(false, ordering: .relaxed)
-        while !finished.load(ordering: .acquiring) { usleep(1000) }
-    }
-
-    /// How the stream from the server ends, once what is left is read: 0 for a FIN, else the
-    /// errno (ECONNRESET for a reset), or -1 if it has not ended within 10 s.
-    static func endOfStream(_ fd: Int32) -> Int32 {
-        var scratch = [UInt8](repeating: 0, count: 4096)
-        let deadline = Deadline(10)
-        while deadline.remainingMilliseconds > 0 {
-            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&p, 1, 100) > 0 else { continue }
-            let n = scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, Int32(MSG_DONTWAIT)) }
-            if n == 0 { return 0 }
-            if n < 0 && errno != EAGAIN && errno != EINTR { return errno }
-        }
-        return -1
     }
 }
