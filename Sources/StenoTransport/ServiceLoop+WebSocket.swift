@@ -95,7 +95,7 @@ extension ServiceLoop {
     /// does) and return -1: the connection is then closed after lws flushed what it
     /// could not send at once.
     func refuse(_ wsi: OpaquePointer, _ response: HTTPResponse) -> Int32 {
-        guard let bytes = encodeResponse(wsi, response, includeBody: true, close: true) else { return -1 }
+        guard let bytes = encodeResponse(wsi, response, includeBody: true, close: true, beforeUpgrade: true) else { return -1 }
         let pre = steno_lws_pre
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: pre + bytes.count, alignment: 16)
         defer { buffer.deallocate() }
