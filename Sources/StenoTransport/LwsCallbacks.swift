@@ -30,7 +30,7 @@ func stenoCloseTimerCallback(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>
 }
 
 /// Where lws log lines go (warnings and errors only).
-let lwsLogSink = Mutex<Log?>(nil)
+let lwsLogSink = Locked<Log?>(nil)
 
 /// The last lws line, and how often it came again since it was written: lws repeats some
 /// errors in a tight loop (at the open-file limit, `accept: errno 24` for every turn of the
@@ -41,7 +41,7 @@ private struct RepeatedLine {
     var repeats = 0
     var writtenAt = ContinuousClock.now
 }
-private let lwsLastLine = Mutex(RepeatedLine())
+private let lwsLastLine = Locked(RepeatedLine())
 
 func stenoLwsLogEmit(_ level: Int32, _ line: UnsafePointer<CChar>?) {
     guard let line else { return }

@@ -79,7 +79,9 @@ extension ServiceLoop {
 
     /// Status line and headers (made by lws, which knows the request's HTTP
     /// version and adds the `Server` header), then the body.
-    func encodeResponse(_ wsi: OpaquePointer, _ response: HTTPResponse, includeBody: Bool, close: Bool) -> [UInt8]? {
+    /// `beforeUpgrade`: the answer to a WebSocket handshake, written in HTTP_CONFIRM_UPGRADE.
+    func encodeResponse(_ wsi: OpaquePointer, _ response: HTTPResponse, includeBody: Bool, close: Bool,
+                        beforeUpgrade: Bool = false) -> [UInt8]? {
         var fields: [(String, String)] = [("content-type:", response.contentType),
                                           ("content-length:", String(response.body.count))]
         for h in response.headers {
@@ -110,8 +112,34 @@ extension ServiceLoop {
         }
         guard let length else { return nil }
         header.removeSubrange(length...)
+        Self.completeStatusLine(&header, status: response.status, http11: beforeUpgrade)
         if includeBody { header.append(contentsOf: response.body) }
         return header
+    }
+
+    /// Reason phrases of the statuses Steno answers that lws 4.1.6 has none for: its table
+    /// stops at 417 (lib/roles/http/header.c), and it writes an empty phrase (`HTTP/1.1 431 `).
+    static let reasonPhrases: [Int: String] = [
+        421: "Misdirected Request", 422: "Unprocessable Content", 426: "Upgrade Required",
+        428: "Precondition Required", 429: "Too Many Requests", 431: "Request Header Fields Too Large",
+        451: "Unavailable For Legal Reasons",
+    ]
+
+    /// Completes the status line lws wrote (`HTTP/1.x NNN phrase`, the head's first line):
+    /// the reason phrase when lws left it empty, and, with `http11`, the version. lws takes the
+    /// version from the request, which it records only for requests it serves as HTTP; in
+    /// HTTP_CONFIRM_UPGRADE it has not, and writes `HTTP/1.0` whatever the request said. A
+    /// server answers with the highest 1.x version it speaks (RFC 9110 §6.2): a handshake that
+    /// came as HTTP/1.0 is refused in HTTP/1.1 too.
+    static func completeStatusLine(_ head: inout [UInt8], status: Int, http11: Bool) {
+        let prefix = Array("HTTP/1.".utf8)
+        guard head.count > 12, Array(head[0..<prefix.count]) == prefix else { return }
+        if http11 { head[prefix.count] = UInt8(ascii: "1") }
+        // "HTTP/1.x NNN " then CRLF: the phrase is empty.
+        let phraseAt = 13
+        guard head.count >= phraseAt + 2, head[phraseAt] == 0x0d, head[phraseAt + 1] == 0x0a,
+              let phrase = reasonPhrases[status] else { return }
+        head.insert(contentsOf: Array(phrase.utf8), at: phraseAt)
     }
 
     /// A header name reduced to token characters (no injection of other fields).

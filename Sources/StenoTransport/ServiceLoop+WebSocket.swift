@@ -95,7 +95,7 @@ extension ServiceLoop {
     /// does) and return -1: the connection is then closed after lws flushed what it
     /// could not send at once.
     func refuse(_ wsi: OpaquePointer, _ response: HTTPResponse) -> Int32 {
-        guard let bytes = encodeResponse(wsi, response, includeBody: true, close: true) else { return -1 }
+        guard let bytes = encodeResponse(wsi, response, includeBody: true, close: true, beforeUpgrade: true) else { return -1 }
         let pre = steno_lws_pre
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: pre + bytes.count, alignment: 16)
         defer { buffer.deallocate() }
@@ -186,16 +186,32 @@ extension ServiceLoop {
         return 0
     }
 
-    /// The connection on `wsi` is gone: tell the delegate, once.
-    func finish(_ wsi: OpaquePointer) {
+    /// The connection on `wsi` is gone: tell the delegate, once. `mayLinger` when lws has not
+    /// closed the socket yet (LWS_CALLBACK_CLOSED), which may then linger.
+    func finish(_ wsi: OpaquePointer, mayLinger: Bool = false) {
         guard let id = connectionID(of: wsi) else { return }
         lws_set_opaque_user_data(wsi, nil)
-        guard connections.removeValue(forKey: id) != nil else { return }
+        guard let c = connections.removeValue(forKey: id) else { return }
         closing.remove(id)
-        if handshakesUnderWay.remove(id) != nil && !handshakesToStart.isEmpty { scheduleCloseTimer() }
+        let handshakeStarted = handshakesUnderWay.remove(id) != nil
+        if handshakeStarted && !handshakesToStart.isEmpty { scheduleCloseTimer() }
+        if mayLinger { lingerIfUseful(c, handshakeStarted: handshakeStarted) }
         let backlog = handle.unregister(id)
         delegate.closed(id, backlog: backlog)
         drainCommands()
+    }
+}
+
+extension ServiceLoop {
+    /// Keeps the socket of `c` open for a lingering close (`LingeringCloses`), unless the
+    /// connection was cut on purpose before its close frame was on its way, or the transport
+    /// is stopping.
+    func lingerIfUseful(_ c: LiveConnection, handshakeStarted: Bool) {
+        guard configuration.closeLingerSeconds > 0, !stopRequested.load(ordering: .acquiring) else { return }
+        if case .cut? = c.closing, !handshakeStarted { return }
+        let fd = lws_get_socket_fd(c.wsi)
+        guard fd >= 0 else { return }
+        _ = lingering.begin(fd: fd, connection: c.id, log: configuration.log)
     }
 }
 

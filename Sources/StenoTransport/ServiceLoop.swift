@@ -82,6 +82,8 @@ final class ServiceLoop: @unchecked Sendable {
     var handshakesUnderWay: Set<ConnectionID> = []
     static let closingHandshakesAtOnce = 256
     private var closeTimerScheduled = false
+    /// Sockets of closed connections kept open a while, read and discarded (`LingeringCloses`).
+    let lingering = LingeringCloses()
     private var lastScan = ContinuousClock.now
 
     /// C memory lws keeps pointers to for the context's life.
@@ -131,6 +133,7 @@ final class ServiceLoop: @unchecked Sendable {
         // Destroying the context closes every connection; their CLOSED callbacks
         // (and the delegate's `closed`) run here, on this thread.
         lws_context_destroy(ctx)
+        lingering.closeAll()
         if let loop = storage.uvLoop {
             if let eventPipe, eventPipe.fd >= 0, steno_uv_forget_event_pipe(loop, eventPipe) == 0 {
                 configuration.log(.debug, "libwebsockets' event pipe may be closed twice (descriptor \(eventPipe.fd))")
@@ -240,6 +243,7 @@ final class ServiceLoop: @unchecked Sendable {
             startClosingHandshakes()
         }
         scanConnections()
+        lingering.service(seconds: configuration.closeLingerSeconds, log: configuration.log)
         delegate.tick()
         drainCommands()
         scheduleTick()
@@ -435,7 +439,9 @@ final class ServiceLoop: @unchecked Sendable {
             return writeable(wsi)
 
         case LWS_CALLBACK_CLOSED:
-            if let wsi { finish(wsi) }
+            // lws has shut the socket's sending side and closes it next: the last moment to
+            // keep it open for a lingering close.
+            if let wsi { finish(wsi, mayLinger: true) }
             return 0
 
         case LWS_CALLBACK_HTTP:

@@ -47,6 +47,11 @@ public struct TransportConfiguration: Sendable {
     /// After `close(…)`, how long queued messages may take to flush before the
     /// connection is cut without a close frame, in seconds.
     public var closeFlushTimeout: Double = 10
+    /// After a WebSocket is closed with bytes still unread from its peer or not yet delivered
+    /// to it, how long the socket is kept open with its sending side shut, reading and
+    /// discarding, so that the peer gets the close frame and a FIN rather than a reset
+    /// (`LingeringCloses`), in seconds; it ends sooner when the peer closes. 0: never.
+    public var closeLingerSeconds: Double = 10
     /// Seconds after a WebSocket was last heard from (a pong or any data) at which
     /// libwebsockets pings it; it hangs up on one silent for twice that plus 10 s. 0: never.
     public var keepAliveSeconds: Int = 0

@@ -104,7 +104,7 @@ public final class WebSocketClient: @unchecked Sendable {
         /// `name=value` of each `Set-Cookie` of the handshake's 101.
         var cookies: [String] = []
     }
-    let shared = Mutex(Shared())
+    let shared = Locked(Shared())
     private let done = DispatchSemaphore(value: 0)
     let serviceThread = Atomic<UInt>(0)
 
@@ -132,10 +132,11 @@ public final class WebSocketClient: @unchecked Sendable {
     /// Starts connecting on a new service thread; `handler` gets every event, on that
     /// thread, and must not block (it holds up the connection).
     public func connect(_ handler: @escaping @Sendable (WebSocketClientEvent) -> Void) throws(ConnectError) {
-        try shared.withLock { (s) throws(ConnectError) in
-            guard !s.started else { throw .alreadyConnected }
-            s.started = true
+        let first = shared.withLock { s in
+            defer { s.started = true }
+            return !s.started
         }
+        guard first else { throw .alreadyConnected }
         self.handler = handler
         // lws logging is process-wide: a client does not take it over from a server in the
         // same process.

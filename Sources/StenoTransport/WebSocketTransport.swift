@@ -19,7 +19,7 @@ public final class WebSocketTransport: Sendable {
     /// Thread-safe operations on connections; valid before `start` (for wiring the
     /// delegate) and after `stop` (operations then do nothing).
     public let handle: TransportHandle
-    private let run = Mutex<RunState>(.idle)
+    private let run = Locked<RunState>(.idle)
 
     private enum RunState: Sendable {
         case idle
@@ -63,7 +63,7 @@ public final class WebSocketTransport: Sendable {
         let loop = ServiceLoop(configuration: configuration, handle: handle, delegate: delegate)
         let started = DispatchSemaphore(value: 0)
         let ended = DispatchSemaphore(value: 0)
-        let outcome = Mutex<Result<Int, StartError>?>(nil)
+        let outcome = Locked<Result<Int, StartError>?>(nil)
         let handle = self.handle
         let thread = Thread {
             do {

@@ -131,4 +131,35 @@ import StenoTestSupport
         let metrics = try server.metrics()
         #expect(metrics[#"steno_errors_total{code="slow_consumer"}"#] == 1)
     }
+
+    /// Issue 12: a client that floods past its outbound limit and keeps flooding after the
+    /// server gave up on it reads the 4008 close frame and then the end of the stream, not a
+    /// reset, even when it reads only after lws stopped waiting for its answer to the close
+    /// (5 s) and closed the socket. Without the transport's lingering close the socket is closed
+    /// with the flood unread, and Linux resets the connection.
+    @Test func aClientThatKeepsFloodingPastTheLimitReads4008AndTheEndOfTheStreamNotAReset() throws {
+        let server = try LiveServer { $0.limits.outboundBytes = 4096 }
+        let port = server.port
+        let slow = try StenoClient(port: port, receiveBufferSize: 4096)
+        slow.ws.autoPong = false
+        slow.ws.autoCloseReply = false
+        try slow.start(TestInput.pcm16k())
+        // Every `finalize` is answered by a must-deliver `finalized`; this client reads none.
+        let finalize = WebSocketTestClient.encodeFrame(opcodeValue: 1, Array(#"{"type":"finalize"}"#.utf8))
+        let flood = SocketFlood(fd: slow.ws.stream.writeFD, frame: finalize)
+        defer { flood.stop() }
+        let overflowed = eventually(timeout: 60) {
+            let m = try? LiveServer.parseMetrics(HTTPTestClient.get(port: port, "/metrics").bodyText)
+            return (m?[#"steno_errors_total{code="slow_consumer"}"#] ?? 0) > 0
+        }
+        #expect(overflowed, "the server never gave up on the flooding client")
+        usleep(6_000_000)  // past lws's 5 s wait for the answer to its close frame (not a timing check)
+        let (messages, close) = try slow.ws.receiveUntilClose(timeout: 60)
+        flood.stop()
+        #expect(flood.bytes > 0)
+        #expect(close == .close(code: 4008, reason: "slow_consumer"),
+                "\(messages.count) messages, then \(close.map(String.init(describing:)) ?? "no close frame")")
+        #expect(SocketFlood.endOfStream(slow.ws.stream.readFD) == 0, "a reset after the close frame, not the end of the stream")
+        #expect(eventually { server.server.sessionCount == 0 })
+    }
 }

@@ -58,6 +58,45 @@ import StenoTestSupport
         stream.close()
     }
 
+    /// The status line of a raw request's answer.
+    static func statusLine(_ port: Int, _ request: String) throws -> String {
+        let stream = try TestStream.tcp(port: port)
+        defer { stream.close() }
+        try stream.write(Array(request.utf8))
+        let line = try stream.read(through: Array("\r\n".utf8), deadline: Deadline(10))
+        return String(decoding: line.dropLast(2), as: UTF8.self)
+    }
+
+    /// Issue 12: answers to WebSocket handshakes (written before lws would upgrade) say HTTP/1.1,
+    /// not lws's HTTP/1.0, and statuses lws has no phrase for (its table stops at 417) get one.
+    @Test func refusedHandshakesAnswerInHTTP11WithAReasonPhrase() throws {
+        var settings = TestControl.Settings()
+        settings.decide = { request, _ in
+            request.path == "/busy" ? .reject(status: 503, headers: [("Retry-After", "5")]) : .reject(status: 429)
+        }
+        settings.routes["/big"] = HTTPResponse(status: 431, text: "too big\n")
+        settings.routes["/upgrade"] = HTTPResponse(status: 426, text: "use a WebSocket\n")
+        let server = try TestServer(settings)
+        let port = server.port
+        func handshake(_ path: String, version: String = "13", http: String = "HTTP/1.1") -> String {
+            "GET \(path) \(http)\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: \(version)\r\n\r\n"
+        }
+        #expect(try Self.statusLine(port, handshake("/busy")) == "HTTP/1.1 503 Service Unavailable")
+        #expect(try Self.statusLine(port, handshake("/other")) == "HTTP/1.1 429 Too Many Requests")
+        // Refused by the transport's own checks.
+        #expect(try Self.statusLine(port, handshake("/busy", version: "8")) == "HTTP/1.1 426 Upgrade Required")
+        #expect(try Self.statusLine(port, handshake("/busy", http: "HTTP/1.0")) == "HTTP/1.1 400 Bad Request")
+        let bigHead = "GET /busy HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+            + "Cookie: \(String(repeating: "c", count: 20_000))\r\n\r\n"
+        #expect(try Self.statusLine(port, bigHead) == "HTTP/1.1 431 Request Header Fields Too Large")
+        // Plain HTTP keeps the request's version (lws knows it there) and gets the phrase.
+        #expect(try Self.statusLine(port, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n") == "HTTP/1.1 431 Request Header Fields Too Large")
+        #expect(try Self.statusLine(port, "GET /upgrade HTTP/1.1\r\nHost: x\r\n\r\n") == "HTTP/1.1 426 Upgrade Required")
+        #expect(try Self.statusLine(port, "GET /upgrade HTTP/1.0\r\nHost: x\r\n\r\n") == "HTTP/1.0 426 Upgrade Required")
+    }
+
     @Test func performRunsOnTheServiceThreadWhileConnectionsKeepWorking() throws {
         let server = try TestServer()
         let (a, aID) = try server.connect()

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import StenoCore
+import Synchronization
 import Testing
 @testable import StenoTransport
 import StenoTestSupport
@@ -353,6 +354,65 @@ import StenoTestSupport
         #expect(close == .close(code: 4008, reason: "slow_consumer"))
         #expect(messages.count < sent)
         #expect(server.control.wait { server.control.wasClosed(slowID) })
+    }
+
+    /// Issue 12: a client that floods the server while it is closed (4008 here) gets its close
+    /// frame and then a FIN, not a reset. Linux answers the close of a socket whose peer's bytes
+    /// are unread with a reset, and drops what the socket had not delivered yet: here the close
+    /// frame, waiting in the server's socket behind a message the client has not read. lws waits
+    /// 5 s for the client's answer to its close frame and then closes the socket; the client
+    /// reads only after that, so without a lingering close it finds ECONNRESET where the close
+    /// frame should be.
+    @Test(arguments: EventLoop.allCases.filter(\.isAvailable))
+    func aClientFloodingWhileItIsClosedGetsTheCloseFrameAndAFinNotAReset(loop: EventLoop) throws {
+        var settings = TestControl.Settings()
+        settings.echo = false
+        let server = try TestServer(settings) {
+            $0.eventLoop = loop
+            $0.tickInterval = 0.05
+            $0.closeLingerSeconds = 60  // far out of reach: the client's own close ends it
+        }
+        // A small receive window (a few KB).
+        let (client, id) = try server.connect(receiveBufferSize: 4096)
+        client.autoPong = false
+        client.autoCloseReply = false
+        // More than the client's window, little enough for the server's socket to take it at
+        // once: the close frame is written at once behind it and waits in the server's socket.
+        let message = [UInt8](repeating: 7, count: 8000)
+        #expect(server.handle.send(id, .binary(message)) == .queued)
+        let flood = SocketFlood(fd: client.stream.writeFD)
+        server.handle.close(id, code: 4008, reason: "slow_consumer")
+        #expect(server.control.wait(timeout: 30) { server.control.wasClosed(id) }, "lws did not close the connection")
+        #expect(flood.bytes > 0)
+
+        let (messages, close) = try client.receiveUntilClose(timeout: 30)
+        flood.stop()
+        #expect(messages == [.binary(message)])
+        #expect(close == .close(code: 4008, reason: "slow_consumer"))
+        #expect(SocketFlood.endOfStream(client.stream.readFD) == 0, "a reset after the close frame, not the end of the stream")
+        client.disconnect()
+        // Once the client has closed, the server closes the socket it kept.
+        #expect(server.control.wait(timeout: 30) { server.control.logLines.withLock { $0.contains { $0.contains("lingered") && $0.contains("the peer has closed") } } })
+    }
+
+    /// The lingering close is bounded: a client that keeps flooding and never reads is let go
+    /// `closeLingerSeconds` after lws closed its connection (then with a reset).
+    @Test func aLingeringCloseEndsAfterCloseLingerSeconds() throws {
+        var settings = TestControl.Settings()
+        settings.echo = false
+        let server = try TestServer(settings) {
+            $0.tickInterval = 0.05
+            $0.closeLingerSeconds = 0.5
+        }
+        let (client, id) = try server.connect(receiveBufferSize: 4096)
+        #expect(server.handle.send(id, .binary([UInt8](repeating: 7, count: 8000))) == .queued)
+        let flood = SocketFlood(fd: client.stream.writeFD)
+        server.handle.close(id, code: 4008, reason: "slow_consumer")
+        #expect(server.control.wait(timeout: 30) { server.control.wasClosed(id) })
+        #expect(server.control.wait(timeout: 30) { server.control.logLines.withLock { $0.contains { $0.contains("lingered") && $0.contains("time is up") } } })
+        // The server's end is gone: the client's writes fail (reset) from now on.
+        #expect(flood.waitUntilItFails(timeout: 30))
+        flood.stop()
     }
 
     @Test func garbageFramesCloseOnlyThatConnection() throws {
