@@ -1,6 +1,6 @@
 // The speech benchmark: what a pocketsphinx session costs and how well it recognizes.
 //
-//   steno-bench speech [--quick] [--only speed|memory|options] [--sessions N] [--chunk SAMPLES]
+//   steno-bench speech [--quick] [--one-session] [--only speed|memory|options] [--sessions N] [--chunk SAMPLES]
 //                      [--repeat N] [--options "ARGS" ...] [WAV...]
 //
 // 1. Speed: CPU seconds per audio second (real-time factor) of StenoSpeech's streaming
@@ -12,16 +12,22 @@
 // 2. Memory and start-up: resident memory per session (RSS growth with N sessions open at once,
 //    each with a decoder of its own), the CLI's peak RSS, the time to make a decoder, and the
 //    time to start a session on a pooled decoder (reset included).
-// 3. Decoder options: word error rate against the references (librivox/, cards/) and the
-//    real-time factor for each option set (default; -maxhmmpf 3000 -maxwpf 10; …; add your own
-//    with --options "-name value ..."), and how well confidences separate right from wrong
-//    words.
+// 3. Decoder options, over every labelled file there is (bench/speech/README.md): per option
+//    set (pocketsphinx's defaults, Steno's, without the second pass or the lattice, other
+//    pruning; add your own with --options "-name value ..."), the word error rate per group of
+//    files and overall (fresh sessions; --one-session: also each group in one session), the words changed on
+//    the files without a reference, the real-time factor and CPU against the defaults, the
+//    end-of-utterance time (wall time of the call that delivered each final, less the block
+//    of audio it analyzed: p50, p95, max), and how well confidences separate right from
+//    wrong words.
 //
-// Files: Debian's pocketsphinx-testdata (librivox/*.wav with `transcription`, cards/00[1-5].wav
-// with `cards.transcription`) and Tests/StenoSpeechTests/Resources/beckett.wav (run from the
-// package root); extra WAV paths (16-bit mono 16 kHz) are added to the speed table.
-// --quick uses fewer option sets. Timings on a shared 2-core machine are noisy: each figure is
-// the best of --repeat runs (default 3).
+// Files: Debian's pocketsphinx-testdata (librivox/, cards/, goforward.raw, tidigits/dhd.2934z.raw,
+// numbers.raw, something.raw), bench/phrases/tts, bench/speech and
+// Tests/StenoSpeechTests/Resources/beckett.wav (run from the package root); extra WAV paths
+// (16-bit mono 16 kHz) are added to the speed table.
+// --quick uses fewer option sets; --one-session adds the options table's WER with each group's
+// files in one session (deterministic, so one run of it is enough). Timings on a shared 2-core
+// machine are noisy: each figure is the best of --repeat runs (default 3).
 
 import CPocketSphinx
 import Foundation
@@ -37,6 +43,7 @@ func runSpeechBench(_ arguments: [String]) {
         let value = index + 1 < arguments.count ? arguments[index + 1] : nil
         switch (argument, value) {
         case ("--quick", _): settings.quick = true
+        case ("--one-session", _): settings.oneSession = true
         case ("--sessions", let value?): settings.sessions = max(1, Int(value) ?? settings.sessions); index += 1
         case ("--chunk", let value?): settings.chunk = max(1, Int(value) ?? settings.chunk); index += 1
         case ("--repeat", let value?): settings.repeats = max(1, Int(value) ?? settings.repeats); index += 1
@@ -61,6 +68,8 @@ func runSpeechBench(_ arguments: [String]) {
 
 private struct SpeechBenchSettings {
     var quick = false
+    /// The options table also gives each group's WER with its files in one session.
+    var oneSession = false
     var sessions = 4
     var chunk = 320
     var repeats = 3
@@ -74,6 +83,8 @@ private struct BenchFile {
     let name: String
     let samples: [Int16]
     let reference: String?
+    /// The options table's subset (librivox, cards, …); "" elsewhere.
+    var group = ""
     var seconds: Double { Double(samples.count) / 16000 }
 }
 
@@ -104,12 +115,7 @@ private struct SpeechBench {
         }
         if settings.only == nil || settings.only == "options" {
             print("")
-            var withBeckett = referenced
-            if let beckett = try? BenchWAV.load("Tests/StenoSpeechTests/Resources/beckett.wav", name: "beckett",
-                                                reference: "ever tried ever failed no matter try again fail again fail better") {
-                withBeckett.append(beckett)
-            }
-            try options(withBeckett)
+            try options(try loadOptionsSet())
         }
     }
 
@@ -312,89 +318,211 @@ private struct SpeechBench {
         table(["what", "value"], rows)
     }
 
-    // MARK: Options, WER, confidences
+    // MARK: Options: WER, CPU, the end-of-utterance tail, confidences
 
-    private func options(_ files: [BenchFile]) throws {
-        var sets: [[String]] = [
-            [],
-            ["-maxhmmpf", "3000", "-maxwpf", "10"],
-            PocketSphinxConfiguration.recommendedArguments,
-        ]
+    /// The option sets compared: pocketsphinx's defaults, Steno's, and what the issue asked
+    /// for (without the second pass, without the lattice, tighter and looser pruning), then
+    /// `--options`. Later arguments replace earlier ones, so a set is Steno's plus a change.
+    private func optionSets() -> [[String]] {
+        let steno = PocketSphinxConfiguration.recommendedArguments
+        var sets: [[String]] = [[], steno, steno + ["-fwdflat", "no"]]
         if !settings.quick {
             sets += [
-                ["-maxhmmpf", "10000"],
                 ["-fwdflat", "no"],
-                ["-maxhmmpf", "5000", "-maxwpf", "20", "-fwdflat", "no"],
-                ["-topn", "2"],
-                ["-beam", "1e-40", "-wbeam", "1e-20"],
+                steno + ["-bestpath", "no"],
+                steno + ["-fwdflat", "no", "-bestpath", "no"],
+                ["-maxhmmpf", "3000", "-maxwpf", "10", "-fwdflat", "no"],
+                ["-maxhmmpf", "10000", "-maxwpf", "20", "-fwdflat", "no"],
             ]
         }
-        sets += settings.extraOptionSets
+        return sets + settings.extraOptionSets
+    }
+
+    private func optionsName(_ set: [String]) -> String {
+        if set.isEmpty { return "(pocketsphinx defaults)" }
+        return set.joined(separator: " ") + (set == PocketSphinxConfiguration.recommendedArguments ? " (Steno default)" : "")
+    }
+
+    private func options(_ files: [BenchFile]) throws {
+        let sets = optionSets()
         let engines = try sets.map { try PocketSphinxEngine(configuration: PocketSphinxConfiguration(arguments: $0)) }
-        let groups = ["librivox", "cards", "beckett"]
-        let referenced = files.filter { $0.reference != nil }
+        let block = PocketSphinxConfiguration().blockSamples
+        let groups = files.map(\.group).reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }
+        let scored = groups.filter { group in files.contains { $0.group == group && $0.reference != nil } }
 
         // Fresh sessions, interleaved: for each file and repeat, every option set in turn, so
-        // that the machine's load hits all sets alike; the best CPU time counts.
-        var cpu = [[Double]](repeating: [Double](repeating: .infinity, count: referenced.count), count: sets.count)
-        var hypotheses = [[[Word]]](repeating: [[Word]](repeating: [], count: referenced.count), count: sets.count)
-        for (fileIndex, file) in referenced.enumerated() {
+        // that the machine's load hits all sets alike; per file the least CPU counts, and per
+        // call (the same calls every run: the words do not change) the least wall time.
+        var cpu = [[Double]](repeating: [Double](repeating: .infinity, count: files.count), count: sets.count)
+        var hypotheses = [[[Word]]](repeating: [[Word]](repeating: [], count: files.count), count: sets.count)
+        var calls = [[[Call]]](repeating: [[Call]](repeating: [], count: files.count), count: sets.count)
+        for (fileIndex, file) in files.enumerated() {
             for repeatIndex in 0..<settings.repeats {
                 for setIndex in sets.indices {
-                    let run = try decode(file, engine: engines[setIndex])
+                    let run = try decodeTimed(file, engine: engines[setIndex], block: block)
                     cpu[setIndex][fileIndex] = min(cpu[setIndex][fileIndex], run.cpu)
-                    if repeatIndex == 0 { hypotheses[setIndex][fileIndex] = run.words }
+                    if repeatIndex == 0 {
+                        hypotheses[setIndex][fileIndex] = run.words
+                        calls[setIndex][fileIndex] = run.calls
+                    } else if run.calls.count == calls[setIndex][fileIndex].count {
+                        for (index, call) in run.calls.enumerated() {
+                            calls[setIndex][fileIndex][index].wall = min(calls[setIndex][fileIndex][index].wall, call.wall)
+                            calls[setIndex][fileIndex][index].cpu = min(calls[setIndex][fileIndex][index].cpu, call.cpu)
+                        }
+                    }
                 }
             }
         }
 
-        var rows: [[String]] = []
-        var calibration: [Word] = []
-        var correctness: [Bool] = []
-        let audio = referenced.reduce(0) { $0 + $1.seconds }
+        let audio = files.reduce(0) { $0 + $1.seconds }
+        print("Decoder options over \(files.count) files, \(f(audio, 1)) s of audio; fresh session per file, fed a \(block)-sample block per call")
+        for group in groups {
+            let members = files.filter { $0.group == group }
+            let count = members.reduce(0) { $0 + words($1.reference ?? "").count }
+            print("  \(group): \(members.count) files, \(f(members.reduce(0) { $0 + $1.seconds }, 1)) s"
+                  + (count > 0 ? ", \(count) reference words (1 word = \(f(100 / Double(count), 1)) points)" : ", no reference"))
+        }
+
+        // Accuracy: deterministic, so the first run's words.
+        var accuracyRows: [[String]] = []
+        var calibration: (words: [Word], correct: [Bool]) = ([], [])
+        var separation: [String] = []
         for setIndex in sets.indices {
-            var row = [sets[setIndex].isEmpty ? "(pocketsphinx defaults)" : sets[setIndex].joined(separator: " ")
-                + (sets[setIndex] == PocketSphinxConfiguration.recommendedArguments ? " (Steno default)" : "")]
-            for group in groups {
-                var errors = 0
-                var count = 0
-                for (fileIndex, file) in referenced.enumerated() where file.name.hasPrefix(group) {
-                    let alignment = align(reference: words(file.reference ?? ""), hypothesis: hypotheses[setIndex][fileIndex].map(\.text))
-                    errors += alignment.errors
-                    count += alignment.referenceCount
-                    if setIndex == 0 {
-                        calibration += hypotheses[setIndex][fileIndex]
-                        correctness += alignment.hypothesisCorrect
+            var row = [optionsName(sets[setIndex])]
+            var all = (errors: 0, count: 0)
+            var right: [Double] = []
+            var wrong: [Double] = []
+            for group in scored {
+                var sum = (errors: 0, count: 0)
+                for (fileIndex, file) in files.enumerated() where file.group == group {
+                    guard let reference = file.reference else { continue }
+                    let hypothesis = hypotheses[setIndex][fileIndex]
+                    let alignment = align(reference: words(reference), hypothesis: hypothesis.map(\.text))
+                    sum.errors += alignment.errors
+                    sum.count += alignment.referenceCount
+                    for (word, correct) in zip(hypothesis, alignment.hypothesisCorrect) {
+                        if correct { right.append(word.confidence) } else { wrong.append(word.confidence) }
+                    }
+                    if setIndex == 1 {
+                        calibration.words += hypothesis
+                        calibration.correct += alignment.hypothesisCorrect
                     }
                 }
-                row.append(pct(errors, count))
-                // One session for the whole group, finalized after each file (WER only).
-                let members = referenced.filter { $0.name.hasPrefix(group) }
-                guard members.count > 1 else { continue }
-                let session = try decodeInOneSession(members, engine: engines[setIndex])
-                var sessionErrors = 0
-                var sessionCount = 0
-                for (file, hypothesis) in zip(members, session.perFile) {
-                    let alignment = align(reference: words(file.reference ?? ""), hypothesis: hypothesis)
-                    sessionErrors += alignment.errors
-                    sessionCount += alignment.referenceCount
-                }
-                row.append(pct(sessionErrors, sessionCount))
+                row.append(pct(sum.errors, sum.count))
+                all.errors += sum.errors
+                all.count += sum.count
             }
-            let total = cpu[setIndex].reduce(0, +)
-            row.append(f(total / audio, 3))
-            row.append(f(total / cpu[0].reduce(0, +), 2))
-            rows.append(row)
+            row.append("\(pct(all.errors, all.count)) (\(all.errors)/\(all.count))")
+            if settings.oneSession {
+                // Each group's files one after another in one session, as a live session
+                // hears utterances (its cepstral mean carries over).
+                var session = (errors: 0, count: 0)
+                for group in scored {
+                    let members = files.filter { $0.group == group && $0.reference != nil }
+                    let perFile = try decodeInOneSession(members, engine: engines[setIndex]).perFile
+                    for (file, hypothesis) in zip(members, perFile) {
+                        let alignment = align(reference: words(file.reference ?? ""), hypothesis: hypothesis)
+                        session.errors += alignment.errors
+                        session.count += alignment.referenceCount
+                    }
+                }
+                row.append("\(pct(session.errors, session.count)) (\(session.errors))")
+            }
+            // The files without a reference: words changed against pocketsphinx's defaults.
+            var changed = (errors: 0, count: 0)
+            for (fileIndex, file) in files.enumerated() where file.reference == nil {
+                let alignment = align(reference: hypotheses[0][fileIndex].map(\.text), hypothesis: hypotheses[setIndex][fileIndex].map(\.text))
+                changed.errors += alignment.errors
+                changed.count += alignment.referenceCount
+            }
+            row.append(changed.count == 0 ? "-" : "\(changed.errors) of \(changed.count)")
+            accuracyRows.append(row)
+            separation.append(f(areaUnderCurve(right: right, wrong: wrong), 2))
         }
-        print("Decoder options: word error rate (substitutions + deletions + insertions / reference words) and RTF")
-        print("fresh: each file in a new session (its first utterance uses the model's initial cepstral mean);")
-        print("1 session: the group's files one after another in one session, finalized after each file.")
-        print("RTF: fresh sessions, best of \(settings.repeats) interleaved runs, all files")
-        let counts = groups.map { group in referenced.filter { $0.name.hasPrefix(group) }.reduce(0) { $0 + words($1.reference ?? "").count } }
-        print("reference words: " + zip(groups, counts).map { "\($0) \($1) (1 word = \(f(100 / Double(max(1, $1)), 1)) points)" }.joined(separator: ", "))
-        table(["options", "librivox fresh", "librivox 1 session", "cards fresh", "cards 1 session", "beckett", "RTF", "CPU vs defaults"], rows)
+
+        // Cost: CPU, and the wall time of the calls that delivered a final, less the analysis
+        // of the audio the call brought (the set's median wall time of a call that analyzed a
+        // whole block and delivered no final): the end-of-utterance work (`ps_end_utt` with
+        // the second pass, the lattice and best path, word posteriors), as a session waits for it.
+        var costRows: [[String]] = []
+        let defaultCPU = cpu[0].reduce(0, +)
+        for setIndex in sets.indices {
+            let all = calls[setIndex].flatMap { $0 }
+            let blocks = all.filter { !$0.final && $0.samples == block }
+            let blockWall = median(blocks.map(\.wall))
+            let blockCPU = median(blocks.map(\.cpu))
+            let finals = all.filter(\.final)
+            let tails = finals.map { max(0, $0.wall - blockWall * Double($0.samples) / Double(block)) }.sorted()
+            let tailsCPU = finals.map { max(0, $0.cpu - blockCPU * Double($0.samples) / Double(block)) }.sorted()
+            let total = cpu[setIndex].reduce(0, +)
+            costRows.append([optionsName(sets[setIndex]), f(total / audio, 3), f(total / defaultCPU, 2),
+                             f(blockWall * 1000, 1), "\(tails.count)", ms(percentile(tails, 0.5)),
+                             ms(percentile(tails, 0.95)), ms(tails.last ?? 0),
+                             ms(percentile(tailsCPU, 0.5)), ms(percentile(tailsCPU, 0.95)), ms(tailsCPU.last ?? 0),
+                             separation[setIndex]])
+        }
         print("")
-        calibrationTable(calibration, correctness)
+        print("Word error rate (substitutions + deletions + insertions / reference words), fresh sessions;")
+        if settings.oneSession { print("1 session: each group's files in one session, finalized after each") }
+        print("unreferenced: words changed against pocketsphinx's defaults, of their words")
+        var header = ["options"] + scored + ["all"]
+        if settings.oneSession { header.append("all, 1 session") }
+        header.append("unreferenced")
+        table(header, accuracyRows)
+        print("")
+        print("Cost: RTF and CPU over all files, best of \(settings.repeats) interleaved runs; end of utterance: wall time of the call")
+        print("that delivered each final less its audio's share of a block call (best of \(settings.repeats) per call); conf AUC: how")
+        print("often a right word's confidence beats a wrong word's (0.5: no better than chance)")
+        print("(end CPU: the same, in the calls' thread CPU time)")
+        table(["options", "RTF", "CPU vs defaults", "block call ms", "finals", "end p50", "end p95", "end max",
+               "end CPU p50", "CPU p95", "CPU max", "conf AUC"], costRows)
+        print("")
+        calibrationTable(calibration.words, calibration.correct)
+    }
+
+    /// One recognizer call of `decodeTimed`: its wall and thread CPU time, the samples it
+    /// analyzed, whether it delivered a final.
+    private struct Call {
+        var wall: Double
+        var cpu: Double
+        var samples: Int
+        var final: Bool
+    }
+
+    /// Decodes a file on a new recognizer (partial results on, as sessions run), `block`
+    /// samples per `accept` so that every call analyzes one block, the recognizer's unit of
+    /// work, then `finish()`; times each call. The timing is the bench's, around the public API.
+    private func decodeTimed(_ file: BenchFile, engine: PocketSphinxEngine, block: Int) throws -> (cpu: Double, words: [Word], calls: [Call]) {
+        let recognizer = try engine.makePocketSphinxRecognizer()
+        let floats = file.samples.map { Float($0) / 32768 }
+        var calls: [Call] = []
+        calls.reserveCapacity(floats.count / block + 2)
+        var words: [Word] = []
+        func timed(_ body: () throws -> [TranscriberEvent]) rethrows {
+            let analyzed = recognizer.analyzedSeconds
+            let start = monotonic()
+            let startCPU = threadCPU()
+            let events = try body()
+            let cpu = threadCPU() - startCPU
+            let wall = monotonic() - start
+            let finals = events.compactMap { event -> RecognitionResult? in
+                if case .final(let result) = event { return result } else { return nil }
+            }
+            words += finals.flatMap(\.words)
+            let samples = Int(((recognizer.analyzedSeconds - analyzed) * 16000).rounded())
+            calls.append(Call(wall: wall, cpu: cpu, samples: samples, final: !finals.isEmpty))
+        }
+        let start = threadCPU()
+        try floats.withUnsafeBufferPointer { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let end = min(buffer.count, offset + block)
+                try timed { try recognizer.accept(UnsafeBufferPointer(rebasing: buffer[offset..<end])) }
+                offset = end
+            }
+        }
+        try timed { try recognizer.finish() }
+        return (threadCPU() - start, words, calls)
     }
 
     /// Decodes files one after another in one session, `endUtterance()` after each; returns
@@ -414,7 +542,7 @@ private struct SpeechBench {
         return (threadCPU() - start, perFile)
     }
 
-    /// How well confidences (word posteriors) separate right from wrong words (defaults).
+    /// How well confidences (word posteriors) separate right from wrong words (Steno's default).
     private func calibrationTable(_ words: [Word], _ correct: [Bool]) {
         guard words.count == correct.count, !words.isEmpty else { return }
         let bands: [(String, ClosedRange<Double>)] = [
@@ -434,7 +562,7 @@ private struct SpeechBench {
         }
         let rightMean = zip(words, correct).filter { $0.1 }.map(\.0.confidence)
         let wrongMean = zip(words, correct).filter { !$0.1 }.map(\.0.confidence)
-        print("Confidence (ps_seg_prob posterior) against correctness, defaults, fresh sessions, all referenced files")
+        print("Confidence (ps_seg_prob posterior) against correctness, Steno's default, fresh sessions, all referenced files")
         table(["confidence", "words", "correct"], rows)
         print("mean confidence: correct words \(f(mean(rightMean), 3)) (\(rightMean.count)), wrong words \(f(mean(wrongMean), 3)) (\(wrongMean.count))")
     }
@@ -451,6 +579,33 @@ private struct SpeechBench {
         for id in cardRefs.keys.sorted() {
             files.append(try BenchWAV.load("\(testData)/cards/\(id).wav", name: "cards/\(id)", reference: cardRefs[id]))
         }
+        return files
+    }
+
+    /// The options table's set (bench/speech/README.md says where each file and reference
+    /// comes from): every audio file of pocketsphinx-testdata with a reference, the shared
+    /// recordings, the synthetic sentences; and the package's two raw files and the Endgame
+    /// dialogue, which have none. Run from the package root.
+    private func loadOptionsSet() throws -> [BenchFile] {
+        func grouped(_ group: String, _ file: BenchFile) -> BenchFile {
+            var file = file
+            file.group = group
+            return file
+        }
+        var files = try loadReferenced().map { grouped($0.name.hasPrefix("cards") ? "cards" : "librivox", $0) }
+        let ours = try references("bench/speech/transcription")
+        for (path, id) in [("\(testData)/goforward.raw", "goforward"), ("\(testData)/tidigits/dhd.2934z.raw", "dhd.2934z")] {
+            files.append(grouped("commands", try BenchRaw.load(path, name: id, reference: ours[id])))
+        }
+        let tts = try references("bench/phrases/tts/transcription")
+        for id in tts.keys.sorted() {
+            files.append(grouped("tts", try BenchWAV.load("bench/phrases/tts/\(id).wav", name: "tts/\(id)", reference: tts[id])))
+        }
+        files.append(grouped("beckett", try BenchWAV.load("Tests/StenoSpeechTests/Resources/beckett.wav", name: "beckett", reference: ours["beckett"])))
+        for name in ["numbers", "something"] {
+            files.append(grouped("unreferenced", try BenchRaw.load("\(testData)/\(name).raw", name: name, reference: nil)))
+        }
+        files.append(grouped("unreferenced", try BenchWAV.load("bench/speech/endgame_nagg_nell_16k.wav", name: "endgame", reference: nil)))
         return files
     }
 
@@ -553,6 +708,15 @@ private enum BenchWAV {
     }
 }
 
+/// Headerless 16-bit little-endian mono 16 kHz PCM (pocketsphinx-testdata's `.raw` files).
+private enum BenchRaw {
+    static func load(_ path: String, name: String, reference: String?) throws -> BenchFile {
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        let samples = (0..<bytes.count / 2).map { Int16(bitPattern: UInt16(bytes[2 * $0]) | UInt16(bytes[2 * $0 + 1]) << 8) }
+        return BenchFile(path: path, name: name, samples: samples, reference: reference)
+    }
+}
+
 private struct BenchError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
@@ -600,6 +764,22 @@ private func f(_ value: Double, _ decimals: Int) -> String { String(format: "%.\
 private func pct(_ part: Int, _ whole: Int) -> String { whole == 0 ? "-" : String(format: "%.1f %%", 100 * Double(part) / Double(whole)) }
 private func mb(_ bytes: Int) -> Int { bytes / 1_048_576 }
 private func mean(_ values: [Double]) -> Double { values.isEmpty ? 0 : values.reduce(0, +) / Double(values.count) }
+private func ms(_ seconds: Double) -> String { String(format: "%.0f ms", seconds * 1000) }
+/// The value below which a fraction `p` of the sorted `values` lie (nearest rank).
+private func percentile(_ sorted: [Double], _ p: Double) -> Double {
+    guard !sorted.isEmpty else { return 0 }
+    return sorted[min(sorted.count - 1, max(0, Int((p * Double(sorted.count)).rounded(.up)) - 1))]
+}
+/// The chance that a right word's confidence is above a wrong word's (ties count half): the
+/// area under the ROC curve of confidence as a right/wrong classifier.
+private func areaUnderCurve(right: [Double], wrong: [Double]) -> Double {
+    guard !right.isEmpty, !wrong.isEmpty else { return .nan }
+    var wins = 0.0
+    for r in right {
+        for w in wrong { wins += r > w ? 1 : (r == w ? 0.5 : 0) }
+    }
+    return wins / Double(right.count * wrong.count)
+}
 private func median(_ values: [Double]) -> Double {
     let sorted = values.sorted()
     return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
