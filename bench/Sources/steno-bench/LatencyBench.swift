@@ -187,7 +187,7 @@ struct LatencyStream {
         }
         var result: [(set: String, errors: Int, words: Int)] = []
         for (index, placed) in files.enumerated() {
-            let e = editDistance(placed.file.reference, heard[index])
+            let e = align(reference: placed.file.reference, hypothesis: heard[index]).errors
             if let last = result.last, last.set == placed.set {
                 result[result.count - 1] = (last.set, last.errors + e, last.words + placed.file.reference.count)
             } else {
@@ -196,33 +196,6 @@ struct LatencyStream {
         }
         return result
     }
-}
-
-/// A small deterministic generator (the noise must be the same in every run).
-private struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
-/// Word-level Levenshtein distance.
-private func editDistance(_ a: [String], _ b: [String]) -> Int {
-    if a.isEmpty || b.isEmpty { return max(a.count, b.count) }
-    var previous = Array(0...b.count)
-    for i in 1...a.count {
-        var current = [i] + [Int](repeating: 0, count: b.count)
-        for j in 1...b.count {
-            current[j] = min(previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1), previous[j] + 1, current[j - 1] + 1)
-        }
-        previous = current
-    }
-    return previous[b.count]
 }
 
 // MARK: - The server
