@@ -229,7 +229,11 @@ final class ServiceLoop: @unchecked Sendable {
         if !closing.isEmpty {
             let now = ContinuousClock.now
             for id in closing {
-                guard let c = connections[id], case .flushing(let deadline)? = c.closing, now >= deadline else { continue }
+                // One whose queue has flushed (its close frame is due) waits only for its turn
+                // among the closing handshakes: not a client that does not read. Cutting those
+                // cut the last thousand of a 10,000-session drain.
+                guard let c = connections[id], !c.closeFrameDue, case .flushing(let deadline)? = c.closing,
+                      now >= deadline else { continue }
                 // The queue did not flush in time (a client that does not read):
                 // cut the connection without waiting for a close frame to get out.
                 c.closing = .cut

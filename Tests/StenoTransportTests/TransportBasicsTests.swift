@@ -107,6 +107,35 @@ private final class OpensFilesWhenClosed: TransportDelegate {
         #expect(server.control.wait(timeout: 30) { server.handle.connectionCount == 0 })
         server.stop()
     }
+
+    /// A connection whose queue has flushed waits for a free closing handshake, however long
+    /// that takes: here the first `closingHandshakesAtOnce` peers never answer their close
+    /// frames (lws waits 5 s for each), far longer than the flush timeout. The ones behind
+    /// them used to be cut at that timeout, as if they did not read: in a drain of 10,000
+    /// sessions, the last thousand got no close frame.
+    @Test(arguments: EventLoop.allCases.filter(\.isAvailable))
+    func waitingForAClosingHandshakeIsNotAFlushThatTimedOut(_ loop: EventLoop) throws {
+        let server = try TestServer {
+            $0.eventLoop = loop
+            $0.closeFlushTimeout = 0.5
+        }
+        let count = ServiceLoop.closingHandshakesAtOnce + 20
+        var clients: [WebSocketTestClient] = []
+        for _ in 0..<count {
+            let client = try WebSocketTestClient.connect(port: server.port, timeout: 30)
+            client.autoCloseReply = false
+            clients.append(client)
+        }
+        #expect(server.control.wait(timeout: 30) { server.control.openedIDs.count == count })
+        for id in server.control.openedIDs { server.handle.close(id, code: 4001, reason: "in turn") }
+        var closes: [String: Int] = [:]
+        for client in clients {
+            let (_, close) = try client.receiveUntilClose(timeout: 40)
+            closes["\(close.map { "\($0)" } ?? "none")", default: 0] += 1
+        }
+        #expect(closes == ["\(WebSocketTestClient.Message.close(code: 4001, reason: "in turn"))": count])
+        server.stop()
+    }
 }
 
 @Suite struct TransportKeepAliveTests {
