@@ -122,15 +122,15 @@ public final class StenoServer: Sendable {
         }
         // Let the close frames (and the finals before them) reach the clients: for as long as
         // connections keep closing (with thousands, the transport takes seconds: it runs a
-        // few hundred closing handshakes at a time), until 2 s pass with none closing, and
-        // for no longer than the drain timeout.
-        let flushCap = SystemClock.now() + max(2, timeout)
-        var flushDeadline = SystemClock.now() + 2
+        // few hundred closing handshakes at a time), until `Self.flushGrace` passes with none
+        // closing, and for no longer than the drain timeout.
+        let flushCap = SystemClock.now() + max(Self.flushGrace, timeout)
+        var flushDeadline = SystemClock.now() + Self.flushGrace
         var open = transport.handle.connectionCount
         while open > 0 && SystemClock.now() < min(flushDeadline, flushCap) {
             usleep(20_000)
             let now = transport.handle.connectionCount
-            if now < open { flushDeadline = SystemClock.now() + 2 }
+            if now < open { flushDeadline = SystemClock.now() + Self.flushGrace }
             open = now
         }
         // The other instances' viewers get the last finals and the broadcasts' end too.
@@ -138,6 +138,13 @@ public final class StenoServer: Sendable {
         stop()
         return clean
     }
+
+    /// How long the drain waits for the next connection to close before it stops: longer than
+    /// lws's own wait for the answer to a close frame (5 s), after which it closes the
+    /// connection itself. It was 2 s, which 10,000 sessions closing at once outran on a busy
+    /// machine: the first close frames were still being queued 2 s after the sessions ended,
+    /// the drain took that for no progress, and every client was cut without its 1001.
+    static let flushGrace = 6.0
 
     /// Stops at once: connections are dropped, the pool's threads end.
     public func stop() {
