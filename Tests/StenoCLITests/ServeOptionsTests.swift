@@ -2,6 +2,7 @@ import StenoCore
 import StenoRedis
 import StenoServer
 import Testing
+import StenoSpeech
 @testable import steno
 
 private let machine = MachineDefaults(
@@ -165,7 +166,7 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         ("metrics-token", "env", "flag"), ("allowed-origin", "https://env.example", "https://flag.example"), ("trusted-proxy", "10.0.0.5", "fd00::5"),
         ("redis", "redis://10.0.0.7", "redis://10.0.0.8:6380/1"),
         ("drain-timeout", "5", "6"),
-        ("keepalive", "5", "6"), ("write-stall-seconds", "5", "6"), ("echo-route", "/env", "/flag"), ("workers", "5", "6"), ("event-loop", "poll", "libuv"), ("recognizers", "5", "6"), ("lag-target", "2", "0"),
+        ("keepalive", "5", "6"), ("write-stall-seconds", "5", "6"), ("echo-route", "/env", "/flag"), ("workers", "5", "6"), ("event-loop", "poll", "libuv"), ("recognizers", "5", "6"), ("decoder", "-fwdflat no", "-maxwpf 10"), ("lag-target", "2", "0"),
         ("caption-line-length", "30", "32"), ("caption-lines", "1", "3"), ("caption-min-seconds", "0.5", "1.5"),
         ("caption-max-seconds", "5", "6"), ("hls-segment-seconds", "2", "4"), ("hls-window", "5", "6"),
         ("hls-mpegts-offset", "1.4", "10"), ("past-broadcasts", "0", "8"),
@@ -188,6 +189,25 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         let tested = Set(Self.pairs.map(\.0) + ["cert", "key", "viewer-token", "dedicated-recognizers"])
         #expect(Set(flags.all.map(\.name)) == tested)
         for flag in flags.all { #expect(flag.environment != nil, "\(flag.flag)") }
+    }
+
+    @Test func decoderOptionsArePairsAfterStenosOwn() throws {
+        #expect(try parse([]).decoderArguments == [])
+        #expect(try parse(["--decoder", " -fwdflat no\t-vad_postspeech 40 "]).decoderArguments
+            == ["-fwdflat", "no", "-vad_postspeech", "40"])
+        #expect(try parse([], ["STENO_DECODER": "-maxwpf 10"]).decoderArguments == ["-maxwpf", "10"])
+        for bad in ["-fwdflat", "fwdflat no", "- no", "-a 1 -b"] {
+            #expect(failure(["--decoder", bad]) != nil, "accepted \(bad)")
+        }
+        #expect(ServeOptions.spec(machine).helpText().contains("--decoder OPTIONS"))
+        // pocketsphinx refuses an option given twice: one Steno sets takes the new value, in place.
+        let merged = DecoderFlag.arguments(adding: ["-maxwpf", "10", "-topn", "2", "-topn", "3"])
+        let names = stride(from: 0, to: merged.count, by: 2).map { merged[$0] }
+        #expect(Set(names).count == names.count, "\(merged)")
+        #expect(merged.count == PocketSphinxConfiguration.recommendedArguments.count + 2)
+        let value = { (name: String) in names.firstIndex(of: name).map { merged[2 * $0 + 1] } }
+        #expect(value("-maxwpf") == "10" && value("-topn") == "3")
+        #expect(DecoderFlag.arguments(adding: []) == PocketSphinxConfiguration.recommendedArguments)
     }
 
     @Test func theEventLoop() throws {

@@ -182,6 +182,24 @@ struct Steno {
         let badModel = try Steno.run(["transcribe", Steno.resource("beckett.wav"), "--model", "/nonexistent"])
         #expect(badModel.status == 1 && badModel.stderr.contains("not found"))
     }
+
+    /// `--decoder` reaches pocketsphinx: a stricter search changes the words, an option it does
+    /// not know or one Steno fixes is a clear error before any audio, and a bad list a usage error.
+    @Test func decoderOptionsReachTheRecognizer() throws {
+        let file = Steno.resource("beckett.wav")
+        let plain = try Steno.run(["transcribe", file, "--no-progress"])
+        let same = try Steno.run(["transcribe", file, "--no-progress", "--decoder", "-maxwpf 20"])
+        let starved = try Steno.run(["transcribe", file, "--no-progress", "--decoder", "-maxhmmpf 100 -maxwpf 1"])
+        #expect(plain.status == 0 && same.status == 0 && starved.status == 0, "\(same.stderr)\(starved.stderr)")
+        #expect(same.stdout == plain.stdout, "Steno's own value again changes nothing")
+        #expect(starved.stdout != plain.stdout, "a search starved of HMMs finds other words")
+        let unknown = try Steno.run(["transcribe", file, "--no-progress", "--decoder", "-nosuchoption 1"])
+        #expect(unknown.status == 1 && unknown.stdout.isEmpty, "\(unknown.stdout)")
+        let rate = try Steno.run(["transcribe", file, "--no-progress", "--decoder", "-samprate 8000"])
+        #expect(rate.status == 1 && rate.stderr.contains("-samprate"), "\(rate.stderr)")
+        let odd = try Steno.run(["transcribe", file, "--decoder", "-fwdflat"])
+        #expect(odd.status == 2 && odd.stderr.contains("-NAME VALUE"), "\(odd.stderr)")
+    }
 }
 
 @Suite struct TranscribeTextFormatTests {

@@ -398,6 +398,21 @@ struct ParsedCommandLine: Sendable {
         return origin
     }
 
+    /// pocketsphinx options as on its command line, `-NAME VALUE` pairs separated by spaces
+    /// (`-fwdflat no -vad_postspeech 40`), added to Steno's defaults (one Steno sets takes the value
+    /// given). The engine checks the rest (`-logfn`, `-samprate`, unknown names) when it
+    /// loads the model.
+    func decoderArguments(_ value: FlagValue) throws(UsageError) -> [String] {
+        let words = value.text.split(whereSeparator: \.isWhitespace).map(String.init)
+        let pairs = words.count.isMultiple(of: 2)
+            && stride(from: 0, to: words.count, by: 2).allSatisfy { words[$0].count > 1 && words[$0].hasPrefix("-") }
+        guard !words.isEmpty, pairs else {
+            throw error(.invalidValue(source: value.source, value: value.text,
+                                      expected: "pocketsphinx options as -NAME VALUE pairs, such as \"-fwdflat no -vad_postspeech 40\""))
+        }
+        return words
+    }
+
     /// A log level (`warn` is taken for `warning`), any case.
     func logLevel(_ value: FlagValue) throws(UsageError) -> LogLevel {
         let text = value.text.lowercased()

@@ -14,7 +14,8 @@ enum Serve {
     /// The engine of every `--model`: one, or several whose decoders share `--recognizers`.
     static func loadModels(_ options: ServerOptions) throws(StenoError) -> any SpeechEngine {
         let specs = options.models.isEmpty ? [options.modelPath] : options.models
-        let base = PocketSphinxConfiguration(recognizers: options.recognizers)
+        let base = PocketSphinxConfiguration(arguments: DecoderFlag.arguments(adding: options.decoderArguments),
+                                             recognizers: options.recognizers)
         guard specs.count > 1 else {
             return try PocketSphinxEngine(configuration: PocketSphinxConfiguration(modelSpec: specs[0], base: base))
         }

@@ -15,7 +15,7 @@ struct ServeOptions {
     struct Flags {
         let host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes: Flag
         let idleTimeout, maxSessionSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, cert, key: Flag
-        let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, writeStall, echoRoute, workers, eventLoop, recognizers, dedicatedRecognizers, lagTarget, logLevel: Flag
+        let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, writeStall, echoRoute, workers, eventLoop, recognizers, dedicatedRecognizers, decoder, lagTarget, logLevel: Flag
         let captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds: Flag
         let hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts: Flag
 
@@ -85,6 +85,8 @@ struct ServeOptions {
                              default: "libuv (poll if libwebsockets-evlib-uv is missing)", environment: "STENO_EVENT_LOOP")
             recognizers = Flag("recognizers", value: "N", help: "shared decoders: utterances recognized at once (≈95 MB each)",
                                default: "\(machine.recognizers)", environment: "STENO_RECOGNIZERS")
+            decoder = Flag("decoder", value: "OPTIONS", help: DecoderFlag.help,
+                           default: DecoderFlag.defaultText, environment: "STENO_DECODER")
             dedicatedRecognizers = Flag.toggle("dedicated-recognizers",
                                                help: "each session keeps a recognizer to its end (the design before sharing, to compare)",
                                                environment: "STENO_DEDICATED_RECOGNIZERS")
@@ -115,7 +117,7 @@ struct ServeOptions {
         var all: [Flag] {
             [host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes, idleTimeout,
              maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, cert, key, drainTimeout, keepAlive, writeStall, echoRoute, workers,
-             eventLoop, recognizers, dedicatedRecognizers, lagTarget, captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds,
+             eventLoop, recognizers, dedicatedRecognizers, decoder, lagTarget, captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds,
              hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts, logLevel]
         }
     }
@@ -242,6 +244,7 @@ struct ServeOptions {
         }
         if let value = given.single(flags.recognizers) { options.recognizers = try given.integer(value, in: 1...1000) }
         options.dedicatedRecognizers = given.isOn(flags.dedicatedRecognizers)
+        if let value = given.single(flags.decoder) { options.decoderArguments = try given.decoderArguments(value) }
         if let value = given.single(flags.lagTarget) { options.lagTarget = try given.seconds(value, in: 0...3600) }
         var layout = options.captionLayout
         if let value = given.single(flags.captionLineLength) { layout.maxLineLength = try given.integer(value, in: 10...200) }

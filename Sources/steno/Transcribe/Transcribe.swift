@@ -26,6 +26,8 @@ enum Transcribe {
         var phrasesFile: String?
         var boost: Double?
         var alternatives = 0
+        /// `--decoder`: pocketsphinx options after Steno's defaults.
+        var decoderArguments: [String] = []
     }
 
     enum Flags {
@@ -37,6 +39,7 @@ enum Transcribe {
         static let boost = Flag("boost", value: "B", help: PhraseFile.boostHelp, default: "1")
         static let alternatives = Flag("alternatives", value: "N", help: "jsonl: finals carry up to N alternative texts (0-\(StartRequest.maxAlternatives))",
                                        default: "0")
+        static let decoder = Flag("decoder", value: "OPTIONS", help: DecoderFlag.help, default: DecoderFlag.defaultText)
         static let chunkMilliseconds = Flag("chunk-ms", value: "N", help: "audio per message sent to the session, ms", default: "100")
         static let maxUtterance = Flag("max-utterance", value: "SECONDS", help: "force a final after this much continuous speech",
                                        default: "15")
@@ -51,7 +54,7 @@ enum Transcribe {
             Transcribes a WAV file (PCM 8-32 bit or float, mono or stereo, 8-48 kHz) through the
             same session pipeline as the server, and prints its finals.
             """,
-        flags: [Flags.format, Flags.model, Flags.phrases, Flags.boost, Flags.alternatives, Flags.chunkMilliseconds, Flags.maxUtterance,
+        flags: [Flags.format, Flags.model, Flags.phrases, Flags.boost, Flags.alternatives, Flags.chunkMilliseconds, Flags.maxUtterance, Flags.decoder,
                 Flags.noWords, Flags.noProgress, Flags.text])
 
     /// The options, or nil when the help text was asked for.
@@ -74,6 +77,7 @@ enum Transcribe {
         if let value = given.single(Flags.maxUtterance) {
             options.maxUtterance = try given.seconds(value, in: 0.001...86400)
         }
+        if let value = given.single(Flags.decoder) { options.decoderArguments = try given.decoderArguments(value) }
         options.words = !given.isOn(Flags.noWords)
         options.progress = !given.isOn(Flags.noProgress)
         if let value = given.single(Flags.text) {
@@ -126,7 +130,8 @@ enum Transcribe {
         guard wav.frameCount > 0 else { throw StenoError(.badAudio, "the file holds no audio") }
 
         let engine = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(
-            modelSpec: options.model, base: PocketSphinxConfiguration(maxUtteranceSeconds: options.maxUtterance)))
+            modelSpec: options.model, base: PocketSphinxConfiguration(
+                arguments: DecoderFlag.arguments(adding: options.decoderArguments), maxUtteranceSeconds: options.maxUtterance)))
         let session = LocalSession(engine: engine)
         let bar = ProgressBar(total: wav.duration,
                               enabled: options.progress && StandardStreams.isTerminal(2))
