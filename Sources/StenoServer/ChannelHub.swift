@@ -2,7 +2,6 @@ import StenoCore
 import StenoPrometheus
 import StenoTransport
 import StenoSystem
-import Synchronization
 
 /// Broadcast channels: a `start` with `"channel":NAME` publishes the session's
 /// `volatile`/`final`/`speech` events, and `/v1/listen?channel=NAME` viewers follow them.
@@ -81,7 +80,7 @@ final class ChannelHub: Sendable {
         var relayDown = false
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let handle: any ConnectionSink
     private let metrics: StenoMetrics
     let maxIdleChannels: Int
@@ -90,7 +89,7 @@ final class ChannelHub: Sendable {
     let hls: HLSConfiguration
     /// Where local broadcasts are also written for the other instances (`--redis`); set
     /// before the server starts.
-    private let relayBox = Mutex<ChannelRelay?>(nil)
+    private let relayBox = Locked<ChannelRelay?>(nil)
     var relay: ChannelRelay? {
         get { relayBox.withLock { $0 } }
         set { relayBox.withLock { $0 = newValue } }

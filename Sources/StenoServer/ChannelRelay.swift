@@ -47,7 +47,7 @@ final class ChannelRelay: Sendable {
     let settings: Settings
     private let log: Log
     /// Set once, before `start`.
-    private let hooks = Mutex<Hooks?>(nil)
+    private let hooks = Locked<Hooks?>(nil)
     private let outbox = Locked(Outbox())
     private let wake = DispatchSemaphore(value: 0)
     private let stopping = Atomic<Bool>(false)

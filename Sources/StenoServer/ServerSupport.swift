@@ -4,7 +4,6 @@ import StenoSpeech
 import StenoTransport
 import StenoWorkers
 import StenoSystem
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc

@@ -1,3 +1,4 @@
+import StenoSystem
 import StenoTransport
 import Synchronization
 
@@ -15,7 +16,7 @@ final class SessionRegistry: Sendable {
         var schedule = TickSchedule<StreamSession>()
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Sessions added whose protocol has not closed: kept as they come and go, because
     /// admission asks at every handshake (counting them was O(sessions) per handshake, most of
     /// a 2-core server's time once 10,000 were connected).

@@ -38,7 +38,7 @@ final class StreamSession: Sendable {
         /// not come yet: the recognizer waits for a shared decoder.
         var owed: [SessionInput] = []
     }
-    private let state: Mutex<State>
+    private let state: Locked<State>
     /// Whether the registry counts this session as live (see `SessionRegistry.liveCount`);
     /// cleared once, when its protocol closes or it leaves the registry.
     private let countedLive = Atomic<Bool>(true)
@@ -115,7 +115,7 @@ final class StreamSession: Sendable {
         let limits = server.sessionConfiguration.limits
         let machine = SessionMachine(id: sessionID, configuration: server.sessionConfiguration, now: now,
                                      resumeToken: Self.makeID(length: 24))
-        self.state = Mutex(State(machine: machine, connection: connection,
+        self.state = Locked(State(machine: machine, connection: connection,
                                  held: OutboundQueue(byteLimit: limits.outboundBytes), openedAt: now))
         if limits.resumeSeconds > 0 {
             // What the client may not have received when its connection drops is sent again

@@ -2,8 +2,9 @@ import Foundation
 
 /// A value guarded by a lock, like `Synchronization.Mutex`, but built on a pthread mutex
 /// (`NSLock`): on Linux `Mutex` waits with raw futex calls that ThreadSanitizer cannot see, so
-/// it reports every `Mutex` as a data race and hides real ones. StenoServer's worker pool and
-/// metrics, and the benchmarks, use it too.
+/// it reports every `Mutex` as a data race and hides real ones. The transport, the server's
+/// sessions, registry, channels and relay, the worker pool and the metrics use it, and the
+/// benchmarks.
 ///
 /// Safety: `state` is only reached inside `withLock`, under the lock. Like `Mutex`, it is the
 /// caller's job not to let non-Sendable parts of the state escape from the closure.
