@@ -89,10 +89,11 @@ let package = Package(
                            "COpus", "COpusShims", "CSoxr", "CPocketSphinx", "CEpoll"],
             path: "bench/Sources/steno-bench"),
 
-        // Raw-socket WebSocket and HTTP clients for the server's tests and benchmarks.
+        // What the tests and the benchmarks share: raw-socket WebSocket and HTTP clients, child
+        // processes, the seeded generator (StenoCoreTests uses only that, and links the rest).
         .target(name: "StenoTestSupport", dependencies: ["StenoCore", "StenoSystem", "StenoTransport"], path: "Tests/StenoTestSupport"),
 
-        .testTarget(name: "StenoCoreTests", dependencies: ["StenoCore"]),
+        .testTarget(name: "StenoCoreTests", dependencies: ["StenoCore", "StenoTestSupport"]),
         .testTarget(name: "StenoWorkersTests", dependencies: ["StenoWorkers"]),
         .testTarget(name: "StenoPrometheusTests", dependencies: ["StenoPrometheus"]),
         .testTarget(name: "StenoRedisTests", dependencies: ["StenoRedis", "StenoTestSupport"]),

@@ -26,24 +26,11 @@ if [ ! -x "$VENV/bin/wstest" ]; then
     "$PY2" -m virtualenv --quiet "$VENV"
     "$VENV/bin/pip" install --quiet autobahntestsuite
 fi
-[ -x "$STENO" ] || swift build --product steno
-
-mkdir -p "$OUT"
+. scripts/lib.sh
 # Messages of up to 16 MB (section 9), queues that hold them, nothing that would close a
 # connection Autobahn keeps quiet on purpose.
-"$STENO" serve --host 127.0.0.1 --port 0 --echo-route /echo --max-frame-bytes 16777216 \
-    --outbound-bytes 67108864 --write-stall-seconds 0 --keepalive 0 --idle-timeout 0 \
-    --start-timeout 0 --log-level warning >"$OUT/server.out" 2>"$OUT/server.err" &
-SERVER=$!
-trap 'kill $SERVER 2>/dev/null || true' EXIT INT TERM
-PORT=
-for _ in $(seq 1 300); do
-    PORT=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$OUT/server.out" | head -n 1)
-    [ -n "$PORT" ] && break
-    kill -0 $SERVER 2>/dev/null || { cat "$OUT/server.err" >&2; exit 2; }
-    sleep 0.1
-done
-[ -n "$PORT" ] || { echo "conformance: the server did not start" >&2; exit 2; }
+steno_serve conformance 30 --echo-route /echo --max-frame-bytes 16777216 --outbound-bytes 67108864 \
+    --write-stall-seconds 0 --keepalive 0 --idle-timeout 0 --start-timeout 0 --log-level warning
 
 python3 - "$OUT/spec.json" "$PORT" "$CASES" <<'EOF'
 import json, sys

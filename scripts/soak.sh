@@ -39,22 +39,10 @@ STENO=${STENO:-.build/debug/steno}
 OUT=${OUT:-.build/soak}
 AUDIO=${AUDIO:-Tests/StenoServerTests/Resources/beckett.wav}
 
-[ -x "$STENO" ] || swift build --product steno
-mkdir -p "$OUT"
+. scripts/lib.sh
 # Dropped sessions are kept 5 s for a resume instead of 30, so that churn does not pile them
 # up; a flooding client is closed after 64 KB of unread events.
-"$STENO" serve --host 127.0.0.1 --port 0 --resume-seconds 5 --outbound-bytes 65536 \
-    --log-level warning >"$OUT/server.out" 2>"$OUT/server.err" &
-SERVER=$!
-trap 'kill $SERVER 2>/dev/null || true' EXIT INT TERM
-PORT=
-for _ in $(seq 1 600); do
-    PORT=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$OUT/server.out" | head -n 1)
-    [ -n "$PORT" ] && break
-    kill -0 $SERVER 2>/dev/null || { cat "$OUT/server.err" >&2; exit 2; }
-    sleep 0.1
-done
-[ -n "$PORT" ] || { echo "soak: the server did not start" >&2; exit 2; }
+steno_serve soak 60 --resume-seconds 5 --outbound-bytes 65536 --log-level warning
 
 echo "soak: $(date -u +%Y-%m-%dT%H:%M:%SZ), load average $(cut -d' ' -f1-3 /proc/loadavg), $STENO (pid $SERVER, port $PORT), $CLIENTS clients for $MINUTES min, seed $SEED"
 python3 - "$PORT" "$SERVER" "$MINUTES" "$CLIENTS" "$SAMPLE" "$SEED" "$RSS_GROWTH_PCT" "$AUDIO" "$SPEED" "$WARMUP" <<'EOF'

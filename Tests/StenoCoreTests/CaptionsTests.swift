@@ -1,4 +1,5 @@
 import Foundation
+import StenoTestSupport
 import Testing
 @testable import StenoCore
 

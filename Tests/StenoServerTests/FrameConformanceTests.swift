@@ -17,24 +17,32 @@ import StenoTransport
         return (code, reason)
     }
 
-    @Test func aCloseFrameWithAOneByteBodyGets1002() throws {
-        let server = try TestServer()
-        let (c, id) = try server.connect()
-        try c.sendFrame(.close, [0x03])
-        let close = try Self.nextClose(c)
-        #expect(close?.code == 1002, "\(String(describing: close))")
-        #expect(server.control.wait { server.control.wasClosed(id) })
-        try HandshakeTests.stillServes(server)
+    /// A frame that fails the connection, and the close code RFC 6455 gives it.
+    struct BadFrame: Sendable, CustomTestStringConvertible {
+        let testDescription: String
+        let opcode: WebSocketTestClient.Opcode.RawValue
+        let payload: [UInt8]
+        let code: UInt16
     }
 
-    /// RFC 6455 §8.1: a text frame that is not UTF-8 fails the connection with 1007. lws checks
-    /// it before Steno sees the message, so there is no `bad_message` for it (protocol.md).
-    @Test func aTextFrameThatIsNotUTF8Gets1007() throws {
+    static let badFrames = [
+        // §5.5.1: a close frame's body starts with a two-byte code.
+        BadFrame(testDescription: "a close frame whose body is one byte", opcode: WebSocketTestClient.Opcode.close.rawValue,
+                 payload: [0x03], code: 1002),
+        // §8.1. lws checks it before Steno sees the message, so there is no `bad_message` for
+        // it (protocol.md).
+        BadFrame(testDescription: "a text frame that is not UTF-8", opcode: WebSocketTestClient.Opcode.text.rawValue,
+                 payload: [0x7B, 0xC3, 0x28, 0x7D], code: 1007),  // "{", a broken two-byte sequence, "}"
+    ]
+
+    /// One bad frame fails the connection with its code, and the server goes on serving.
+    @Test(arguments: badFrames)
+    func aBadFrameFailsTheConnectionWithItsCode(_ frame: BadFrame) throws {
         let server = try TestServer()
         let (c, id) = try server.connect()
-        try c.sendFrame(.text, [0x7B, 0xC3, 0x28, 0x7D])  // "{", a broken two-byte sequence, "}"
+        try c.sendFrame(opcodeValue: frame.opcode, frame.payload)
         let close = try Self.nextClose(c)
-        #expect(close?.code == 1007, "\(String(describing: close))")
+        #expect(close?.code == frame.code, "\(frame.testDescription): \(String(describing: close))")
         #expect(server.control.wait { server.control.wasClosed(id) })
         try HandshakeTests.stillServes(server)
     }

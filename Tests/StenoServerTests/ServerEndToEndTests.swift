@@ -1,6 +1,7 @@
 import Foundation
 import StenoAudio
 import StenoCore
+import StenoTestSupport
 import Testing
 @testable import StenoServer
 

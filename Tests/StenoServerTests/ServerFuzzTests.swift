@@ -38,7 +38,7 @@ import StenoTestSupport
             { @Sendable () throws -> (problems: [String], seen: Set<String>) in
                 var problems: [String] = []
                 var seen: Set<String> = []
-                var random = SplitMix64(seed: seed &+ UInt64(worker))
+                var random = SplitMix(seed: seed &+ UInt64(worker))
                 for n in 0..<scriptsPerWorker {
                     var script = Script(random: &random)
                     do {
@@ -88,19 +88,6 @@ import StenoTestSupport
     }
 }
 
-/// A small, fast, seedable generator (SplitMix64), so every run sends the same bytes.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// One connection's random script and what it saw.
 private struct Script {
     enum Step {
@@ -122,7 +109,7 @@ private struct Script {
     /// The close code this client sent, which the server may echo.
     var sentCloseCode: UInt16?
 
-    init(random: inout SplitMix64) {
+    init(random: inout SplitMix) {
         path = Int.random(in: 0..<8, using: &random) == 0 ? "/v1/listen?channel=fuzz" : "/v1/stream"
         // Most scripts start a session properly, so that what follows reaches a live session.
         if Int.random(in: 0..<5, using: &random) < 3 { steps.append(.text(Self.validStart(&random))) }
@@ -152,7 +139,7 @@ private struct Script {
     static let strings = [#""en-US""#, #""fr-FR""#, #""""#, #""\u0000""#, #""\ud800""#, #""studio-a""#, #""..""#,
                           #""a b""#, "\"" + String(repeating: "x", count: 70) + "\"", "1", "null", "false"]
 
-    static func step(_ r: inout SplitMix64) -> Step {
+    static func step(_ r: inout SplitMix) -> Step {
         switch Int.random(in: 0..<20, using: &r) {
         case 0..<5: return .text(startMessage(&r))
         case 5..<8: return .text(controlMessage(&r))
@@ -189,7 +176,7 @@ private struct Script {
         }
     }
 
-    static func validStart(_ r: inout SplitMix64) -> String {
+    static func validStart(_ r: inout SplitMix) -> String {
         let opus = Bool.random(using: &r)
         let encoding = opus ? "opus" : ["pcm_s16le", "pcm_f32le"].randomElement(using: &r)!
         let rate = opus ? [8000, 12000, 16000, 24000, 48000].randomElement(using: &r)!
@@ -198,7 +185,7 @@ private struct Script {
         return #"{"type":"start","audio":{"encoding":"\#(encoding)","sampleRate":\#(rate),"channels":\#(channels)}}"#
     }
 
-    static func startMessage(_ r: inout SplitMix64) -> String {
+    static func startMessage(_ r: inout SplitMix) -> String {
         var fields = [#""type":"start""#]
         if Int.random(in: 0..<8, using: &r) > 0 {
             var audio: [String] = []
@@ -214,7 +201,7 @@ private struct Script {
         return "{" + fields.shuffled(using: &r).joined(separator: ",") + "}"
     }
 
-    static func controlMessage(_ r: inout SplitMix64) -> String {
+    static func controlMessage(_ r: inout SplitMix) -> String {
         let type = [#""finalize""#, #""end""#, #""cancel""#, #""start""#, #""ready""#, #""final""#, #""""#, "1", "null"]
             .randomElement(using: &r)!
         var fields = [#""type":"# + type]
@@ -224,7 +211,7 @@ private struct Script {
     }
 
     /// Deletes, duplicates or replaces a few characters: mostly JSON that is not quite JSON.
-    static func mangle(_ text: String, _ r: inout SplitMix64) -> String {
+    static func mangle(_ text: String, _ r: inout SplitMix) -> String {
         var chars = Array(text)
         for _ in 0..<Int.random(in: 1...4, using: &r) where !chars.isEmpty {
             let i = Int.random(in: 0..<chars.count, using: &r)

@@ -12,81 +12,37 @@ import StenoTestSupport
 /// `steno serve` run as a user runs it: a child process, its port read from its first line
 /// of output, its log in a file.
 final class ServeProcess {
-    let pid: pid_t
+    let child: Child
     let port: Int
     let logPath: String
-    private var exitStatus: Int32?
+
+    var pid: pid_t { child.pid }
 
     static let binary = Bundle.module.bundleURL.deletingLastPathComponent().appendingPathComponent("steno").path
 
     init(_ arguments: [String], timeout: Double = 120) throws {
         logPath = FileManager.default.temporaryDirectory.appendingPathComponent("steno-serve-\(UUID().uuidString).log").path
-        var out: [Int32] = [0, 0]
-        guard pipe(&out) == 0 else { throw TestClientError.io("pipe", errno) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_adddup2(&actions, out[1], 1)
-        posix_spawn_file_actions_addopen(&actions, 2, logPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_addclose(&actions, out[0])
-        posix_spawn_file_actions_addclose(&actions, out[1])
-        let argv: [UnsafeMutablePointer<CChar>?] = ([Self.binary] + arguments).map { strdup($0) } + [nil]
-        defer { for a in argv { free(a) } }
-        var child: pid_t = 0
-        let rc = withCleanSignals { posix_spawn(&child, Self.binary, &actions, $0, argv, environ) }  // it must get SIGTERM
-        Glibc.close(out[1])
-        guard rc == 0 else {
-            Glibc.close(out[0])
-            throw TestClientError.io("posix_spawn \(Self.binary)", rc)
-        }
-        pid = child
-        defer { Glibc.close(out[0]) }
-
+        child = try Child(Self.binary, arguments, stdout: true, stderrPath: logPath)  // it must get SIGTERM: clean signals
         // "steno 0.1.0 listening on http://127.0.0.1:PORT"
-        let deadline = Deadline(timeout)
-        var text = ""
-        var found: Int?
-        while found == nil {
-            var p = pollfd(fd: out[0], events: Int16(POLLIN), revents: 0)
-            guard poll(&p, 1, Int32(max(1, min(1000, deadline.remainingMilliseconds)))) >= 0 else { continue }
-            if deadline.hasPassed { break }
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            let n = read(out[0], &buffer, buffer.count)
-            if n == 0 { break }
-            if n > 0 { text += String(decoding: buffer[0..<n], as: UTF8.self) }
-            if let match = text.firstMatch(of: /listening on http:\/\/127\.0\.0\.1:(\d+)/) { found = Int(match.1) }
-        }
-        guard let found else {
-            kill(child, SIGKILL)
-            var status: Int32 = 0
-            waitpid(child, &status, 0)
-            throw TestClientError.protocolError("steno serve printed no port: \(text)\nlog: \((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "")")
+        guard let found = child.readPort(timeout: timeout) else {
+            child.terminate(SIGKILL)
+            throw TestClientError.protocolError("steno serve printed no port: \(child.readSoFar)\nlog: \(Self.read(logPath))")
         }
         port = found
     }
 
     deinit {
-        if exitStatus == nil {
-            kill(pid, SIGKILL)
-            var status: Int32 = 0
-            waitpid(pid, &status, 0)
-        }
+        child.terminate(SIGKILL)
         unlink(logPath)
     }
 
-    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+    var log: String { Self.read(logPath) }
+    private static func read(_ path: String) -> String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
 
-    func signal(_ number: Int32) { kill(pid, number) }
+    func signal(_ number: Int32) { child.send(signal: number) }
 
-    /// The exit status once the process ended (nil while it runs; -1 if killed by a signal).
-    func pollExit() -> Int32? {
-        if let exitStatus { return exitStatus }
-        var status: Int32 = 0
-        guard waitpid(pid, &status, WNOHANG) == pid else { return nil }
-        exitStatus = (status & 0x7f) == 0 ? (status >> 8) & 0xff : -1
-        return exitStatus
-    }
+    /// The exit status once the process ended (nil while it runs; 128 + the signal if a signal ended it).
+    func pollExit() -> Int32? { child.pollExit() }
 }
 
 /// Graceful shutdown: every session gets its finals, then `shutting_down` and close 1001.

@@ -80,23 +80,7 @@ public final class TestRedisServer: @unchecked Sendable {
     }
 }
 
-/// Starts `executable ARGUMENTS` with standard input, output and error on /dev/null and no
-/// other file of this process open (a test's pipe held by a child would keep it from ending).
+/// Starts `executable ARGUMENTS` with standard input, output and error on /dev/null.
 public func spawnQuietly(_ executable: String, _ arguments: [String]) throws -> pid_t {
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    for fd in Int32(0)...2 {
-        posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY, 0)
-    }
-    typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
-    if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") {
-        _ = unsafeBitCast(symbol, to: CloseFrom.self)(&actions, 3)
-    }
-    var argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
-    defer { for a in argv { free(a) } }
-    var child: pid_t = 0
-    let rc = withCleanSignals { posix_spawn(&child, executable, &actions, $0, &argv, environ) }
-    guard rc == 0 else { throw TestClientError.io("posix_spawn \(executable)", rc) }
-    return child
+    try spawnChild(executable, arguments).pid
 }

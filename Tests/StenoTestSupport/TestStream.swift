@@ -87,34 +87,12 @@ public final class TestStream {
     /// than Foundation's `Process`, whose `waitUntilExit` after `terminate` was seen
     /// to hang for minutes here.
     public static func tls(port: Int, openssl: String = "/usr/bin/openssl") throws -> TestStream {
-        var toChild: [Int32] = [0, 0]
-        var fromChild: [Int32] = [0, 0]
-        guard pipe(&toChild) == 0 else { throw TestClientError.io("pipe", errno) }
-        guard pipe(&fromChild) == 0 else { throw TestClientError.io("pipe", errno) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, toChild[0], 0)
-        posix_spawn_file_actions_adddup2(&actions, fromChild[1], 1)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        for fd in toChild + fromChild { posix_spawn_file_actions_addclose(&actions, fd) }
-        let args = [openssl, "s_client", "-connect", "127.0.0.1:\(port)", "-quiet", "-nocommands", "-servername", "localhost"]
-        var argv: [UnsafeMutablePointer<CChar>?] = args.map { strdup($0) } + [nil]
-        defer { for a in argv { free(a) } }
-        var pid: pid_t = 0
-        let rc = withCleanSignals { posix_spawn(&pid, openssl, &actions, $0, &argv, environ) }
-        Glibc.close(toChild[0])
-        Glibc.close(fromChild[1])
-        guard rc == 0 else {
-            Glibc.close(toChild[1])
-            Glibc.close(fromChild[0])
-            throw TestClientError.io("posix_spawn openssl", rc)
-        }
-        let rd = fromChild[0], wd = toChild[1]
+        let child = try spawnChild(openssl, ["s_client", "-connect", "127.0.0.1:\(port)", "-quiet", "-nocommands",
+                                              "-servername", "localhost"], stdin: .pipe, stdout: .pipe)
+        let pid = child.pid
+        let rd = child.stdout!, wd = child.stdin!
         _ = fcntl(rd, F_SETFL, fcntl(rd, F_GETFL) | O_NONBLOCK)
         _ = fcntl(wd, F_SETFL, fcntl(wd, F_GETFL) | O_NONBLOCK)
-        _ = fcntl(rd, F_SETFD, FD_CLOEXEC)
-        _ = fcntl(wd, F_SETFD, FD_CLOEXEC)
         return TestStream(readFD: rd, writeFD: wd, child: pid)
     }
 
@@ -292,21 +270,8 @@ public struct Deadline {
     public var hasPassed: Bool { ContinuousClock.now >= end }
 }
 
-/// Runs a program to completion (posix_spawn + waitpid); returns its exit status.
+/// Runs a program to completion, its standard streams on /dev/null; returns its exit status
+/// (`exitStatus(fromWaitStatus:)`).
 public func runProgram(_ path: String, _ arguments: [String]) throws -> Int32 {
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-    var argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
-    defer { for a in argv { free(a) } }
-    var pid: pid_t = 0
-    let rc = posix_spawn(&pid, path, &actions, nil, &argv, environ)
-    guard rc == 0 else { throw TestClientError.io("posix_spawn \(path)", rc) }
-    var status: Int32 = 0
-    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-    // WIFEXITED / WEXITSTATUS are macros: decode by hand.
-    return (status & 0x7f) == 0 ? (status >> 8) & 0xff : -1
+    waitForExit(try spawnChild(path, arguments).pid)
 }

@@ -91,41 +91,11 @@ final class StenoCommand: @unchecked Sendable {
     init(_ arguments: [String], input: Data? = nil, environment: [String: String] = [:],
          executable: String = StenoCommand.binary) throws {
         self.arguments = arguments
-        var pipes: [[Int32]] = []
-        for _ in 0..<3 {
-            var fds: [Int32] = [0, 0]
-            guard Self.pipe2(&fds, O_CLOEXEC) == 0 else { throw TestClientError.io("pipe2", errno) }
-            pipes.append(fds)
-        }
-        let (inRead, inWrite) = (pipes[0][0], pipes[0][1])
-        let (outRead, outWrite) = (pipes[1][0], pipes[1][1])
-        let (errRead, errWrite) = (pipes[2][0], pipes[2][1])
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, inRead, 0)
-        posix_spawn_file_actions_adddup2(&actions, outWrite, 1)
-        posix_spawn_file_actions_adddup2(&actions, errWrite, 2)
-        _ = Self.closeFrom(&actions, 3)
-        let variables = ProcessInfo.processInfo.environment.merging(environment) { $1 }.map { "\($0.key)=\($0.value)" }
-        var argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
-        var envp: [UnsafeMutablePointer<CChar>?] = variables.map { strdup($0) } + [nil]
-        defer {
-            for a in argv { free(a) }
-            for e in envp { free(e) }
-        }
-        var child: pid_t = 0
-        let rc = withCleanSignals { posix_spawn(&child, executable, &actions, $0, &argv, &envp) }  // it installs its own handlers
-        close(inRead)
-        close(outWrite)
-        close(errWrite)
-        guard rc == 0 else {
-            close(inWrite)
-            close(outRead)
-            close(errRead)
-            throw TestClientError.io("posix_spawn steno", rc)
-        }
-        pid = child
+        // It installs its own signal handlers: it starts with clean ones (spawnChild).
+        let child = try spawnChild(executable, arguments, stdin: .pipe, stdout: .pipe, stderr: .pipe,
+                                   environment: environment)
+        pid = child.pid
+        let (inWrite, outRead, errRead) = (child.stdin!, child.stdout!, child.stderr!)
         for (fd, sink) in [(outRead, stdout), (errRead, stderr)] {
             Thread {
                 var buffer = [UInt8](repeating: 0, count: 16 * 1024)
@@ -161,13 +131,6 @@ final class StenoCommand: @unchecked Sendable {
         }
     }
 
-    // GNU extensions Swift's Glibc module does not show (it is not built with _GNU_SOURCE).
-    private typealias Pipe2 = @convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32
-    private typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
-    private static let pipe2: Pipe2 = unsafeBitCast(dlsym(UnsafeMutableRawPointer(bitPattern: 0), "pipe2")!, to: Pipe2.self)
-    private static let closeFrom: CloseFrom = unsafeBitCast(
-        dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np")!, to: CloseFrom.self)
-
     /// The exit status once the child has ended (128 + the signal when a signal ended it).
     var status: Int32? { status(waiting: false) }
 
@@ -178,8 +141,7 @@ final class StenoCommand: @unchecked Sendable {
             var rc: pid_t
             repeat { rc = waitpid(pid, &raw, waiting ? 0 : WNOHANG) } while rc < 0 && errno == EINTR
             guard rc == pid else { return nil }
-            // WIFEXITED / WEXITSTATUS are macros: decode by hand.
-            let code = (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
+            let code = exitStatus(fromWaitStatus: raw)
             known = code
             return code
         }
