@@ -31,8 +31,8 @@ final class Router: TransportDelegate {
     private let clientAddress: ClientAddress
     /// Connections on the conformance echo route (`ServerOptions.echoPath`).
     private var echoConnections: Set<ConnectionID> = []
-    /// Whether a new talker would be kept within the lag target (measured at each tick), by
-    /// session object.
+    /// Whether another talker would fit in the workers' time and be kept within the lag target
+    /// (measured at each tick); sessions are named by object identity.
     var admission = Admission<ObjectIdentifier>()
 
     init(context: ServerContext, options: ServerOptions, registry: SessionRegistry) {
