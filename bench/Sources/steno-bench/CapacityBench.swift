@@ -32,11 +32,12 @@ import Glibc
 //
 //   steno-bench capacity [--counts 2,4,6,8,10,12,14,16] [--seconds 30] [--stagger 1.5]
 //                        [--designs shared,dedicated] [--rtf-seconds 40] [--svg bench/capacity.svg]
-//                        [--steno .build/release/steno] [--no-admission]
+//                        [--steno .build/release/steno] [--no-admission] [--admit-utilization F]
 //
 // `--no-admission` serves with `--lag-target 0` (no load admission): every session is
 // admitted, so past the bound the round shows overload itself, and whether its lag stays even
-// across the sessions (the p95 per session) and their finals in order.
+// across the sessions (the p95 per session) and their finals in order. `--admit-utilization F`
+// passes that option to the server (default: the server's own), to compare targets.
 //
 // Speech: the five LibriVox sentences and the five card names of Tests/StenoSpeechTests/Resources
 // and the twelve synthetic sentences of bench/phrases/tts, with their references, taken in
@@ -52,6 +53,7 @@ func runCapacityBench(_ arguments: [String]) {
     var svgPath: String?
     var steno = ".build/release/steno"
     var admission = true
+    var admitUtilization: String?
     var index = 0
     while index < arguments.count {
         let value = arguments[safe: index + 1]
@@ -63,6 +65,7 @@ func runCapacityBench(_ arguments: [String]) {
         case "--designs": designs = value?.split(separator: ",").compactMap { CapacityDesign(rawValue: String($0)) } ?? designs
         case "--svg": svgPath = value
         case "--steno": steno = value ?? steno
+        case "--admit-utilization": admitUtilization = value
         case "--no-admission":
             admission = false
             index += 1
@@ -85,7 +88,8 @@ func runCapacityBench(_ arguments: [String]) {
     let cores = ProcessInfo.processInfo.activeProcessorCount
     print("capacity benchmark: \(speech.count) utterances with references (\(fixed(speech.map(\.seconds).reduce(0, +), 1)) s), "
         + "each session \(fixed(seconds, 0)) s together after a ramp of \(fixed(stagger, 1)) s per session, real time, 20 ms PCM messages")
-    print("  steno: \(steno), \(cores) cores, load average \(loadAverage()) at the start" + (admission ? "" : "; no load admission (--lag-target 0)"))
+    print("  steno: \(steno), \(cores) cores, load average \(loadAverage()) at the start" + (admission ? "" : "; no load admission (--lag-target 0)")
+        + (admitUtilization.map { "; --admit-utilization \($0)" } ?? ""))
     print("")
 
     // The engine's own cost on this speech, in this run.
@@ -102,7 +106,7 @@ func runCapacityBench(_ arguments: [String]) {
         let plans = (0..<n).map { SessionPlan(session: $0, of: n, speech: speech, seconds: seconds, stagger: stagger) }
         for design in designs {
             guard let row = measureCapacity(steno: steno, design: design, plans: plans, stagger: stagger,
-                                            admission: admission) else {
+                                            admission: admission, admitUtilization: admitUtilization) else {
                 print("  \(n) sessions, \(design.rawValue): the server could not be run")
                 continue
             }
@@ -381,11 +385,12 @@ private enum SessionOutcome {
 }
 
 private func measureCapacity(steno: String, design: CapacityDesign, plans: [SessionPlan], stagger: Double,
-                             admission: Bool) -> CapacityRow? {
+                             admission: Bool, admitUtilization: String?) -> CapacityRow? {
     let n = plans.count
     var arguments = ["serve", "--port", "0", "--idle-timeout", "0", "--log-level", "warning", "--web-root", "/nonexistent"]
     if design == .dedicated { arguments += ["--dedicated-recognizers", "--recognizers", "\(n)"] }
     if !admission { arguments += ["--lag-target", "0"] }
+    if let admitUtilization { arguments += ["--admit-utilization", admitUtilization] }
     guard let server = Child.spawn(steno, arguments, stdout: true), let port = server.readPort() else { return nil }
     defer { server.terminate(SIGKILL) }
     guard waitForRecognizers(port: port) != nil else { return nil }
