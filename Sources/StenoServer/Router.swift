@@ -31,8 +31,9 @@ final class Router: TransportDelegate {
     private let clientAddress: ClientAddress
     /// Connections on the conformance echo route (`ServerOptions.echoPath`).
     private var echoConnections: Set<ConnectionID> = []
-    /// Whether a new talker would be kept within the lag target (measured at each tick).
-    var admission = Admission()
+    /// Whether another talker would fit in the workers' time and be kept within the lag target
+    /// (measured at each tick); sessions are named by object identity.
+    var admission = Admission<ObjectIdentifier>()
 
     init(context: ServerContext, options: ServerOptions, registry: SessionRegistry) {
         self.context = context
@@ -40,6 +41,7 @@ final class Router: TransportDelegate {
         self.registry = registry
         self.staticFiles = options.webRoot.isEmpty ? nil : StaticFiles(root: options.webRoot)
         self.admission.lagTarget = options.lagTarget
+        self.admission.utilizationTarget = options.admitUtilization
         self.policy = HandshakePolicy(
             paths: [Self.streamPath, Self.listenPath],
             tokens: Set(options.tokens),
@@ -136,6 +138,7 @@ final class Router: TransportDelegate {
         if !pendingUpgrades.isEmpty { pendingUpgrades.removeFirst() }
         let session = StreamSession(connection: id, remoteAddress: remoteAddress, server: context, now: now)
         registry.add(session, on: id)
+        admission.opened(ObjectIdentifier(session), now: now)
         context.metrics.sessionsActive.increment()
         context.metrics.sessionsTotal.increment()
         if draining { session.input(.shutdown) }
@@ -270,8 +273,11 @@ final class Router: TransportDelegate {
     /// has no lag to tell, and admission counts only lags over a block anyway.
     func tick(now: Double) {
         var lags: [Double] = []
+        var work: [(ObjectIdentifier, Double)] = []
         for session in registry.takeDue(now) {
             let visit = session.visit(now: now)
+            // Only a session with something to do has worked since its last visit.
+            work.append((ObjectIdentifier(session), session.laneBusySeconds))
             if let lag = visit.lag {
                 // A client sending a file faster than real time is behind by its own doing (flow
                 // control holds it): only live streams tell whether another talker would keep up.
@@ -283,17 +289,23 @@ final class Router: TransportDelegate {
             if let (line, seconds) = visit.closing { forget(session, line: line, seconds: seconds) }
         }
         let wasBusy = admission.isBusy
-        if options.lagTarget > 0 { admission.measure(now: now, load: context.engine.load, lags: lags) }
+        if options.lagTarget > 0 {
+            admission.measure(now: now, load: context.engine.load, lags: lags, work: work,
+                              workers: context.pool.workerCount)
+        }
         if admission.isBusy != wasBusy {
             context.log.info(admission.isBusy
-                ? "busy: new sessions are refused (lag \(JSONWriter.secondsText(admission.lag)) s, \(context.engine.load.waiting) waiting for a recognizer)"
-                : "no longer busy: new sessions are admitted")
+                ? "busy (\(admission.reason?.rawValue ?? "")): new sessions are refused (projected utilization \(JSONWriter.secondsText(admission.utilization)) with a talker at \(JSONWriter.secondsText(admission.talkerDemand)), lag \(JSONWriter.secondsText(admission.lag)) s, \(context.engine.load.waiting) waiting for a recognizer)"
+                : "no longer busy: new sessions are admitted (projected utilization \(JSONWriter.secondsText(admission.utilization)))")
         }
         context.metrics.admissionBusy.set(admission.isBusy ? 1 : 0)
+        context.metrics.admissionUtilization.set(admission.utilization)
+        context.metrics.admissionTalkerDemand.set(admission.talkerDemand)
     }
 
     private func forget(_ session: StreamSession, line: String, seconds: Double) {
         registry.remove(session)
+        admission.closed(ObjectIdentifier(session))
         context.log.info(line)
         context.metrics.sessionDurationSeconds.observe(seconds)
         context.metrics.sessionsActive.decrement()

@@ -94,6 +94,10 @@ public struct ServerOptions: Sendable, Equatable {
     /// The lag (seconds of audio behind real time) a live talker may have before new sessions
     /// are refused for load (see `Admission`); 0: admit by the connection limit alone.
     public var lagTarget: Double = 1
+    /// The share of the workers' time that the sessions' recent demand plus one more talker may
+    /// take before new sessions are refused for load (see `Admission`); 0: by lag alone.
+    /// Only while `lagTarget` is above 0.
+    public var admitUtilization: Double = 0.9
     /// How channels' caption files and HLS segments cut cues (lines, characters, shortest and
     /// longest cue).
     public var captionLayout = CaptionLayout()

@@ -53,6 +53,12 @@ public final class StenoMetrics: Sendable {
     public let decodersCreated: Counter
     /// `steno_admission_busy`: 1 while new sessions are refused for load, else 0.
     public let admissionBusy: Gauge
+    /// `steno_admission_utilization`: the share of the workers' time the sessions would take
+    /// with one more talker (`Admission`'s projection), at the last tick.
+    public let admissionUtilization: Gauge
+    /// `steno_admission_talker_demand`: what the average talker takes, in workers (the share of
+    /// one worker's time), as admission counts a newcomer.
+    public let admissionTalkerDemand: Gauge
     /// `steno_stalled_utterances_total`: utterances finalized because their audio stopped in
     /// the middle of speech (`SessionLimits.stallSeconds`), to free a shared recognizer.
     public let stalledUtterances: Counter
@@ -141,6 +147,11 @@ public final class StenoMetrics: Sendable {
         decodersCreated = registry.counter("steno_opus_decoders_created_total", help: "Opus decoders created.")
         admissionBusy = registry.gauge(
             "steno_admission_busy", help: "1 while new sessions are refused because the measured load is too high.")
+        admissionUtilization = registry.gauge(
+            "steno_admission_utilization",
+            help: "Share of the workers' time the sessions' recent demand and one more talker would take; new sessions are refused above --admit-utilization.")
+        admissionTalkerDemand = registry.gauge(
+            "steno_admission_talker_demand", help: "Workers' time an average talker takes (share of one worker), as admission counts a newcomer.")
         stalledUtterances = registry.counter(
             "steno_stalled_utterances_total",
             help: "Utterances finalized because their audio stopped in the middle of speech, freeing a shared recognizer.")
@@ -184,8 +195,9 @@ public final class StenoMetrics: Sendable {
 
     /// Publishes the worker pool's state, read at each scrape:
     /// `steno_workers`, `steno_workers_busy`, `steno_preparers_busy`,
-    /// `steno_worker_queue_depth` (jobs waiting in all lanes) and
-    /// `steno_worker_jobs_completed_total`.
+    /// `steno_worker_queue_depth` (jobs waiting in all lanes), `steno_worker_jobs_completed_total`,
+    /// and the compute jobs' wall-clock and CPU seconds, `steno_worker_busy_seconds_total` and
+    /// `steno_worker_cpu_seconds_total` (busy over CPU above 1: the workers wait for cores).
     public func attach(pool: WorkerPool) {
         registry.sampledGauge("steno_workers", help: "Worker threads for recognition work.") {
             Double(pool.workerCount)
@@ -201,6 +213,12 @@ public final class StenoMetrics: Sendable {
         }
         registry.sampledCounter("steno_worker_jobs_completed_total", help: "Jobs the worker pool has completed.") {
             Double(pool.stats.completedJobs)
+        }
+        registry.sampledCounter("steno_worker_busy_seconds_total", help: "Wall-clock seconds worker threads spent in jobs (what admission counts).") {
+            pool.stats.work.busy
+        }
+        registry.sampledCounter("steno_worker_cpu_seconds_total", help: "CPU seconds worker threads used in jobs.") {
+            pool.stats.work.cpu
         }
     }
 }

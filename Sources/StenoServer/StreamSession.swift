@@ -248,6 +248,9 @@ final class StreamSession: Sendable {
     /// The connection now carrying the session, if any.
     var connection: ConnectionID? { state.withLock { $0.connection } }
 
+    /// Wall-clock seconds its lane's compute jobs have taken: its demand, for admission.
+    var laneBusySeconds: Double { lane.work.busy }
+
     /// What the router's tick found at a session (`visit`).
     struct Visit {
         /// The lag (received − analyzed) of a talker: a session that audio came to since the

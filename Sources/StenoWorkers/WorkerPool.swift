@@ -107,6 +107,27 @@ public final class WorkerPool: Sendable {
         public var lanes: Int
         /// Threads that have not exited yet.
         public var liveThreads: Int
+        /// What the compute jobs have taken since the pool started (``Work``).
+        public var work: Work
+    }
+
+    /// Time spent running compute jobs: a lane's (``Lane/work``) or the whole pool's.
+    ///
+    /// `busy` is wall-clock time from a job's start to its end, `cpu` the CPU time its thread
+    /// used meanwhile. They differ when the thread waited for a core (other processes, or more
+    /// runnable threads than cores): `busy` is what the workers' capacity is spent in, so it
+    /// is what admission counts, and a machine shared with other work shows up as dearer jobs.
+    /// Preparation jobs are not counted: they run on threads of their own.
+    public struct Work: Sendable, Hashable {
+        /// Seconds of wall-clock time inside compute jobs.
+        public var busy: Double
+        /// Seconds of thread CPU time inside compute jobs.
+        public var cpu: Double
+
+        public init(busy: Double = 0, cpu: Double = 0) {
+            self.busy = busy
+            self.cpu = cpu
+        }
     }
 
     /// The default number of worker threads: the number of active cores.
@@ -124,6 +145,8 @@ public final class WorkerPool: Sendable {
     public let sliceDuration: Duration
 
     private let state = Locked(PoolState())
+    /// The compute jobs' time, all lanes together (read without the pool's lock).
+    private let meter = WorkMeter()
     private let computeReady = DispatchSemaphore(value: 0)
     private let preparationReady = DispatchSemaphore(value: 0)
     private let threadsExited = DispatchGroup()
@@ -199,13 +222,16 @@ public final class WorkerPool: Sendable {
     /// A new lane. Keep it for the session's life and close it at the end; a lane that is
     /// released without ``Lane/close(_:then:)`` is closed with `.drain`.
     public func makeLane(label: String = "") -> Lane {
+        // One meter for the lane's life: its `LaneState` may be dropped and made again
+        // (a final job after the lane finished), its time is still the lane's.
+        let meter = WorkMeter()
         let id = state.withLock { s in
             let id = s.nextLaneID
             s.nextLaneID += 1
-            s.lanes[id] = LaneState()
+            s.lanes[id] = LaneState(meter: meter)
             return id
         }
-        return Lane(pool: self, id: id, label: label)
+        return Lane(pool: self, id: id, label: label, meter: meter)
     }
 
     /// Runs a one-off blocking job on a preparer thread, in no lane: it may run at the same
@@ -217,7 +243,7 @@ public final class WorkerPool: Sendable {
             if s.stopping { return nil }
             let id = s.nextLaneID
             s.nextLaneID += 1
-            let lane = LaneState()
+            let lane = LaneState(meter: nil)
             lane.closed = true
             lane.jobs.append(Job(kind: .preparation, body: job))
             s.queued += 1
@@ -250,7 +276,7 @@ public final class WorkerPool: Sendable {
                 workers: workerCount, preparers: preparerCount,
                 busyWorkers: s.busyCompute, busyPreparers: s.busyPreparation,
                 queuedJobs: s.queued, completedJobs: s.completed, droppedJobs: s.dropped,
-                lanes: s.lanes.count, liveThreads: s.liveThreads)
+                lanes: s.lanes.count, liveThreads: s.liveThreads, work: meter.work)
         }
     }
 
@@ -325,7 +351,7 @@ public final class WorkerPool: Sendable {
         }
     }
 
-    fileprivate func close(lane id: Int, mode: CloseMode, final: Job?) -> Bool {
+    fileprivate func close(lane id: Int, meter: WorkMeter, mode: CloseMode, final: Job?) -> Bool {
         let (accepted, dropped, signal): (Bool, [Job], JobKind?) = state.withLock { s in
             let lane: LaneState
             if let existing = s.lanes[id] {
@@ -333,7 +359,7 @@ public final class WorkerPool: Sendable {
             } else {
                 // The lane has already finished: only a final job is left to run.
                 guard final != nil, !s.stopping else { return (final == nil, [], nil) }
-                lane = LaneState()
+                lane = LaneState(meter: meter)
                 s.lanes[id] = lane
             }
             lane.closed = true
@@ -463,8 +489,19 @@ public final class WorkerPool: Sendable {
                 return s.nextStep(lane: id, kind: kind, withinSlice: withinSlice, thread: me)
             }
             switch step {
-            case .run(let job):
+            case .run(let job, let laneMeter):
+                guard job.kind == .compute else {
+                    job.body()
+                    ran += 1
+                    continue
+                }
+                let startedAt = clock.now
+                let cpuBefore = threadCPUSeconds()
                 job.body()
+                let busy = Self.seconds(startedAt.duration(to: clock.now))
+                let cpu = max(0, threadCPUSeconds() - cpuBefore)
+                laneMeter?.add(busy: busy, cpu: cpu)
+                meter.add(busy: busy, cpu: cpu)
                 ran += 1
             case .yielded(let kind):
                 wake(kind)
@@ -474,6 +511,11 @@ public final class WorkerPool: Sendable {
                 return ran
             }
         }
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        let (seconds, attoseconds) = duration.components
+        return Double(seconds) + Double(attoseconds) / 1e18
     }
 
     private func semaphore(_ kind: JobKind) -> DispatchSemaphore {
@@ -512,15 +554,18 @@ public final class Lane: Sendable {
     public let label: String
     fileprivate let id: Int
     private let cancelled = Atomic<Bool>(false)
+    /// The time its compute jobs have taken.
+    fileprivate let meter: WorkMeter
 
-    fileprivate init(pool: WorkerPool, id: Int, label: String) {
+    fileprivate init(pool: WorkerPool, id: Int, label: String, meter: WorkMeter) {
         self.pool = pool
         self.id = id
         self.label = label
+        self.meter = meter
     }
 
     deinit {
-        _ = pool.close(lane: id, mode: .drain, final: nil)
+        _ = pool.close(lane: id, meter: meter, mode: .drain, final: nil)
     }
 
     /// Queues a job behind the lane's other jobs. Returns false, and never runs the job,
@@ -555,7 +600,7 @@ public final class Lane: Sendable {
         then final: (@Sendable () -> Void)? = nil
     ) -> Bool {
         if mode == .cancel { cancelled.store(true, ordering: .releasing) }
-        return pool.close(lane: id, mode: mode, final: final.map { Job(kind: .compute, body: $0) })
+        return pool.close(lane: id, meter: meter, mode: mode, final: final.map { Job(kind: .compute, body: $0) })
     }
 
     /// From inside one of this lane's jobs: once the job returns, the lane's other jobs wait
@@ -582,6 +627,10 @@ public final class Lane: Sendable {
 
     /// Whether the calling thread is running one of this lane's jobs right now.
     public var isCurrent: Bool { pool.isRunningOnCurrentThread(lane: id) }
+
+    /// The time this lane's compute jobs have taken so far (a running job counts once it
+    /// ends). Lock-free: cheap enough to read for every talker at every tick.
+    public var work: WorkerPool.Work { meter.work }
 }
 
 /// A value that only the jobs of one lane use, such as a session's decoder and recognizer.
@@ -624,8 +673,8 @@ private enum SubmitResult {
 }
 
 private enum SliceStep: Sendable {
-    /// Run this job, then ask again.
-    case run(Job)
+    /// Run this job (its time goes to the lane's meter, if any), then ask again.
+    case run(Job, WorkMeter?)
     /// The lane went back onto a ready queue: wake a thread of that kind.
     case yielded(WorkerPool.JobKind)
     /// The lane has no work left; `exit` when the pool is stopping and this was the last.
@@ -634,6 +683,8 @@ private enum SliceStep: Sendable {
 
 /// The bookkeeping of one lane; only touched under the pool's lock.
 private final class LaneState {
+    /// Where its compute jobs' time goes (nil for ``WorkerPool/prepare(_:)``'s one-off lanes).
+    let meter: WorkMeter?
     var jobs = FIFO<Job>()
     /// Jobs put ahead of `jobs` by `unpark`.
     var priority = FIFO<Job>()
@@ -646,6 +697,10 @@ private final class LaneState {
     var scheduled = false
     /// The thread running one of its jobs, or 0.
     var runner: UInt = 0
+
+    init(meter: WorkMeter?) {
+        self.meter = meter
+    }
 
     /// The next job to run: an unpark's first, else (unless parked) the queued ones, then
     /// the final ones.
@@ -732,7 +787,7 @@ private struct PoolState {
             if head.kind == kind && withinSlice, let job = lane.popHead() {
                 queued -= 1
                 lane.runner = thread
-                return .run(job)
+                return .run(job, lane.meter)
             }
             // End of the slice, or the next job is for the other kind of thread.
             busy(kind, -1)
@@ -783,6 +838,30 @@ private struct FIFO<Element> {
         headIndex = 0
         return elements
     }
+}
+
+/// Time taken by compute jobs, added to by the threads that run them and read by anyone:
+/// nanosecond counters, so neither side takes a lock.
+final class WorkMeter: Sendable {
+    private let busyNanoseconds = Atomic<UInt64>(0)
+    private let cpuNanoseconds = Atomic<UInt64>(0)
+
+    func add(busy: Double, cpu: Double) {
+        busyNanoseconds.wrappingAdd(UInt64(max(0, busy) * 1e9), ordering: .relaxed)
+        cpuNanoseconds.wrappingAdd(UInt64(max(0, cpu) * 1e9), ordering: .relaxed)
+    }
+
+    var work: WorkerPool.Work {
+        WorkerPool.Work(busy: Double(busyNanoseconds.load(ordering: .relaxed)) / 1e9,
+                        cpu: Double(cpuNanoseconds.load(ordering: .relaxed)) / 1e9)
+    }
+}
+
+/// The CPU time of the calling thread, in seconds (0 where the clock is missing).
+private func threadCPUSeconds() -> Double {
+    var time = timespec()
+    guard clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time) == 0 else { return 0 }
+    return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
 }
 
 private func currentThreadID() -> UInt {

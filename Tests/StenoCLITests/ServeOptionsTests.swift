@@ -166,7 +166,7 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         ("metrics-token", "env", "flag"), ("allowed-origin", "https://env.example", "https://flag.example"), ("trusted-proxy", "10.0.0.5", "fd00::5"),
         ("redis", "redis://10.0.0.7", "redis://10.0.0.8:6380/1"),
         ("drain-timeout", "5", "6"),
-        ("keepalive", "5", "6"), ("write-stall-seconds", "5", "6"), ("echo-route", "/env", "/flag"), ("workers", "5", "6"), ("event-loop", "poll", "libuv"), ("recognizers", "5", "6"), ("decoder", "-fwdflat no", "-maxwpf 10"), ("lag-target", "2", "0"),
+        ("keepalive", "5", "6"), ("write-stall-seconds", "5", "6"), ("echo-route", "/env", "/flag"), ("workers", "5", "6"), ("event-loop", "poll", "libuv"), ("recognizers", "5", "6"), ("decoder", "-fwdflat no", "-maxwpf 10"), ("lag-target", "2", "0"), ("admit-utilization", "0.8", "0.95"),
         ("caption-line-length", "30", "32"), ("caption-lines", "1", "3"), ("caption-min-seconds", "0.5", "1.5"),
         ("caption-max-seconds", "5", "6"), ("hls-segment-seconds", "2", "4"), ("hls-window", "5", "6"),
         ("hls-mpegts-offset", "1.4", "10"), ("past-broadcasts", "0", "8"),
@@ -291,6 +291,11 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         #expect(try parse([], ["STENO_DEDICATED_RECOGNIZERS": "1"]).dedicatedRecognizers)
         #expect(problem(["--dedicated-recognizers=yes"]) == .unexpectedValue(option: "--dedicated-recognizers"))
         #expect(try parse(["--lag-target", "0"]).lagTarget == 0)
+        #expect(try parse([]).admitUtilization == 0.9)
+        #expect(try parse(["--admit-utilization", "0.75"]).admitUtilization == 0.75)
+        #expect(try parse([], ["STENO_ADMIT_UTILIZATION": "0"]).admitUtilization == 0)
+        #expect(problem(["--admit-utilization", "1.5"]) != nil)
+        #expect(problem(["--admit-utilization", "90%"]) != nil)
         #expect(try parse(["--keepalive", "0"]).keepAlive == nil)
         #expect(try parse(["--keepalive", "0.4"]).keepAlive == .seconds(1))
         #expect(try parse([]).writeStall == .seconds(30))

@@ -474,4 +474,29 @@ private final class AtomicCounter: Sendable {
         #expect(stats.queuedJobs == 0)
         #expect(stats.busyWorkers == 0)
     }
+
+    /// Each lane's compute jobs' time, and the pool's (what admission counts): a job's wall
+    /// time is at least what it slept, its CPU time no more than its wall time, and
+    /// preparation jobs (their own threads) are not counted.
+    @Test func lanesCountTheirComputeJobsTime() {
+        let pool = WorkerPool.manual()
+        let sleeper = pool.makeLane(label: "sleeper")
+        let preparing = pool.makeLane(label: "preparing")
+        let idle = pool.makeLane(label: "idle")
+        preparing.submit(kind: .preparation) { usleep(30_000) }
+        sleeper.submit { usleep(20_000) }
+        sleeper.submit { usleep(20_000) }
+        pool.runPending()
+        let work = sleeper.work
+        #expect(work.busy >= 0.04, "\(work)")
+        #expect(work.cpu <= work.busy + 0.001, "\(work)")
+        #expect(preparing.work == WorkerPool.Work(), "a preparation job was counted")
+        #expect(idle.work == WorkerPool.Work())
+        #expect(pool.stats.work == work)
+        // Its time stays the lane's after it has closed and its final job has run.
+        sleeper.close { usleep(10_000) }
+        pool.runPending()
+        #expect(sleeper.work.busy >= work.busy + 0.01)
+        #expect(pool.stats.work == sleeper.work)
+    }
 }

@@ -316,7 +316,15 @@ struct ParsedCommandLine: Sendable {
 
     /// Plain decimal seconds in `range`: `30`, `2.5`, `.5`. No sign, exponent or unit.
     func seconds(_ value: FlagValue, in range: ClosedRange<Double>) throws(UsageError) -> Double {
-        let expected = "seconds from \(JSONWriter.secondsText(range.lowerBound)) to \(JSONWriter.secondsText(range.upperBound)), such as 30 or 2.5"
+        try decimal(value, in: range, expected: "seconds from \(JSONWriter.secondsText(range.lowerBound)) to \(JSONWriter.secondsText(range.upperBound)), such as 30 or 2.5")
+    }
+
+    /// A plain decimal share from 0 to 1: `0.9`, `.85`, `1`.
+    func fraction(_ value: FlagValue) throws(UsageError) -> Double {
+        try decimal(value, in: 0...1, expected: "a fraction from 0 to 1, such as 0.9")
+    }
+
+    private func decimal(_ value: FlagValue, in range: ClosedRange<Double>, expected: String) throws(UsageError) -> Double {
         let text = value.text
         if text.hasPrefix("-") {
             let rest = text.dropFirst()

@@ -15,7 +15,7 @@ struct ServeOptions {
     struct Flags {
         let host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes: Flag
         let idleTimeout, maxSessionSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, cert, key: Flag
-        let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, writeStall, echoRoute, workers, eventLoop, recognizers, dedicatedRecognizers, decoder, lagTarget, logLevel: Flag
+        let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, writeStall, echoRoute, workers, eventLoop, recognizers, dedicatedRecognizers, decoder, lagTarget, admitUtilization, logLevel: Flag
         let captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds: Flag
         let hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts: Flag
 
@@ -92,6 +92,9 @@ struct ServeOptions {
                                                environment: "STENO_DEDICATED_RECOGNIZERS")
             lagTarget = Flag("lag-target", value: "SECONDS", help: "refuse new sessions while live talkers lag more than this; 0 never for load",
                              default: seconds(server.lagTarget), environment: "STENO_LAG_TARGET")
+            admitUtilization = Flag("admit-utilization", value: "FRACTION",
+                                    help: "refuse new sessions while talkers' recent demand plus one more would take more than this share of the workers' time; 0: by lag alone",
+                                    default: JSONWriter.secondsText(server.admitUtilization), environment: "STENO_ADMIT_UTILIZATION")
             logLevel = Flag("log-level", value: "LEVEL", help: LogLevel.allCases.map(\.rawValue).joined(separator: "|"),
                             default: server.logLevel.rawValue, environment: "STENO_LOG_LEVEL")
             let layout = server.captionLayout
@@ -117,7 +120,7 @@ struct ServeOptions {
         var all: [Flag] {
             [host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes, idleTimeout,
              maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, cert, key, drainTimeout, keepAlive, writeStall, echoRoute, workers,
-             eventLoop, recognizers, dedicatedRecognizers, decoder, lagTarget, captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds,
+             eventLoop, recognizers, dedicatedRecognizers, decoder, lagTarget, admitUtilization, captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds,
              hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts, logLevel]
         }
     }
@@ -246,6 +249,7 @@ struct ServeOptions {
         options.dedicatedRecognizers = given.isOn(flags.dedicatedRecognizers)
         if let value = given.single(flags.decoder) { options.decoderArguments = try given.decoderArguments(value) }
         if let value = given.single(flags.lagTarget) { options.lagTarget = try given.seconds(value, in: 0...3600) }
+        if let value = given.single(flags.admitUtilization) { options.admitUtilization = try given.fraction(value) }
         var layout = options.captionLayout
         if let value = given.single(flags.captionLineLength) { layout.maxLineLength = try given.integer(value, in: 10...200) }
         if let value = given.single(flags.captionLines) { layout.maxLines = try given.integer(value, in: 1...4) }

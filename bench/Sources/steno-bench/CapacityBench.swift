@@ -32,7 +32,12 @@ import Glibc
 //
 //   steno-bench capacity [--counts 2,4,6,8,10,12,14,16] [--seconds 30] [--stagger 1.5]
 //                        [--designs shared,dedicated] [--rtf-seconds 40] [--svg bench/capacity.svg]
-//                        [--steno .build/release/steno]
+//                        [--steno .build/release/steno] [--no-admission] [--admit-utilization F]
+//
+// `--no-admission` serves with `--lag-target 0` (no load admission): every session is
+// admitted, so past the bound the round shows overload itself, and whether its lag stays even
+// across the sessions (the p95 per session) and their finals in order. `--admit-utilization F`
+// passes that option to the server (default: the server's own), to compare targets.
 //
 // Speech: the five LibriVox sentences and the five card names of Tests/StenoSpeechTests/Resources
 // and the twelve synthetic sentences of bench/phrases/tts, with their references, taken in
@@ -47,6 +52,8 @@ func runCapacityBench(_ arguments: [String]) {
     var designs: [CapacityDesign] = [.shared, .dedicated]
     var svgPath: String?
     var steno = ".build/release/steno"
+    var admission = true
+    var admitUtilization: String?
     var index = 0
     while index < arguments.count {
         let value = arguments[safe: index + 1]
@@ -58,6 +65,11 @@ func runCapacityBench(_ arguments: [String]) {
         case "--designs": designs = value?.split(separator: ",").compactMap { CapacityDesign(rawValue: String($0)) } ?? designs
         case "--svg": svgPath = value
         case "--steno": steno = value ?? steno
+        case "--admit-utilization": admitUtilization = value
+        case "--no-admission":
+            admission = false
+            index += 1
+            continue
         default:
             print("capacity benchmark: unknown option \(arguments[index])")
             return
@@ -76,7 +88,8 @@ func runCapacityBench(_ arguments: [String]) {
     let cores = ProcessInfo.processInfo.activeProcessorCount
     print("capacity benchmark: \(speech.count) utterances with references (\(fixed(speech.map(\.seconds).reduce(0, +), 1)) s), "
         + "each session \(fixed(seconds, 0)) s together after a ramp of \(fixed(stagger, 1)) s per session, real time, 20 ms PCM messages")
-    print("  steno: \(steno), \(cores) cores, load average \(loadAverage()) at the start")
+    print("  steno: \(steno), \(cores) cores, load average \(loadAverage()) at the start" + (admission ? "" : "; no load admission (--lag-target 0)")
+        + (admitUtilization.map { "; --admit-utilization \($0)" } ?? ""))
     print("")
 
     // The engine's own cost on this speech, in this run.
@@ -92,7 +105,8 @@ func runCapacityBench(_ arguments: [String]) {
     for n in counts {
         let plans = (0..<n).map { SessionPlan(session: $0, of: n, speech: speech, seconds: seconds, stagger: stagger) }
         for design in designs {
-            guard let row = measureCapacity(steno: steno, design: design, plans: plans, stagger: stagger) else {
+            guard let row = measureCapacity(steno: steno, design: design, plans: plans, stagger: stagger,
+                                            admission: admission, admitUtilization: admitUtilization) else {
                 print("  \(n) sessions, \(design.rawValue): the server could not be run")
                 continue
             }
@@ -108,16 +122,26 @@ func runCapacityBench(_ arguments: [String]) {
     let bound = rtf.map { Double(cores) / (fraction * $0.value) }
 
     print("")
-    print("  N   design      admitted  refused (why)              lag p50  lag p95  final p50  final p95  CPU ms/audio s  RSS MB  MB/session  WER")
+    print("  N   design      admitted  refused (why)              lag p50  lag p95  p95 per session  final p50  final p95  CPU ms/audio s  RSS MB  MB/session  WER")
     for row in rows { print("  " + row.line) }
+    print("")
+    print("  admission (sampled every 2 s from /metrics):")
+    for row in rows { print("    " + row.admissionLine) }
     print("")
     for design in designs {
         let mine = rows.filter { $0.design == design }
         let within = mine.filter { $0.refused == 0 && $0.lagP95 < 1 }.map(\.sessions).max()
         let admitted = mine.map(\.admitted).max() ?? 0
+        // With admission holding the line, a round past capacity admits fewer than it offered:
+        // the most admitted in a round still within 1 s is what the machine serves.
+        let held = mine.filter { $0.lagP95 < 1 }.map(\.admitted).max()
         var text = "  \(design.rawValue): largest N served whole with lag p95 < 1 s: \(within.map(String.init) ?? "none")"
+        if let bound, let within { text += " (\(fixed(Double(within) / bound, 2)) of the compute bound)" }
+        text += "; most admitted in a round within 1 s: \(held.map(String.init) ?? "none")"
+        if let bound, let held { text += " (\(fixed(Double(held) / bound, 2)) of the bound)" }
         text += "; most sessions admitted at once: \(admitted)"
-        if let bound, let within { text += "; \(fixed(Double(within) / bound, 2)) of the compute bound" }
+        let overloaded = mine.filter { $0.refused > 0 && $0.lagP95 >= 1 }.map { "\($0.sessions)" }
+        if !overloaded.isEmpty { text += "; refused some and still over 1 s at N = " + overloaded.joined(separator: ", ") }
         print(text)
     }
     if let bound, let rtf {
@@ -125,7 +149,8 @@ func runCapacityBench(_ arguments: [String]) {
     }
     print("  load average at the end: \(loadAverage())")
     print("")
-    print("  lag: received − analyzed of the progress events read while every admitted session streamed; final: from")
+    print("  lag: received − analyzed of the progress events read while every admitted session streamed (p95 per")
+    print("  session: the lowest and highest of each session's own p95, for fairness); final: from")
     print("  sending an utterance's last audio to the final that completes it (finals made by end left out); CPU: the")
     print("  server's user+system time over the round ÷ audio seconds sent (pauses included); MB/session: resident")
     print("  memory with all admitted sessions streaming minus before the first, ÷ admitted; WER: raw finals against")
@@ -318,6 +343,13 @@ private struct CapacityRow {
     var refusalText = ""
     var failed = 0
     var lagP50 = 0.0, lagP95 = 0.0
+    /// Fairness: the lowest and highest of the admitted sessions' own lag p95.
+    var sessionLagP95Low = 0.0, sessionLagP95High = 0.0
+    /// Sessions whose finals did not come in timeline order, or overlapped.
+    var finalsOutOfOrder = 0
+    /// Admission: the highest projected utilization seen (`steno_admission_utilization`), the
+    /// talker demand then, and the workers' busy ÷ CPU seconds (over 1: they waited for cores).
+    var peakUtilization = 0.0, talkerDemandAtPeak = 0.0, busyOverCPU = 0.0
     var finalP50 = 0.0, finalP95 = 0.0
     var finalsTimed = 0
     var cpuPerAudioSecond = 0.0
@@ -333,9 +365,16 @@ private struct CapacityRow {
         [padLeft("\(sessions)", 2), pad(design.rawValue, 10), padLeft("\(admitted)", 9),
          pad("  \(refused)\(refusalText.isEmpty ? "" : " (\(refusalText))")" + (failed > 0 ? ", \(failed) failed" : ""), 27),
          padLeft(fixed(lagP50, 2) + " s", 7), padLeft(fixed(lagP95, 2) + " s", 8),
+         padLeft(fixed(sessionLagP95Low, 2) + "–" + fixed(sessionLagP95High, 2) + " s", 13),
          padLeft(fixed(finalP50, 2) + " s", 9), padLeft(fixed(finalP95, 2) + " s", 10),
          padLeft(fixed(cpuPerAudioSecond * 1000, 0), 15), padLeft(fixed(rssMB, 0), 7), padLeft(fixed(rssPerSessionMB, 1), 11),
          padLeft(fixed(wer * 100, 1) + " % (\(wordErrors)/\(referenceWords))", 16)].joined(separator: " ")
+            + (finalsOutOfOrder > 0 ? "  finals out of order in \(finalsOutOfOrder) sessions" : "")
+    }
+
+    var admissionLine: String {
+        "\(sessions) \(design.rawValue): projected utilization at most \(fixed(peakUtilization, 2)) (a talker then "
+            + "\(fixed(talkerDemandAtPeak, 3)) of a worker); workers' busy ÷ CPU time \(fixed(busyOverCPU, 2))"
     }
 }
 
@@ -345,10 +384,13 @@ private enum SessionOutcome {
     case streamed(StreamedSession, progress: [(at: Double, lag: Double)], finals: [(at: Double, start: Double, end: Double, text: String)])
 }
 
-private func measureCapacity(steno: String, design: CapacityDesign, plans: [SessionPlan], stagger: Double) -> CapacityRow? {
+private func measureCapacity(steno: String, design: CapacityDesign, plans: [SessionPlan], stagger: Double,
+                             admission: Bool, admitUtilization: String?) -> CapacityRow? {
     let n = plans.count
     var arguments = ["serve", "--port", "0", "--idle-timeout", "0", "--log-level", "warning", "--web-root", "/nonexistent"]
     if design == .dedicated { arguments += ["--dedicated-recognizers", "--recognizers", "\(n)"] }
+    if !admission { arguments += ["--lag-target", "0"] }
+    if let admitUtilization { arguments += ["--admit-utilization", admitUtilization] }
     guard let server = Child.spawn(steno, arguments, stdout: true), let port = server.readPort() else { return nil }
     defer { server.terminate(SIGKILL) }
     guard waitForRecognizers(port: port) != nil else { return nil }
@@ -360,6 +402,7 @@ private func measureCapacity(steno: String, design: CapacityDesign, plans: [Sess
     usleep(300_000)
     let rssIdle = server.residentMB()
 
+    var row = CapacityRow(sessions: n, design: design)
     let outcomes = Locked<[Int: SessionOutcome]>([:])
     let began = monotonicSeconds() + 0.2
     let cpuBefore = server.cpuSeconds()
@@ -374,15 +417,27 @@ private func measureCapacity(steno: String, design: CapacityDesign, plans: [Sess
     }
     threads.forEach { $0.start() }
     // Memory while every admitted session streams: the most seen, sampled twice a second.
+    // And what admission decided on, every 2 s: the highest projected utilization, the talker
+    // demand then, and the workers' wall-clock over CPU time in their jobs over the round.
     var rssPeak = rssIdle
+    let workBefore = scrapeMetrics(port: port) ?? [:]
+    var polls = 0
     while threads.contains(where: { !$0.isFinished }) {
         usleep(500_000)
         rssPeak = max(rssPeak, server.residentMB())
+        polls += 1
+        if polls % 4 == 0, let sample = scrapeMetrics(port: port),
+           let utilization = sample["steno_admission_utilization"], utilization > row.peakUtilization {
+            row.peakUtilization = utilization
+            row.talkerDemandAtPeak = sample["steno_admission_talker_demand"] ?? 0
+        }
     }
     let cpuAfter = server.cpuSeconds()
     let metrics = scrapeMetrics(port: port) ?? [:]
+    let busy = (metrics["steno_worker_busy_seconds_total"] ?? 0) - (workBefore["steno_worker_busy_seconds_total"] ?? 0)
+    let workerCPU = (metrics["steno_worker_cpu_seconds_total"] ?? 0) - (workBefore["steno_worker_cpu_seconds_total"] ?? 0)
+    row.busyOverCPU = workerCPU > 0 ? busy / workerCPU : 0
 
-    var row = CapacityRow(sessions: n, design: design)
     var streamed: [(SessionPlan, StreamedSession, [(at: Double, lag: Double)], [(at: Double, start: Double, end: Double, text: String)])] = []
     var reasons: [String: Int] = [:]
     let all = outcomes.withLock { $0 }
@@ -418,6 +473,18 @@ private func measureCapacity(steno: String, design: CapacityDesign, plans: [Sess
     }
     row.lagP50 = percentile(lags, 0.5)
     row.lagP95 = percentile(lags, 0.95)
+    // Fairness under load: every session's own p95 over the same stretch (or all its progress,
+    // as above), the lowest and the highest.
+    let perSession = streamed.map { entry -> Double in
+        let within = entry.2.filter { $0.at >= windowStart && $0.at <= windowEnd }.map(\.lag)
+        return percentile(within.isEmpty ? entry.2.map(\.lag) : within, 0.95)
+    }
+    row.sessionLagP95Low = perSession.min() ?? 0
+    row.sessionLagP95High = perSession.max() ?? 0
+    // Finals in order: as they arrived, each starts where the one before ended or later.
+    row.finalsOutOfOrder = streamed.filter { entry in
+        zip(entry.3, entry.3.dropFirst()).contains { $1.start < $0.end - 1e-6 }
+    }.count
 
     var latencies: [Double] = []
     for (plan, record, _, finals) in streamed {
