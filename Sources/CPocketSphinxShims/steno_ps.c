@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sphinxbase/err.h>
+#include <sphinxbase/ngram_model.h>
 
 static _Atomic(FILE *) steno_ps_log = NULL;
 static _Thread_local char steno_ps_error[512];
@@ -78,6 +79,25 @@ struct steno_ps_search {
     void *acmod;
     void *dict;
     void *d2p;
+    char *hyp_str;
+    void *dag;
+    void *last_link;
+    int32 post;
+    int32 n_words;
+    int32 start_wid;
+    int32 silence_wid;
+    int32 finish_wid;
+};
+
+/* The leading fields of ngram_search.h's ngram_search_s. */
+struct steno_ngram_search {
+    struct steno_ps_search base;
+    ngram_model_t *lmset;
+    void *hmmctx;
+    uint8 fwdtree;
+    uint8 fwdflat;
+    uint8 bestpath;
+    uint8 done;
 };
 
 struct steno_ps_decoder {
@@ -109,4 +129,32 @@ int steno_ps_reinit_search(ps_decoder_t *ps) {
         return -1;
     struct steno_ps_decoder *d = (struct steno_ps_decoder *)ps;
     return d->search->vt->reinit(d->search, d->dict, d->d2p);
+}
+
+/* The active n-gram search, when its layout is the known one and its flags are those of the
+   decoder's configuration. */
+static struct steno_ngram_search *steno_ps_ngram_search(ps_decoder_t *ps) {
+    if (!steno_ps_layout_ok(ps))
+        return NULL;
+    struct steno_ps_decoder *d = (struct steno_ps_decoder *)ps;
+    struct steno_ngram_search *ngs = (struct steno_ngram_search *)d->search;
+    cmd_ln_t *config = ps_get_config(ps);
+    if (ngs->base.acmod != d->acmod || ngs->lmset == NULL || ngs->lmset != ps_get_lm(ps, ps_get_search(ps)))
+        return NULL;
+    if (ngs->fwdtree != (cmd_ln_boolean_r(config, "-fwdtree") ? 1 : 0)
+        || ngs->fwdflat != (cmd_ln_boolean_r(config, "-fwdflat") ? 1 : 0)
+        || ngs->bestpath != (cmd_ln_boolean_r(config, "-bestpath") ? 1 : 0) || ngs->done > 1)
+        return NULL;
+    return ngs;
+}
+
+ps_seg_t *steno_ps_first_pass_seg_iter(ps_decoder_t *ps) {
+    struct steno_ngram_search *ngs = steno_ps_ngram_search(ps);
+    if (ngs == NULL)
+        return NULL;
+    uint8 bestpath = ngs->bestpath;
+    ngs->bestpath = 0;
+    ps_seg_t *seg = ps_seg_iter(ps);
+    ngs->bestpath = bestpath;
+    return seg;
 }
