@@ -267,6 +267,8 @@ final class PocketSphinxDecoder: @unchecked Sendable {
     func startUtterance(_ state: FeatureState, startedInSilence: Bool) throws(StenoError) {
         if utteranceStarted { try endSearch() }
         state.restore(feat: feat, cmn: cmn)
+        // The search as a fresh decoder's, whatever this one recognized before (see the shim).
+        _ = steno_ps_reset_search_hmms(ps)
         ringPosition = 0
         guard ps_start_utt(ps) >= 0 else {
             throw StenoError(.internal, "pocketsphinx could not start an utterance: \(Self.lastError(or: "ps_start_utt failed"))")

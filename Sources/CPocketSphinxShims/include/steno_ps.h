@@ -46,4 +46,16 @@ int steno_ps_reinit_search(ps_decoder_t *ps);
    0). NULL when there is no path, or the search's layout is not the known one. */
 ps_seg_t *steno_ps_first_pass_seg_iter(ps_decoder_t *ps);
 
+/* Puts the first pass's multiplexed HMMs (the roots of the lexicon tree and the single-phone
+   words) back as a fresh decoder has them. Their states after the first keep the senone
+   sequence of the last path that entered them (hmm_clear does not reset it), and the search
+   activates those senones whenever the HMM is active: a decoder that has searched before
+   evaluates more senones than a fresh one, which with a PTM model makes more codebooks'
+   top-N exact and so changes other senones' scores a little. With -fwdflat yes the second
+   pass hides it; with -fwdflat no some words' posteriors depended on what the decoder had
+   recognized before (measured: cards/001.wav, 248,065 senones evaluated fresh, 249,389
+   after any other utterance). Call it before ps_start_utt. Returns how many HMMs it reset,
+   or -1 (nothing changed) when the search's layout is not the known one. */
+int steno_ps_reset_search_hmms(ps_decoder_t *ps);
+
 #endif
