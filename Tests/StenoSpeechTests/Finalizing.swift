@@ -40,8 +40,12 @@ import Testing
     @Test func endUtteranceInTheMiddleOfASentenceWithoutTheSecondPass() throws {
         let audio = try TestAudio.load("librivox/sense_and_sensibility_01_austen_64kb-0870.wav")
         let cut = 48000
+        // Steno's options with the second pass off, whether or not they turn it off already
+        // (pocketsphinx refuses an option given twice).
+        var arguments = PocketSphinxConfiguration.recommendedArguments
+        if let at = arguments.firstIndex(of: "-fwdflat") { arguments.removeSubrange(at...at + 1) }
         let engine = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(
-            arguments: PocketSphinxConfiguration.recommendedArguments + ["-fwdflat", "no"], recognizers: 1))
+            arguments: arguments + ["-fwdflat", "no"], recognizers: 1))
         let recognizer = try engine.makeRecognizer()
         let floats = audio.floats
         var before = try recognizer.accept(Array(floats[0..<cut]))
