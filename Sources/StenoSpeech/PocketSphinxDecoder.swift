@@ -267,6 +267,8 @@ final class PocketSphinxDecoder: @unchecked Sendable {
     func startUtterance(_ state: FeatureState, startedInSilence: Bool) throws(StenoError) {
         if utteranceStarted { try endSearch() }
         state.restore(feat: feat, cmn: cmn)
+        // The search as a fresh decoder's, whatever this one recognized before (see the shim).
+        _ = steno_ps_reset_search_hmms(ps)
         ringPosition = 0
         guard ps_start_utt(ps) >= 0 else {
             throw StenoError(.internal, "pocketsphinx could not start an utterance: \(Self.lastError(or: "ps_start_utt failed"))")
@@ -355,6 +357,19 @@ final class PocketSphinxDecoder: @unchecked Sendable {
         frames.withRows(from: from, count: count) { rows in
             ps_process_cep(ps, rows, Int32(count), 0, 0) >= 0
         }
+    }
+
+    /// The best path's first segment (`ps_seg_iter`, freed by iterating to its end), and
+    /// whether its segments carry word posteriors. `final`: of the utterance just ended, whose
+    /// best path is the lattice's. When the lattice has no end to find a path to (with
+    /// `-fwdflat no`, an utterance cut by `finalize` or the length limit where its last frames
+    /// have no word exit), pocketsphinx gives no path at all after `ps_end_utt`, though its
+    /// first pass has one; that one, the path partial results show, is taken instead, so
+    /// that the words heard are not lost. It has no posteriors.
+    func bestPath(final: Bool) -> (first: OpaquePointer?, posteriors: Bool) {
+        if let first = ps_seg_iter(ps) { return (first, final) }
+        guard final else { return (nil, false) }
+        return (steno_ps_first_pass_seg_iter(ps), false)
     }
 
     /// The current best path as `word:first-last:posterior` items (ps_seg_iter), for tests

@@ -584,15 +584,17 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
         events.append(.partial(result))
     }
 
-    /// The words of the current best path (`ps_seg_iter`), fillers left out, on the timeline.
-    /// Finals carry the word posterior from `ps_seg_prob` as confidence; partials have no
-    /// posteriors yet (pocketsphinx computes them with the final lattice) and report 0.
+    /// The words of the current best path (`PocketSphinxDecoder.bestPath`), fillers left
+    /// out, on the timeline. Finals carry the word posterior from `ps_seg_prob` as confidence;
+    /// partials have no posteriors yet (pocketsphinx computes them with the final lattice) and
+    /// report 0, as does a final whose utterance made no lattice (see `bestPath`).
     private func words(_ decoder: PocketSphinxDecoder, final: Bool) -> [Word] {
         var words: [Word] = []
         var origin: Int32?
         let earliest = seconds(utteranceStart)
         let latest = seconds(fed)
-        var segment = ps_seg_iter(decoder.ps)
+        let (first, posteriors) = decoder.bestPath(final: final)
+        var segment = first
         while let current = segment {
             var startFrame: Int32 = 0
             var endFrame: Int32 = 0
@@ -604,7 +606,7 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
                 let last = firstFrame + Int(endFrame) - Int(base)
                 let start = min(latest, max(earliest, seconds(frameStart(first))))
                 let end = min(latest, max(start, seconds(frameStart(last + 1))))
-                let confidence = final ? decoder.probability(ps_seg_prob(current, nil, nil, nil)) : 0
+                let confidence = posteriors ? decoder.probability(ps_seg_prob(current, nil, nil, nil)) : 0
                 words.append(Word(text, range: TimeRange(start: start, end: end), confidence: confidence))
             }
             segment = ps_seg_next(current)  // frees the iterator at the end

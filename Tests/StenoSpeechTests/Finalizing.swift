@@ -32,6 +32,39 @@ import Testing
         #expect(speech.map(\.started) == [true, false])
     }
 
+    /// Without the second pass (`-fwdflat no`) the first pass's lattice of an utterance cut in
+    /// the middle of speech has no end node (its last frames have no word exit), so
+    /// pocketsphinx has no best path after the utterance ends: the words come from the first
+    /// pass's own path instead (the one partials show), not lost, with no posteriors
+    /// (confidence 0), and the rest of the speech goes on as with the second pass.
+    @Test func endUtteranceInTheMiddleOfASentenceWithoutTheSecondPass() throws {
+        let audio = try TestAudio.load("librivox/sense_and_sensibility_01_austen_64kb-0870.wav")
+        let cut = 48000
+        // Steno's options with the second pass off, whether or not they turn it off already
+        // (pocketsphinx refuses an option given twice).
+        var arguments = PocketSphinxConfiguration.recommendedArguments
+        if let at = arguments.firstIndex(of: "-fwdflat") { arguments.removeSubrange(at...at + 1) }
+        let engine = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(
+            arguments: arguments + ["-fwdflat", "no"], recognizers: 1))
+        let recognizer = try engine.makeRecognizer()
+        let floats = audio.floats
+        var before = try recognizer.accept(Array(floats[0..<cut]))
+        let partial = try #require(before.partials.last)
+        before += try recognizer.endUtterance()
+        let first = try #require(before.finals.first)
+        #expect(before.finals.count == 1)
+        #expect(first.words.count >= 5)
+        #expect(first.range.end <= 3.0)
+        #expect(first.words.allSatisfy { $0.confidence == 0 })
+        // The words the client saw last are not lost (the final has the frames after them too).
+        #expect(first.text.hasPrefix(partial.text.split(separator: " ").dropLast().joined(separator: " ")))
+
+        let after = try recognizer.accept(Array(floats[cut...])) + recognizer.finish()
+        let next = try #require(after.finals.first)
+        #expect(next.range.start >= 3.0)
+        #expect(next.words.contains { $0.confidence > 0 }, "an utterance the detector ended has its lattice")
+    }
+
     /// A small maximum utterance length forces finals in continuous speech; each final is no
     /// longer than the limit plus one block.
     @Test func maxUtteranceLengthForcesFinals() throws {

@@ -36,4 +36,26 @@ int steno_ps_layout_ok(ps_decoder_t *ps);
    or when steno_ps_layout_ok says no. */
 int steno_ps_reinit_search(ps_decoder_t *ps);
 
+/* The best path of the search's own backpointer table (the one partial results show), for an
+   utterance that has ended but whose lattice has no end to find a best path to, so that
+   ps_seg_iter gives NULL: with -fwdflat no, an utterance cut where its last frames have no
+   word exit (pocketsphinx then takes the best exit before them, a </s>, and finds no lattice
+   node for it, since the lattice keeps only the last frame's </s>). ps_seg_iter does not
+   fall back to this path by itself once the utterance is done; this asks it with the
+   search's bestpath flag off for the call. Its segments carry no posterior (ps_seg_prob gives
+   0). NULL when there is no path, or the search's layout is not the known one. */
+ps_seg_t *steno_ps_first_pass_seg_iter(ps_decoder_t *ps);
+
+/* Puts the first pass's multiplexed HMMs (the roots of the lexicon tree and the single-phone
+   words) back as a fresh decoder has them. Their states after the first keep the senone
+   sequence of the last path that entered them (hmm_clear does not reset it), and the search
+   activates those senones whenever the HMM is active: a decoder that has searched before
+   evaluates more senones than a fresh one, which with a PTM model makes more codebooks'
+   top-N exact and so changes other senones' scores a little. With -fwdflat yes the second
+   pass hides it; with -fwdflat no some words' posteriors depended on what the decoder had
+   recognized before (measured: cards/001.wav, 248,065 senones evaluated fresh, 249,389
+   after any other utterance). Call it before ps_start_utt. Returns how many HMMs it reset,
+   or -1 (nothing changed) when the search's layout is not the known one. */
+int steno_ps_reset_search_hmms(ps_decoder_t *ps);
+
 #endif
