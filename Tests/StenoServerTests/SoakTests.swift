@@ -67,7 +67,7 @@ import StenoTestSupport
     static let finalize = #"{"type":"finalize"}"#
 
     /// One session of `kind` against `port`; what the client saw, for the test's thread to check.
-    static func session(_ kind: Kind, port: Int, channel: String, random: inout SplitMix64) throws -> Outcome {
+    static func session(_ kind: Kind, port: Int, channel: String, random: inout SplitMix) throws -> Outcome {
         let client = try StenoClient(port: port)
         let input = endgame
         let cut = Int.random(in: 3...(input.messages.count - 3), using: &random)
@@ -122,7 +122,7 @@ import StenoTestSupport
 
     /// A viewer of one of the session clients' channels: joins, reads for a while (a publisher
     /// may come, talk and go meanwhile), and leaves with a close frame or by vanishing.
-    static func view(port: Int, channel: String, random: inout SplitMix64) throws -> Outcome {
+    static func view(port: Int, channel: String, random: inout SplitMix) throws -> Outcome {
         let viewer = try StenoClient(port: port, path: "/v1/listen?channel=\(channel)")
         _ = try viewer.waitFor("joined")
         let stay = Deadline(Double.random(in: 0.2...3, using: &random))
@@ -171,15 +171,15 @@ import StenoTestSupport
         // making them here would load a model into this process too).
         let warmUp = onThreads([
             { @Sendable () throws -> SessionRecord in
-                var random = SplitMix64(seed: Self.seed)
+                var random = SplitMix(seed: Self.seed)
                 return try Self.session(.ended, port: port, channel: channels[0], random: &random).record
             },
             { @Sendable () throws -> SessionRecord in
-                var random = SplitMix64(seed: Self.seed)
+                var random = SplitMix(seed: Self.seed)
                 return try Self.session(.finalized, port: port, channel: channels[1], random: &random).record
             },
             { @Sendable () throws -> SessionRecord in
-                var random = SplitMix64(seed: Self.seed)
+                var random = SplitMix(seed: Self.seed)
                 return try Self.view(port: port, channel: channels[0], random: &random).record
             },
         ])
@@ -203,7 +203,7 @@ import StenoTestSupport
         let deadline = ContinuousClock.now + .milliseconds(Int(Self.churnSeconds * 1000))
         let sessionJobs: [@Sendable () throws -> [Outcome]] = (0..<Self.sessionClients).map { n in
             { @Sendable in
-                var random = SplitMix64(seed: Self.seed &+ UInt64(n))
+                var random = SplitMix(seed: Self.seed &+ UInt64(n))
                 var outcomes: [Outcome] = []
                 // Each client goes through every kind in turn from a place of its own, so that
                 // a busy machine that runs only a few sessions still runs each kind; what is
@@ -219,7 +219,7 @@ import StenoTestSupport
         }
         let viewerJobs: [@Sendable () throws -> [Outcome]] = (0..<Self.viewerClients).map { n in
             { @Sendable in
-                var random = SplitMix64(seed: Self.seed &+ 100 &+ UInt64(n))
+                var random = SplitMix(seed: Self.seed &+ 100 &+ UInt64(n))
                 var outcomes: [Outcome] = []
                 while ContinuousClock.now < deadline {
                     outcomes.append(try Self.view(port: port, channel: channels.randomElement(using: &random)!, random: &random))
