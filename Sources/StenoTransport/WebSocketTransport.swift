@@ -66,6 +66,9 @@ public final class WebSocketTransport: Sendable {
         let outcome = Locked<Result<Int, StartError>?>(nil)
         let handle = self.handle
         let thread = Thread {
+            // Named from inside (see `nameCurrentThread`), so that /proc tells this thread
+            // from the workers.
+            nameCurrentThread("steno-lws")
             do {
                 let port = try loop.createContext()
                 outcome.withLock { $0 = .success(port) }
@@ -78,7 +81,6 @@ public final class WebSocketTransport: Sendable {
             handle.serviceEnded()
             ended.signal()
         }
-        thread.name = "steno-lws"
         thread.start()
         started.wait()
 

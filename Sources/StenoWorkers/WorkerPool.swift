@@ -441,9 +441,8 @@ public final class WorkerPool: Sendable {
     private func startThread(kind: JobKind, name: String) {
         threadsExited.enter()
         let thread = Thread { [self] in
-            // Set from inside: on Linux a name given before `start()` does not reach the
-            // system thread (best effort: Foundation does not always report it back).
-            Thread.current.name = name
+            // Set from inside (see `nameCurrentThread`).
+            nameCurrentThread(name)
             self.threadMain(kind: kind)
         }
         thread.start()
