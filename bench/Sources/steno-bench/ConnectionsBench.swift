@@ -30,6 +30,7 @@ import Glibc
 //                           [--steno .build/release/steno] [--baseline OTHER/steno]
 //                           [--log-level warning]
 //   steno-bench connections --wakeups 1,2,4 [--rounds 2] [--steno .build/release/steno]
+//   steno-bench connections --threads 4,8 [--seconds 20] [--rounds 1] [--baseline OTHER/steno]
 //
 // With `--baseline`, every row is measured with that binary too, just before (an older build,
 // for a before-and-after in one run). `--wakeups` measures something else: the server's CPU
@@ -55,6 +56,8 @@ func runConnectionsBench(_ arguments: [String]) {
     var steno = ".build/release/steno"
     var baseline: String?
     var wakeups: [Int] = []
+    var threads: [Int] = []
+    var seconds = 20.0
     var rounds = 2
     var logLevel = "warning"
     var index = 0
@@ -71,6 +74,8 @@ func runConnectionsBench(_ arguments: [String]) {
         case "--steno": steno = value; index += 1
         case "--baseline": baseline = value; index += 1
         case "--wakeups": wakeups = value.split(separator: ",").compactMap { Int($0) }.filter { $0 > 0 }; index += 1
+        case "--threads": threads = value.split(separator: ",").compactMap { Int($0) }.filter { $0 > 0 }; index += 1
+        case "--seconds": seconds = max(2, Double(value) ?? seconds); index += 1
         case "--rounds": rounds = max(1, Int(value) ?? rounds); index += 1
         case "--log-level": logLevel = value; index += 1
         default: print("connections benchmark: unknown argument \(arguments[index])"); return
@@ -86,6 +91,10 @@ func runConnectionsBench(_ arguments: [String]) {
         return
     }
     guard let speech = loadTalkerSpeech() else { return }
+    if !threads.isEmpty {
+        runThreadsBench(counts: threads, seconds: seconds, rounds: rounds, steno: steno, baseline: baseline, speech: speech)
+        return
+    }
     if !wakeups.isEmpty {
         runWakeupsBench(talkerCounts: wakeups, rounds: rounds, steno: steno, speech: speech)
         return
