@@ -85,6 +85,11 @@ final class StreamSession: Sendable {
         /// Audio (or a declared gap or silence) came since the router's tick last visited: the
         /// session is a talker, whose lag the tick samples.
         var heardSinceVisit = false
+        /// The due time last given to the registry (`mutate`), while its entry stands: a talker
+        /// stays due at the next tick through all its messages, and telling the registry so 50
+        /// times a second (a lock, a lookup by id) changed nothing. Nil once the tick has taken
+        /// the entry out (`visit`).
+        var scheduledAt: Double?
     }
 
     /// Audio per lane job: the recognizer analyzes 2048-sample blocks (0.128 s), so waking a
@@ -268,6 +273,8 @@ final class StreamSession: Sendable {
     /// tick samples; then the session says when it wants the next one.
     func visit(now: Double) -> Visit {
         mutate { s in
+            // `takeDue` took its entry out: the registry is told again below, whatever the time.
+            s.scheduledAt = nil
             let talking = s.heardSinceVisit || Self.isBehind(s.machine)
             s.heardSinceVisit = false
             perform(s.machine.handle(.tick(now: now)), &s)
@@ -294,7 +301,11 @@ final class StreamSession: Sendable {
     private func mutate<R>(_ body: (inout State) -> R) -> R {
         state.withLock { s in
             let result = body(&s)
-            server.sessions.schedule(self, at: wakeAt(s))
+            let due = wakeAt(s)
+            if due != s.scheduledAt {
+                server.sessions.schedule(self, at: due)
+                s.scheduledAt = due
+            }
             return result
         }
     }
