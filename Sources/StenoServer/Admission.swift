@@ -17,10 +17,11 @@ import StenoSpeech
 /// ## What a talker costs
 /// A talker's demand is what it costs per second of speech times the share of its time it
 /// speaks, both measured, each with a prior that only matters until it has been:
-/// - **cost per second of speech**: the lanes' work in the ticks where a lane worked at a
-///   speaking rate (`speakingRate`: a recognizer is engaged; a quiet stream's gate costs a
-///   twentieth of it), over those ticks' time, all sessions together, remembered for
-///   `costMemory`. It is the engine's RTF on this machine with Steno's overhead, and a
+/// - **cost per second of speech**: the lanes' work in their utterances over the utterances'
+///   time, all sessions together, remembered for `costMemory`. An utterance runs from a tick
+///   where the lane worked at a speaking rate (`speakingRate`: a recognizer is engaged; a
+///   quiet stream's gate costs a twentieth of it) to the last such tick before `pauseMinimum`
+///   without one; the dips inside it count (a busy machine ends jobs in bursts). It is the engine's RTF on this machine with Steno's overhead, and a
 ///   few seconds of anyone's speech measure it (the prior, `presumedTalker ÷
 ///   presumedSpeechFraction`, weighs as `priorSpeechSeconds` of speech).
 /// - **share of time speaking**: mean utterance ÷ (mean utterance + mean pause), each mean the
@@ -107,9 +108,11 @@ struct Admission<Key: Hashable & Sendable>: Sendable {
     var speakingRate: Double = 0.1
     /// Rates are taken over at least this long (seconds): shorter, a single job's end decides.
     var rateInterval: Double = 0.2
-    /// Speech ends after this long below the speaking rate (seconds): a job boundary or a
-    /// short gap between words is not a pause.
-    var pauseMinimum: Double = 0.5
+    /// Speech ends after this long below the speaking rate (seconds): a gap between jobs is
+    /// not a pause, even on a busy machine that ends a lane's jobs in bursts. Cutting speech
+    /// and pauses a little differently moves cost and share against each other and leaves
+    /// their product, the demand, as it is.
+    var pauseMinimum: Double = 1
     /// Demand under which a session is not a talker (streaming silence costs ≈ 0.005 workers).
     var talkerFloor: Double = 0.02
     /// How long after its handshake a newcomer that came to talk has usually started (seconds).
@@ -205,8 +208,10 @@ struct Admission<Key: Hashable & Sendable>: Sendable {
         var speaking: Bool?
         /// When the present utterance or pause began.
         var since = 0.0
-        /// While speaking: when its rate fell under the speaking rate, if it has.
+        /// While speaking: when its rate fell under the speaking rate, if it has, and the work
+        /// and seconds since (speech if it goes on, the pause's start if it does not).
         var quietSince: Double?
+        var held: (work: Double, seconds: Double) = (0, 0)
         /// A newcomer: whether it has spoken within its grace, and whether that was learned.
         var spokeEarly = false
         var learned: Bool
@@ -250,6 +255,11 @@ struct Admission<Key: Hashable & Sendable>: Sendable {
                 seen.speechWork = done
                 seen.speechSeconds = span
                 if speaking == true {
+                    // A dip inside the utterance was speech too: a busy machine ends jobs in
+                    // bursts, and only the ticks where one ended would overstate the cost.
+                    seen.speechWork += held.work
+                    seen.speechSeconds += held.seconds
+                    held = (0, 0)
                     quietSince = nil
                     return seen
                 }
@@ -260,6 +270,8 @@ struct Admission<Key: Hashable & Sendable>: Sendable {
             } else if speaking == true {
                 let quiet = quietSince ?? from
                 quietSince = quiet
+                held.work += done
+                held.seconds += span
                 if now - quiet >= pauseMinimum { seen.utterance = endUtterance(at: quiet) }
             }
             return seen
@@ -271,6 +283,7 @@ struct Admission<Key: Hashable & Sendable>: Sendable {
             speaking = false
             since = end
             quietSince = nil
+            held = (0, 0)
             return length
         }
 
