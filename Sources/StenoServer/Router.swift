@@ -34,6 +34,8 @@ final class Router: TransportDelegate {
     /// Whether another talker would fit in the workers' time and be kept within the lag target
     /// (measured at each tick); sessions are named by object identity.
     var admission = Admission<ObjectIdentifier>()
+    /// Whether the log last said the server was busy (a handshake can make it busy between ticks).
+    private var announcedBusy = false
 
     init(context: ServerContext, options: ServerOptions, registry: SessionRegistry) {
         self.context = context
@@ -288,12 +290,12 @@ final class Router: TransportDelegate {
             // connection whose close would say so.
             if let (line, seconds) = visit.closing { forget(session, line: line, seconds: seconds) }
         }
-        let wasBusy = admission.isBusy
         if options.lagTarget > 0 {
             admission.measure(now: now, load: context.engine.load, lags: lags, work: work,
                               workers: context.pool.workerCount)
         }
-        if admission.isBusy != wasBusy {
+        if admission.isBusy != announcedBusy {
+            announcedBusy = admission.isBusy
             context.log.info(admission.isBusy
                 ? "busy (\(admission.reason?.rawValue ?? "")): new sessions are refused (projected utilization \(JSONWriter.secondsText(admission.utilization)) with a talker at \(JSONWriter.secondsText(admission.talkerDemand)), lag \(JSONWriter.secondsText(admission.lag)) s, \(context.engine.load.waiting) waiting for a recognizer)"
                 : "no longer busy: new sessions are admitted (projected utilization \(JSONWriter.secondsText(admission.utilization)))")
@@ -301,6 +303,9 @@ final class Router: TransportDelegate {
         context.metrics.admissionBusy.set(admission.isBusy ? 1 : 0)
         context.metrics.admissionUtilization.set(admission.utilization)
         context.metrics.admissionTalkerDemand.set(admission.talkerDemand)
+        context.metrics.admissionSpeechCost.set(admission.speechCost)
+        context.metrics.admissionSpeechFraction.set(admission.speechFraction)
+        context.metrics.admissionNewcomersTalking.set(admission.newcomersTalking)
     }
 
     private func forget(_ session: StreamSession, line: String, seconds: Double) {

@@ -59,6 +59,14 @@ public final class StenoMetrics: Sendable {
     /// `steno_admission_talker_demand`: what the average talker takes, in workers (the share of
     /// one worker's time), as admission counts a newcomer.
     public let admissionTalkerDemand: Gauge
+    /// `steno_admission_speech_cost`: workers' time per second of speech, measured over the
+    /// sessions' lanes (the engine's RTF on this machine with Steno's overhead).
+    public let admissionSpeechCost: Gauge
+    /// `steno_admission_speech_fraction`: the share of its time a talker speaks, as measured.
+    public let admissionSpeechFraction: Gauge
+    /// `steno_admission_newcomers_talking`: the share of recent new sessions that spoke within
+    /// their first seconds, what a new session is counted at before it speaks.
+    public let admissionNewcomersTalking: Gauge
     /// `steno_stalled_utterances_total`: utterances finalized because their audio stopped in
     /// the middle of speech (`SessionLimits.stallSeconds`), to free a shared recognizer.
     public let stalledUtterances: Counter
@@ -152,6 +160,12 @@ public final class StenoMetrics: Sendable {
             help: "Share of the workers' time the sessions' recent demand and one more talker would take; new sessions are refused above --admit-utilization.")
         admissionTalkerDemand = registry.gauge(
             "steno_admission_talker_demand", help: "Workers' time an average talker takes (share of one worker), as admission counts a newcomer.")
+        admissionSpeechCost = registry.gauge(
+            "steno_admission_speech_cost", help: "Workers' time per second of speech, measured over the sessions' lanes (what a talker costs while it speaks).")
+        admissionSpeechFraction = registry.gauge(
+            "steno_admission_speech_fraction", help: "Share of its time a talker speaks, measured over the sessions' utterances and pauses.")
+        admissionNewcomersTalking = registry.gauge(
+            "steno_admission_newcomers_talking", help: "Share of recent new sessions that spoke within their first seconds: what a new session counts as before it speaks.")
         stalledUtterances = registry.counter(
             "steno_stalled_utterances_total",
             help: "Utterances finalized because their audio stopped in the middle of speech, freeing a shared recognizer.")

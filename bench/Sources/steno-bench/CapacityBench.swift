@@ -17,7 +17,7 @@ import Glibc
 // pool, and the old decoder per session: `--dedicated-recognizers --recognizers N`):
 //
 // - lag p50/p95: received − analyzed in the `progress` events read while every admitted
-//   session was streaming;
+//   session was streaming, for `--seconds` from the last one's start;
 // - final latency p50/p95: from sending an utterance's last audio to receiving the final
 //   that completes it (finals that `end` made are left out);
 // - the server's CPU per second of audio (silence included) and its resident memory, per
@@ -105,7 +105,7 @@ func runCapacityBench(_ arguments: [String]) {
     for n in counts {
         let plans = (0..<n).map { SessionPlan(session: $0, of: n, speech: speech, seconds: seconds, stagger: stagger) }
         for design in designs {
-            guard let row = measureCapacity(steno: steno, design: design, plans: plans, stagger: stagger,
+            guard let row = measureCapacity(steno: steno, design: design, plans: plans, seconds: seconds,
                                             admission: admission, admitUtilization: admitUtilization) else {
                 print("  \(n) sessions, \(design.rawValue): the server could not be run")
                 continue
@@ -149,7 +149,7 @@ func runCapacityBench(_ arguments: [String]) {
     }
     print("  load average at the end: \(loadAverage())")
     print("")
-    print("  lag: received − analyzed of the progress events read while every admitted session streamed (p95 per")
+    print("  lag: received − analyzed of the progress events read while every admitted session streamed, for --seconds (p95 per")
     print("  session: the lowest and highest of each session's own p95, for fairness); final: from")
     print("  sending an utterance's last audio to the final that completes it (finals made by end left out); CPU: the")
     print("  server's user+system time over the round ÷ audio seconds sent (pauses included); MB/session: resident")
@@ -350,6 +350,9 @@ private struct CapacityRow {
     /// Admission: the highest projected utilization seen (`steno_admission_utilization`), the
     /// talker demand then, and the workers' busy ÷ CPU seconds (over 1: they waited for cores).
     var peakUtilization = 0.0, talkerDemandAtPeak = 0.0, busyOverCPU = 0.0
+    /// What admission had measured by the end of the round: a talker's demand, its cost per
+    /// second of speech and its share of time speaking.
+    var talkerDemandAtEnd = 0.0, speechCost = 0.0, speechFraction = 0.0
     var finalP50 = 0.0, finalP95 = 0.0
     var finalsTimed = 0
     var cpuPerAudioSecond = 0.0
@@ -374,7 +377,8 @@ private struct CapacityRow {
 
     var admissionLine: String {
         "\(sessions) \(design.rawValue): projected utilization at most \(fixed(peakUtilization, 2)) (a talker then "
-            + "\(fixed(talkerDemandAtPeak, 3)) of a worker); workers' busy ÷ CPU time \(fixed(busyOverCPU, 2))"
+            + "\(fixed(talkerDemandAtPeak, 3)) of a worker); at the end a talker \(fixed(talkerDemandAtEnd, 3)) = "
+            + "\(fixed(speechCost, 3)) per speech second × \(fixed(speechFraction, 2)) speech; workers' busy ÷ CPU time \(fixed(busyOverCPU, 2))"
     }
 }
 
@@ -384,7 +388,7 @@ private enum SessionOutcome {
     case streamed(StreamedSession, progress: [(at: Double, lag: Double)], finals: [(at: Double, start: Double, end: Double, text: String)])
 }
 
-private func measureCapacity(steno: String, design: CapacityDesign, plans: [SessionPlan], stagger: Double,
+private func measureCapacity(steno: String, design: CapacityDesign, plans: [SessionPlan], seconds: Double,
                              admission: Bool, admitUtilization: String?) -> CapacityRow? {
     let n = plans.count
     var arguments = ["serve", "--port", "0", "--idle-timeout", "0", "--log-level", "warning", "--web-root", "/nonexistent"]
@@ -437,6 +441,9 @@ private func measureCapacity(steno: String, design: CapacityDesign, plans: [Sess
     let busy = (metrics["steno_worker_busy_seconds_total"] ?? 0) - (workBefore["steno_worker_busy_seconds_total"] ?? 0)
     let workerCPU = (metrics["steno_worker_cpu_seconds_total"] ?? 0) - (workBefore["steno_worker_cpu_seconds_total"] ?? 0)
     row.busyOverCPU = workerCPU > 0 ? busy / workerCPU : 0
+    row.talkerDemandAtEnd = metrics["steno_admission_talker_demand"] ?? 0
+    row.speechCost = metrics["steno_admission_speech_cost"] ?? 0
+    row.speechFraction = metrics["steno_admission_speech_fraction"] ?? 0
 
     var streamed: [(SessionPlan, StreamedSession, [(at: Double, lag: Double)], [(at: Double, start: Double, end: Double, text: String)])] = []
     var reasons: [String: Int] = [:]
@@ -462,9 +469,13 @@ private func measureCapacity(steno: String, design: CapacityDesign, plans: [Sess
     if !byMetrics.isEmpty { counted.append("/metrics " + byMetrics.joined(separator: ", ")) }
     row.refusalText = counted.joined(separator: "; ")
 
-    // While every admitted session streamed: from the last one's start to the first one's end.
+    // While every admitted session streamed: from the last one's start, for `seconds` (or to the
+    // first one's end). A session streams until the round's last one would have streamed
+    // `seconds`, so when the last ones are refused the admitted stream longer in a larger
+    // round; without the bound, two rounds that admitted the same sessions would compare
+    // different stretches of their speech (12 sessions' six against 8's six: 39 s against 33).
     let windowStart = streamed.map(\.1.startedAt).max() ?? 0
-    let windowEnd = streamed.map(\.1.endSentAt).min() ?? 0
+    let windowEnd = min(streamed.map(\.1.endSentAt).min() ?? 0, windowStart + seconds)
     var lags = streamed.flatMap { $0.2.filter { $0.at >= windowStart && $0.at <= windowEnd }.map(\.lag) }
     if lags.isEmpty {
         // Not a measurement of N at once: say so rather than quietly use every lag.
