@@ -56,6 +56,11 @@ public struct PocketSphinxConfiguration: Sendable, Hashable {
     /// Decoders made when the engine starts (at least one is); the rest are made on demand.
     public var preparedRecognizers: Int
 
+    /// When an utterance ends besides the speech detector's own decision (Endpointing.swift):
+    /// by default when the search's best path has been quiet 0.38 s after its last word;
+    /// `.detector` for the detector's alone (`pocketsphinx_continuous`'s endpoints).
+    public var endpointing: Endpointing = .standard
+
     public static let debianModelDirectory = "/usr/share/pocketsphinx/model/en-us"
 
     public init(
