@@ -56,10 +56,12 @@ public struct PocketSphinxConfiguration: Sendable, Hashable {
     /// Decoders made when the engine starts (at least one is); the rest are made on demand.
     public var preparedRecognizers: Int
 
-    /// When an utterance ends besides the speech detector's own decision (Endpointing.swift):
-    /// by default when the search's best path has been quiet 0.38 s after its last word;
-    /// `.detector` for the detector's alone (`pocketsphinx_continuous`'s endpoints).
-    public var endpointing: Endpointing = .standard
+    /// When an utterance ends besides the speech detector's own decision (Endpointing.swift).
+    /// `.detector` (the detector's alone, `pocketsphinx_continuous`'s endpoints) by default
+    /// until the search's end (`.standard`: its best path quiet 0.38 s after its last word)
+    /// no longer trips a pocketsphinx assertion (`create_dag_nodes: ef < dag->n_frames`,
+    /// seen once in the StenoSpeechTests run with it as the default).
+    public var endpointing: Endpointing = .detector
 
     public static let debianModelDirectory = "/usr/share/pocketsphinx/model/en-us"
 

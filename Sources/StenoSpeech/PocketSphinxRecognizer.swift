@@ -153,7 +153,7 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
     init(pool: DecoderPool, shape: DecoderShape, frontEnd: SpeechFrontEnd, info: SpeechEngineInfo,
          blockSamples: Int, maxUtteranceSeconds: Double, partialResults: Bool, keepsDecoder: Bool = false,
          vocabulary: SessionVocabulary? = nil, notices: [StenoError] = [], alternatives: Int = 0,
-         endpointing: Endpointing = .standard, wake: @escaping @Sendable () -> Void) {
+         endpointing: Endpointing = .detector, wake: @escaping @Sendable () -> Void) {
         self.endpointing = endpointing
         self.notices = notices
         self.keepsDecoder = keepsDecoder

@@ -7,14 +7,14 @@ import Testing
 /// The search's end of an utterance (Endpointing.swift) against the speech detector's alone,
 /// on real speech: times are audio times, so these are facts about the audio, not timings.
 @Suite struct EndpointingTests {
-    /// Steno's default options with the detector alone deciding (the CLI's endpoints).
-    static let detectorOnly = Locked<PocketSphinxEngine?>(nil)
+    /// Steno's default options with the search's end (`Endpointing.standard`).
+    static let withSearchEnd = Locked<PocketSphinxEngine?>(nil)
 
-    static func detectorEngine() throws -> PocketSphinxEngine {
-        try detectorOnly.withLock { engine in
+    static func searchEndEngine() throws -> PocketSphinxEngine {
+        try withSearchEnd.withLock { engine in
             if let engine { return engine }
             var configuration = PocketSphinxConfiguration(recognizers: 4)
-            configuration.endpointing = .detector
+            configuration.endpointing = .standard
             let made = try PocketSphinxEngine(configuration: configuration)
             engine = made
             return made
@@ -50,8 +50,8 @@ import Testing
     /// the same words; the speech ends with it, so readable text ends the sentence there.
     @Test(arguments: sentences)
     func aSentencesFinalComesAfterAShorterSilence(file: String) throws {
-        let early = try Self.run(file, on: SharedEngine.get())
-        let detector = try Self.run(file, on: Self.detectorEngine())
+        let early = try Self.run(file, on: Self.searchEndEngine())
+        let detector = try Self.run(file, on: SharedEngine.get())
         #expect(early.events.finals.map(\.text) == detector.events.finals.map(\.text))
         let silence = try #require(early.silences.first)
         let waited = try #require(detector.silences.first)
@@ -76,7 +76,7 @@ import Testing
     /// silence, does split the sentence there).
     @Test func aCommaPauseDoesNotSplitTheSentence() throws {
         let file = Self.sentences[0]
-        let finals = try Self.run(file, on: SharedEngine.get()).events.finals
+        let finals = try Self.run(file, on: Self.searchEndEngine()).events.finals
         #expect(finals.count == 1)
         var hasty = PocketSphinxConfiguration(recognizers: 1)
         hasty.endpointing = Endpointing(lateSilence: 0.15)
