@@ -83,4 +83,72 @@ import Testing
         let split = try Self.run(file, on: PocketSphinxEngine(configuration: hasty)).events.finals
         #expect(split.count > 1)
     }
+
+    /// Steno's default options with pocketsphinx's second pass on (`--decoder "-fwdflat yes"`).
+    static var secondPass: [String] {
+        var arguments = PocketSphinxConfiguration.recommendedArguments
+        if let at = arguments.firstIndex(of: "-fwdflat") { arguments.removeSubrange(at...at + 1) }
+        return arguments + ["-fwdflat", "yes"]
+    }
+
+    /// An utterance shorter than the first pass's lookahead (`-pl_window`, 5 frames), as the
+    /// search's early end can leave when the detector's wait ends a few frames after it: with
+    /// the second pass on, pocketsphinx's lattice builder aborts the process on it
+    /// (`create_dag_nodes: ef < dag->n_frames`) unless the decoder leaves it alone. Real
+    /// speech cepstra, a decoder's own utterance after a real one, every short length.
+    @Test func anUtteranceOfAFewFramesWithTheSecondPassHasNoWords() throws {
+        let decoder = try PocketSphinxDecoder(arguments: PocketSphinxConfiguration(arguments: Self.secondPass).decoderArguments)
+        let frontEnd = try SpeechFrontEnd(config: decoder.config)
+        frontEnd.startStream()
+        let audio = try TestAudio.load(Self.sentences[0])
+        var speech = CepstralFrames(length: frontEnd.cepstrumLength)
+        audio.samples.withUnsafeBufferPointer { samples in
+            _ = frontEnd.process(samples.baseAddress!, count: samples.count, into: &speech) { _, _ in false }
+        }
+        #expect(speech.count > 200)
+        func part(_ range: Range<Int>) -> CepstralFrames {
+            var frames = CepstralFrames(length: speech.length)
+            speech.values.withUnsafeBufferPointer { values in
+                frames.append(UnsafeBufferPointer(rebasing: values[range.lowerBound * speech.length ..< range.upperBound * speech.length]))
+            }
+            return frames
+        }
+        var mean = decoder.freshCMN
+        for count in 1...12 {
+            // A sentence's worth, ended as the early end ends it (no last frame) ...
+            try decoder.startUtterance(mean, startedInSilence: false)
+            var sentence = part(0..<200)
+            try decoder.searchBlock(&sentence)
+            var none = CepstralFrames(length: speech.length)
+            mean = try decoder.endUtterance(last: &none)
+            #expect(!decoder.endedUnsearched && decoder.segmentation.contains("</s>"), "\(decoder.segmentation)")
+            // ... and the continuation, `count` cepstra long.
+            try decoder.startUtterance(mean, startedInSilence: false)
+            var few = part(200..<200 + count)
+            try decoder.searchBlock(&few)
+            mean = try decoder.endUtterance(last: &none)
+            // With 6 or 7 cepstra (3 or 4 frames, after the features' window), the lattice
+            // would abort; under 8 the first pass searched nothing.
+            #expect(decoder.endedUnsearched == (count < 8), "\(count) cepstra")
+            if decoder.endedUnsearched {
+                #expect(decoder.bestPath(final: true).first == nil, "\(count) cepstra")
+            }
+            _ = decoder.segmentation
+            #expect(decoder.alternatives(limit: 3).count <= 3)
+        }
+    }
+
+    /// The search's end with the second pass on, on real speech, at several silences (so that
+    /// the detector's wait leaves continuations of many lengths, the short ones among them):
+    /// it runs to the end, and every sentence still has its final.
+    @Test(arguments: [0.30, 0.34, 0.38, 0.42])
+    func theSearchsEndWithTheSecondPassRunsThrough(late: Double) throws {
+        var configuration = PocketSphinxConfiguration(arguments: Self.secondPass, recognizers: 1)
+        configuration.endpointing = Endpointing(lateSilence: late)
+        let engine = try PocketSphinxEngine(configuration: configuration)
+        for file in Self.sentences + ["cards/001.wav", "cards/003.wav", "beckett.wav"] {
+            let finals = try Self.run(file, on: engine).events.finals
+            #expect(!finals.isEmpty, "\(file) at \(late) s")
+        }
+    }
 }
