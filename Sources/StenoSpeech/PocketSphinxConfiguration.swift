@@ -57,10 +57,15 @@ public struct PocketSphinxConfiguration: Sendable, Hashable {
     public var preparedRecognizers: Int
 
     /// When an utterance ends besides the speech detector's own decision (Endpointing.swift).
-    /// `.detector` (the detector's alone, `pocketsphinx_continuous`'s endpoints) by default
-    /// until the search's end (`.standard`: its best path quiet 0.38 s after its last word)
-    /// no longer trips a pocketsphinx assertion (`create_dag_nodes: ef < dag->n_frames`,
-    /// seen once in the StenoSpeechTests run with it as the default).
+    /// `.detector` (the detector's alone, `pocketsphinx_continuous`'s endpoints) by default;
+    /// `.standard` ends it when the search's best path has been quiet 0.38 s after its last
+    /// word. Measured in process (`steno-bench latency --offline-only --endpoint detector
+    /// --endpoint late=0.38`, 2026-12-02): silence from the last word to the decision 0.464 /
+    /// 0.516 s p50 / p95 instead of 0.474 / 0.720, the same words in every LibriVox, card and
+    /// TTS final, Beckett's 1.2 s pause split (9 → 11 errors of 12). The pocketsphinx abort
+    /// it once led to (`create_dag_nodes`, with `-fwdflat yes`) is fixed
+    /// (`PocketSphinxDecoder.bestPath`); it is not the default yet only because the server
+    /// suites have not run with it.
     public var endpointing: Endpointing = .detector
 
     public static let debianModelDirectory = "/usr/share/pocketsphinx/model/en-us"
