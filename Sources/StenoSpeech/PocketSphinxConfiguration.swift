@@ -16,23 +16,29 @@ public struct PocketSphinxConfiguration: Sendable, Hashable {
     public var language: String
 
     /// More decoder arguments, as on pocketsphinx's command line, e.g.
-    /// `["-maxhmmpf", "3000", "-maxwpf", "10"]`. They come after the model paths (a later
-    /// value replaces an earlier one). `-logfn` and `-samprate` are refused: logging is
+    /// `["-maxhmmpf", "3000", "-maxwpf", "10"]`. They come after the model paths. Each option
+    /// may be given once: pocketsphinx refuses a repeated one, so to change one of
+    /// `recommendedArguments` replace its value in the list (as `steno --decoder` does, in
+    /// place) rather than appending it again. `-logfn` and `-samprate` are refused: logging is
     /// process-wide (`PocketSphinxEngine.setLogFile`) and the rate is fixed at 16 kHz.
     /// Default: `recommendedArguments`; `[]` gives pocketsphinx's own defaults (those of
     /// `pocketsphinx_continuous`).
     public var arguments: [String]
 
-    /// The default search pruning: at most 5000 active HMMs and 20 word exits per frame
-    /// (pocketsphinx's defaults: 30000 and no limit).
+    /// The default search: at most 5000 active HMMs and 20 word exits per frame
+    /// (pocketsphinx's defaults: 30000 and no limit), and no second, flat-lexicon pass
+    /// (`-fwdflat no`; the lattice, its best path and the word posteriors are still made).
     ///
-    /// Measured (`steno-bench speech`, fresh sessions, best of 3 interleaved runs): 0.59× the
-    /// CPU of pocketsphinx's defaults (RTF 0.40 vs 0.68), and the same words on every test file
-    /// (librivox/, cards/, beckett.wav, and the 28 s two-voice endgame dialogue), so the same
-    /// WER: librivox 36.6 % fresh / 31.0 % in one session, cards 47.6 % / 23.8 %. Tighter,
-    /// `-maxhmmpf 3000 -maxwpf 10` is 0.45× the CPU but librivox WER rises to 42.3 % (and one
-    /// endgame utterance changes); narrower beams (`-beam 1e-40 -wbeam 1e-20`) are much worse.
-    public static let recommendedArguments = ["-maxhmmpf", "5000", "-maxwpf", "20"]
+    /// Measured (`steno-bench speech --only options`, 25 files with references, 215 words,
+    /// fresh session per file, 2026-12-01): 102 word errors against 108 with the second pass
+    /// (fewer or equal in every group), RTF 0.263 against 0.351 on a quiet machine, and the
+    /// end of an utterance (`ps_end_utt`, lattice, posteriors) 30 / 97 ms p50 / p95 against
+    /// 192 / 445 ms: the second pass runs over the whole utterance once it has ended, so it is
+    /// what a final waited for. Confidences stay useful (AUC 0.71 against 0.73). Tighter,
+    /// `-maxhmmpf 3000 -maxwpf 10` makes 13 errors more; `-bestpath no` makes every
+    /// confidence alike. Without the second pass a `finalize` in mid-word has no lattice:
+    /// the recognizer then falls back to the first pass's path (confidence 0).
+    public static let recommendedArguments = ["-maxhmmpf", "5000", "-maxwpf", "20", "-fwdflat", "no"]
 
     /// An utterance longer than this (seconds, counted from the start of its speech) is
     /// finalized at the next block boundary even while speech goes on.
@@ -49,6 +55,18 @@ public struct PocketSphinxConfiguration: Sendable, Hashable {
     public var recognizers: Int
     /// Decoders made when the engine starts (at least one is); the rest are made on demand.
     public var preparedRecognizers: Int
+
+    /// When an utterance ends besides the speech detector's own decision (Endpointing.swift).
+    /// `.detector` (the detector's alone, `pocketsphinx_continuous`'s endpoints) by default;
+    /// `.standard` ends it when the search's best path has been quiet 0.38 s after its last
+    /// word. Measured in process (`steno-bench latency --offline-only --endpoint detector
+    /// --endpoint late=0.38`, 2026-12-02): silence from the last word to the decision 0.464 /
+    /// 0.516 s p50 / p95 instead of 0.474 / 0.720, the same words in every LibriVox, card and
+    /// TTS final, Beckett's 1.2 s pause split (9 → 11 errors of 12). The pocketsphinx abort
+    /// it once led to (`create_dag_nodes`, with `-fwdflat yes`) is fixed
+    /// (`PocketSphinxDecoder.bestPath`); it is not the default yet only because the server
+    /// suites have not run with it.
+    public var endpointing: Endpointing = .detector
 
     public static let debianModelDirectory = "/usr/share/pocketsphinx/model/en-us"
 

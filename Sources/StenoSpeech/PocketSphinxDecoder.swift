@@ -29,6 +29,13 @@ final class PocketSphinxDecoder: @unchecked Sendable {
     let postSpeechFrames: Int
     /// Frames of context on each side of a frame's dynamic features (3 for `1s_c_d_dd`).
     let featureWindow: Int
+    /// The first pass's lag behind the phone loop (`-pl_window`, 5 frames by default): it
+    /// searches frame `t` once frame `t + lookahead` is in, and at the end of an utterance the
+    /// frames it lags by, but only if the utterance has at least `lookahead` frames.
+    let lookahead: Int
+    /// The utterance just ended had fewer frames than `lookahead`, so its first pass searched
+    /// none of them: it has no words, and its lattice must not be made (see `bestPath`).
+    private(set) var endedUnsearched = false
     /// The decoder's configuration after the model's feat.params were applied (retained).
     let config: OpaquePointer
     /// The cepstral mean state of a fresh decoder: where every session starts.
@@ -106,6 +113,7 @@ final class PocketSphinxDecoder: @unchecked Sendable {
         self.startSpeechFrames = max(1, cmd_ln_int_r(decoderConfig, "-vad_startspeech"))
         self.postSpeechFrames = max(1, cmd_ln_int_r(decoderConfig, "-vad_postspeech"))
         self.featureWindow = Int(max(0, feat.pointee.window_size))
+        self.lookahead = Int(max(0, cmd_ln_int_r(decoderConfig, "-pl_window")))
         self.freshCMN = FeatureState(feat: feat, cmn: cmn)
         self.config = cmd_ln_retain(decoderConfig)
         self.canRebuildSearch = steno_ps_layout_ok(ps) != 0
@@ -240,7 +248,8 @@ final class PocketSphinxDecoder: @unchecked Sendable {
     /// Up to `limit` distinct readings of the utterance just ended (pocketsphinx n-best over
     /// its lattice), most likely first, as raw words and their path scores (natural log).
     func alternatives(limit: Int) -> [(words: [String], score: Double)] {
-        guard limit > 0 else { return [] }
+        // ps_nbest makes the lattice too (see `bestPath`).
+        guard limit > 0, !(endedUnsearched && !utteranceStarted) else { return [] }
         var result: [(words: [String], score: Double)] = []
         var seen: Set<[String]> = []
         var iterator = ps_nbest(ps)
@@ -274,6 +283,7 @@ final class PocketSphinxDecoder: @unchecked Sendable {
             throw StenoError(.internal, "pocketsphinx could not start an utterance: \(Self.lastError(or: "ps_start_utt failed"))")
         }
         utteranceStarted = true
+        endedUnsearched = false
         if startedInSilence {
             var silence: Int16 = 0
             guard ps_process_raw(ps, &silence, 1, 0, 0) >= 0 else {
@@ -349,6 +359,8 @@ final class PocketSphinxDecoder: @unchecked Sendable {
         guard ps_end_utt(ps) >= 0 else {
             throw StenoError(.internal, "pocketsphinx could not end an utterance: \(Self.lastError(or: "ps_end_utt failed"))")
         }
+        // ps_get_n_frames is the frames searched plus one.
+        endedUnsearched = Int(ps_get_n_frames(ps)) - 1 < lookahead
     }
 
     /// `ps_process_cep` on frames `from ..< from + count`; the frames are changed in place
@@ -366,7 +378,17 @@ final class PocketSphinxDecoder: @unchecked Sendable {
     /// have no word exit), pocketsphinx gives no path at all after `ps_end_utt`, though its
     /// first pass has one; that one, the path partial results show, is taken instead, so
     /// that the words heard are not lost. It has no posteriors.
+    ///
+    /// An utterance shorter than the first pass's `lookahead` (a few frames: the search's early
+    /// end can leave one, Endpointing.swift, and so can options such as `-vad_startspeech 1`)
+    /// has no path at all. Its lattice is not asked for: with `-fwdflat yes` the second pass
+    /// searches frames the first pass never did, and pocketsphinx's lattice builder then aborts
+    /// the process (`create_dag_nodes: Assertion 'ef < dag->n_frames'`, ngram_search.c; its
+    /// frame count is the first pass's, its backpointers the second pass's). Measured with a
+    /// C probe on a fresh decoder: 6 or 7 cepstra in an utterance (3 or 4 frames searched by
+    /// the second pass) abort, 1–5 and 8 or more do not; with `-fwdflat no` none does.
     func bestPath(final: Bool) -> (first: OpaquePointer?, posteriors: Bool) {
+        if final && endedUnsearched { return (nil, false) }
         if let first = ps_seg_iter(ps) { return (first, final) }
         guard final else { return (nil, false) }
         return (steno_ps_first_pass_seg_iter(ps), false)
@@ -376,6 +398,7 @@ final class PocketSphinxDecoder: @unchecked Sendable {
     /// and diagnostics.
     var segmentation: String {
         var items: [String] = []
+        if endedUnsearched && !utteranceStarted { return "" }  // no lattice to make (`bestPath`)
         var segment = ps_seg_iter(ps)
         while let current = segment {
             var first: Int32 = 0

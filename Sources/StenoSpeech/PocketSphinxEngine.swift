@@ -88,6 +88,7 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
             vocabulary: vocabulary,
             notices: notices,
             alternatives: max(0, options.alternatives),
+            endpointing: configuration.endpointing,
             wake: wake)
     }
 

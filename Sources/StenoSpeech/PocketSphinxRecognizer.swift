@@ -59,6 +59,15 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
     private let blockSamples: Int
     private let maxUtteranceSamples: Int
     private let partialResults: Bool
+    /// When an utterance ends besides the detector's switch (Endpointing.swift).
+    private let endpointing: Endpointing
+    /// Where an early end (`endpointing`) decided the utterance was over, as a stream sample.
+    private var earlyEndSample: Int?
+    /// The utterance in progress goes on from an early end, through the detector's wait (see
+    /// `endEarly`); speech starts again only with a word heard in it.
+    private var continuesEarlyEnd = false
+    /// Cepstral frames given to the decoder in its utterance in progress.
+    private var searchedFrames = 0
 
     /// The session's feature state (cepstral mean, feature context), between its utterances.
     private var mean: FeatureState
@@ -144,7 +153,8 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
     init(pool: DecoderPool, shape: DecoderShape, frontEnd: SpeechFrontEnd, info: SpeechEngineInfo,
          blockSamples: Int, maxUtteranceSeconds: Double, partialResults: Bool, keepsDecoder: Bool = false,
          vocabulary: SessionVocabulary? = nil, notices: [StenoError] = [], alternatives: Int = 0,
-         wake: @escaping @Sendable () -> Void) {
+         endpointing: Endpointing = .detector, wake: @escaping @Sendable () -> Void) {
+        self.endpointing = endpointing
         self.notices = notices
         self.keepsDecoder = keepsDecoder
         self.vocabulary = vocabulary
@@ -302,6 +312,7 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
         inputHead += used
         if stopped, let decoder {
             if !frames.isEmpty { try decoder.searchBlock(&frames) }
+            searchedFrames += frames.count
             fed += used
             try endSearchEarly(into: &events)
             try analyzeRest(samples: count - used, end: end, into: &events)
@@ -354,6 +365,7 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
         var frames = block.frames
         if let decoder, !frames.isEmpty {
             try decoder.searchBlock(&frames)
+            searchedFrames += frames.count
         }
         fed += block.samples
         if closedEarly && !utteranceHasSpeech {
@@ -385,8 +397,11 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
         } else if utteranceHasSpeech {
             if fed - frameStart(firstFrame) >= maxUtteranceSamples {
                 try closeUtterance(cut: true, into: &events)
-            } else if partialResults, let decoder {
-                reportPartial(decoder, into: &events)
+            } else if let decoder, endpointing.endsNow(decoder) {
+                try endEarly(decoder, into: &events)
+            } else if let decoder {
+                if continuesEarlyEnd && !speechActive { resumeSpeech(decoder, into: &events) }
+                if partialResults { reportPartial(decoder, into: &events) }
             }
         }
         if let cut = cutWhileSpeaking, !utteranceHasSpeech, fed - cut >= shape.postSpeechFrames * shape.frameShift {
@@ -414,6 +429,7 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
         decoder = got
         try got.use(vocabulary)
         try got.startUtterance(mean, startedInSilence: startedInSilence)
+        searchedFrames = 0
         return true
     }
 
@@ -470,19 +486,34 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
             if let text = result?.text, alternativesLimit > 0 {
                 result?.alternatives = alternatives(decoder, finalText: text)
             }
-            lastUtteranceTiming = UtteranceTiming(
-                detectorDecidedAt: cut ? nil : silenceSample.map(seconds), closedAt: seconds(fed), closeBegan: began,
-                endSearchSeconds: searched - began, wordsSeconds: read - searched,
-                alternativesSeconds: SystemClock.now() - read, cpuSeconds: threadCPUSeconds() - cpuBegan)
-            self.decoder = nil
-            if keepsDecoder { kept = decoder } else { pool.giveBack(decoder) }
+            // A wordless rest of an early-ended utterance leaves the early end's timing.
+            if result != nil || !continuesEarlyEnd {
+                lastUtteranceTiming = UtteranceTiming(
+                    detectorDecidedAt: (cut ? earlyEndSample : silenceSample).map(seconds), closedAt: seconds(fed),
+                    closeBegan: began, endSearchSeconds: searched - began, wordsSeconds: read - searched,
+                    alternativesSeconds: SystemClock.now() - read, cpuSeconds: threadCPUSeconds() - cpuBegan)
+            }
+            if earlyEndSample != nil {
+                // It goes on searching the detector's wait (`endEarly`).
+                try decoder.startUtterance(mean, startedInSilence: false)
+                searchedFrames = 0
+            } else {
+                self.decoder = nil
+                if keepsDecoder { kept = decoder } else { pool.giveBack(decoder) }
+            }
             if let result {
                 events.append(.final(result))
             } else if !partialText.isEmpty {
                 events.append(.partial(RecognitionResult(range: TimeRange(start: seconds(fed), end: seconds(fed)), text: "")))
             }
             if speechActive {
-                if stillSpeaking && cut {
+                if earlyEndSample != nil {
+                    // The search ended it in a pause (Endpointing.swift): speech ended with
+                    // its words, and starts again with the next word heard (`resumeSpeech`).
+                    speechActive = false
+                    cutWhileSpeaking = nil
+                    events.append(.speechEnded(at: result?.range.end ?? seconds(fed)))
+                } else if stillSpeaking && cut {
                     cutWhileSpeaking = fed
                 } else if !stillSpeaking {
                     // The detector switched to silence at `silenceFrame`, after
@@ -498,7 +529,36 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
         utteranceHasSpeech = false
         silenceFrame = nil
         silenceSample = nil
+        earlyEndSample = nil
+        continuesEarlyEnd = false
         partialText = ""
+    }
+
+    // MARK: - The search's early end (Endpointing.swift)
+
+    /// The best path has been quiet long enough after its words (`endpointing`): they become
+    /// final now, without waiting for the detector. The decoder, the front end and the
+    /// utterance grid go on as they were, the decoder with a new utterance of its own, and the
+    /// detector's wait is searched as before: so the session's cepstral mean takes in the same
+    /// frames as when the detector ends the utterance (measured: a mean that skipped them
+    /// changed later utterances' words), and speech heard again within the wait goes on in it.
+    /// If the wait ends in silence, that utterance has no words and makes no final.
+    private func endEarly(_ decoder: PocketSphinxDecoder, into events: inout [TranscriberEvent]) throws(StenoError) {
+        earlyEndSample = fed
+        let searched = searchedFrames
+        var none = CepstralFrames(length: frontEnd.cepstrumLength)
+        try endSearch(last: &none, cut: true, stillSpeaking: true, into: &events)
+        // The rest of the utterance, on the same grid, from the next frame the front end makes.
+        utteranceHasSpeech = true
+        continuesEarlyEnd = true
+        firstFrame += searched
+    }
+
+    /// A word heard in the detector's wait after an early end: speech has started again, with it.
+    private func resumeSpeech(_ decoder: PocketSphinxDecoder, into events: inout [TranscriberEvent]) {
+        guard let first = words(decoder, final: false).first else { return }
+        speechActive = true
+        events.append(.speechStarted(at: first.range.start))
     }
 
     /// A new utterance on a new grid from here (`fed`): the front end restarts.

@@ -3,9 +3,11 @@ import StenoCore
 
 /// A standalone speech detector: `.speechStarted`/`.speechEnded` events from pocketsphinx's
 /// voice activity detector, with the same times a `PocketSphinxRecognizer` reports for the same
-/// audio (as long as the recognizer is not finalized or cut by the maximum utterance length,
-/// which restart the detector). Cheap: no acoustic or language model (make it with
-/// `PocketSphinxEngine.makeSpeechDetector()`).
+/// audio when its detector alone ends utterances (`Endpointing.detector`), as long as the
+/// recognizer is not finalized or cut by the maximum utterance length, which restart the
+/// detector. (With the search's early end, the default, a recognizer reports the end of speech
+/// with the last word instead, sooner than this detector's switch; Endpointing.swift.) Cheap:
+/// no acoustic or language model (make it with `PocketSphinxEngine.makeSpeechDetector()`).
 ///
 /// Like a recognizer, one is used from one thread at a time; times are seconds from the first
 /// sample fed, and chunking does not change the events.

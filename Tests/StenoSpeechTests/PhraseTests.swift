@@ -20,12 +20,14 @@ import Testing
                           alternatives: alternatives)
     }
 
-    /// The words a session names come out where the model alone hears others ("mr john guess
-    /// what" → "mr john dashwood", "greatly" → "prudently"; "illness those" → "ill disposed").
+    /// The words a session names come out where the model alone hears others ("greatly" →
+    /// "prudently"; "illness those" → "ill disposed"), and stay where it hears them already
+    /// ("mr john dashwood": with the second pass, `-fwdflat yes`, the model alone heard "mr
+    /// john guess what"; without it, Steno's default since, it hears "dashwood" itself).
     @Test func phrasesFixTheWordsTheyName() throws {
         let audio = try TestAudio.load(Self.dashwood)
         let plain = Self.text(try transcribe(audio))
-        #expect(!plain.contains("dashwood") && !plain.contains("prudently"), "\(plain)")
+        #expect(!plain.contains("prudently") && plain.contains("greatly"), "\(plain)")
         let named = Self.text(try transcribe(audio, options: Self.options(["John Dashwood", "prudently"])))
         #expect(named.contains("john dashwood"), "\(named)")
         #expect(named.contains("prudently"), "\(named)")

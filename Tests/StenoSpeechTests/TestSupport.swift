@@ -82,7 +82,7 @@ struct TestDataError: Error, CustomStringConvertible {
 enum SharedEngine {
     private static let cache = Locked<[Bool: PocketSphinxEngine]>([:])
 
-    /// `cliDefaults`: pocketsphinx's own options, as `pocketsphinx_continuous` runs; otherwise
+    /// `cliDefaults`: pocketsphinx's own options and endpoints, as `pocketsphinx_continuous` runs; otherwise
     /// Steno's default configuration (`recommendedArguments`).
     static func get(cliDefaults: Bool = false) throws -> PocketSphinxEngine {
         try cache.withLock { engines in
@@ -90,7 +90,10 @@ enum SharedEngine {
             // Enough decoders made up front that tests calling a recognizer directly (not
             // through `transcribe`, which waits for one) never find none free.
             var configuration = PocketSphinxConfiguration(recognizers: 16, preparedRecognizers: 4)
-            if cliDefaults { configuration.arguments = [] }
+            if cliDefaults {
+                configuration.arguments = []
+                configuration.endpointing = .detector  // the CLI's endpoints: its detector's alone
+            }
             let made = try PocketSphinxEngine(configuration: configuration)
             engines[cliDefaults] = made
             return made

@@ -20,13 +20,14 @@ import Testing
         }
     }
 
-    /// The standalone detector (no model) reports exactly the recognizer's speech events, and
-    /// does not care about chunking either.
+    /// The standalone detector (no model) reports exactly the speech events of a recognizer
+    /// whose detector alone ends utterances (`Endpointing.detector`), and does not care about
+    /// chunking either.
     @Test func standaloneDetectorAgreesWithTheRecognizer() throws {
         let audio = try TestAudio.load("beckett.wav")
-        let recognized = try SharedTranscriptions.get("beckett.wav").events.speech
+        let recognized = try SharedTranscriptions.get("beckett.wav", cliDefaults: true).events.speech
         for chunk in [320, 4999] {
-            let detector = try SharedEngine.get().makeSpeechDetector()
+            let detector = try SharedEngine.get(cliDefaults: true).makeSpeechDetector()
             var events: [TranscriberEvent] = []
             var start = 0
             let floats = audio.floats

@@ -12,7 +12,7 @@ import Glibc
 // steno-bench latency: how long a final takes, and `end` → `ended`, cut into their parts.
 //
 //   steno-bench latency [--steno PATH]... [--repeat N] [--pause SECONDS] [--offline-only]
-//                       [--server-only] [--options "ARGS"]...
+//                       [--server-only] [--options "ARGS"]... [--given-options-only] [--endpoint SPEC]... [--fresh]
 //
 // 1. A real server (each `--steno` binary, a release build, its own process, with
 //    `--log-level debug`), real speech sent in real time in 20 ms PCM messages: one session
@@ -40,6 +40,12 @@ import Glibc
 //    (Steno's defaults, and each `--options`): word error rate per set against the references,
 //    and the parts that are the engine's alone (silence, block, search + words CPU), so that
 //    a change of `-vad_postspeech` or `-fwdflat` can be weighed, words against latency.
+//    Each `--endpoint` (`early=S,end=LOG10,late=S`, or `detector`; see Endpointing.swift) runs
+//    every option set again with that endpointing. `--fresh`: each file (and its pause) in a
+//    session of its own, so that no utterance's words depend on how the ones before it ended
+//    (the cepstral mean carries over a session's utterances, and moves with every change).
+//    With STENO_ENDPOINT_TRACE set in the environment, every final is printed too (start, end,
+//    where it was decided over, text), so that two endpointings' finals can be compared.
 //
 // Figures on a loaded machine are noisy in the queueing parts (lane, out); silence and block
 // do not depend on the machine at all.
@@ -51,6 +57,9 @@ func runLatencyBench(_ arguments: [String]) {
     var offline = true
     var server = true
     var optionSets: [[String]] = []
+    var endpoints: [(String, Endpointing)] = []
+    var withDefaults = true
+    var fresh = false
     var index = 0
     while index < arguments.count {
         let value = index + 1 < arguments.count ? arguments[index + 1] : ""
@@ -59,8 +68,17 @@ func runLatencyBench(_ arguments: [String]) {
         case "--repeat": repeats = max(1, Int(value) ?? repeats); index += 1
         case "--pause": pause = max(0.6, Double(value) ?? pause); index += 1
         case "--offline-only": server = false
+        case "--given-options-only": withDefaults = false
+        case "--fresh": fresh = true
         case "--server-only": offline = false
         case "--options": optionSets.append(value.split(separator: " ").map(String.init)); index += 1
+        case "--endpoint":
+            guard let endpoint = Endpointing(spec: value) else {
+                print("latency benchmark: --endpoint takes early=SECONDS,end=LOG10,late=SECONDS or detector, not \(value)")
+                return
+            }
+            endpoints.append((value, endpoint))
+            index += 1
         default: print("latency benchmark: unknown argument \(arguments[index])"); return
         }
         index += 1
@@ -82,7 +100,9 @@ func runLatencyBench(_ arguments: [String]) {
         runServerLatency(stenos: stenos, repeats: repeats, stream: stream, endFiles: sets.first?.files ?? [])
     }
     if offline {
-        runOfflineLatency(stream: stream, optionSets: [PocketSphinxConfiguration.recommendedArguments] + optionSets)
+        let configuration = PocketSphinxConfiguration()
+        runOfflineLatency(stream: stream, optionSets: (withDefaults ? [PocketSphinxConfiguration.recommendedArguments] : []) + optionSets,
+                          endpoints: endpoints.isEmpty ? [("default", configuration.endpointing)] : endpoints, fresh: fresh)
     }
 }
 
@@ -439,52 +459,91 @@ private func latencySession(port: Int, samples: [Int16], realTime: Bool) -> Clie
 
 // MARK: - In process
 
-private func runOfflineLatency(stream: LatencyStream, optionSets: [[String]]) {
+private func runOfflineLatency(stream: LatencyStream, optionSets: [[String]], endpoints: [(String, Endpointing)], fresh: Bool) {
     print("")
-    print("  in process, the same stream through one recognizer per option set: word errors, and the engine's parts")
-    print("  of a final the detector ended (seconds, p50 / p95; ending CPU: the thread's CPU for ps_end_utt, words, posteriors)")
+    print(fresh
+        ? "  in process, each file and its pause through a recognizer of its own, per option set: word errors, and the engine's parts"
+        : "  in process, the same stream through one recognizer per option set: word errors, and the engine's parts")
+    print("  of a final the detector or the search's early end ended (seconds, p50 / p95; ending CPU: the thread's CPU for ps_end_utt, words, posteriors)")
     var rows: [[String]] = []
     var setNames: [String] = []
-    for arguments in optionSets {
-        do {
-            let engine = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(arguments: arguments, recognizers: 1))
-            let recognizer = try engine.makeRecognizer()
-            var finals: [(start: Double, end: Double, text: String)] = []
-            var silence: [Double] = [], block: [Double] = [], ending: [Double] = []
-            let floats = stream.samples.map { Float($0) / 32768 }
-            var events: [TranscriberEvent] = []
-            var offset = 0
-            func take(_ produced: [TranscriberEvent]) {
-                for case .final(let result) in produced {
-                    finals.append((result.range.start, result.range.end, result.text))
-                    if let t = recognizer.lastUtteranceTiming, let decided = t.detectorDecidedAt {
-                        silence.append(decided - result.range.end)
-                        block.append(t.closedAt - decided)
-                        ending.append(t.cpuSeconds)
+    // Fresh: every file from its start to the next one's (its pause included).
+    let pieces: [Range<Int>] = fresh
+        ? stream.files.indices.map { index in
+            let start = Int((stream.files[index].start * 16000).rounded())
+            let end = index + 1 < stream.files.count ? Int((stream.files[index + 1].start * 16000).rounded()) : stream.samples.count
+            return start..<end
+        }
+        : [0..<stream.samples.count]
+    let floats = stream.samples.map { Float($0) / 32768 }
+    let trace = ProcessInfo.processInfo.environment["STENO_ENDPOINT_TRACE"] != nil
+    for (endpointName, endpointing) in endpoints {
+        for arguments in optionSets {
+            let name = arguments.joined(separator: " ") + (endpoints.count > 1 ? " [\(endpointName)]" : "")
+            do {
+                var configuration = PocketSphinxConfiguration(arguments: arguments, recognizers: 1)
+                configuration.endpointing = endpointing
+                let engine = try PocketSphinxEngine(configuration: configuration)
+                var finals: [(start: Double, end: Double, text: String)] = []
+                var silence: [Double] = [], block: [Double] = [], ending: [Double] = []
+                for piece in pieces {
+                    let recognizer = try engine.makeRecognizer()
+                    let origin = Double(piece.lowerBound) / 16000
+                    func take(_ produced: [TranscriberEvent]) {
+                        for case .final(let result) in produced {
+                            finals.append((origin + result.range.start, origin + result.range.end, result.text))
+                            if trace {
+                                let decided = recognizer.lastUtteranceTiming?.detectorDecidedAt.map { origin + $0 } ?? -1
+                                print("final start=\(origin + result.range.start) end=\(origin + result.range.end) decided=\(decided) text=\(result.text)")
+                            }
+                            if let t = recognizer.lastUtteranceTiming, let decided = t.detectorDecidedAt {
+                                silence.append(decided - result.range.end)
+                                block.append(t.closedAt - decided)
+                                ending.append(t.cpuSeconds)
+                            }
+                        }
                     }
+                    var offset = piece.lowerBound
+                    while offset < piece.upperBound {
+                        let end = min(piece.upperBound, offset + 320)
+                        take(try recognizer.accept(Array(floats[offset..<end])))
+                        offset = end
+                    }
+                    take(try recognizer.finish())
                 }
-                events += produced
+                let errors = stream.errors(finals)
+                if setNames.isEmpty { setNames = errors.map(\.set) }
+                let total = errors.reduce((0, 0)) { ($0.0 + $1.errors, $0.1 + $1.words) }
+                rows.append([name, "\(finals.count)"]
+                    + errors.map { "\($0.errors)/\($0.words)" }
+                    + ["\(format(100 * Double(total.0) / Double(max(1, total.1)), 1)) %", pair(silence), pair(block), pair(ending)])
+            } catch {
+                rows.append([name, "failed: \(error)"])
             }
-            while offset < floats.count {
-                let end = min(floats.count, offset + 320)
-                take(try recognizer.accept(Array(floats[offset..<end])))
-                offset = end
-            }
-            take(try recognizer.finish())
-            let errors = stream.errors(finals)
-            if setNames.isEmpty { setNames = errors.map(\.set) }
-            let total = errors.reduce((0, 0)) { ($0.0 + $1.errors, $0.1 + $1.words) }
-            rows.append([arguments.joined(separator: " "), "\(finals.count)"]
-                + errors.map { "\($0.errors)/\($0.words)" }
-                + ["\(format(100 * Double(total.0) / Double(max(1, total.1)), 1)) %", pair(silence), pair(block), pair(ending)])
-        } catch {
-            rows.append([arguments.joined(separator: " "), "failed: \(error)"])
         }
     }
     printTable(["options", "finals"] + setNames + ["WER", "silence", "block", "ending CPU"], rows)
 }
 
 // MARK: - Helpers
+
+extension Endpointing {
+    /// `detector`, or `early=SECONDS,end=LOG10,late=SECONDS` (each part optional).
+    init?(spec: String) {
+        self = .detector
+        guard spec != "detector" else { return }
+        for part in spec.split(separator: ",") {
+            let pair = part.split(separator: "=", maxSplits: 1)
+            guard pair.count == 2, let value = Double(pair[1]), value.isFinite else { return nil }
+            switch pair[0] {
+            case "early": earlySilence = value
+            case "end": sentenceEnd = value
+            case "late": lateSilence = value
+            default: return nil
+            }
+        }
+    }
+}
 
 private func percentile(_ values: [Double], _ p: Double) -> Double {
     guard !values.isEmpty else { return .nan }
