@@ -1,6 +1,5 @@
 import CPocketSphinx
 import CPocketSphinxShims
-import Dispatch
 import Foundation
 import StenoCore
 import StenoSystem
@@ -151,20 +150,11 @@ enum LetterToSound {
         let path = NSTemporaryDirectory() + "steno-lts-\(getpid())-\(UInt64.random(in: 0...UInt64.max)).scm"
         guard FileManager.default.createFile(atPath: path, contents: Data(script.utf8)) else { return [:] }
         defer { try? FileManager.default.removeItem(atPath: path) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: festival)
-        process.arguments = ["--batch", path]
-        let output = Pipe()
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        do { try process.run() } catch { return [:] }
-        // A festival that hangs is stopped: the session then goes on without those words.
-        let watchdog = DispatchWorkItem { if process.isRunning { process.terminate() } }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 30, execute: watchdog)
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        watchdog.cancel()
+        // A festival that hangs is killed after 30 s: the session then goes on without those
+        // words. (`runChild`, not Foundation's `Process`, whose child would inherit the
+        // server's ignored SIGTERM and outlive a `terminate()`.)
+        guard let run = try? runChild(festival, ["--batch", path], timeout: 30), !run.timedOut else { return [:] }
+        let text = run.stdout
         var result: [String: [String]] = [:]
         for line in text.split(separator: "\n") {
             let parts = line.split(separator: "\t", maxSplits: 1)

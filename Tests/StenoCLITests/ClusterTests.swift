@@ -43,6 +43,9 @@ struct ClusterTests {
         #expect(full.log.contains("from 127.0.0.1\n") && !full.log.contains("203.0.113.9"), "\(full.log)")
         // leastconn saw both instances free each time and took the full one at least once:
         // HAProxy retried that handshake on the other instance (its log counts the retry).
+        // HAProxy logs a WebSocket request when its connection closes, which can be after
+        // `steno send` has exited: wait for the lines (the deadline only catches their absence).
+        try? proxy.command.wait(for: "HAProxy's log of the three handshakes", timeout: 60) { proxy.talkerHandshakes.count >= 3 }
         let handshakes = proxy.talkerHandshakes
         #expect(handshakes.count == 3 && handshakes.allSatisfy { $0.server == "steno2" }, "\(proxy.log)")
         #expect(handshakes.contains { $0.retries > 0 }, "\(proxy.log)")
@@ -76,6 +79,8 @@ struct ClusterTests {
         #expect(!send.stderr.text.contains("new session") && !send.stderr.text.contains("could not be resumed"),
                 "\(send.stderr.text)")
         #expect(home.sessionsStarted == 1 && other.sessionsStarted == 0, "\(home.log)\n\(other.log)")
+        // The resumed connection is logged when it closes, perhaps after `steno send` exited.
+        try? proxy.command.wait(for: "HAProxy's log of both handshakes", timeout: 60) { proxy.talkerHandshakes.count >= 2 }
         #expect(proxy.talkerHandshakes.count >= 2 && proxy.talkerHandshakes.allSatisfy { $0.server == name }, "\(proxy.log)")
         // Nothing heard twice or lost: the finals of an uninterrupted session.
         #expect(send.stdout.text == (try TestAudio.transcribed(TestAudio.beckett)))

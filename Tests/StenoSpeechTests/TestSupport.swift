@@ -172,21 +172,13 @@ func recordedCLIOutput() throws -> [String: [String]] {
 /// resource; returns the utterances it printed.
 func runCLI(_ file: String, arguments: [String] = []) throws -> [String] {
     let model = PocketSphinxConfiguration()
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/pocketsphinx_continuous")
-    process.arguments = [
+    let run = try runChild("/usr/bin/pocketsphinx_continuous", [
         "-infile", try TestAudio.resourceURL(file).path,
         "-hmm", model.resolvedAcousticModel, "-lm", model.resolvedLanguageModel,
         "-dict", model.resolvedDictionary, "-logfn", "/dev/null",
-    ] + arguments
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else { throw TestDataError("pocketsphinx_continuous failed on \(file)") }
-    return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init).filter { !$0.isEmpty }
+    ] + arguments)
+    guard run.status == 0 else { throw TestDataError("pocketsphinx_continuous failed on \(file) (exit status \(run.status))") }
+    return run.stdout.split(separator: "\n").map(String.init).filter { !$0.isEmpty }
 }
 
 /// Transcriptions several tests look at, made once per run (whichever test asks first).

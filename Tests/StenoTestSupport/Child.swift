@@ -1,4 +1,5 @@
 import Foundation
+import StenoSystem
 import Glibc
 
 /// A child process that a benchmark or a test runs and watches: its pid, its stdout (if
@@ -109,12 +110,23 @@ public final class Child: @unchecked Sendable {
 
     public func send(signal number: Int32) { kill(pid, number) }
 
+    /// Waits for it to end by itself (after its input ended, say); its exit status, as
+    /// `exitStatus(fromWaitStatus:)`. Reaps it.
+    @discardableResult
+    public func waitForExit() -> Int32 {
+        if let exitStatus { return exitStatus }
+        let status = StenoSystem.waitForExit(pid)
+        exitStatus = status
+        if let fd = stdoutFD { close(fd) }
+        return status
+    }
+
     /// The exit status once the process has ended (nil while it runs); reaps it.
     public func pollExit() -> Int32? {
         if let exitStatus { return exitStatus }
         var status: Int32 = 0
         guard waitpid(pid, &status, WNOHANG) == pid else { return nil }
-        exitStatus = StenoTestSupport.exitStatus(fromWaitStatus: status)
+        exitStatus = StenoSystem.exitStatus(fromWaitStatus: status)
         if let fd = stdoutFD { close(fd) }
         return exitStatus
     }
@@ -125,7 +137,7 @@ public final class Child: @unchecked Sendable {
     public func terminate(_ signal: Int32 = SIGTERM) {
         if exitStatus != nil { return }
         kill(pid, signal)
-        exitStatus = waitForExit(pid)
+        exitStatus = StenoSystem.waitForExit(pid)
         if let fd = stdoutFD { close(fd) }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import StenoSystem
 
 /// Debian's `redis-server` on a free loopback port, with no persistence, for the tests that
 /// need a real one; stopped by `stop()` or, failing that, when it is released (SIGKILL).

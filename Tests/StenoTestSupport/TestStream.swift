@@ -1,4 +1,5 @@
 import Foundation
+import StenoSystem
 
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,5 @@
 import StenoCore
-import Synchronization
+import StenoSystem
 
 /// How `steno send` and `steno listen` print captions.
 enum CaptionOutputFormat: String, CaseIterable, Sendable {
@@ -68,7 +68,7 @@ final class StatusLine: Sendable {
     private struct State {
         var shown = ""
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
     let isTerminal: Bool
 
     init(isTerminal: Bool = StandardStreams.isTerminal(2)) {

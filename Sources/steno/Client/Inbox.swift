@@ -1,6 +1,6 @@
 import Dispatch
+import StenoSystem
 import StenoTransport
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -21,7 +21,8 @@ enum ClientInput: Sendable {
 
 /// A queue many threads post to and one thread waits on.
 final class Inbox: Sendable {
-    private let items = Mutex<[ClientInput]>([])
+    // `Locked`, not `Mutex`: ThreadSanitizer cannot see a `Mutex` on Linux (StenoSystem.Locked).
+    private let items = Locked<[ClientInput]>([])
     private let signal = DispatchSemaphore(value: 0)
 
     func post(_ input: ClientInput) {

@@ -1015,37 +1015,31 @@ private func measureFloorInRealTime(talkers: Int, speech: [UInt8]) -> WakeupsRow
     row.audioSeconds = Double(speech.count) / 32000 * Double(talkers)
     let args = ["-infile", "/dev/stdin", "-hmm", "\(floorModelDirectory)/en-us", "-lm", "\(floorModelDirectory)/en-us.lm.bin",
                 "-dict", "\(floorModelDirectory)/cmudict-en-us.dict", "-logfn", "/dev/null", "-maxhmmpf", "5000", "-maxwpf", "20"]
-    var processes: [(Process, Pipe)] = []
+    var processes: [Child] = []
     for _ in 0..<talkers {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/pocketsphinx_continuous")
-        process.arguments = args
-        let input = Pipe()
-        process.standardInput = input
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        do { try process.run() } catch {
+        guard let child = Child.spawn("/usr/bin/pocketsphinx_continuous", args, stdout: false, stdin: true) else {
+            processes.forEach { $0.terminate(SIGKILL) }
             row.failed = true
             return row
         }
-        processes.append((process, input))
+        processes.append(child)
     }
     // Loaded: each has used no CPU for half a second (it reads its input only after that).
-    for (process, _) in processes {
-        var last = ProcessCounters(pid: process.processIdentifier).cpu
+    for process in processes {
+        var last = ProcessCounters(pid: process.pid).cpu
         var quiet = 0
         let began = monotonicSeconds()
         while quiet < 2 && monotonicSeconds() - began < 30 {
             usleep(250_000)
-            let now = ProcessCounters(pid: process.processIdentifier).cpu
+            let now = ProcessCounters(pid: process.pid).cpu
             quiet = now - last < 0.005 ? quiet + 1 : 0
             last = now
         }
     }
-    let before = processes.map { ProcessCounters(pid: $0.0.processIdentifier) }
-    let threads = processes.map { _, pipe in
+    let before = processes.map { ProcessCounters(pid: $0.pid) }
+    let threads = processes.map { process in
         Thread {
-            let fd = pipe.fileHandleForWriting.fileDescriptor
+            guard let fd = process.stdinFD else { return }
             let start = monotonicSeconds()
             var offset = 0, index = 0
             while offset < speech.count {
@@ -1068,22 +1062,23 @@ private func measureFloorInRealTime(talkers: Int, speech: [UInt8]) -> WakeupsRow
     threads.forEach { $0.start() }
     while !threads.allSatisfy(\.isFinished) { usleep(20_000) }
     // Its last block and utterance: done once it has been quiet for half a second.
-    for (process, _) in processes {
-        var last = ProcessCounters(pid: process.processIdentifier).cpu
+    for process in processes {
+        var last = ProcessCounters(pid: process.pid).cpu
         var quiet = 0
         while quiet < 2 {
             usleep(250_000)
-            let now = ProcessCounters(pid: process.processIdentifier).cpu
+            let now = ProcessCounters(pid: process.pid).cpu
             quiet = now - last < 0.005 ? quiet + 1 : 0
             last = now
         }
     }
     // Quiet means blocked in read: the idle half second adds nothing to the counters.
-    let after = processes.map { ProcessCounters(pid: $0.0.processIdentifier) }
+    let after = processes.map { ProcessCounters(pid: $0.pid) }
     row.counters = zip(after, before).map { $0 - $1 }.reduce(ProcessCounters(), +)
-    for (process, pipe) in processes {
-        try? pipe.fileHandleForWriting.close()
-        process.waitUntilExit()
+    for process in processes {
+        // The end of its input: it finishes and exits.
+        if let fd = process.stdinFD { close(fd) }
+        process.waitForExit()
     }
     return row
 }

@@ -13,7 +13,8 @@
 //    each with a decoder of its own), the CLI's peak RSS, the time to make a decoder, and the
 //    time to start a session on a pooled decoder (reset included).
 // 3. Decoder options, over every labelled file there is (bench/speech/README.md): per option
-//    set (pocketsphinx's defaults, Steno's, without the second pass or the lattice, other
+//    set (pocketsphinx's defaults, Steno's — `PocketSphinxConfiguration.recommendedArguments`,
+//    whatever they are — and Steno's with the second pass or the lattice on or off, other
 //    pruning; add your own with --options "-name value ..."), the word error rate per group of
 //    files and overall (fresh sessions; --one-session: also each group in one session), the words changed on
 //    the files without a reference, the real-time factor and CPU against the defaults, the
@@ -28,12 +29,16 @@
 // --quick uses fewer option sets; --one-session adds the options table's WER with each group's
 // files in one session (deterministic, so one run of it is enough). Timings on a shared 2-core
 // machine are noisy: each figure is the best of --repeat runs (default 3).
+// It takes a while (on a quiet machine, about 6 min for the speed table, well under 1 min for
+// memory, several minutes for the options): the speed table prints each file's row when it is
+// done, and the options part says on standard error which file it is at.
 
 import CPocketSphinx
 import Foundation
 import StenoCore
 import StenoSession
 import StenoSpeech
+import StenoSystem
 
 func runSpeechBench(_ arguments: [String]) {
     var settings = SpeechBenchSettings()
@@ -124,7 +129,11 @@ private struct SpeechBench {
     private func speed(_ files: [BenchFile]) throws {
         let engine = try PocketSphinxEngine(configuration: model)
         let cliInit = (0..<settings.repeats).map { _ in (try? cli(silence: 0.1))?.cpu ?? .infinity }.min() ?? 0
-        var rows: [[String]] = []
+        print("Real-time factor (CPU s per audio s): StenoSpeech streaming, the CLI's loop in-process, the CLI")
+        print("(CLI: CPU of the run minus \(f(cliInit, 3)) s, its CPU on 0.1 s of silence, i.e. model loading)")
+        // A row as each file is done: the table takes minutes.
+        let rows = RowPrinter(["file", "audio s", "steno", "steno, no partials", "bare loop", "CLI", "steno/bare", "steno/CLI", "words vs CLI"],
+                              firstColumn: files.map(\.name) + ["all"])
         var total = (audio: 0.0, steno: 0.0, quiet: 0.0, bare: 0.0, cli: 0.0)
         for file in files {
             var steno = Double.infinity
@@ -149,16 +158,13 @@ private struct SpeechBench {
             total.quiet += quiet
             total.bare += bare
             total.cli += theirs
-            rows.append([file.name, f(file.seconds, 2), f(steno / file.seconds, 3), f(quiet / file.seconds, 3),
-                         f(bare / file.seconds, 3), f(theirs / file.seconds, 3),
-                         f(steno / bare, 2), f(steno / theirs, 2), ourWords == cliWords ? "same" : "DIFFERENT"])
+            rows.print([file.name, f(file.seconds, 2), f(steno / file.seconds, 3), f(quiet / file.seconds, 3),
+                        f(bare / file.seconds, 3), f(theirs / file.seconds, 3),
+                        f(steno / bare, 2), f(steno / theirs, 2), ourWords == cliWords ? "same" : "DIFFERENT"])
         }
-        rows.append(["all", f(total.audio, 2), f(total.steno / total.audio, 3), f(total.quiet / total.audio, 3),
-                     f(total.bare / total.audio, 3), f(total.cli / total.audio, 3),
-                     f(total.steno / total.bare, 2), f(total.steno / total.cli, 2), ""])
-        print("Real-time factor (CPU s per audio s): StenoSpeech streaming, the CLI's loop in-process, the CLI")
-        print("(CLI: CPU of the run minus \(f(cliInit, 3)) s, its CPU on 0.1 s of silence, i.e. model loading)")
-        table(["file", "audio s", "steno", "steno, no partials", "bare loop", "CLI", "steno/bare", "steno/CLI", "words vs CLI"], rows)
+        rows.print(["all", f(total.audio, 2), f(total.steno / total.audio, 3), f(total.quiet / total.audio, 3),
+                    f(total.bare / total.audio, 3), f(total.cli / total.audio, 3),
+                    f(total.steno / total.bare, 2), f(total.steno / total.cli, 2), ""])
     }
 
     /// The loop of `pocketsphinx_continuous -infile`, straight on the C API, on a new decoder
@@ -227,29 +233,21 @@ private struct SpeechBench {
         return (cpu, finals.map(\.text).joined(separator: " "), finals.flatMap(\.words))
     }
 
-    /// Runs the CLI under /usr/bin/time (GNU time: the child's own CPU and peak RSS; the
-    /// parent's RUSAGE_CHILDREN peak RSS would count this process's RSS, which the child
-    /// had before exec).
+    /// Runs the CLI under /usr/bin/time (GNU time: the child's own CPU and peak RSS; its
+    /// `wait4` here would give a peak RSS that counts this process's, which a child spawned
+    /// with a shared address space (posix_spawn) has until it execs).
     private func cli(_ path: String, arguments extra: [String] = []) throws -> (cpu: Double, maxRSS: Int, text: String) {
         let usageFile = NSTemporaryDirectory() + "steno-bench-time-\(getpid()).txt"
         defer { try? FileManager.default.removeItem(atPath: usageFile) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/time")
-        process.arguments = ["-f", "%U %S %M", "-o", usageFile, "/usr/bin/pocketsphinx_continuous",
-                             "-infile", path, "-hmm", model.resolvedAcousticModel, "-lm", model.resolvedLanguageModel,
-                             "-dict", model.resolvedDictionary, "-logfn", "/dev/null"] + extra
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let run = try runChild("/usr/bin/time", ["-f", "%U %S %M", "-o", usageFile, "/usr/bin/pocketsphinx_continuous",
+                                                 "-infile", path, "-hmm", model.resolvedAcousticModel, "-lm", model.resolvedLanguageModel,
+                                                 "-dict", model.resolvedDictionary, "-logfn", "/dev/null"] + extra)
         let fields = ((try? String(contentsOfFile: usageFile, encoding: .utf8)) ?? "")
             .split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { Double($0) }
-        guard process.terminationStatus == 0, fields.count == 3 else {
-            throw BenchError("pocketsphinx_continuous (under /usr/bin/time) failed on \(path)")
+        guard run.status == 0, fields.count == 3 else {
+            throw BenchError("pocketsphinx_continuous (under /usr/bin/time) failed on \(path) (exit status \(run.status))")
         }
-        let text = String(decoding: data, as: UTF8.self).split(separator: "\n").filter { !$0.isEmpty }.joined(separator: " ")
+        let text = run.stdout.split(separator: "\n").filter { !$0.isEmpty }.joined(separator: " ")
         return (fields[0] + fields[1], Int(fields[2]), text)
     }
 
@@ -320,32 +318,79 @@ private struct SpeechBench {
 
     // MARK: Options: WER, CPU, the end-of-utterance tail, confidences
 
-    /// The option sets compared: pocketsphinx's defaults, Steno's, and what the issue asked
-    /// for (without the second pass, without the lattice, tighter and looser pruning), then
-    /// `--options`. Later arguments replace earlier ones, so a set is Steno's plus a change.
-    private func optionSets() -> [[String]] {
-        let steno = PocketSphinxConfiguration.recommendedArguments
-        var sets: [[String]] = [[], steno, steno + ["-fwdflat", "no"]]
-        if !settings.quick {
-            sets += [
-                ["-fwdflat", "no"],
-                steno + ["-bestpath", "no"],
-                steno + ["-fwdflat", "no", "-bestpath", "no"],
-                ["-maxhmmpf", "3000", "-maxwpf", "10", "-fwdflat", "no"],
-                ["-maxhmmpf", "10000", "-maxwpf", "20", "-fwdflat", "no"],
-            ]
-        }
-        return sets + settings.extraOptionSets
+    /// One row of the options tables: the decoder arguments and what the row is called.
+    private struct DecoderOptions {
+        let label: String
+        let arguments: [String]
     }
 
-    private func optionsName(_ set: [String]) -> String {
-        if set.isEmpty { return "(pocketsphinx defaults)" }
-        return set.joined(separator: " ") + (set == PocketSphinxConfiguration.recommendedArguments ? " (Steno default)" : "")
+    /// The option sets compared: pocketsphinx's defaults, Steno's (second: the calibration
+    /// table is Steno's), Steno's with the second pass (`-fwdflat`) and the lattice
+    /// (`-bestpath`) on or off, pocketsphinx's with other pruning, then `--options`. Steno's
+    /// options are `recommendedArguments` whatever they are, and a row is labelled by how it
+    /// differs from them, so the rows follow a change of the default; a set that decodes as
+    /// an earlier one (the same value of every option, given or by default) is left out.
+    private func optionSets() -> [DecoderOptions] {
+        let steno = PocketSphinxConfiguration.recommendedArguments
+        var candidates = [DecoderOptions(label: "(pocketsphinx defaults)", arguments: []),
+                          DecoderOptions(label: "Steno default: " + steno.joined(separator: " "), arguments: steno)]
+        var changes = [["-fwdflat", "no"], ["-fwdflat", "yes"]]
+        if !settings.quick {
+            changes += [["-bestpath", "no"], ["-fwdflat", "no", "-bestpath", "no"], ["-fwdflat", "yes", "-bestpath", "no"]]
+        }
+        candidates += changes.map { DecoderOptions(label: "Steno, " + $0.joined(separator: " "), arguments: replacing(steno, with: $0)) }
+        if !settings.quick {
+            candidates += [["-fwdflat", "no"], ["-maxhmmpf", "3000", "-maxwpf", "10", "-fwdflat", "no"],
+                           ["-maxhmmpf", "10000", "-maxwpf", "20", "-fwdflat", "no"]]
+                .map { DecoderOptions(label: $0.joined(separator: " "), arguments: $0) }
+        }
+        candidates += settings.extraOptionSets.map { DecoderOptions(label: $0.joined(separator: " "), arguments: $0) }
+        let defaults = pocketSphinxDefaults()
+        var seen: [[String: String]] = []
+        return candidates.filter { candidate in
+            let effective = defaults.merging(pairs(candidate.arguments)) { $1 }
+            if seen.contains(effective) { return false }
+            seen.append(effective)
+            return true
+        }
+    }
+
+    /// `base` with `change`'s options: one that `base` names takes the new value in place
+    /// (pocketsphinx refuses an option given twice), the others follow.
+    private func replacing(_ base: [String], with change: [String]) -> [String] {
+        var result = base
+        for (name, value) in pairs(change).sorted(by: { $0.key < $1.key }) {
+            if let at = stride(from: 0, to: result.count - 1, by: 2).first(where: { result[$0] == name }) {
+                result[at + 1] = value
+            } else {
+                result += [name, value]
+            }
+        }
+        return result
+    }
+
+    /// `-name value` pairs as a dictionary.
+    private func pairs(_ arguments: [String]) -> [String: String] {
+        var result: [String: String] = [:]
+        for index in stride(from: 0, to: arguments.count - 1, by: 2) { result[arguments[index]] = arguments[index + 1] }
+        return result
+    }
+
+    /// Every decoder option's default value, as pocketsphinx declares it (`ps_args()`).
+    private func pocketSphinxDefaults() -> [String: String] {
+        var result: [String: String] = [:]
+        guard var argument = ps_args() else { return result }
+        while let name = argument.pointee.name {
+            if let value = argument.pointee.deflt { result[String(cString: name)] = String(cString: value) }
+            argument += 1
+        }
+        return result
     }
 
     private func options(_ files: [BenchFile]) throws {
         let sets = optionSets()
-        let engines = try sets.map { try PocketSphinxEngine(configuration: PocketSphinxConfiguration(arguments: $0)) }
+        progress("options: \(sets.count) option sets: " + sets.map(\.label).joined(separator: "; "))
+        let engines = try sets.map { try PocketSphinxEngine(configuration: PocketSphinxConfiguration(arguments: $0.arguments)) }
         let block = PocketSphinxConfiguration().blockSamples
         let groups = files.map(\.group).reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }
         let scored = groups.filter { group in files.contains { $0.group == group && $0.reference != nil } }
@@ -357,6 +402,8 @@ private struct SpeechBench {
         var hypotheses = [[[Word]]](repeating: [[Word]](repeating: [], count: files.count), count: sets.count)
         var calls = [[[Call]]](repeating: [[Call]](repeating: [], count: files.count), count: sets.count)
         for (fileIndex, file) in files.enumerated() {
+            // Progress, on standard error so that the tables stay as they are.
+            progress("options: file \(fileIndex + 1) of \(files.count), \(file.name): \(sets.count) option sets × \(settings.repeats) runs")
             for repeatIndex in 0..<settings.repeats {
                 for setIndex in sets.indices {
                     let run = try decodeTimed(file, engine: engines[setIndex], block: block)
@@ -386,9 +433,10 @@ private struct SpeechBench {
         // Accuracy: deterministic, so the first run's words.
         var accuracyRows: [[String]] = []
         var calibration: (words: [Word], correct: [Bool]) = ([], [])
+        let stenoIndex = sets.firstIndex { $0.arguments == PocketSphinxConfiguration.recommendedArguments } ?? 1
         var separation: [String] = []
         for setIndex in sets.indices {
-            var row = [optionsName(sets[setIndex])]
+            var row = [sets[setIndex].label]
             var all = (errors: 0, count: 0)
             var right: [Double] = []
             var wrong: [Double] = []
@@ -403,7 +451,7 @@ private struct SpeechBench {
                     for (word, correct) in zip(hypothesis, alignment.hypothesisCorrect) {
                         if correct { right.append(word.confidence) } else { wrong.append(word.confidence) }
                     }
-                    if setIndex == 1 {
+                    if setIndex == stenoIndex {
                         calibration.words += hypothesis
                         calibration.correct += alignment.hypothesisCorrect
                     }
@@ -455,7 +503,7 @@ private struct SpeechBench {
             let tails = finals.map { max(0, $0.wall - blockWall * Double($0.samples) / Double(block)) }.sorted()
             let tailsCPU = finals.map { max(0, $0.cpu - blockCPU * Double($0.samples) / Double(block)) }.sorted()
             let total = cpu[setIndex].reduce(0, +)
-            costRows.append([optionsName(sets[setIndex]), f(total / audio, 3), f(total / defaultCPU, 2),
+            costRows.append([sets[setIndex].label, f(total / audio, 3), f(total / defaultCPU, 2),
                              f(blockWall * 1000, 1), "\(tails.count)", ms(percentile(tails, 0.5)),
                              ms(percentile(tails, 0.95)), ms(tails.last ?? 0),
                              ms(percentile(tailsCPU, 0.5)), ms(percentile(tailsCPU, 0.95)), ms(tailsCPU.last ?? 0),
@@ -746,18 +794,43 @@ private func residentBytes() -> Int {
 
 // MARK: - Printing
 
+/// Where a long part has got, on standard error (the tables on standard output stay as they are).
+private func progress(_ line: String) {
+    FileHandle.standardError.write(Data((line + "\n").utf8))
+}
+
 private func table(_ header: [String], _ rows: [[String]]) {
     let all = [header] + rows
     let widths = header.indices.map { column in all.map { $0.indices.contains(column) ? $0[column].count : 0 }.max() ?? 0 }
-    func line(_ cells: [String]) -> String {
-        cells.enumerated().map { index, cell in
-            let pad = String(repeating: " ", count: max(0, widths[index] - cell.count))
-            return index == 0 ? cell + pad : pad + cell
-        }.joined(separator: "  ")
+    printHeader(header, widths)
+    for row in rows { print(tableLine(row, widths)) }
+}
+
+/// A table printed a row at a time, for one that takes minutes: the first column is as wide
+/// as the longest of `firstColumn` (the rows' names, known before), the others as their
+/// header (numbers fit; a longer cell pushes its row's later cells right).
+private struct RowPrinter {
+    let widths: [Int]
+
+    init(_ header: [String], firstColumn: [String]) {
+        widths = [max(header[0].count, firstColumn.map(\.count).max() ?? 0)] + header.dropFirst().map { max($0.count, 5) }
+        printHeader(header, widths)
     }
-    print(line(header))
+
+    func print(_ cells: [String]) { Swift.print(tableLine(cells, widths)) }
+}
+
+private func printHeader(_ header: [String], _ widths: [Int]) {
+    print(tableLine(header, widths))
     print(widths.map { String(repeating: "-", count: $0) }.joined(separator: "  "))
-    for row in rows { print(line(row)) }
+}
+
+/// The first column left-aligned, the others right-aligned.
+private func tableLine(_ cells: [String], _ widths: [Int]) -> String {
+    cells.enumerated().map { index, cell in
+        let pad = String(repeating: " ", count: max(0, (index < widths.count ? widths[index] : 0) - cell.count))
+        return index == 0 ? cell + pad : pad + cell
+    }.joined(separator: "  ")
 }
 
 private func f(_ value: Double, _ decimals: Int) -> String { String(format: "%.\(decimals)f", value) }
