@@ -82,7 +82,7 @@ public struct ServerOptions: Sendable, Equatable {
     /// each). A session borrows one while it speaks.
     public var recognizers = 4
     /// pocketsphinx options added after Steno's defaults for every model (`--decoder`), e.g.
-    /// `["-fwdflat", "no"]`; one Steno sets takes the value given.
+    /// `["-fwdflat", "yes"]`; one Steno sets takes the value given.
     public var decoderArguments: [String] = []
     /// Each session keeps a recognizer from its first utterance to its end, as before they were
     /// shared (for comparison in benchmarks; `recognizers` then limits sessions that spoke).

@@ -4,7 +4,7 @@ import StenoSpeech
 /// after Steno's own defaults, so an operator can tune the search (or try an option a
 /// benchmark recommends) without a new build.
 enum DecoderFlag {
-    static let help = "pocketsphinx options after Steno's, e.g. \"-fwdflat no -vad_postspeech 40\""
+    static let help = "pocketsphinx options after Steno's, e.g. \"-fwdflat yes -vad_postspeech 40\""
     /// What the help shows as the default: Steno's own options.
     static var defaultText: String { PocketSphinxConfiguration.recommendedArguments.joined(separator: " ") }
 

@@ -407,7 +407,7 @@ struct ParsedCommandLine: Sendable {
     }
 
     /// pocketsphinx options as on its command line, `-NAME VALUE` pairs separated by spaces
-    /// (`-fwdflat no -vad_postspeech 40`), added to Steno's defaults (one Steno sets takes the value
+    /// (`-fwdflat yes -vad_postspeech 40`), added to Steno's defaults (one Steno sets takes the value
     /// given). The engine checks the rest (`-logfn`, `-samprate`, unknown names) when it
     /// loads the model.
     func decoderArguments(_ value: FlagValue) throws(UsageError) -> [String] {
@@ -416,7 +416,7 @@ struct ParsedCommandLine: Sendable {
             && stride(from: 0, to: words.count, by: 2).allSatisfy { words[$0].count > 1 && words[$0].hasPrefix("-") }
         guard !words.isEmpty, pairs else {
             throw error(.invalidValue(source: value.source, value: value.text,
-                                      expected: "pocketsphinx options as -NAME VALUE pairs, such as \"-fwdflat no -vad_postspeech 40\""))
+                                      expected: "pocketsphinx options as -NAME VALUE pairs, such as \"-fwdflat yes -vad_postspeech 40\""))
         }
         return words
     }
