@@ -2,6 +2,7 @@ import CEpoll
 import Foundation
 import StenoAudio
 import StenoCore
+import StenoSpeech
 import StenoSystem
 import StenoTestSupport
 
@@ -1005,7 +1006,6 @@ func runWakeupsBench(talkerCounts: [Int], rounds: Int, steno: String, speech: [U
     print("  The server's counters are over the talk, less its idle rate over as long; least CPU of the rounds.")
 }
 
-private let floorModelDirectory = "/usr/share/pocketsphinx/model/en-us"
 
 /// `talkers` pocketsphinx_continuous processes, each fed `speech` in real time through a pipe.
 private func measureFloorInRealTime(talkers: Int, speech: [UInt8]) -> WakeupsRow {
@@ -1013,8 +1013,8 @@ private func measureFloorInRealTime(talkers: Int, speech: [UInt8]) -> WakeupsRow
     row.talkers = talkers
     row.mode = "floor"
     row.audioSeconds = Double(speech.count) / 32000 * Double(talkers)
-    let args = ["-infile", "/dev/stdin", "-hmm", "\(floorModelDirectory)/en-us", "-lm", "\(floorModelDirectory)/en-us.lm.bin",
-                "-dict", "\(floorModelDirectory)/cmudict-en-us.dict", "-logfn", "/dev/null", "-maxhmmpf", "5000", "-maxwpf", "20"]
+    // The server's own decoder options, so the floor follows Steno's default.
+    let args = ["-infile", "/dev/stdin", "-logfn", "/dev/null"] + PocketSphinxConfiguration().decoderArguments
     var processes: [Child] = []
     for _ in 0..<talkers {
         guard let child = Child.spawn("/usr/bin/pocketsphinx_continuous", args, stdout: false, stdin: true) else {

@@ -142,12 +142,10 @@ private struct Floor {
     var peakRSSMB: Double
 }
 
-private let floorModel = "/usr/share/pocketsphinx/model/en-us"
-
 /// One `pocketsphinx_continuous -infile` run with Steno's decoder options: CPU seconds, peak RSS.
+/// The options are the server's own (`decoderArguments`), so the floor follows the default.
 private func runFloor(_ file: String) -> (cpu: Double, rss: Double) {
-    let args = ["-infile", file, "-hmm", "\(floorModel)/en-us", "-lm", "\(floorModel)/en-us.lm.bin",
-                "-dict", "\(floorModel)/cmudict-en-us.dict", "-logfn", "/dev/null", "-maxhmmpf", "5000", "-maxwpf", "20"]
+    let args = ["-infile", file, "-logfn", "/dev/null"] + PocketSphinxConfiguration().decoderArguments
     guard let child = Child.spawn("/usr/bin/pocketsphinx_continuous", args, stdout: false) else { return (0, 0) }
     let usage = child.waitWithUsage()
     return (usage.cpu, usage.maxRSSMB)
