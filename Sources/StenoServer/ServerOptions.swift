@@ -84,6 +84,9 @@ public struct ServerOptions: Sendable, Equatable {
     /// pocketsphinx options added after Steno's defaults for every model (`--decoder`), e.g.
     /// `["-fwdflat", "yes"]`; one Steno sets takes the value given.
     public var decoderArguments: [String] = []
+    /// What ends an utterance besides the speech detector, for every model (`--endpointing`);
+    /// nil: the engine's default (`PocketSphinxConfiguration.endpointing`).
+    public var endpointing: Endpointing? = nil
     /// Each session keeps a recognizer from its first utterance to its end, as before they were
     /// shared (for comparison in benchmarks; `recognizers` then limits sessions that spoke).
     public var dedicatedRecognizers = false

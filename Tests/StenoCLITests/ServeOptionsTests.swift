@@ -166,7 +166,7 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         ("metrics-token", "env", "flag"), ("allowed-origin", "https://env.example", "https://flag.example"), ("trusted-proxy", "10.0.0.5", "fd00::5"),
         ("redis", "redis://10.0.0.7", "redis://10.0.0.8:6380/1"),
         ("drain-timeout", "5", "6"),
-        ("keepalive", "5", "6"), ("write-stall-seconds", "5", "6"), ("echo-route", "/env", "/flag"), ("workers", "5", "6"), ("event-loop", "poll", "libuv"), ("recognizers", "5", "6"), ("decoder", "-fwdflat no", "-maxwpf 10"), ("lag-target", "2", "0"), ("admit-utilization", "0.8", "0.95"),
+        ("keepalive", "5", "6"), ("write-stall-seconds", "5", "6"), ("echo-route", "/env", "/flag"), ("workers", "5", "6"), ("event-loop", "poll", "libuv"), ("recognizers", "5", "6"), ("decoder", "-fwdflat no", "-maxwpf 10"), ("endpointing", "detector", "search=0.3"), ("lag-target", "2", "0"), ("admit-utilization", "0.8", "0.95"),
         ("caption-line-length", "30", "32"), ("caption-lines", "1", "3"), ("caption-min-seconds", "0.5", "1.5"),
         ("caption-max-seconds", "5", "6"), ("hls-segment-seconds", "2", "4"), ("hls-window", "5", "6"),
         ("hls-mpegts-offset", "1.4", "10"), ("past-broadcasts", "0", "8"),
@@ -189,6 +189,31 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         let tested = Set(Self.pairs.map(\.0) + ["cert", "key", "viewer-token", "dedicated-recognizers"])
         #expect(Set(flags.all.map(\.name)) == tested)
         for flag in flags.all { #expect(flag.environment != nil, "\(flag.flag)") }
+    }
+
+    /// `--endpointing`: the detector's ends (nil: the engine's default), the search's at its
+    /// measured default silence, or at one given; anything else is a usage error that names
+    /// what is expected.
+    @Test func endpointingNamesTheDetectorOrTheSearchsSilence() throws {
+        #expect(try parse([]).endpointing == nil)
+        #expect(try parse(["--endpointing", "detector"]).endpointing == .detector)
+        #expect(try parse(["--endpointing", "search"]).endpointing == .standard)
+        #expect(try parse(["--endpointing", "search=0.3"]).endpointing == Endpointing(lateSilence: 0.3))
+        #expect(try parse([], ["STENO_ENDPOINTING": "search"]).endpointing == .standard)
+        for bad in ["", "search=", "search=0.05", "search=3", "search=nan", "late", "Search", "search=0.3s"] {
+            let problem = failure(["--endpointing", bad]).map { "\($0)" }
+            #expect(problem?.contains("search=SECONDS") == true, "\(bad): \(problem ?? "accepted")")
+        }
+        for endpointing in [Endpointing.detector, .standard, Endpointing(lateSilence: 0.25)] {
+            #expect(EndpointingFlag.endpointing(EndpointingFlag.text(endpointing)) == endpointing)
+        }
+        #expect(ServeOptions.spec(machine).helpText().contains("--endpointing MODE"))
+        // It reaches every model's configuration, and without it each keeps the engine's default.
+        let models = ["--model", "/m", "--model", "legal=/m,lm=/legal.lm.bin"]
+        let given = try Serve.modelConfigurations(parse(models + ["--endpointing", "search=0.3"]))
+        #expect(given.count == 2 && given.allSatisfy { $0.endpointing == Endpointing(lateSilence: 0.3) })
+        let plain = try Serve.modelConfigurations(parse(models))
+        #expect(plain.allSatisfy { $0.endpointing == PocketSphinxConfiguration().endpointing })
     }
 
     @Test func decoderOptionsArePairsAfterStenosOwn() throws {

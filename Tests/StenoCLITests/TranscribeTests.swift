@@ -162,6 +162,25 @@ import StenoCore
         let odd = try StenoCommand.run(["transcribe", file, "--decoder", "-fwdflat"])
         #expect(odd.status == 2 && odd.stderr.contains("-NAME VALUE"), "\(odd.stderr)")
     }
+
+    /// `--endpointing` reaches the recognizer: the search's end splits Beckett's sentences at
+    /// their 1.2 s pause, which the detector hears as one utterance; `detector` is the default.
+    @Test func endpointingReachesTheRecognizer() throws {
+        let file = TestAudio.resource("beckett.wav")
+        func finals(_ extra: [String]) throws -> [String] {
+            let run = try StenoCommand.run(["transcribe", file, "--no-progress", "--text", "raw"] + extra)
+            #expect(run.status == 0, "\(extra): \(run.stderr)")
+            return run.stdout.split(separator: "\n").map(String.init)
+        }
+        let plain = try finals([])
+        let detector = try finals(["--endpointing", "detector"])
+        let search = try finals(["--endpointing", "search"])
+        #expect(detector == plain)
+        #expect(search.count > detector.count, "\(search) against \(detector)")
+        #expect(try finals(["--endpointing", "search=0.38"]) == search)
+        let bad = try StenoCommand.run(["transcribe", file, "--endpointing", "soon"])
+        #expect(bad.status == 2 && bad.stderr.contains("search=SECONDS"), "\(bad.stderr)")
+    }
 }
 
 @Suite struct TranscribeTextFormatTests {

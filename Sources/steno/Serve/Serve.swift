@@ -13,13 +13,10 @@ import Glibc
 enum Serve {
     /// The engine of every `--model`: one, or several whose decoders share `--recognizers`.
     static func loadModels(_ options: ServerOptions) throws(StenoError) -> any SpeechEngine {
-        let specs = options.models.isEmpty ? [options.modelPath] : options.models
-        let base = PocketSphinxConfiguration(arguments: DecoderFlag.arguments(adding: options.decoderArguments),
-                                             recognizers: options.recognizers)
-        guard specs.count > 1 else {
-            return try PocketSphinxEngine(configuration: PocketSphinxConfiguration(modelSpec: specs[0], base: base))
+        let configurations = try modelConfigurations(options)
+        guard configurations.count > 1 else {
+            return try PocketSphinxEngine(configuration: configurations[0])
         }
-        let configurations = try specs.map { (spec) throws(StenoError) in try PocketSphinxConfiguration(modelSpec: spec, base: base) }
         if let problem = ModelSet.check(names: configurations.map(\.modelName)) {
             throw StenoError(.internal, problem)
         }
@@ -28,6 +25,16 @@ enum Serve {
             try PocketSphinxEngine(configuration: configuration, budget: budget)
         }
         return ModelSet(engines, capacity: budget.total)
+    }
+
+    /// Each `--model`'s configuration, with the options every model shares (`--decoder`,
+    /// `--endpointing`, `--recognizers`); nothing is loaded.
+    static func modelConfigurations(_ options: ServerOptions) throws(StenoError) -> [PocketSphinxConfiguration] {
+        let specs = options.models.isEmpty ? [options.modelPath] : options.models
+        var base = PocketSphinxConfiguration(arguments: DecoderFlag.arguments(adding: options.decoderArguments),
+                                             recognizers: options.recognizers)
+        if let endpointing = options.endpointing { base.endpointing = endpointing }
+        return try specs.map { (spec) throws(StenoError) in try PocketSphinxConfiguration(modelSpec: spec, base: base) }
     }
 
     static func run(_ arguments: [String]) -> Int32 {

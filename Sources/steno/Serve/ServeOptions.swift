@@ -15,7 +15,7 @@ struct ServeOptions {
     struct Flags {
         let host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes: Flag
         let idleTimeout, maxSessionSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, cert, key: Flag
-        let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, writeStall, echoRoute, workers, eventLoop, recognizers, dedicatedRecognizers, decoder, lagTarget, admitUtilization, logLevel: Flag
+        let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, writeStall, echoRoute, workers, eventLoop, recognizers, dedicatedRecognizers, decoder, endpointing, lagTarget, admitUtilization, logLevel: Flag
         let captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds: Flag
         let hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts: Flag
 
@@ -87,6 +87,8 @@ struct ServeOptions {
                                default: "\(machine.recognizers)", environment: "STENO_RECOGNIZERS")
             decoder = Flag("decoder", value: "OPTIONS", help: DecoderFlag.help,
                            default: DecoderFlag.defaultText, environment: "STENO_DECODER")
+            endpointing = Flag("endpointing", value: "MODE", help: EndpointingFlag.help,
+                               default: EndpointingFlag.defaultText, environment: "STENO_ENDPOINTING")
             dedicatedRecognizers = Flag.toggle("dedicated-recognizers",
                                                help: "each session keeps a recognizer to its end (the design before sharing, to compare)",
                                                environment: "STENO_DEDICATED_RECOGNIZERS")
@@ -120,7 +122,7 @@ struct ServeOptions {
         var all: [Flag] {
             [host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes, idleTimeout,
              maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, cert, key, drainTimeout, keepAlive, writeStall, echoRoute, workers,
-             eventLoop, recognizers, dedicatedRecognizers, decoder, lagTarget, admitUtilization, captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds,
+             eventLoop, recognizers, dedicatedRecognizers, decoder, endpointing, lagTarget, admitUtilization, captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds,
              hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts, logLevel]
         }
     }
@@ -248,6 +250,7 @@ struct ServeOptions {
         if let value = given.single(flags.recognizers) { options.recognizers = try given.integer(value, in: 1...1000) }
         options.dedicatedRecognizers = given.isOn(flags.dedicatedRecognizers)
         if let value = given.single(flags.decoder) { options.decoderArguments = try given.decoderArguments(value) }
+        if let value = given.single(flags.endpointing) { options.endpointing = try given.endpointing(value) }
         if let value = given.single(flags.lagTarget) { options.lagTarget = try given.seconds(value, in: 0...3600) }
         if let value = given.single(flags.admitUtilization) { options.admitUtilization = try given.fraction(value) }
         var layout = options.captionLayout

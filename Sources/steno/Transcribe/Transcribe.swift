@@ -28,6 +28,8 @@ enum Transcribe {
         var alternatives = 0
         /// `--decoder`: pocketsphinx options after Steno's defaults.
         var decoderArguments: [String] = []
+        /// `--endpointing`; nil: the engine's default.
+        var endpointing: Endpointing?
     }
 
     enum Flags {
@@ -40,6 +42,7 @@ enum Transcribe {
         static let alternatives = Flag("alternatives", value: "N", help: "jsonl: finals carry up to N alternative texts (0-\(StartRequest.maxAlternatives))",
                                        default: "0")
         static let decoder = Flag("decoder", value: "OPTIONS", help: DecoderFlag.help, default: DecoderFlag.defaultText)
+        static let endpointing = Flag("endpointing", value: "MODE", help: EndpointingFlag.help, default: EndpointingFlag.defaultText)
         static let chunkMilliseconds = Flag("chunk-ms", value: "N", help: "audio per message sent to the session, ms", default: "100")
         static let maxUtterance = Flag("max-utterance", value: "SECONDS", help: "force a final after this much continuous speech",
                                        default: "15")
@@ -54,7 +57,7 @@ enum Transcribe {
             Transcribes a WAV file (PCM 8-32 bit or float, mono or stereo, 8-48 kHz) through the
             same session pipeline as the server, and prints its finals.
             """,
-        flags: [Flags.format, Flags.model, Flags.phrases, Flags.boost, Flags.alternatives, Flags.chunkMilliseconds, Flags.maxUtterance, Flags.decoder,
+        flags: [Flags.format, Flags.model, Flags.phrases, Flags.boost, Flags.alternatives, Flags.chunkMilliseconds, Flags.maxUtterance, Flags.decoder, Flags.endpointing,
                 Flags.noWords, Flags.noProgress, Flags.text])
 
     /// The options, or nil when the help text was asked for.
@@ -78,6 +81,7 @@ enum Transcribe {
             options.maxUtterance = try given.seconds(value, in: 0.001...86400)
         }
         if let value = given.single(Flags.decoder) { options.decoderArguments = try given.decoderArguments(value) }
+        if let value = given.single(Flags.endpointing) { options.endpointing = try given.endpointing(value) }
         options.words = !given.isOn(Flags.noWords)
         options.progress = !given.isOn(Flags.noProgress)
         if let value = given.single(Flags.text) {
@@ -129,9 +133,10 @@ enum Transcribe {
         let format = try wav.wireFormat()
         guard wav.frameCount > 0 else { throw StenoError(.badAudio, "the file holds no audio") }
 
-        let engine = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(
-            modelSpec: options.model, base: PocketSphinxConfiguration(
-                arguments: DecoderFlag.arguments(adding: options.decoderArguments), maxUtteranceSeconds: options.maxUtterance)))
+        var base = PocketSphinxConfiguration(arguments: DecoderFlag.arguments(adding: options.decoderArguments),
+                                             maxUtteranceSeconds: options.maxUtterance)
+        if let endpointing = options.endpointing { base.endpointing = endpointing }
+        let engine = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(modelSpec: options.model, base: base))
         let session = LocalSession(engine: engine)
         let bar = ProgressBar(total: wav.duration,
                               enabled: options.progress && StandardStreams.isTerminal(2))

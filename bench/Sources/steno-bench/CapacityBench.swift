@@ -33,11 +33,13 @@ import Glibc
 //   steno-bench capacity [--counts 2,4,6,8,10,12,14,16] [--seconds 30] [--stagger 1.5]
 //                        [--designs shared,dedicated] [--rtf-seconds 40] [--svg bench/capacity.svg]
 //                        [--steno .build/release/steno] [--no-admission] [--admit-utilization F]
+//                        [--endpointing MODE]
 //
 // `--no-admission` serves with `--lag-target 0` (no load admission): every session is
 // admitted, so past the bound the round shows overload itself, and whether its lag stays even
 // across the sessions (the p95 per session) and their finals in order. `--admit-utilization F`
-// passes that option to the server (default: the server's own), to compare targets.
+// passes that option to the server (default: the server's own), to compare targets;
+// `--endpointing MODE` likewise (`detector`, `search`: when finals come, see `steno serve --help`).
 //
 // Speech: the five LibriVox sentences and the five card names of Tests/StenoSpeechTests/Resources
 // and the twelve synthetic sentences of bench/phrases/tts, with their references, taken in
@@ -53,7 +55,8 @@ func runCapacityBench(_ arguments: [String]) {
     var svgPath: String?
     var steno = ".build/release/steno"
     var admission = true
-    var admitUtilization: String?
+    // Options given to every server as they are (--admit-utilization, --endpointing).
+    var serveOptions: [String] = []
     var index = 0
     while index < arguments.count {
         let value = arguments[safe: index + 1]
@@ -65,7 +68,7 @@ func runCapacityBench(_ arguments: [String]) {
         case "--designs": designs = value?.split(separator: ",").compactMap { CapacityDesign(rawValue: String($0)) } ?? designs
         case "--svg": svgPath = value
         case "--steno": steno = value ?? steno
-        case "--admit-utilization": admitUtilization = value
+        case "--admit-utilization", "--endpointing": serveOptions += [arguments[index], value ?? ""]
         case "--no-admission":
             admission = false
             index += 1
@@ -89,7 +92,7 @@ func runCapacityBench(_ arguments: [String]) {
     print("capacity benchmark: \(speech.count) utterances with references (\(fixed(speech.map(\.seconds).reduce(0, +), 1)) s), "
         + "each session \(fixed(seconds, 0)) s together after a ramp of \(fixed(stagger, 1)) s per session, real time, 20 ms PCM messages")
     print("  steno: \(steno), \(cores) cores, load average \(loadAverage()) at the start" + (admission ? "" : "; no load admission (--lag-target 0)")
-        + (admitUtilization.map { "; --admit-utilization \($0)" } ?? ""))
+        + (serveOptions.isEmpty ? "" : "; " + serveOptions.joined(separator: " ")))
     print("")
 
     // The engine's own cost on this speech, in this run.
@@ -106,7 +109,7 @@ func runCapacityBench(_ arguments: [String]) {
         let plans = (0..<n).map { SessionPlan(session: $0, of: n, speech: speech, seconds: seconds, stagger: stagger) }
         for design in designs {
             guard let row = measureCapacity(steno: steno, design: design, plans: plans, seconds: seconds,
-                                            admission: admission, admitUtilization: admitUtilization) else {
+                                            admission: admission, serveOptions: serveOptions) else {
                 print("  \(n) sessions, \(design.rawValue): the server could not be run")
                 continue
             }
@@ -389,12 +392,12 @@ private enum SessionOutcome {
 }
 
 private func measureCapacity(steno: String, design: CapacityDesign, plans: [SessionPlan], seconds: Double,
-                             admission: Bool, admitUtilization: String?) -> CapacityRow? {
+                             admission: Bool, serveOptions: [String]) -> CapacityRow? {
     let n = plans.count
     var arguments = ["serve", "--port", "0", "--idle-timeout", "0", "--log-level", "warning", "--web-root", "/nonexistent"]
     if design == .dedicated { arguments += ["--dedicated-recognizers", "--recognizers", "\(n)"] }
     if !admission { arguments += ["--lag-target", "0"] }
-    if let admitUtilization { arguments += ["--admit-utilization", admitUtilization] }
+    arguments += serveOptions
     guard let server = Child.spawn(steno, arguments, stdout: true), let port = server.readPort() else { return nil }
     defer { server.terminate(SIGKILL) }
     guard waitForRecognizers(port: port) != nil else { return nil }

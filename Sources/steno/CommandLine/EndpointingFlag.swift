@@ -1,0 +1,48 @@
+import StenoSpeech
+
+/// `--endpointing`, shared by `steno serve` and `steno transcribe`: what ends an utterance
+/// (its final), the speech detector alone or the search's own end as well (Endpointing.swift).
+/// The search ends an utterance sooner after its last word, at the cost of splitting one at a
+/// long pause inside a sentence, so it is the operator's choice, not the default.
+enum EndpointingFlag {
+    static let help = "what ends an utterance: detector (its 0.5 s of silence) or search[=SECONDS] "
+        + "(the search's best path quiet this long after its last word, default "
+        + "\(seconds(Endpointing.standard.lateSilence)): finals ≈0.2 s sooner, a long pause may split a sentence)"
+    /// What the help shows as the default.
+    static var defaultText: String { text(PocketSphinxConfiguration().endpointing) }
+
+    /// `detector`, `search`, or `search=SECONDS` (0.1–2 s): the endpointing it names, or nil
+    /// when the text is none of these.
+    static func endpointing(_ text: String) -> Endpointing? {
+        if text == "detector" { return .detector }
+        if text == "search" { return .standard }
+        guard text.hasPrefix("search="), let value = Double(text.dropFirst("search=".count)),
+              value.isFinite, (0.1...2).contains(value) else { return nil }
+        return Endpointing(lateSilence: value)
+    }
+
+    static let expected = "detector, search, or search=SECONDS (0.1 to 2), such as search=0.3"
+
+    /// How an endpointing is written on the command line (what `endpointing(_:)` reads).
+    static func text(_ endpointing: Endpointing) -> String {
+        guard let late = endpointing.lateSilence else { return "detector" }
+        return late == Endpointing.standard.lateSilence ? "search" : "search=\(seconds(late))"
+    }
+
+    private static func seconds(_ value: Double?) -> String {
+        guard let value else { return "-" }
+        var text = String(value)
+        if text.hasSuffix(".0") { text.removeLast(2) }
+        return text
+    }
+}
+
+extension ParsedCommandLine {
+    /// `--endpointing`'s value (see `EndpointingFlag`).
+    func endpointing(_ value: FlagValue) throws(UsageError) -> Endpointing {
+        guard let endpointing = EndpointingFlag.endpointing(value.text) else {
+            throw error(.invalidValue(source: value.source, value: value.text, expected: EndpointingFlag.expected))
+        }
+        return endpointing
+    }
+}
