@@ -18,8 +18,8 @@ public struct PocketSphinxConfiguration: Sendable, Hashable {
     /// More decoder arguments, as on pocketsphinx's command line, e.g.
     /// `["-maxhmmpf", "3000", "-maxwpf", "10"]`. They come after the model paths. Each option
     /// may be given once: pocketsphinx refuses a repeated one, so to change one of
-    /// `recommendedArguments` replace its value in the list (as `steno --decoder` does, in
-    /// place) rather than appending it again. `-logfn` and `-samprate` are refused: logging is
+    /// `recommendedArguments` replace its value in the list (`arguments(setting:)`, as
+    /// `steno --decoder` does) rather than appending it again. `-logfn` and `-samprate` are refused: logging is
     /// process-wide (`PocketSphinxEngine.setLogFile`) and the rate is fixed at 16 kHz.
     /// Default: `recommendedArguments`; `[]` gives pocketsphinx's own defaults (those of
     /// `pocketsphinx_continuous`).
@@ -39,6 +39,23 @@ public struct PocketSphinxConfiguration: Sendable, Hashable {
     /// confidence alike. Without the second pass a `finalize` in mid-word has no lattice:
     /// the recognizer then falls back to the first pass's path (confidence 0).
     public static let recommendedArguments = ["-maxhmmpf", "5000", "-maxwpf", "20", "-fwdflat", "no"]
+
+    /// `base` with `changes`'s `-name value` pairs: one naming an option `base` already sets
+    /// replaces its value in place (pocketsphinx refuses an option given twice), the others
+    /// follow in their order. The last of several pairs with one name wins; a name without a
+    /// value at the end of `changes` is passed over.
+    public static func arguments(_ base: [String] = recommendedArguments, setting changes: [String]) -> [String] {
+        var result = base
+        for index in stride(from: 0, to: changes.count - 1, by: 2) {
+            let (name, value) = (changes[index], changes[index + 1])
+            if let at = stride(from: 0, to: result.count - 1, by: 2).first(where: { result[$0] == name }) {
+                result[at + 1] = value
+            } else {
+                result += [name, value]
+            }
+        }
+        return result
+    }
 
     /// An utterance longer than this (seconds, counted from the start of its speech) is
     /// finalized at the next block boundary even while speech goes on.

@@ -177,17 +177,7 @@ import Testing
         #expect(server.router.admission.isBusy && server.router.admission.reason == .demand)
         #expect(server.metrics.admissionUtilization.value > 0.9)
         #expect(abs(server.metrics.admissionTalkerDemand.value - 0.5) < 1e-9)
-        let (refused, none) = server.connect()
-        #expect(none == nil)
-        guard case .reject(let response) = refused else {
-            Issue.record("admitted past the projected utilization")
-            return
-        }
-        #expect(response.status == 503)
-        #expect(String(decoding: response.body, as: UTF8.self).contains(#""status":"busy""#))
-        #expect(response.headers.contains { $0.name == "Retry-After" })
-        #expect(server.metrics.handshakesRefused.labels("overload").value == 1)
-        #expect(server.metrics.admissionBusy.value == 1)
+        guard server.expectBusyRefusal("admitted past the projected utilization") else { return }
         let exposition = server.metrics.registry.exposition()
         #expect(exposition.contains("steno_admission_utilization "))
         #expect(exposition.contains("steno_admission_talker_demand "))

@@ -1,7 +1,7 @@
 import Foundation
 import StenoCore
 import StenoTransport
-import Synchronization
+import StenoSystem
 import Testing
 @testable import StenoServer
 
@@ -81,7 +81,7 @@ import Testing
         // channel free and the server not full: both go before `ended` is handed over.
         let server = MemoryServer()
         let first = try #require(server.connect().1)
-        let stateAtEnded = Mutex<(channel: String?, live: Int)?>(nil)
+        let stateAtEnded = Locked<(channel: String?, live: Int)?>(nil)
         let channels = server.channels
         let sessions = server.sessions
         server.connections.onSend.withLock {

@@ -82,17 +82,7 @@ import Testing
         server.settle()
         #expect(server.engine.load.waiting == 2)
         server.settle()
-        let (refused, none) = server.connect()
-        #expect(none == nil)
-        guard case .reject(let response) = refused else {
-            Issue.record("admitted while talkers wait")
-            return
-        }
-        #expect(response.status == 503)
-        #expect(String(decoding: response.body, as: UTF8.self).contains(#""status":"busy""#))
-        #expect(response.headers.contains { $0.name == "Retry-After" })
-        #expect(server.metrics.handshakesRefused.labels("overload").value == 1)
-        #expect(server.metrics.admissionBusy.value == 1)
+        guard server.expectBusyRefusal("admitted while talkers wait") else { return }
         // A viewer is not a talker.
         #expect(server.connect("/v1/listen?channel=x").0 == .accept)
         // A client coming back for its running session adds no talker: let through. One naming

@@ -1,5 +1,6 @@
 import Foundation
 import StenoCore
+import StenoSystem
 import Synchronization
 import Testing
 @testable import StenoServer
@@ -26,7 +27,7 @@ import StenoTestSupport
 
         // Watch the server's inbound buffer while the client streams.
         let watching = Atomic<Bool>(true)
-        let highest = Mutex<Double>(0)
+        let highest = Locked<Double>(0)
         let samples = Atomic<Int>(0)
         let port = server.port
         let watcher = Thread {

@@ -1,6 +1,5 @@
 import Foundation
 import StenoCore
-import Synchronization
 import Testing
 @testable import StenoServer
 

@@ -1,4 +1,5 @@
 import Foundation
+import StenoSystem
 import Synchronization
 
 /// A TCP relay on 127.0.0.1 in front of a server, that a test can cut: every connection it
@@ -8,7 +9,7 @@ public final class TCPProxy: @unchecked Sendable {
     public let port: Int
     private let target: Atomic<Int>
     private let listener: Int32
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let stopping = Atomic<Bool>(false)
     private let clientBytes = Atomic<Int>(0)
 

@@ -39,14 +39,14 @@ public final class TestControl: Sendable {
         public init() {}
     }
 
-    public let settings: Mutex<Settings>
-    private let log = Mutex<[TransportEvent]>([])
+    public let settings: Locked<Settings>
+    private let log = Locked<[TransportEvent]>([])
     private let ticks = Atomic<Int>(0)
-    public let logLines = Mutex<[String]>([])
+    public let logLines = Locked<[String]>([])
     /// What closed connections that kept their written messages left behind.
-    public let backlogs = Mutex<[ConnectionID: OutboundBacklog]>([:])
+    public let backlogs = Locked<[ConnectionID: OutboundBacklog]>([:])
 
-    public init(_ settings: Settings) { self.settings = Mutex(settings) }
+    public init(_ settings: Settings) { self.settings = Locked(settings) }
 
     public func record(_ e: TransportEvent) { log.withLock { $0.append(e) } }
     public func tick() { ticks.add(1, ordering: .relaxed) }

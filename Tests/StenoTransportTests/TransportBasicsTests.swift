@@ -1,6 +1,6 @@
 import Foundation
 import StenoCore
-import Synchronization
+import StenoSystem
 import Testing
 import StenoTestSupport
 @testable import StenoTransport
@@ -51,7 +51,7 @@ import StenoTestSupport
 /// Opens descriptors while the server stops (from `closed`, which lws calls while it
 /// destroys its context), as any other thread of the process might meanwhile.
 private final class OpensFilesWhenClosed: TransportDelegate {
-    let opened = Mutex<[Int32]>([])
+    let opened = Locked<[Int32]>([])
     func decideUpgrade(_ request: UpgradeRequest) -> UpgradeDecision { .accept }
     func opened(_ id: ConnectionID, request: UpgradeRequest) {}
     func received(_ id: ConnectionID, _ message: IncomingMessage) {}

@@ -1,7 +1,6 @@
 import Dispatch
 import Foundation
 import StenoCore
-import Synchronization
 import Testing
 @testable import StenoTransport
 import StenoTestSupport

@@ -2,13 +2,12 @@ import Foundation
 import StenoCore
 import StenoSystem
 import StenoTestSupport
-import Synchronization
 import Testing
 @testable import StenoTransport
 
 /// What a client saw, for the test's thread to wait on.
 final class ClientEvents: Sendable {
-    private let events = Mutex<[WebSocketClientEvent]>([])
+    private let events = Locked<[WebSocketClientEvent]>([])
 
     func append(_ event: WebSocketClientEvent) { events.withLock { $0.append(event) } }
     var all: [WebSocketClientEvent] { events.withLock { $0 } }

@@ -62,7 +62,7 @@ final class CLIServer: @unchecked Sendable {
 
 /// Bytes a child writes to a pipe, as they come.
 final class Collected: Sendable {
-    private let state = Mutex<(data: Data, ended: Bool)>((Data(), false))
+    private let state = Locked<(data: Data, ended: Bool)>((Data(), false))
 
     func append(_ data: Data) {
         state.withLock { s in
@@ -84,7 +84,7 @@ final class StenoCommand: @unchecked Sendable {
     let stdout = Collected()
     let stderr = Collected()
     let arguments: [String]
-    private let exit = Mutex<Int32?>(nil)
+    private let exit = Locked<Int32?>(nil)
 
     /// Starts `steno ARGUMENTS`; `input` is written to its standard input (then closed) when
     /// given, else standard input is empty. `environment` is added to this process's.
@@ -227,7 +227,7 @@ enum TestAudio {
         }
     }()
 
-    private static let transcripts = Mutex<[String: String]>([:])
+    private static let transcripts = Locked<[String: String]>([:])
 
     /// `steno transcribe FILE --format FORMAT`'s output (each made once).
     static func transcribed(_ path: String, format: String = "text") throws -> String {

@@ -27,10 +27,10 @@ final class MemoryConnections: ConnectionSink {
         var readingChanges: [Bool] = []
     }
 
-    private let state = Mutex<[ConnectionID: Connection]>([:])
+    private let state = Locked<[ConnectionID: Connection]>([:])
     let outboundBytes: Int
     /// Called with each message as the service hands it over (before the client could read it).
-    let onSend = Mutex<(@Sendable (ConnectionID, OutgoingMessage) -> Void)?>(nil)
+    let onSend = Locked<(@Sendable (ConnectionID, OutgoingMessage) -> Void)?>(nil)
 
     init(outboundBytes: Int = 1 << 20) {
         self.outboundBytes = outboundBytes
@@ -129,13 +129,13 @@ final class ScriptedDecoders: Sendable {
     }
 
     let capacity: Int
-    private let state: Mutex<State>
+    private let state: Locked<State>
     /// Recognizers made and not yet freed.
     let recognizersAlive = Atomic<Int>(0)
 
     init(capacity: Int) {
         self.capacity = capacity
-        state = Mutex(State(free: capacity))
+        state = Locked(State(free: capacity))
     }
 
     var load: RecognizerLoad {
@@ -174,8 +174,8 @@ final class ScriptedRecognizer: SpeechRecognizer {
     private let wake: @Sendable () -> Void
     private let partials: Bool
     private final class Flags: Sendable {
-        let granted = Mutex(false)
-        let withdrawn = Mutex(false)
+        let granted = Locked(false)
+        let withdrawn = Locked(false)
     }
     private let flags = Flags()
     private var hasDecoder = false

@@ -6,7 +6,6 @@ import StenoCore
 import StenoSession
 import StenoSpeech
 import StenoSystem
-import Synchronization
 import Testing
 @testable import StenoServer
 
@@ -255,7 +254,7 @@ extension Array where Element == WireEvent {
 /// What `LocalSession` (the same machine and pipeline, run synchronously) gives for an input:
 /// the events a client would receive. Cached per input name (several tests send the same audio).
 enum Reference {
-    private static let cache = Mutex<[String: [WireEvent]]>([:])
+    private static let cache = Locked<[String: [WireEvent]]>([:])
 
     static func events(_ input: TestInput, finalizeAt: [(index: Int, message: String)] = []) -> [WireEvent] {
         let key = input.name + finalizeAt.map { "|\($0.index):\($0.message)" }.joined()
@@ -279,7 +278,7 @@ enum Reference {
 
 /// Lines a server logged, readable from the test.
 final class LogLines: Sendable {
-    private let lines = Mutex<[String]>([])
+    private let lines = Locked<[String]>([])
     func append(_ line: String) { lines.withLock { $0.append(line) } }
     var all: [String] { lines.withLock { $0 } }
     func contains(_ text: String) -> Bool { all.contains { $0.contains(text) } }
@@ -689,8 +688,8 @@ func wordOverlap(_ a: [String], _ b: [String]) -> Double {
 
 /// Numbers shared between threads.
 final class SharedCounters: Sendable {
-    private let values: Mutex<[Int]>
-    init(count: Int) { values = Mutex([Int](repeating: 0, count: count)) }
+    private let values: Locked<[Int]>
+    init(count: Int) { values = Locked([Int](repeating: 0, count: count)) }
     subscript(i: Int) -> Int {
         get { values.withLock { $0[i] } }
     }
@@ -700,7 +699,7 @@ final class SharedCounters: Sendable {
 
 /// A body running on a thread of its own.
 final class BackgroundJob<T: Sendable>: Sendable {
-    private let result = Mutex<T?>(nil)
+    private let result = Locked<T?>(nil)
     private let done = DispatchSemaphore(value: 0)
 
     init(_ body: @escaping @Sendable () -> T) {
@@ -723,7 +722,7 @@ final class BackgroundJob<T: Sendable>: Sendable {
 /// Runs each body on its own thread (blocking socket work must not occupy Swift
 /// concurrency's few threads) and returns their results in order.
 func onThreads<T: Sendable>(_ bodies: [@Sendable () throws -> T]) -> [Result<T, any Error>] {
-    let results = Mutex<[Int: Result<T, any Error>]>([:])
+    let results = Locked<[Int: Result<T, any Error>]>([:])
     let done = DispatchSemaphore(value: 0)
     for (i, body) in bodies.enumerated() {
         let thread = Thread {

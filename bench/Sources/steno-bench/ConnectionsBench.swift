@@ -1111,20 +1111,11 @@ private func measureServerWakeups(steno: String, unbatched: Bool, talkerCounts: 
         row.talkers = t
         row.mode = mode
         row.audioSeconds = Double(speech.count) / 32000 * Double(t)
-        let results = Locked<[TalkerResult]>([])
         let before = ProcessCounters(pid: server.pid)
         let began = monotonicSeconds()
-        let threads = (0..<t).map { _ in
-            Thread {
-                let result = runTalker(port: port, pcm: speech)
-                results.withLock { $0.append(result) }
-            }
-        }
-        threads.forEach { $0.start() }
-        while results.withLock({ $0.count }) < t { usleep(20_000) }
+        let done = runTalkers(t, port: port, pcm: speech)
         let span = monotonicSeconds() - began
         row.counters = (ProcessCounters(pid: server.pid) - before).less(idle, over: span)
-        let done = results.withLock { $0 }
         row.failed = done.contains { $0.failure != nil }
         let lags = done.flatMap(\.lags).sorted()
         row.lagP95 = lags.isEmpty ? 0 : lags[min(lags.count - 1, Int(Double(lags.count) * 0.95))]

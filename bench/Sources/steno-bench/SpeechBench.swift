@@ -338,7 +338,7 @@ private struct SpeechBench {
         if !settings.quick {
             changes += [["-bestpath", "no"], ["-fwdflat", "no", "-bestpath", "no"], ["-fwdflat", "yes", "-bestpath", "no"]]
         }
-        candidates += changes.map { DecoderOptions(label: "Steno, " + $0.joined(separator: " "), arguments: replacing(steno, with: $0)) }
+        candidates += changes.map { DecoderOptions(label: "Steno, " + $0.joined(separator: " "), arguments: PocketSphinxConfiguration.arguments(steno, setting: $0)) }
         if !settings.quick {
             candidates += [["-fwdflat", "no"], ["-maxhmmpf", "3000", "-maxwpf", "10", "-fwdflat", "no"],
                            ["-maxhmmpf", "10000", "-maxwpf", "20", "-fwdflat", "no"]]
@@ -353,20 +353,6 @@ private struct SpeechBench {
             seen.append(effective)
             return true
         }
-    }
-
-    /// `base` with `change`'s options: one that `base` names takes the new value in place
-    /// (pocketsphinx refuses an option given twice), the others follow.
-    private func replacing(_ base: [String], with change: [String]) -> [String] {
-        var result = base
-        for (name, value) in pairs(change).sorted(by: { $0.key < $1.key }) {
-            if let at = stride(from: 0, to: result.count - 1, by: 2).first(where: { result[$0] == name }) {
-                result[at + 1] = value
-            } else {
-                result += [name, value]
-            }
-        }
-        return result
     }
 
     /// `-name value` pairs as a dictionary.

@@ -1,5 +1,6 @@
 import Foundation
 import StenoCore
+import StenoSystem
 import StenoTestSupport
 
 #if canImport(Glibc)
@@ -7,8 +8,9 @@ import Glibc
 #endif
 
 // What the benchmarks that talk to a `steno serve` child share: one live session streamed
-// over a WebSocket (`server`, `viewers`, `capacity`), and waiting for the server's shared
-// decoders to be made before anything is measured.
+// over a WebSocket (`server`, `viewers`, `capacity`), several talkers at once (`connections
+// --wakeups` and `--threads`), and waiting for the server's shared decoders to be made before
+// anything is measured.
 
 /// When things happened in one session streamed by ``streamSession(_:start:frames:realTime:handle:)``,
 /// on the monotonic clock.
@@ -67,6 +69,21 @@ func streamSession(_ ws: WebSocketTestClient, start: String, frames: [[UInt8]], 
     while !ended { try receiveOne(timeout: 120) }
     _ = try? ws.close()
     return record
+}
+
+/// `count` talkers at once, each on a thread of its own speaking `pcm` (``runTalker(port:pcm:)``);
+/// returns once all have ended, with their results in the order they ended.
+func runTalkers(_ count: Int, port: Int, pcm: [UInt8]) -> [TalkerResult] {
+    let results = Locked<[TalkerResult]>([])
+    let threads = (0..<count).map { _ in
+        Thread {
+            let result = runTalker(port: port, pcm: pcm)
+            results.withLock { $0.append(result) }
+        }
+    }
+    threads.forEach { $0.start() }
+    while results.withLock({ $0.count }) < count { usleep(20_000) }
+    return results.withLock { $0 }
 }
 
 /// 16 kHz s16le PCM cut into 20 ms messages.

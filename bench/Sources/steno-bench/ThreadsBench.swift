@@ -184,20 +184,11 @@ private func measureThreads(steno: String, label: String, count: Int, seconds: D
     }
 
     // Talkers, measured over the whole talk, per second of one talker's audio.
-    let results = Locked<[TalkerResult]>([])
-    let talk = measure {
-        let threads = (0..<count).map { _ in
-            Thread {
-                let result = runTalker(port: port, pcm: speech)
-                results.withLock { $0.append(result) }
-            }
-        }
-        threads.forEach { $0.start() }
-        while results.withLock({ $0.count }) < count { usleep(20_000) }
-    }
+    var results: [TalkerResult] = []
+    let talk = measure { results = runTalkers(count, port: port, pcm: speech) }
     show("talking", talk, idle: idle)
     let audio = Double(speech.count) / 32000
-    let lags = results.withLock { $0 }.flatMap(\.lags).sorted()
+    let lags = results.flatMap(\.lags).sorted()
     let t = talk.total, i = idle.total
     print("    talking: \(format(audio, 1)) s of speech each; the server's CPU less idle, per talker's audio second: "
         + "\(format((t.cpuMs - i.cpuMs) * lastSpan / (Double(count) * audio), 1)) ms per audio s; lag p95 "
