@@ -134,11 +134,10 @@ import Testing
                 writer.value(value)
                 #expect(try parser.parse(writer.bytes) == value, "round trip of \(bytes)")
                 parsed += 1
-            } catch let error as JSONError {
+            } catch {
+                // The parser throws JSONError alone (typed throws): its offset is inside the input.
                 #expect((0...bytes.count).contains(error.offset), "\(error) for \(bytes.count) bytes")
                 refused += 1
-            } catch {
-                Issue.record("not a JSONError: \(error)")
             }
             do {
                 _ = try ClientMessage.parse(utf8: bytes)

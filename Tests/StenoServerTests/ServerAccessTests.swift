@@ -91,7 +91,7 @@ import StenoTestSupport
         try client.send(#"{"type":"finalize"}"#)
         _ = try client.waitFor("finalized")
         #expect(eventually { (try? server.metrics()["steno_inbound_buffered_audio_seconds"]) == 0 },
-                "\((try? server.metrics()["steno_inbound_buffered_audio_seconds"]).map { "\($0 ?? -1)" } ?? "")")
+                "buffered: \(((try? server.metrics())?["steno_inbound_buffered_audio_seconds"]).map { "\($0) s" } ?? "not in /metrics")")
         try client.end()
     }
 

@@ -353,7 +353,7 @@ import Testing
         let before = SystemClock.now()
         let id = try #require(server.connect().1)
         server.send(id, "hello")   // a message is activity, but it is no start
-        server.events(id)
+        _ = server.events(id)
         let limit = which == "idle" ? 30.0 : 10.0
         Self.tick(server, at: before + limit - 0.1)
         #expect(server.connections.closeRequest(id) == nil)
@@ -687,7 +687,7 @@ import Testing
     @Test func aClientThatReadsLateGetsTheLatestVolatileAndEveryFinal() throws {
         let server = Self.server()
         let id = try Self.started(server)
-        server.events(id)
+        _ = server.events(id)
         // Three utterances of 6 blocks, without the client reading.
         for _ in 0..<3 {
             for _ in 0..<6 {

@@ -1,7 +1,7 @@
 import Foundation
 
 /// An HTTP response as read off the wire: status line, header fields, body.
-public struct TestHTTPResponse: Equatable, CustomStringConvertible {
+public struct TestHTTPResponse: Equatable, Sendable, CustomStringConvertible {
     public var version = ""
     public var status = 0
     public var reason = ""
