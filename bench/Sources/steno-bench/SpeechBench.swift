@@ -1,7 +1,7 @@
 // The speech benchmark: what a pocketsphinx session costs and how well it recognizes.
 //
 //   steno-bench speech [--quick] [--one-session] [--only speed|memory|options] [--sessions N] [--chunk SAMPLES]
-//                      [--repeat N] [--options "ARGS" ...] [WAV...]
+//                      [--repeat N] [--options "ARGS" ...] [--files-only] [WAV...]
 //
 // 1. Speed: CPU seconds per audio second (real-time factor) of StenoSpeech's streaming
 //    recognizer, fed 20 ms chunks, with and without partial results; the bare pocketsphinx
@@ -25,7 +25,8 @@
 // Files: Debian's pocketsphinx-testdata (librivox/, cards/, goforward.raw, tidigits/dhd.2934z.raw,
 // numbers.raw, something.raw), bench/phrases/tts, bench/speech and
 // Tests/StenoSpeechTests/Resources/beckett.wav (run from the package root); extra WAV paths
-// (16-bit mono 16 kHz) are added to the speed table.
+// (16-bit mono 16 kHz) are added to the speed table; with --files-only the speed table has those
+// alone (e.g. one file under callgrind: `--only speed --repeat 1 --files-only beckett.wav`).
 // --quick uses fewer option sets; --one-session adds the options table's WER with each group's
 // files in one session (deterministic, so one run of it is enough). Timings on a shared 2-core
 // machine are noisy: each figure is the best of --repeat runs (default 3).
@@ -49,6 +50,7 @@ func runSpeechBench(_ arguments: [String]) {
         switch (argument, value) {
         case ("--quick", _): settings.quick = true
         case ("--one-session", _): settings.oneSession = true
+        case ("--files-only", _): settings.filesOnly = true
         case ("--sessions", let value?): settings.sessions = max(1, Int(value) ?? settings.sessions); index += 1
         case ("--chunk", let value?): settings.chunk = max(1, Int(value) ?? settings.chunk); index += 1
         case ("--repeat", let value?): settings.repeats = max(1, Int(value) ?? settings.repeats); index += 1
@@ -80,6 +82,8 @@ private struct SpeechBenchSettings {
     var repeats = 3
     var extraOptionSets: [[String]] = []
     var extraFiles: [String] = []
+    /// The speed table has `extraFiles` alone.
+    var filesOnly = false
     var only: String?
 }
 
@@ -101,8 +105,9 @@ private struct SpeechBench {
 
     func run() throws {
         let referenced = try loadReferenced()
-        var speedFiles = referenced
-        if let beckett = try? BenchWAV.load("Tests/StenoSpeechTests/Resources/beckett.wav", name: "beckett.wav", reference: nil) {
+        var speedFiles = settings.filesOnly ? [] : referenced
+        if !settings.filesOnly,
+           let beckett = try? BenchWAV.load("Tests/StenoSpeechTests/Resources/beckett.wav", name: "beckett.wav", reference: nil) {
             speedFiles.append(beckett)
         }
         for path in settings.extraFiles {
