@@ -33,13 +33,14 @@ import Glibc
 //   steno-bench capacity [--counts 2,4,6,8,10,12,14,16] [--seconds 30] [--stagger 1.5]
 //                        [--designs shared,dedicated] [--rtf-seconds 40] [--svg bench/capacity.svg]
 //                        [--steno .build/release/steno] [--no-admission] [--admit-utilization F]
-//                        [--endpointing MODE]
+//                        [--endpointing MODE] [--recognizers N]
 //
 // `--no-admission` serves with `--lag-target 0` (no load admission): every session is
 // admitted, so past the bound the round shows overload itself, and whether its lag stays even
 // across the sessions (the p95 per session) and their finals in order. `--admit-utilization F`
 // passes that option to the server (default: the server's own), to compare targets;
-// `--endpointing MODE` likewise (`detector`, `search`: when finals come, see `steno serve --help`).
+// `--endpointing MODE` likewise (`detector`, `search`: when finals come, see `steno serve --help`),
+// and `--recognizers N` (the shared design's decoders; default: the server's own).
 //
 // Speech: the five LibriVox sentences and the five card names of Tests/StenoSpeechTests/Resources
 // and the twelve synthetic sentences of bench/phrases/tts, with their references, taken in
@@ -55,7 +56,7 @@ func runCapacityBench(_ arguments: [String]) {
     var svgPath: String?
     var steno = ".build/release/steno"
     var admission = true
-    // Options given to every server as they are (--admit-utilization, --endpointing).
+    // Options given to every server as they are (--admit-utilization, --endpointing, --recognizers).
     var serveOptions: [String] = []
     var index = 0
     while index < arguments.count {
@@ -68,7 +69,7 @@ func runCapacityBench(_ arguments: [String]) {
         case "--designs": designs = value?.split(separator: ",").compactMap { CapacityDesign(rawValue: String($0)) } ?? designs
         case "--svg": svgPath = value
         case "--steno": steno = value ?? steno
-        case "--admit-utilization", "--endpointing": serveOptions += [arguments[index], value ?? ""]
+        case "--admit-utilization", "--endpointing", "--recognizers": serveOptions += [arguments[index], value ?? ""]
         case "--no-admission":
             admission = false
             index += 1
@@ -395,9 +396,10 @@ private func measureCapacity(steno: String, design: CapacityDesign, plans: [Sess
                              admission: Bool, serveOptions: [String]) -> CapacityRow? {
     let n = plans.count
     var arguments = ["serve", "--port", "0", "--idle-timeout", "0", "--log-level", "warning", "--web-root", "/nonexistent"]
-    if design == .dedicated { arguments += ["--dedicated-recognizers", "--recognizers", "\(n)"] }
     if !admission { arguments += ["--lag-target", "0"] }
+    // After the options given: the old design's decoder per session is its own count.
     arguments += serveOptions
+    if design == .dedicated { arguments += ["--dedicated-recognizers", "--recognizers", "\(n)"] }
     guard let server = Child.spawn(steno, arguments, stdout: true), let port = server.readPort() else { return nil }
     defer { server.terminate(SIGKILL) }
     guard waitForRecognizers(port: port) != nil else { return nil }
