@@ -1,6 +1,7 @@
 import StenoCore
 import StenoSession
 import StenoSpeech
+import StenoSystem
 import StenoTransport
 import Testing
 @testable import StenoServer
@@ -9,7 +10,7 @@ import Testing
 /// layer (Router, StreamSession, lanes parked and unparked) with the real recognizer, one
 /// decoder shared by two sessions, and the lanes run when the test says: the cut's finals must
 /// be those of `LocalSession` alone, whichever session the decoder goes to meanwhile.
-@Suite struct ContendedFinalizeTests {
+@Suite(.serialized) struct ContendedFinalizeTests {
     /// One decoder, for the two sessions and then the reference.
     static let engine: PocketSphinxEngine = {
         do throws(StenoError) {
@@ -55,6 +56,66 @@ import Testing
         let finals = Self.finals(server, a)
         let reference = Self.reference(input, finalizeAt: before.count, finalize)
         #expect(finals == reference)
+        #expect(Self.finals(server, b) == Self.reference(input))
+    }
+
+    /// As above, and A's client waits for `finalized` before it sends more, as a client may:
+    /// longer than the stall limit, while B keeps talking. A finalize is outstanding, and
+    /// waits for the decoder, so A is not a stalled talker: the tick must not finalize the
+    /// utterance A's cut began (it did, at the end of the audio received: "family and"
+    /// ended at 7.34 instead of 7.33 and the next final started at 8.022 instead of 8.09,
+    /// the difference the live test met under load).
+    @Test func aClientWaitingForItsFinalizeLongerThanTheStallLimitIsNotTakenForStalled() throws {
+        let input = TestInput.pcm16k()
+        let (before, _, _) = input.split(at: 6.2)
+        let finalize = #"{"type":"finalize","through":5.5}"#
+        let stall = 2.0
+        let server = MemoryServer(speech: Self.engine) {
+            $0.limits.bufferSeconds = 3600
+            $0.limits.stallSeconds = stall
+        }
+        let a = try #require(server.connect().1)
+        let b = try #require(server.connect().1)
+        server.send(a, input.startMessage)
+        server.send(b, input.startMessage)
+        server.settle()
+        var (ai, bi) = (0, -52)
+        func sendB() {
+            if bi >= 0 && bi < input.messages.count { server.send(b, audio: input.messages[bi]) }
+            if bi == input.messages.count { server.send(b, #"{"type":"end"}"#) }
+            bi += 1
+        }
+        while ai < before.count {
+            server.send(a, audio: input.messages[ai])
+            ai += 1
+            sendB()
+            server.settle()
+        }
+        server.send(a, finalize)
+        sendB()
+        server.settle()
+        #expect(Self.engine.load.waiting == 1 && !server.events(a).contains { $0.type == "finalized" },
+                "the finalize did not wait for the decoder: the test no longer tests it")
+        // Time passes past the stall limit; B has sent more meanwhile (its lane has it to do).
+        sendB()
+        sendB()
+        server.router.tick(now: SystemClock.now() + 5 * stall)
+        server.settle()
+        var told = false
+        var rounds = 0
+        while (ai <= input.messages.count || bi <= input.messages.count) && rounds < 1000 {
+            rounds += 1
+            told = told || server.events(a).contains { $0.type == "finalized" }
+            if told && ai < input.messages.count { server.send(a, audio: input.messages[ai]) }
+            if told && ai == input.messages.count { server.send(a, #"{"type":"end"}"#) }
+            if told { ai += 1 }
+            sendB()
+            server.settle()
+        }
+        server.settle()
+        #expect(told, "A was never told \"finalized\"")
+        #expect(server.metrics.stalledUtterances.value == 0)
+        #expect(Self.finals(server, a) == Self.reference(input, finalizeAt: before.count, finalize))
         #expect(Self.finals(server, b) == Self.reference(input))
     }
 
