@@ -76,8 +76,9 @@ final class StreamSession: Sendable {
         /// Whether the recognizer says speech is going on (between `speechStarted` and
         /// `speechEnded`): while it is, the session holds one of the shared decoders.
         var speaking = false
-        /// Monotonic time audio (or a declared gap or silence) last came in.
-        var lastAudioAt = 0.0
+        /// Monotonic time since when the client has sent nothing it could have: audio (or a
+        /// declared gap or silence) last came in, or a `finalize` it was waiting for completed.
+        var quietSince = 0.0
         /// The stalled utterance was finalized; nothing more until audio comes again.
         var stallReleased = false
         /// The session closed and its pipeline was handed to the lane to be freed there.
@@ -161,6 +162,8 @@ final class StreamSession: Sendable {
                         }
                     }
                 }
+                // The client may have waited for it (`stallDue`).
+                if case .finalizeCompleted = input { s.quietSince = SystemClock.now() }
                 perform(s.machine.handle(input), &s)
             }
             let analyzed = s.machine.analyzedSeconds
@@ -321,8 +324,7 @@ final class StreamSession: Sendable {
         if s.heardSinceVisit || Self.isBehind(m) { return -.infinity }
         var due = m.nextTickDue
         if !s.batch.isEmpty { due = min(due, s.batchSince + Self.batchLinger) }
-        let stall = server.sessionConfiguration.limits.stallSeconds
-        if stall > 0 && s.speaking && !s.stallReleased && !s.machine.phase.isEnding { due = min(due, s.lastAudioAt + stall) }
+        if let stallAt = stallDue(s) { due = min(due, stallAt) }
         return due
     }
 
@@ -360,10 +362,10 @@ final class StreamSession: Sendable {
                     + (request.channel.map { " on channel \($0)" } ?? ""))
             case .submitAudio(let chunk):
                 server.metrics.audioReceivedSeconds.add(chunk.duration)
-                s.lastAudioAt = SystemClock.now()
+                s.quietSince = SystemClock.now()
                 s.stallReleased = false
                 s.heardSinceVisit = true
-                if s.batch.isEmpty { s.batchSince = s.lastAudioAt }
+                if s.batch.isEmpty { s.batchSince = s.quietSince }
                 s.batch.append(chunk)
                 s.batchSeconds += chunk.duration
                 if s.batchSeconds >= Self.batchSeconds || !Self.batchesAudio || blockIsIn(s, through: chunk.start + chunk.duration) {
@@ -374,7 +376,7 @@ final class StreamSession: Sendable {
             case .resumeReading:
                 if let connection = s.connection { server.handle.setReading(connection, true) }
             case .submitGap(_, let duration):
-                s.lastAudioAt = SystemClock.now()
+                s.quietSince = SystemClock.now()
                 s.stallReleased = false
                 s.heardSinceVisit = true
                 submitBatch(&s)
@@ -547,14 +549,11 @@ final class StreamSession: Sendable {
     /// heard is finalized and the decoder goes back to the pool. Audio that comes later starts
     /// a new utterance.
     private func tickAudio(now: Double, _ s: inout State) {
-        let stall = server.sessionConfiguration.limits.stallSeconds
         // Compared as `wakeAt` computes the due times, so a tick at one acts whatever the rounding.
         if !s.batch.isEmpty && now >= s.batchSince + Self.batchLinger { submitBatch(&s) }
-        // An ending session is finishing its utterance already.
-        guard stall > 0, s.speaking, !s.stallReleased, s.batch.isEmpty, !s.machine.isClosed, !s.machine.phase.isEnding,
-              now >= s.lastAudioAt + stall, !Self.isBehind(s.machine) else { return }
+        guard let stallAt = stallDue(s), s.batch.isEmpty, now >= stallAt, !Self.isBehind(s.machine) else { return }
         s.stallReleased = true
-        let silent = JSONWriter.secondsText(now - s.lastAudioAt)
+        let silent = JSONWriter.secondsText(now - s.quietSince)
         submit { [self] pipeline throws(StenoError) in
             let events = try pipeline.finalize()
             if events.contains(where: { if case .final = $0 { true } else { false } }) {
@@ -563,6 +562,19 @@ final class StreamSession: Sendable {
             }
             return (events, [])
         }
+    }
+
+    /// When the utterance in progress counts as stalled (`tickAudio`), if it can: speech is going
+    /// on and the client has sent nothing for `limits.stallSeconds`. Not while the session is
+    /// ending (it is finishing its utterance already), nor while a `finalize` is outstanding:
+    /// its client may wait for `finalized` before it sends more, and the finalize waits for the
+    /// pipeline (a re-recognition after a cut can wait for a decoder). A finalize of the stall's
+    /// own, there, would end the utterance the cut began where the client never asked; so the
+    /// clock starts again when the client is told `finalized`.
+    private func stallDue(_ s: State) -> Double? {
+        let stall = server.sessionConfiguration.limits.stallSeconds
+        guard stall > 0, s.speaking, !s.stallReleased, s.machine.phase == .streaming else { return nil }
+        return s.quietSince + stall
     }
 
     /// The recognizer can go on (a decoder was granted to it): its lane, parked while it

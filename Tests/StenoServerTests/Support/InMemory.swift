@@ -320,7 +320,10 @@ final class MemoryServer {
     let channels: ChannelHub
     private var nextID: UInt64 = 1
 
-    init(recognizers: Int = 4, _ configure: (inout ServerOptions) -> Void = { _ in }) {
+    /// `speech`: the engine the sessions recognize with, instead of the scripted one (which
+    /// `engine` still is): a real one makes the lanes' order, which the test decides, drive
+    /// real recognition.
+    init(recognizers: Int = 4, speech: (any SpeechEngine)? = nil, _ configure: (inout ServerOptions) -> Void = { _ in }) {
         var options = ServerOptions()
         options.limits.idleTimeoutSeconds = 0
         options.limits.resumeSeconds = 0
@@ -333,12 +336,15 @@ final class MemoryServer {
         engine = ScriptedEngine(capacity: recognizers)
         channels = ChannelHub(handle: connections, metrics: metrics, maxPastBroadcasts: options.pastBroadcasts,
                               layout: options.captionLayout, hls: options.hls)
+        var configuration = SessionConfiguration(
+            engine: EngineInfo(name: "scripted", model: "test", language: "en-US", sampleRate: 16000), limits: limits)
+        if let speech {
+            configuration = SessionConfiguration(engine: speech.info.announced, limits: limits)
+            configuration.models = speech.servedModels
+        }
         let context = ServerContext(
-            handle: connections, engine: engine, pool: pool, metrics: metrics, log: .silent,
-            channels: channels, sessions: sessions,
-            sessionConfiguration: SessionConfiguration(
-                engine: EngineInfo(name: "scripted", model: "test", language: "en-US", sampleRate: 16000),
-                limits: limits))
+            handle: connections, engine: speech ?? engine, pool: pool, metrics: metrics, log: .silent,
+            channels: channels, sessions: sessions, sessionConfiguration: configuration)
         router = Router(context: context, options: options, registry: sessions)
     }
 
