@@ -76,10 +76,18 @@ import StenoTestSupport
         let server = try TestServer()
         let (client, id) = try server.connect()
         server.handle.setReading(id, false)  // nothing else will be queued
-        for i in 0..<50 { server.handle.send(id, .text("m\(i)")) }
-        server.handle.close(id, code: 4008, reason: "slow_consumer", discardQueued: true)
+        // Queued and closed on the service thread, so nothing is written before the close: from
+        // another thread the service thread may write all 50 first (it did on a fast machine).
+        let done = DispatchSemaphore(value: 0)
+        let handle = server.handle
+        handle.perform { _ in
+            for i in 0..<50 { handle.send(id, .text("m\(i)")) }
+            handle.close(id, code: 4008, reason: "slow_consumer", discardQueued: true)
+            done.signal()
+        }
+        done.wait()
         let (messages, close) = try client.receiveUntilClose()
-        #expect(messages.count < 50)  // some may already have been written
+        #expect(messages.isEmpty, "\(messages.count) of the 50 queued were written")
         #expect(close == .close(code: 4008, reason: "slow_consumer"))
     }
 
