@@ -1,3 +1,4 @@
+import StenoCore
 import StenoSpeech
 
 /// `--endpointing`, shared by `steno serve` and `steno transcribe`: what ends an utterance
@@ -7,7 +8,7 @@ import StenoSpeech
 enum EndpointingFlag {
     static let help = "what ends an utterance: detector (its 0.5 s of silence) or search[=SECONDS] "
         + "(the search's best path quiet this long after its last word, default "
-        + "\(seconds(Endpointing.standard.lateSilence)): finals ≈0.2 s sooner, a long pause may split a sentence)"
+        + "\(Endpointing.standard.lateSilence.map(JSONWriter.secondsText) ?? "-"): finals ≈0.2 s sooner, a long pause may split a sentence)"
     /// What the help shows as the default.
     static var defaultText: String { text(PocketSphinxConfiguration().endpointing) }
 
@@ -26,14 +27,7 @@ enum EndpointingFlag {
     /// How an endpointing is written on the command line (what `endpointing(_:)` reads).
     static func text(_ endpointing: Endpointing) -> String {
         guard let late = endpointing.lateSilence else { return "detector" }
-        return late == Endpointing.standard.lateSilence ? "search" : "search=\(seconds(late))"
-    }
-
-    private static func seconds(_ value: Double?) -> String {
-        guard let value else { return "-" }
-        var text = String(value)
-        if text.hasSuffix(".0") { text.removeLast(2) }
-        return text
+        return late == Endpointing.standard.lateSilence ? "search" : "search=\(JSONWriter.secondsText(late))"
     }
 }
 
