@@ -103,7 +103,7 @@ let package = Package(
             resources: [.copy("Resources")]),
         .testTarget(
             name: "StenoSpeechTests",
-            dependencies: ["StenoSpeech", "StenoAudio", "StenoSession", "StenoSystem"],
+            dependencies: ["StenoSpeech", "StenoAudio", "StenoSession", "StenoSystem", "StenoTestSupport"],
             resources: [.copy("Resources")]),
         .testTarget(
             name: "StenoTransportTests",

@@ -119,7 +119,8 @@ final class DecoderPool: Sendable {
             return s.waiting.removeFirst()
         }
         if let next {
-            next.grant(.success(decoder))
+            // A waiter that withdrew after it left the line refuses it: on to the next.
+            if !next.grant(.success(decoder)) { giveBack(decoder) }
         } else {
             budget.offer(from: self)
         }
@@ -136,11 +137,12 @@ final class DecoderPool: Sendable {
         _ = decoder
     }
 
-    /// `waiter`'s recognizer no longer wants a decoder (its session was cancelled): out of
-    /// line, and a decoder granted to it and not yet taken goes back.
+    /// `waiter`'s recognizer will never want a decoder again (its session ended or failed):
+    /// out of line, a decoder granted to it and not yet taken goes back, and one the pool is
+    /// about to grant it (taken out of the line just before) is refused and handed on.
     func withdraw(_ waiter: DecoderWaiter) {
         state.withLock { s in s.waiting.removeAll { $0 === waiter } }
-        if let decoder = waiter.takeGranted() { giveBack(decoder) }
+        if let decoder = waiter.withdraw() { giveBack(decoder) }
     }
 
     struct Stats: Sendable, Hashable {
@@ -207,7 +209,9 @@ final class DecoderPool: Sendable {
                 return (s.waiting.removeFirst(), result)
             }
         }
-        next.0?.grant(next.1)
+        if let waiter = next.0, !waiter.grant(next.1), case .success(let decoder) = next.1 {
+            giveBack(decoder)  // it withdrew meanwhile (see `withdraw`)
+        }
     }
 }
 
@@ -276,30 +280,50 @@ public final class DecoderBudget: Sendable {
 }
 
 /// A recognizer's place in the pool's line: what the pool grants it, and how it is woken.
+///
+/// The pool takes a waiter out of its line under its own lock and grants it the decoder after
+/// (outside it); a recognizer that ends in between withdraws a waiter that is no longer in
+/// line and has nothing granted yet. So a withdrawn waiter refuses later grants, and the pool
+/// hands such a decoder on instead of leaving it with a recognizer that is gone (the pool
+/// would count it lent for ever, one decoder fewer for everyone).
 final class DecoderWaiter: Sendable {
+    private struct State {
+        var granted: Result<PocketSphinxDecoder, StenoError>?
+        var withdrawn = false
+    }
     private let wake: @Sendable () -> Void
-    private let granted = Locked<Result<PocketSphinxDecoder, StenoError>?>(nil)
+    private let state = Locked(State())
 
     init(wake: @escaping @Sendable () -> Void) {
         self.wake = wake
     }
 
-    /// From the pool, on any thread.
-    func grant(_ result: Result<PocketSphinxDecoder, StenoError>) {
-        granted.withLock { $0 = result }
-        wake()
+    /// From the pool, on any thread: false (and nothing kept) if the waiter has withdrawn.
+    func grant(_ result: Result<PocketSphinxDecoder, StenoError>) -> Bool {
+        let kept = state.withLock { s -> Bool in
+            guard !s.withdrawn else { return false }
+            s.granted = result
+            return true
+        }
+        if kept { wake() }
+        return kept
     }
 
     /// What was granted, once (nil if nothing yet).
     func take() -> Result<PocketSphinxDecoder, StenoError>? {
-        granted.withLock { value in
-            defer { value = nil }
-            return value
+        state.withLock { s in
+            defer { s.granted = nil }
+            return s.granted
         }
     }
 
-    fileprivate func takeGranted() -> PocketSphinxDecoder? {
-        if case .success(let decoder)? = take() { return decoder }
-        return nil
+    /// No grant is taken from now on; a decoder granted and not taken is returned.
+    fileprivate func withdraw() -> PocketSphinxDecoder? {
+        state.withLock { s -> PocketSphinxDecoder? in
+            s.withdrawn = true
+            defer { s.granted = nil }
+            if case .success(let decoder)? = s.granted { return decoder }
+            return nil
+        }
     }
 }
