@@ -220,6 +220,7 @@ final class EpollTalkers {
             t.phase = .streaming
             queue(t, startFrame)
             flush(t)
+            guard t.phase == .streaming else { return }
             t.record.startedAt = monotonicSeconds()
             t.record.sendTimes.reserveCapacity(t.plan.frames.count)
             sendDue(t, t.record.startedAt)
