@@ -33,7 +33,14 @@ import Glibc
 //   steno-bench capacity [--counts 2,4,6,8,10,12,14,16] [--seconds 30] [--stagger 1.5]
 //                        [--designs shared,dedicated] [--rtf-seconds 40] [--svg bench/capacity.svg]
 //                        [--steno .build/release/steno] [--no-admission] [--admit-utilization F]
-//                        [--endpointing MODE] [--recognizers N]
+//                        [--endpointing MODE] [--recognizers N] [--client epoll|threads]
+//
+// `--client epoll` (the default) drives every session of a round from one client thread with
+// non-blocking sockets and epoll (EpollTalkers.swift); `--client threads` gives each session a
+// thread of its own (``streamSession``), as before. On 2 cores, 16–32 client threads took CPU
+// from the server's workers (their busy ÷ CPU time rose to 1.2–1.4), so the round measured
+// server and clients together. Each round prints the workers' busy ÷ CPU time and the client
+// threads' own CPU seconds over the round, to see that the clients stay cheap.
 //
 // `--no-admission` serves with `--lag-target 0` (no load admission): every session is
 // admitted, so past the bound the round shows overload itself, and whether its lag stays even
@@ -58,6 +65,7 @@ func runCapacityBench(_ arguments: [String]) {
     var admission = true
     // Options given to every server as they are (--admit-utilization, --endpointing, --recognizers).
     var serveOptions: [String] = []
+    var client = CapacityClient.epoll
     var index = 0
     while index < arguments.count {
         let value = arguments[safe: index + 1]
@@ -69,6 +77,12 @@ func runCapacityBench(_ arguments: [String]) {
         case "--designs": designs = value?.split(separator: ",").compactMap { CapacityDesign(rawValue: String($0)) } ?? designs
         case "--svg": svgPath = value
         case "--steno": steno = value ?? steno
+        case "--client":
+            guard let chosen = value.flatMap(CapacityClient.init(rawValue:)) else {
+                print("capacity benchmark: --client epoll or --client threads")
+                return
+            }
+            client = chosen
         case "--admit-utilization", "--endpointing", "--recognizers": serveOptions += [arguments[index], value ?? ""]
         case "--no-admission":
             admission = false
@@ -92,7 +106,8 @@ func runCapacityBench(_ arguments: [String]) {
     let cores = ProcessInfo.processInfo.activeProcessorCount
     print("capacity benchmark: \(speech.count) utterances with references (\(fixed(speech.map(\.seconds).reduce(0, +), 1)) s), "
         + "each session \(fixed(seconds, 0)) s together after a ramp of \(fixed(stagger, 1)) s per session, real time, 20 ms PCM messages")
-    print("  steno: \(steno), \(cores) cores, load average \(loadAverage()) at the start" + (admission ? "" : "; no load admission (--lag-target 0)")
+    print("  steno: \(steno), \(cores) cores, load average \(loadAverage()) at the start, client: "
+        + (client == .epoll ? "one thread (epoll)" : "a thread per session") + (admission ? "" : "; no load admission (--lag-target 0)")
         + (serveOptions.isEmpty ? "" : "; " + serveOptions.joined(separator: " ")))
     print("")
 
@@ -110,7 +125,7 @@ func runCapacityBench(_ arguments: [String]) {
         let plans = (0..<n).map { SessionPlan(session: $0, of: n, speech: speech, seconds: seconds, stagger: stagger) }
         for design in designs {
             guard let row = measureCapacity(steno: steno, design: design, plans: plans, seconds: seconds,
-                                            admission: admission, serveOptions: serveOptions) else {
+                                            admission: admission, serveOptions: serveOptions, client: client) else {
                 print("  \(n) sessions, \(design.rawValue): the server could not be run")
                 continue
             }
@@ -126,7 +141,7 @@ func runCapacityBench(_ arguments: [String]) {
     let bound = rtf.map { Double(cores) / (fraction * $0.value) }
 
     print("")
-    print("  N   design      admitted  refused (why)              lag p50  lag p95  p95 per session  final p50  final p95  CPU ms/audio s  RSS MB  MB/session  WER")
+    print("  N   design      admitted  refused (why)              lag p50  lag p95  p95 per session  final p50  final p95  CPU ms/audio s  RSS MB  MB/session  WER               busy÷CPU  client CPU")
     for row in rows { print("  " + row.line) }
     print("")
     print("  admission (sampled every 2 s from /metrics):")
@@ -158,7 +173,9 @@ func runCapacityBench(_ arguments: [String]) {
     print("  sending an utterance's last audio to the final that completes it (finals made by end left out); CPU: the")
     print("  server's user+system time over the round ÷ audio seconds sent (pauses included); MB/session: resident")
     print("  memory with all admitted sessions streaming minus before the first, ÷ admitted; WER: raw finals against")
-    print("  the references, all admitted sessions; refused: 503 at the handshake (reason from its body and /metrics).")
+    print("  the references, all admitted sessions; refused: 503 at the handshake (reason from its body and /metrics);")
+    print("  busy÷CPU: the server's workers' wall-clock over CPU time in their jobs (over 1: they waited for a core);")
+    print("  client CPU: the CPU seconds of the bench's client thread(s) over the round (--client \(client.rawValue)).")
 
     if let svgPath {
         let svg = capacitySVG(rows: rows, designs: designs, bound: bound, cores: cores)
@@ -172,6 +189,11 @@ func runCapacityBench(_ arguments: [String]) {
 
 private enum CapacityDesign: String {
     case shared, dedicated
+}
+
+/// How the sessions of a round are driven: all from one thread (epoll), or a thread each.
+private enum CapacityClient: String {
+    case epoll, threads
 }
 
 // MARK: - The speech
@@ -365,6 +387,8 @@ private struct CapacityRow {
     var wordErrors = 0, referenceWords = 0
     var audioSeconds = 0.0
     var speechSeconds = 0.0
+    /// CPU seconds of the client thread(s) over the round.
+    var clientCPU = 0.0
 
     var wer: Double { referenceWords > 0 ? Double(wordErrors) / Double(referenceWords) : 0 }
 
@@ -375,7 +399,8 @@ private struct CapacityRow {
          padLeft(fixed(sessionLagP95Low, 2) + "–" + fixed(sessionLagP95High, 2) + " s", 13),
          padLeft(fixed(finalP50, 2) + " s", 9), padLeft(fixed(finalP95, 2) + " s", 10),
          padLeft(fixed(cpuPerAudioSecond * 1000, 0), 15), padLeft(fixed(rssMB, 0), 7), padLeft(fixed(rssPerSessionMB, 1), 11),
-         padLeft(fixed(wer * 100, 1) + " % (\(wordErrors)/\(referenceWords))", 16)].joined(separator: " ")
+         pad(padLeft(fixed(wer * 100, 1) + " % (\(wordErrors)/\(referenceWords))", 16), 18),
+         padLeft(fixed(busyOverCPU, 2), 8), padLeft(fixed(clientCPU, 2) + " s", 11)].joined(separator: " ")
             + (finalsOutOfOrder > 0 ? "  finals out of order in \(finalsOutOfOrder) sessions" : "")
     }
 
@@ -393,7 +418,7 @@ private enum SessionOutcome {
 }
 
 private func measureCapacity(steno: String, design: CapacityDesign, plans: [SessionPlan], seconds: Double,
-                             admission: Bool, serveOptions: [String]) -> CapacityRow? {
+                             admission: Bool, serveOptions: [String], client: CapacityClient) -> CapacityRow? {
     let n = plans.count
     var arguments = ["serve", "--port", "0", "--idle-timeout", "0", "--log-level", "warning", "--web-root", "/nonexistent"]
     if !admission { arguments += ["--lag-target", "0"] }
@@ -415,14 +440,40 @@ private func measureCapacity(steno: String, design: CapacityDesign, plans: [Sess
     let outcomes = Locked<[Int: SessionOutcome]>([:])
     let began = monotonicSeconds() + 0.2
     let cpuBefore = server.cpuSeconds()
-    let threads = plans.map { plan in
-        Thread {
-            let wait = began + plan.delay - monotonicSeconds()
-            if wait > 0 { usleep(UInt32(wait * 1e6)) }
-            // The session runs outside the lock: inside it, the sessions ran one after another.
-            let outcome = runPlannedSession(port: port, plan: plan)
-            outcomes.withLock { $0[plan.session] = outcome }
+    let clientCPU = Locked(0.0)
+    let threads: [Thread]
+    switch client {
+    case .threads:
+        threads = plans.map { plan in
+            Thread {
+                let wait = began + plan.delay - monotonicSeconds()
+                if wait > 0 { usleep(UInt32(wait * 1e6)) }
+                // The session runs outside the lock: inside it, the sessions ran one after another.
+                let outcome = runPlannedSession(port: port, plan: plan)
+                outcomes.withLock { $0[plan.session] = outcome }
+                let cpu = threadCPUSeconds()
+                clientCPU.withLock { $0 += cpu }
+            }
         }
+    case .epoll:
+        threads = [Thread {
+            let talkers = EpollTalkers(port: port, began: began, start: startMessage,
+                                       plans: plans.map { EpollTalkers.Plan(delay: $0.delay, frames: $0.frames) })
+            var events = [SessionEvents](repeating: SessionEvents(), count: plans.count)
+            let results = talkers.run { talker, type, event, at in events[talker].take(type, event, at: at) }
+            var all: [Int: SessionOutcome] = [:]
+            for (i, result) in results.enumerated() {
+                switch result {
+                case .refused(let response): all[plans[i].session] = refusal(response)
+                case .failed(let why): all[plans[i].session] = .failed(why)
+                case .streamed(let record):
+                    all[plans[i].session] = .streamed(record, progress: events[i].progress, finals: events[i].finals)
+                }
+            }
+            outcomes.withLock { $0 = all }
+            let cpu = threadCPUSeconds()
+            clientCPU.withLock { $0 += cpu }
+        }]
     }
     threads.forEach { $0.start() }
     // Memory while every admitted session streams: the most seen, sampled twice a second.
@@ -526,6 +577,7 @@ private func measureCapacity(steno: String, design: CapacityDesign, plans: [Sess
     row.cpuPerAudioSecond = row.audioSeconds > 0 ? (cpuAfter - cpuBefore) / row.audioSeconds : 0
     row.rssMB = rssPeak
     row.rssPerSessionMB = row.admitted > 0 ? (rssPeak - rssIdle) / Double(row.admitted) : 0
+    row.clientCPU = clientCPU.withLock { $0 }
     return row
 }
 
@@ -538,33 +590,47 @@ private func runPlannedSession(port: Int, plan: SessionPlan) -> SessionOutcome {
     do {
         switch try WebSocketTestClient.attempt(port: port, timeout: 30) {
         case .refused(let response):
-            var reason = "?"
-            if case .object(let body)? = try? JSONParser().parse(response.bodyText), case .string(let status)? = body["status"] {
-                reason = status
-            }
-            return .refused(status: response.status, reason: reason, retryAfter: response.header("retry-after"))
+            return refusal(response)
         case .upgraded(let ws):
-            var progress: [(at: Double, lag: Double)] = []
-            var finals: [(at: Double, start: Double, end: Double, text: String)] = []
+            var events = SessionEvents()
             let record = try streamSession(ws, start: startMessage, frames: plan.frames, realTime: true) { type, event, _, at in
-                switch type {
-                case "progress":
-                    if case .number(let received)? = event["received"], case .number(let analyzed)? = event["analyzed"] {
-                        progress.append((at, received - analyzed))
-                    }
-                case "final":
-                    if case .number(let start)? = event["start"], case .number(let end)? = event["end"],
-                       case .string(let text)? = event["text"] {
-                        finals.append((at, start, end, text))
-                    }
-                default:
-                    break
-                }
+                events.take(type, event, at: at)
             }
-            return .streamed(record, progress: progress, finals: finals)
+            return .streamed(record, progress: events.progress, finals: events.finals)
         }
     } catch {
         return .failed("\(error)")
+    }
+}
+
+/// A refused upgrade: its status, the reason its JSON body gives (`status`), its Retry-After.
+private func refusal(_ response: TestHTTPResponse) -> SessionOutcome {
+    var reason = "?"
+    if case .object(let body)? = try? JSONParser().parse(response.bodyText), case .string(let status)? = body["status"] {
+        reason = status
+    }
+    return .refused(status: response.status, reason: reason, retryAfter: response.header("retry-after"))
+}
+
+/// What a round keeps of a session's events: lag of each `progress`, and the finals.
+private struct SessionEvents {
+    var progress: [(at: Double, lag: Double)] = []
+    var finals: [(at: Double, start: Double, end: Double, text: String)] = []
+
+    mutating func take(_ type: String, _ event: JSONObject, at: Double) {
+        switch type {
+        case "progress":
+            if case .number(let received)? = event["received"], case .number(let analyzed)? = event["analyzed"] {
+                progress.append((at, received - analyzed))
+            }
+        case "final":
+            if case .number(let start)? = event["start"], case .number(let end)? = event["end"],
+               case .string(let text)? = event["text"] {
+                finals.append((at, start, end, text))
+            }
+        default:
+            break
+        }
     }
 }
 

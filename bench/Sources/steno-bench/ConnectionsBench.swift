@@ -619,9 +619,8 @@ private final class SilentClients {
         self.count = count
         self.inFlight = inFlight
         epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
-        request = Array(("GET /v1/stream HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\n"
-            + "Connection: Upgrade\r\nSec-WebSocket-Key: c3Rlbm8tY29ubmVjdGlvbg==\r\nSec-WebSocket-Version: 13\r\n\r\n").utf8)
-        startFrame = Self.frame(opcode: 1, Array(#"{"type":"start","audio":{"encoding":"pcm_s16le","sampleRate":16000,"channels":1}}"#.utf8))
+        request = upgradeRequest(port: port)
+        startFrame = maskedFrame(opcode: 1, Array(#"{"type":"start","audio":{"encoding":"pcm_s16le","sampleRate":16000,"channels":1}}"#.utf8))
     }
 
     deinit {
@@ -638,14 +637,14 @@ private final class SilentClients {
         sparseEvery = seconds
         sparseStart = monotonicSeconds()
         sparseSent = 0
-        sparseFrame = Self.frame(opcode: 1, Array(#"{"type":"silence","duration":\#(seconds)}"#.utf8))
+        sparseFrame = maskedFrame(opcode: 1, Array(#"{"type":"silence","duration":\#(seconds)}"#.utf8))
     }
 
     /// Ends the last session that became ready with `cancel` (the server closes it, 1000).
     func cancelOne() {
         guard let fd = silentFDs.last, let c = connections[fd] else { return }
         cancelledFD = fd
-        _ = send(c, Self.frame(opcode: 1, Array(#"{"type":"cancel"}"#.utf8)))
+        _ = send(c, maskedFrame(opcode: 1, Array(#"{"type":"cancel"}"#.utf8)))
     }
 
     func closeAll() {
@@ -685,21 +684,10 @@ private final class SilentClients {
 
     private func openOne() {
         opened += 1
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { fail("socket: \(String(cString: strerror(errno)))"); return }
-        var one: Int32 = 1
-        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let r = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        if r != 0 && errno != EINPROGRESS {
-            fail("connect: \(String(cString: strerror(errno)))")
-            close(fd)
-            return
+        let fd: Int32
+        switch connectNonBlocking(port: port) {
+        case .success(let socket): fd = socket
+        case .failure(let error): fail(error.description); return
         }
         let c = Connection(fd: fd)
         connections[fd] = c
@@ -716,9 +704,7 @@ private final class SilentClients {
 
     private func service(_ c: Connection, _ events: UInt32) {
         if c.phase == .connecting {
-            var error: Int32 = 0
-            var length = socklen_t(MemoryLayout<Int32>.size)
-            getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &error, &length)
+            let error = connectError(c.fd)
             if error != 0 { drop(c, failure: "connect: \(String(cString: strerror(error)))"); return }
             guard send(c, request) else { return }
             c.phase = .upgrading
@@ -739,7 +725,7 @@ private final class SilentClients {
         }
         c.input.append(contentsOf: buffer[0..<n])
         if c.phase == .upgrading {
-            guard let end = headEnd(c.input) else { return }
+            guard let end = httpHeadEnd(c.input) else { return }
             let head = String(decoding: c.input[0..<end], as: UTF8.self)
             c.input.removeFirst(end + 4)
             guard head.hasPrefix("HTTP/1.1 101") else {
@@ -756,23 +742,9 @@ private final class SilentClients {
     }
 
     private func readFrames(_ c: Connection) {
-        while c.input.count >= 2 {
-            let opcode = c.input[0] & 0x0f
-            var length = Int(c.input[1] & 0x7f)
-            var at = 2
-            if length == 126 {
-                guard c.input.count >= 4 else { return }
-                length = Int(c.input[2]) << 8 | Int(c.input[3])
-                at = 4
-            } else if length == 127 {
-                guard c.input.count >= 10 else { return }
-                length = (2..<10).reduce(0) { $0 << 8 | Int(c.input[$1]) }
-                at = 10
-            }
-            guard c.input.count >= at + length else { return }
-            let payload = Array(c.input[at..<(at + length)])
-            c.input.removeFirst(at + length)
-            switch opcode {
+        while let frame = takeServerFrame(&c.input) {
+            let payload = frame.payload
+            switch frame.opcode {
             case 1:
                 if c.phase == .starting, payload.starts(with: Array(#"{"type":"ready""#.utf8)) {
                     c.phase = .silent
@@ -790,23 +762,15 @@ private final class SilentClients {
                         if firstCloseAt == 0 { firstCloseAt = monotonicSeconds() }
                         lastCloseAt = monotonicSeconds()
                     }
-                    _ = send(c, Self.frame(opcode: 8, Array(payload.prefix(2))))
+                    _ = send(c, maskedFrame(opcode: 8, Array(payload.prefix(2))))
                 }
             case 9:
                 pingCount += 1
-                _ = send(c, Self.frame(opcode: 10, payload))
+                _ = send(c, maskedFrame(opcode: 10, payload))
             default:
                 break
             }
         }
-    }
-
-    private func headEnd(_ bytes: [UInt8]) -> Int? {
-        guard bytes.count >= 4 else { return nil }
-        for i in 0...(bytes.count - 4) where bytes[i] == 13 && bytes[i + 1] == 10 && bytes[i + 2] == 13 && bytes[i + 3] == 10 {
-            return i
-        }
-        return nil
     }
 
     /// Writes all of `bytes` (small: a handshake or a frame fits the socket buffer).
@@ -841,22 +805,6 @@ private final class SilentClients {
         epoll_ctl(epoll, EPOLL_CTL_DEL, c.fd, nil)
         close(c.fd)
         connections[c.fd] = nil
-    }
-
-    /// A masked client frame (RFC 6455 §5.3); payloads here are under 64 KB.
-    static func frame(opcode: UInt8, _ payload: [UInt8]) -> [UInt8] {
-        let mask: [UInt8] = [0x5a, 0x17, 0xc3, 0x88]
-        var out: [UInt8] = [0x80 | opcode]
-        if payload.count < 126 {
-            out.append(0x80 | UInt8(payload.count))
-        } else {
-            out.append(0x80 | 126)
-            out.append(UInt8(payload.count >> 8))
-            out.append(UInt8(payload.count & 0xff))
-        }
-        out += mask
-        for (i, b) in payload.enumerated() { out.append(b ^ mask[i % 4]) }
-        return out
     }
 }
 
