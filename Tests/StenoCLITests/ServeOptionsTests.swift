@@ -461,8 +461,9 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         func defaults(cores: Int, gigabytes: UInt64) -> MachineDefaults {
             MachineDefaults(cores: cores, physicalMemory: gigabytes << 30, modelPath: "", webRoot: "")
         }
-        #expect(defaults(cores: 2, gigabytes: 24).recognizers == 8)  // the CPU is the limit
+        #expect(defaults(cores: 2, gigabytes: 24).recognizers == 16)  // the cores are the limit
         #expect(defaults(cores: 64, gigabytes: 8).recognizers == 40)  // memory is: 4 GiB / 100 MiB
+        #expect(defaults(cores: 2, gigabytes: 2).recognizers == 10)  // a small machine: 1 GiB / 100 MiB
         #expect(defaults(cores: 1, gigabytes: 0).recognizers == 2)  // never below two
         // Connections are light: their limit does not depend on the machine.
         #expect(ServeOptions.defaults(defaults(cores: 1, gigabytes: 0)).maxSessions == 10_000)

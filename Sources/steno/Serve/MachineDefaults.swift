@@ -22,12 +22,16 @@ struct MachineDefaults: Sendable, Equatable {
         self.webRoot = webRoot
     }
 
-    /// The default number of shared decoders: four per core (a live talker costs a core
-    /// ≈0.2–0.4 s per second of speech, and a decoder is held for a whole utterance while it
-    /// waits for the talker), and no more than half the memory holds at ≈100 MB each.
+    /// The default number of shared decoders: eight per core, and no more than half the
+    /// memory holds at ≈100 MB each. A decoder is held for a whole utterance, most of it
+    /// waiting for the talker (a talker costs a core ≈0.15–0.2 s per second of speech), so
+    /// the decoders run out long before the cores do: with four per core, 19 talkers half the
+    /// time speaking on 2 cores found all 8 held about half the time and lagged 1.5 s p95 at
+    /// 80 % of the CPU; with 16, 18 of them lagged 0.46 s (bench/README.md, "Decoders, not
+    /// cores").
     var recognizers: Int {
         let byMemory = Int(clamping: physicalMemory / 2 / Self.bytesPerSession)
-        return max(2, min(4 * cores, byMemory))
+        return max(2, min(8 * cores, byMemory))
     }
 
     /// The defaults of this machine and program (reads the file system only to find
