@@ -40,8 +40,8 @@ public struct Endpointing: Sendable, Hashable {
     /// The speech detector alone: the endpoints of `pocketsphinx_continuous`.
     public static let detector = Endpointing()
 
-    /// The search's end as measured (bench/README.md, "Latency of finals"; not yet the
-    /// default, see `PocketSphinxConfiguration.endpointing`): on the labelled set, finals
+    /// The search's end as measured (bench/README.md, "Latency of finals"; `steno serve`'s
+    /// default, not the engine's: see `PocketSphinxConfiguration.endpointing`): on the labelled set, finals
     /// 0.46 s (p50) / 0.52 s (p95) after their last word instead of 0.47 / 0.72 s, and the
     /// detector's words in every final but Beckett's split at its 1.2 s pause.
     public static let standard = Endpointing(lateSilence: 0.38)

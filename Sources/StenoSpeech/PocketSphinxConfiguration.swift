@@ -81,8 +81,9 @@ public struct PocketSphinxConfiguration: Sendable, Hashable {
     /// 0.516 s p50 / p95 instead of 0.474 / 0.720, the same words in every LibriVox, card and
     /// TTS final, Beckett's 1.2 s pause split (9 → 11 errors of 12). The pocketsphinx abort
     /// it once led to (`create_dag_nodes`, with `-fwdflat yes`) is fixed
-    /// (`PocketSphinxDecoder.bestPath`); it is not the default yet only because the server
-    /// suites have not run with it.
+    /// (`PocketSphinxDecoder.bestPath`). The engine's default stays the detector's (the CLI's
+    /// utterances, which `steno transcribe` and the equivalence tests rely on); `steno serve`
+    /// chooses `.standard` (see its `EndpointingFlag.serverDefault`: measured under load).
     public var endpointing: Endpointing = .detector
 
     public static let debianModelDirectory = "/usr/share/pocketsphinx/model/en-us"

@@ -28,7 +28,7 @@ struct ClusterTests {
         // is retry-on alone (a check would have taken it out of the rotation at once).
         let proxy = try HAProxy(instances: [full.port, roomy.port], talkerChecks: false)
         defer { proxy.stop() }
-        let expected = try TestAudio.transcribed(TestAudio.clip)
+        let expected = try TestAudio.transcribed(TestAudio.clip, endpointing: ServeInstance.endpointing)
         for attempt in 1...3 {
             let send = try StenoCommand.run(["send", TestAudio.clip, "--server", proxy.url, "--ca", proxy.caPath, "--fast", "--encoding", "pcm",
                                              "--retry-max", "0.5"])
@@ -83,7 +83,7 @@ struct ClusterTests {
         try? proxy.command.wait(for: "HAProxy's log of both handshakes", timeout: 60) { proxy.talkerHandshakes.count >= 2 }
         #expect(proxy.talkerHandshakes.count >= 2 && proxy.talkerHandshakes.allSatisfy { $0.server == name }, "\(proxy.log)")
         // Nothing heard twice or lost: the finals of an uninterrupted session.
-        #expect(send.stdout.text == (try TestAudio.transcribed(TestAudio.beckett)))
+        #expect(send.stdout.text == (try TestAudio.transcribed(TestAudio.beckett, endpointing: ServeInstance.endpointing)))
     }
 
     @Test func aRollingRestartLosesNoFinal() throws {
@@ -114,7 +114,7 @@ struct ClusterTests {
         for (a, b) in zip(ranges, ranges.dropFirst()) { #expect(a.1 <= b.0, "\(send.stdout.text)") }
         // The utterance the drain cut is finalized there and heard again from its cut, so the
         // words around the cut may differ; but every stretch of speech has its final.
-        let reference = try TestAudio.transcribed(TestAudio.beckett)
+        let reference = try TestAudio.transcribed(TestAudio.beckett, endpointing: ServeInstance.endpointing)
         for (start, end) in TestAudio.ranges(ofText: reference) {
             #expect(ranges.contains { $0.0 < end && $0.1 > start }, "no final over [\(start), \(end)]: \(send.stdout.text)")
         }
@@ -129,7 +129,7 @@ struct ClusterTests {
         let next = try StenoCommand.run(["send", TestAudio.clip, "--server", proxy.url, "--ca", proxy.caPath, "--fast", "--encoding", "pcm",
                                          "--retry-max", "0.5"])
         #expect(next.status == 0, "\(next.stderr)")
-        #expect(next.stdout == (try TestAudio.transcribed(TestAudio.clip)))
+        #expect(next.stdout == (try TestAudio.transcribed(TestAudio.clip, endpointing: ServeInstance.endpointing)))
         #expect(back.sessionsStarted == 1, "\(back.log)")
     }
 
@@ -175,7 +175,7 @@ struct ClusterTests {
         let send = try StenoCommand.run(["send", TestAudio.clip, "--channel", "hall", "--server", proxy.url, "--ca", proxy.caPath,
                                          "--fast", "--encoding", "pcm", "--retry-max", "0.5"])
         #expect(send.status == 0, "\(send.stderr)")
-        #expect(send.stdout == (try TestAudio.transcribed(TestAudio.clip)))
+        #expect(send.stdout == (try TestAudio.transcribed(TestAudio.clip, endpointing: ServeInstance.endpointing)))
         #expect((instances.prefix(2) + [back]).filter { $0.sessionsStarted == 1 }.count == 1)
         let finals = send.stdout.split(separator: "\n").count
         for (index, viewer) in viewers.enumerated() {

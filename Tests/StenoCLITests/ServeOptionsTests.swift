@@ -41,7 +41,7 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         #expect(options.modelPath == "/models/en-us")
         #expect(options.webRoot == "/srv/web-client")
         #expect(options.maxSessions == 10_000)
-        #expect(options.recognizers == 8)
+        #expect(options.recognizers == 16)
         #expect(options.limits.maxFrameBytes == 65536)
         #expect(options.limits.bufferSeconds == 10)
         #expect(options.limits.outboundBytes == 1_048_576)
@@ -191,11 +191,12 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         for flag in flags.all { #expect(flag.environment != nil, "\(flag.flag)") }
     }
 
-    /// `--endpointing`: the detector's ends (nil: the engine's default), the search's at its
-    /// measured default silence, or at one given; anything else is a usage error that names
-    /// what is expected.
+    /// `--endpointing`: the detector's ends, the search's at its measured default silence (the
+    /// server's default), or at one given; anything else is a usage error that names what is
+    /// expected.
     @Test func endpointingNamesTheDetectorOrTheSearchsSilence() throws {
-        #expect(try parse([]).endpointing == nil)
+        #expect(try parse([]).endpointing == .standard)
+        #expect(ServeOptions.spec(machine).helpText().contains("default: search"))
         #expect(try parse(["--endpointing", "detector"]).endpointing == .detector)
         #expect(try parse(["--endpointing", "search"]).endpointing == .standard)
         #expect(try parse(["--endpointing", "search=0.3"]).endpointing == Endpointing(lateSilence: 0.3))
@@ -208,12 +209,12 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
             #expect(EndpointingFlag.endpointing(EndpointingFlag.text(endpointing)) == endpointing)
         }
         #expect(ServeOptions.spec(machine).helpText().contains("--endpointing MODE"))
-        // It reaches every model's configuration, and without it each keeps the engine's default.
+        // It reaches every model's configuration, and without it each has the server's default.
         let models = ["--model", "/m", "--model", "legal=/m,lm=/legal.lm.bin"]
         let given = try Serve.modelConfigurations(parse(models + ["--endpointing", "search=0.3"]))
         #expect(given.count == 2 && given.allSatisfy { $0.endpointing == Endpointing(lateSilence: 0.3) })
         let plain = try Serve.modelConfigurations(parse(models))
-        #expect(plain.allSatisfy { $0.endpointing == PocketSphinxConfiguration().endpointing })
+        #expect(plain.count == 2 && plain.allSatisfy { $0.endpointing == .standard })
     }
 
     @Test func decoderOptionsArePairsAfterStenosOwn() throws {

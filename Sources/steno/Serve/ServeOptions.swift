@@ -88,7 +88,7 @@ struct ServeOptions {
             decoder = Flag("decoder", value: "OPTIONS", help: DecoderFlag.help,
                            default: DecoderFlag.defaultText, environment: "STENO_DECODER")
             endpointing = Flag("endpointing", value: "MODE", help: EndpointingFlag.help,
-                               default: EndpointingFlag.defaultText, environment: "STENO_ENDPOINTING")
+                               default: EndpointingFlag.text(EndpointingFlag.serverDefault), environment: "STENO_ENDPOINTING")
             dedicatedRecognizers = Flag.toggle("dedicated-recognizers",
                                                help: "each session keeps a recognizer to its end (the design before sharing, to compare)",
                                                environment: "STENO_DEDICATED_RECOGNIZERS")
@@ -145,6 +145,7 @@ struct ServeOptions {
         options.webRoot = machine.webRoot
         options.workers = machine.cores
         options.recognizers = machine.recognizers
+        options.endpointing = EndpointingFlag.serverDefault
         return options
     }
 

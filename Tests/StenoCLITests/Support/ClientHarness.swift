@@ -229,11 +229,14 @@ enum TestAudio {
 
     private static let transcripts = Locked<[String: String]>([:])
 
-    /// `steno transcribe FILE --format FORMAT`'s output (each made once).
-    static func transcribed(_ path: String, format: String = "text") throws -> String {
-        let key = path + "|" + format
+    /// `steno transcribe FILE --format FORMAT`'s output (each made once), with `--endpointing
+    /// ENDPOINTING` if given (to compare with a `steno serve` process, whose default is not
+    /// `steno transcribe`'s: `ServeInstance.endpointing`).
+    static func transcribed(_ path: String, format: String = "text", endpointing: String? = nil) throws -> String {
+        let key = path + "|" + format + "|" + (endpointing ?? "")
         if let known = transcripts.withLock({ $0[key] }) { return known }
-        let result = try StenoCommand.run(["transcribe", path, "--format", format, "--no-progress"])
+        let result = try StenoCommand.run(["transcribe", path, "--format", format, "--no-progress"]
+                                          + (endpointing.map { ["--endpointing", $0] } ?? []))
         guard result.status == 0 else { throw TestClientError.protocolError("transcribe failed: \(result.stderr)") }
         transcripts.withLock { $0[key] = result.stdout }
         return result.stdout

@@ -2,12 +2,16 @@ import Foundation
 import StenoCore
 import StenoTestSupport
 import Testing
+@testable import steno
 
 // Several `steno serve` processes behind Debian's HAProxy, all on loopback ports, run by the
 // tests and stopped after them (SIGKILL when a test fails half-way: `StenoCommand`'s deinit).
 
 /// A `steno serve` process on 127.0.0.1.
 final class ServeInstance: @unchecked Sendable {
+    /// What ends utterances in the instances (`steno serve`'s default, not `steno
+    /// transcribe`'s): their finals are `steno transcribe`'s with it.
+    static let endpointing = EndpointingFlag.text(EndpointingFlag.serverDefault)
     let command: StenoCommand
     let port: Int
     let arguments: [String]
