@@ -6,7 +6,7 @@ import StenoTestSupport
 import Testing
 @testable import StenoSpeech
 
-// Many recognizers on few shared decoders, from many threads at once, doing everything a
+// Many recognizers on few shared decoders, from several threads at once, doing everything a
 // session can do to its recognizer at random moments: finalize (`endUtterance`), declared
 // silence (`skipSilence`), cancel in the middle of an utterance, a vocabulary of its own,
 // n-best alternatives, a short length limit, a kept decoder, the search's endpointing. The
@@ -34,7 +34,7 @@ import Testing
         let failures = Locked<[String]>([])
         let sessions = Locked(0)
         let deadline = SystemClock.now() + Self.seconds
-        let threads = 6
+        let threads = 4
         let group = DispatchGroup()
         for thread in 0..<threads {
             group.enter()
@@ -69,9 +69,10 @@ import Testing
         var options = RecognizerOptions()
         options.partialResults = random.next() % 4 != 0
         if random.next() % 4 == 0 {
+            // Half of them with a word of their own, which rebuilds the search's lexicon tree.
             options.vocabulary = try Vocabulary(
-                phrases: ["John Dashwood", "prudently", "ill disposed"],
-                pronunciations: random.next() % 2 == 0 ? [(word: "Dashwood", phones: "D AE SH W UH D")] : [])
+                phrases: ["John Dashwood", "prudently", "ill disposed", "Tesseract"],
+                pronunciations: random.next() % 2 == 0 ? [(word: "Tesseract", phones: "T EH S ER AE K T")] : [])
         }
         if random.next() % 4 == 0 { options.alternatives = 3 }
         if random.next() % 6 == 0 { options.maxUtteranceSeconds = 1.5 }
@@ -149,42 +150,68 @@ import Testing
         let count = Locked(0)
     }
 
-    static func pool(decoders: Int) throws -> DecoderPool {
-        let pool = DecoderPool(arguments: PocketSphinxConfiguration().decoderArguments, capacity: decoders)
-        try pool.prepare(count: decoders)
-        return pool
-    }
-
-    /// The pool takes a waiter out of its line under its lock and grants it the decoder after:
-    /// a recognizer that ends in between must refuse it, or the decoder would stay lent for ever.
-    @Test func aWaiterThatWithdrewRefusesAGrant() throws {
-        let pool = try Self.pool(decoders: 1)
-        let first = DecoderWaiter(wake: {})
-        let decoder = try #require(pool.take(for: first))
+    /// A pool of one decoder lent to a first waiter, and a second waiter in line for it
+    /// (counting its wake-ups).
+    static func lentWithOneInLine() throws -> (pool: DecoderPool, decoder: PocketSphinxDecoder, second: DecoderWaiter, woken: Counter) {
+        let pool = DecoderPool(arguments: PocketSphinxConfiguration().decoderArguments, capacity: 1)
+        try pool.prepare(count: 1)
+        let decoder = try #require(pool.take(for: DecoderWaiter(wake: {})))
         let woken = Counter()
         let second = DecoderWaiter(wake: { woken.count.withLock { $0 += 1 } })
         #expect(pool.take(for: second) == nil)
         #expect(pool.stats.waiting == 1)
+        return (pool, decoder, second, woken)
+    }
+
+    static let allIdle = DecoderPool.Stats(capacity: 1, made: 1, idle: 1, lent: 0, waiting: 0)
+
+    /// The pool takes a waiter out of its line under its lock and grants it the decoder after:
+    /// a recognizer that ends in between must refuse it, or the decoder would stay lent for ever.
+    @Test func aWaiterThatWithdrewRefusesAGrant() throws {
+        let (pool, decoder, second, woken) = try Self.lentWithOneInLine()
         pool.withdraw(second)
         #expect(!second.grant(.success(decoder)))
         #expect(second.take() == nil)
         #expect(woken.count.withLock { $0 } == 0)
         pool.giveBack(decoder)
-        #expect(pool.stats == DecoderPool.Stats(capacity: 1, made: 1, idle: 1, lent: 0, waiting: 0))
+        #expect(pool.stats == Self.allIdle)
     }
 
     /// A decoder granted to a waiter that then withdraws without taking it goes back idle.
     @Test func aGrantNotTakenGoesBackOnWithdrawal() throws {
-        let pool = try Self.pool(decoders: 1)
-        let first = DecoderWaiter(wake: {})
-        let decoder = try #require(pool.take(for: first))
-        let woken = Counter()
-        let second = DecoderWaiter(wake: { woken.count.withLock { $0 += 1 } })
-        #expect(pool.take(for: second) == nil)
+        let (pool, decoder, second, woken) = try Self.lentWithOneInLine()
         pool.giveBack(decoder)
         #expect(woken.count.withLock { $0 } == 1)
         #expect(pool.stats.lent == 1 && pool.stats.waiting == 0)
         pool.withdraw(second)
-        #expect(pool.stats == DecoderPool.Stats(capacity: 1, made: 1, idle: 1, lent: 0, waiting: 0))
+        #expect(pool.stats == Self.allIdle)
+    }
+}
+
+/// A decoder that comes back to the pool in the middle of an utterance (its session was
+/// cancelled while speaking) and is then lent to a session whose vocabulary rebuilds the
+/// search: the rebuild must not happen under the abandoned utterance.
+@Suite struct AbandonedUtterance {
+    @Test func aCancelledUtteranceThenAVocabularyThatRebuildsTheSearch() throws {
+        let engine = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(recognizers: 1, preparedRecognizers: 1))
+        let speech = try TestAudio.load(PhraseTests.dashwood).floats
+        let plain = try TestAudio.load(PhraseTests.illDisposed)
+        let reference = try transcribe(plain, with: engine.makePocketSphinxRecognizer(), woken: nil)
+        for round in 0..<3 {
+            // Halfway through a sentence: the decoder is in an utterance, and goes back.
+            let cancelled = try engine.makePocketSphinxRecognizer()
+            _ = try cancelled.accept(Array(speech[0..<(speech.count / 2 + round * 3000)]))
+            #expect(engine.decoderStats.lent == 1)
+            cancelled.cancel()
+            #expect(engine.decoderStats.idle == 1)
+            // New words (their own dictionary entries): the lexicon tree is rebuilt.
+            let named = try engine.makePocketSphinxRecognizer(options: PhraseTests.options(
+                ["John Dashwode", "Tesseract"], pronunciations: [("Dashwode", "D AE SH W UH D"), ("Tesseract", "T EH S ER AE K T")]))
+            let heard = try transcribe(try TestAudio.load(PhraseTests.dashwood), with: named, woken: nil)
+            #expect(!heard.finals.isEmpty)
+            // And back to the model's own vocabulary: rebuilt again, the same words as ever.
+            let again = try transcribe(plain, with: engine.makePocketSphinxRecognizer(), woken: nil)
+            #expect(again.finals.map(\.text) == reference.finals.map(\.text))
+        }
     }
 }
