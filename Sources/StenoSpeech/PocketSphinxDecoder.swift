@@ -162,13 +162,6 @@ final class PocketSphinxDecoder: @unchecked Sendable {
     /// changes which words it holds. Done between utterances.
     func use(_ next: SessionVocabulary?) throws(StenoError) {
         if vocabulary === next { return }
-        // A decoder given back in the middle of an utterance (its session was cancelled while
-        // speaking) still has that utterance going: its search must end before the language
-        // model set or the lexicon tree changes under it. Rebuilding the tree under it left
-        // the search's active channel lists pointing at the old tree, and the next frame
-        // searched aborted the process (`eval_nonroot_chan: Assertion hmm_frame(...) ==
-        // frame_idx`, ngram_search_fwdtree.c; AbandonedUtterance).
-        if utteranceStarted { try endSearch() }
         guard let set = languageModelSet else {
             throw StenoError(.internal, "pocketsphinx decoder has no language model to add phrases to")
         }
@@ -358,6 +351,16 @@ final class PocketSphinxDecoder: @unchecked Sendable {
         // as the raw path does at the end of every utterance.
         try endSearch()
         return FeatureState(feat: feat, cmn: cmn)
+    }
+
+    /// Ends an utterance its recognizer leaves unfinished (its session was cancelled while
+    /// speaking), so that a decoder in the pool is never in one: the next session's vocabulary
+    /// may rebuild the lexicon tree, and rebuilt under a running search it left the search's
+    /// active channel lists pointing at the old tree; the next frame searched aborted the
+    /// process (`eval_nonroot_chan: Assertion hmm_frame(...) == frame_idx`,
+    /// ngram_search_fwdtree.c; AbandonedUtterance).
+    func abandonUtterance() throws(StenoError) {
+        try endSearch()
     }
 
     private func endSearch() throws(StenoError) {

@@ -617,7 +617,13 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
         suspended = nil
         if let decoder {
             self.decoder = nil
-            pool.giveBack(decoder)
+            // Back to the pool between utterances, or not at all.
+            do {
+                try decoder.abandonUtterance()
+                pool.giveBack(decoder)
+            } catch {
+                pool.discard(decoder)
+            }
         }
         if let kept {
             self.kept = nil
