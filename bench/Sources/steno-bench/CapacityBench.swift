@@ -28,12 +28,23 @@ import Glibc
 //
 // Next to them: the compute bound cores ÷ (speech fraction × engine RTF), the RTF being
 // `pocketsphinx_continuous` with Steno's decoder options fed the same speech through a pipe in
-// real time, measured in the same run. `--svg PATH` draws lag p95 against N for both designs.
+// real time, measured in the same run, before the rounds and after them (the mean of the two). `--svg PATH` draws lag p95 against N for both designs.
 //
 //   steno-bench capacity [--counts 2,4,6,8,10,12,14,16] [--seconds 30] [--stagger 1.5]
 //                        [--designs shared,dedicated] [--rtf-seconds 40] [--svg bench/capacity.svg]
 //                        [--steno .build/release/steno] [--no-admission] [--admit-utilization F]
 //                        [--endpointing MODE] [--recognizers N] [--client epoll|threads]
+//                        [--floor-counts 4]
+//
+// `--floor-counts 4,8` (default none): in the rounds of those N, the engine is fed the very same
+// streams (speech and pauses, the same ramp) at the same time as the server, in real time: one
+// `pocketsphinx_continuous` per session through a pipe (``EngineProcesses``), the floor issue 15
+// names. Its CPU per audio second against the server's, measured over the same seconds, is the
+// fair ratio: on these shared machines the CPU's speed moves by ±20 % from one minute to the
+// next, so a floor measured before or after a round compares different machines; and the
+// compute bound's RTF is measured on speech alone, which leaves out what the engine does in the
+// pauses (the front end on the faint noise, the end of each utterance). The floor takes cores
+// too: those rounds' lags are not the capacity's.
 //
 // `--client epoll` (the default) drives every session of a round from one client thread with
 // non-blocking sockets and epoll (EpollTalkers.swift); `--client threads` gives each session a
@@ -66,6 +77,7 @@ func runCapacityBench(_ arguments: [String]) {
     // Options given to every server as they are (--admit-utilization, --endpointing, --recognizers).
     var serveOptions: [String] = []
     var client = CapacityClient.epoll
+    var floorCounts: [Int] = []
     var index = 0
     while index < arguments.count {
         let value = arguments[safe: index + 1]
@@ -76,6 +88,7 @@ func runCapacityBench(_ arguments: [String]) {
         case "--rtf-seconds": rtfSeconds = value.flatMap(Double.init) ?? rtfSeconds
         case "--designs": designs = value?.split(separator: ",").compactMap { CapacityDesign(rawValue: String($0)) } ?? designs
         case "--svg": svgPath = value
+        case "--floor-counts": floorCounts = value?.split(separator: ",").compactMap { Int($0) } ?? floorCounts
         case "--steno": steno = value ?? steno
         case "--client":
             guard let chosen = value.flatMap(CapacityClient.init(rawValue:)) else {
@@ -125,7 +138,8 @@ func runCapacityBench(_ arguments: [String]) {
         let plans = (0..<n).map { SessionPlan(session: $0, of: n, speech: speech, seconds: seconds, stagger: stagger) }
         for design in designs {
             guard let row = measureCapacity(steno: steno, design: design, plans: plans, seconds: seconds,
-                                            admission: admission, serveOptions: serveOptions, client: client) else {
+                                            admission: admission, serveOptions: serveOptions, client: client,
+                                            floor: floorCounts.contains(n)) else {
                 print("  \(n) sessions, \(design.rawValue): the server could not be run")
                 continue
             }
@@ -138,12 +152,27 @@ func runCapacityBench(_ arguments: [String]) {
     let sent = rows.reduce((speech: 0.0, audio: 0.0)) { ($0.speech + $1.speechSeconds, $0.audio + $1.audioSeconds) }
     let fraction = sent.audio > 0 ? sent.speech / sent.audio
         : SessionPlan(session: 0, of: 1, speech: speech, seconds: seconds, stagger: 0).speechFraction
-    let bound = rtf.map { Double(cores) / (fraction * $0.value) }
+    // Again after the rounds: on a shared host the CPU's speed drifts over a run (RTF 0.14 to
+    // 0.19 within an hour here), and a bound from the start alone would judge late rounds by
+    // an early machine. The bound is taken at the mean of the two.
+    let rtfAfter = rtf == nil ? nil : measureEngineRTF(speech: speech, seconds: rtfSeconds)
+    let rtfMean = rtf.map { first in rtfAfter.map { (first.value + $0.value) / 2 } ?? first.value }
+    let bound = rtfMean.map { Double(cores) / (fraction * $0) }
 
     print("")
     print("  N   design      admitted  refused (why)              lag p50  lag p95  p95 per session  final p50  final p95  CPU ms/audio s  RSS MB  MB/session  WER               busy÷CPU  client CPU")
     for row in rows { print("  " + row.line) }
     print("")
+    if rows.contains(where: { $0.floorCPUPerAudioSecond != nil }) {
+        print("  CPU against the engine fed the same streams at the same time, in real time (the floor; --floor-counts):")
+        for row in rows {
+            guard let floor = row.floorCPUPerAudioSecond else { continue }
+            print("    \(row.sessions) \(row.design.rawValue): \(fixed(row.cpuPerAudioSecond * 1000, 1)) ms per audio s against "
+                + "\(fixed(floor * 1000, 1)) ms: \(fixed(row.cpuPerAudioSecond / floor, 2))×"
+                + (row.refused > 0 ? " (\(row.refused) refused: their attempts are in the server's CPU)" : ""))
+        }
+        print("")
+    }
     print("  admission (sampled every 2 s from /metrics):")
     for row in rows { print("    " + row.admissionLine) }
     print("")
@@ -163,8 +192,9 @@ func runCapacityBench(_ arguments: [String]) {
         if !overloaded.isEmpty { text += "; refused some and still over 1 s at N = " + overloaded.joined(separator: ", ") }
         print(text)
     }
-    if let bound, let rtf {
-        print("  compute bound: \(cores) cores ÷ (speech fraction \(fixed(fraction, 2)) × RTF \(fixed(rtf.value, 3))) = \(fixed(bound, 1)) sessions")
+    if let bound, let rtf, let rtfMean {
+        print("  compute bound: \(cores) cores ÷ (speech fraction \(fixed(fraction, 2)) × RTF \(fixed(rtfMean, 3))) = \(fixed(bound, 1)) sessions"
+            + " (RTF \(fixed(rtf.value, 3)) before the rounds, " + (rtfAfter.map { fixed($0.value, 3) } ?? "not measured") + " after)")
     }
     print("  load average at the end: \(loadAverage())")
     print("")
@@ -389,6 +419,8 @@ private struct CapacityRow {
     var speechSeconds = 0.0
     /// CPU seconds of the client thread(s) over the round.
     var clientCPU = 0.0
+    /// The engine fed the same streams alongside (`--floor-counts`): its CPU per audio second.
+    var floorCPUPerAudioSecond: Double?
 
     var wer: Double { referenceWords > 0 ? Double(wordErrors) / Double(referenceWords) : 0 }
 
@@ -418,7 +450,7 @@ private enum SessionOutcome {
 }
 
 private func measureCapacity(steno: String, design: CapacityDesign, plans: [SessionPlan], seconds: Double,
-                             admission: Bool, serveOptions: [String], client: CapacityClient) -> CapacityRow? {
+                             admission: Bool, serveOptions: [String], client: CapacityClient, floor: Bool) -> CapacityRow? {
     let n = plans.count
     var arguments = ["serve", "--port", "0", "--idle-timeout", "0", "--log-level", "warning", "--web-root", "/nonexistent"]
     if !admission { arguments += ["--lag-target", "0"] }
@@ -435,11 +467,23 @@ private func measureCapacity(steno: String, design: CapacityDesign, plans: [Sess
     }
     usleep(300_000)
     let rssIdle = server.residentMB()
+    // The floor's processes, loaded before the round so that they start with it.
+    let engines = floor ? EngineProcesses(count: n) : nil
+    if floor && engines == nil { print("  \(n) sessions: the floor's pocketsphinx_continuous could not be run") }
 
     var row = CapacityRow(sessions: n, design: design)
     let outcomes = Locked<[Int: SessionOutcome]>([:])
     let began = monotonicSeconds() + 0.2
     let cpuBefore = server.cpuSeconds()
+    let floorCounters = Locked<ProcessCounters?>(nil)
+    let floorThread = engines.map { engines in
+        Thread {
+            let streams = plans.map { EngineStream(delay: $0.delay, pcm: $0.frames.flatMap { $0 }) }
+            let counters = engines.feed(streams, from: began)
+            floorCounters.withLock { $0 = counters }
+        }
+    }
+    floorThread?.start()
     let clientCPU = Locked(0.0)
     let threads: [Thread]
     switch client {
@@ -578,6 +622,11 @@ private func measureCapacity(steno: String, design: CapacityDesign, plans: [Sess
     row.rssMB = rssPeak
     row.rssPerSessionMB = row.admitted > 0 ? (rssPeak - rssIdle) / Double(row.admitted) : 0
     row.clientCPU = clientCPU.withLock { $0 }
+    if let floorThread {
+        while !floorThread.isFinished { usleep(50_000) }
+        let audio = plans.map(\.audioSeconds).reduce(0, +)
+        row.floorCPUPerAudioSecond = floorCounters.withLock { $0 }.map { $0.cpu / audio }
+    }
     return row
 }
 

@@ -961,74 +961,107 @@ private func measureFloorInRealTime(talkers: Int, speech: [UInt8]) -> WakeupsRow
     row.talkers = talkers
     row.mode = "floor"
     row.audioSeconds = Double(speech.count) / 32000 * Double(talkers)
-    // The server's own decoder options, so the floor follows Steno's default.
-    let args = ["-infile", "/dev/stdin", "-logfn", "/dev/null"] + PocketSphinxConfiguration().decoderArguments
-    var processes: [Child] = []
-    for _ in 0..<talkers {
-        guard let child = Child.spawn("/usr/bin/pocketsphinx_continuous", args, stdout: false, stdin: true) else {
-            processes.forEach { $0.terminate(SIGKILL) }
-            row.failed = true
-            return row
-        }
-        processes.append(child)
+    guard let counters = engineInRealTime(streams: (0..<talkers).map { _ in EngineStream(delay: 0, pcm: speech) }) else {
+        row.failed = true
+        return row
     }
-    // Loaded: each has used no CPU for half a second (it reads its input only after that).
-    for process in processes {
+    row.counters = counters
+    return row
+}
+
+/// What one engine process is fed: raw 16 kHz PCM, from `delay` seconds after the first.
+struct EngineStream {
+    var delay: Double
+    var pcm: [UInt8]
+}
+
+/// The engine fed in real time, the floor of live recognition: one `pocketsphinx_continuous
+/// -infile /dev/stdin` with Steno's decoder options per stream, each written its stream through
+/// a pipe 20 ms at a time at real time, from its delay on. The processes' counters (all
+/// threads, summed) from every model loaded until every one has finished its audio; nil if one
+/// could not be started.
+func engineInRealTime(streams: [EngineStream]) -> ProcessCounters? {
+    guard let engines = EngineProcesses(count: streams.count) else { return nil }
+    return engines.feed(streams, from: monotonicSeconds() + 0.1)
+}
+
+/// `count` pocketsphinx_continuous processes with their models loaded, waiting on their pipes:
+/// made before a measured stretch so that it can start them at a given moment (alongside a
+/// server fed the same streams at the same time, say).
+final class EngineProcesses: @unchecked Sendable {
+    private let processes: [Child]
+
+    init?(count: Int) {
+        // The server's own decoder options, so the floor follows Steno's default.
+        let args = ["-infile", "/dev/stdin", "-logfn", "/dev/null"] + PocketSphinxConfiguration().decoderArguments
+        var processes: [Child] = []
+        for _ in 0..<count {
+            guard let child = Child.spawn("/usr/bin/pocketsphinx_continuous", args, stdout: false, stdin: true) else {
+                processes.forEach { $0.terminate(SIGKILL) }
+                return nil
+            }
+            processes.append(child)
+        }
+        self.processes = processes
+        // Loaded: each has used no CPU for half a second (it reads its input only after that).
+        for process in processes { Self.waitUntilIdle(process, atMost: 30) }
+    }
+
+    /// Each process its stream from `began` + its delay, in real time; when all have finished,
+    /// their counters over it, and they exit.
+    func feed(_ streams: [EngineStream], from began: Double) -> ProcessCounters {
+        let before = processes.map { ProcessCounters(pid: $0.pid) }
+        let threads = zip(processes, streams).map { process, stream in
+            Thread {
+                guard let fd = process.stdinFD else { return }
+                let start = began + stream.delay
+                let wait = start - monotonicSeconds()
+                if wait > 0 { usleep(useconds_t(wait * 1_000_000)) }
+                let speech = stream.pcm
+                var offset = 0, index = 0
+                while offset < speech.count {
+                    let end = min(speech.count, offset + 640)
+                    speech[offset..<end].withUnsafeBytes { bytes in
+                        var done = 0
+                        while done < bytes.count {
+                            let n = write(fd, bytes.baseAddress! + done, bytes.count - done)
+                            if n <= 0 { return }
+                            done += n
+                        }
+                    }
+                    offset = end
+                    index += 1
+                    let wait = start + Double(index) * 0.02 - monotonicSeconds()
+                    if wait > 0 { usleep(useconds_t(wait * 1_000_000)) }
+                }
+            }
+        }
+        threads.forEach { $0.start() }
+        while !threads.allSatisfy(\.isFinished) { usleep(20_000) }
+        // Its last block and utterance: done once it has been quiet for half a second.
+        for process in processes { Self.waitUntilIdle(process, atMost: .infinity) }
+        // Quiet means blocked in read: the idle half second adds nothing to the counters.
+        let after = processes.map { ProcessCounters(pid: $0.pid) }
+        for process in processes {
+            // The end of its input: it finishes and exits.
+            if let fd = process.stdinFD { close(fd) }
+            process.waitForExit()
+        }
+        return zip(after, before).map { $0 - $1 }.reduce(ProcessCounters(), +)
+    }
+
+    /// Until `process` has used no CPU for two quarter-seconds in a row.
+    private static func waitUntilIdle(_ process: Child, atMost seconds: Double) {
         var last = ProcessCounters(pid: process.pid).cpu
         var quiet = 0
         let began = monotonicSeconds()
-        while quiet < 2 && monotonicSeconds() - began < 30 {
+        while quiet < 2 && monotonicSeconds() - began < seconds {
             usleep(250_000)
             let now = ProcessCounters(pid: process.pid).cpu
             quiet = now - last < 0.005 ? quiet + 1 : 0
             last = now
         }
     }
-    let before = processes.map { ProcessCounters(pid: $0.pid) }
-    let threads = processes.map { process in
-        Thread {
-            guard let fd = process.stdinFD else { return }
-            let start = monotonicSeconds()
-            var offset = 0, index = 0
-            while offset < speech.count {
-                let end = min(speech.count, offset + 640)
-                speech[offset..<end].withUnsafeBytes { bytes in
-                    var done = 0
-                    while done < bytes.count {
-                        let n = write(fd, bytes.baseAddress! + done, bytes.count - done)
-                        if n <= 0 { return }
-                        done += n
-                    }
-                }
-                offset = end
-                index += 1
-                let wait = start + Double(index) * 0.02 - monotonicSeconds()
-                if wait > 0 { usleep(useconds_t(wait * 1_000_000)) }
-            }
-        }
-    }
-    threads.forEach { $0.start() }
-    while !threads.allSatisfy(\.isFinished) { usleep(20_000) }
-    // Its last block and utterance: done once it has been quiet for half a second.
-    for process in processes {
-        var last = ProcessCounters(pid: process.pid).cpu
-        var quiet = 0
-        while quiet < 2 {
-            usleep(250_000)
-            let now = ProcessCounters(pid: process.pid).cpu
-            quiet = now - last < 0.005 ? quiet + 1 : 0
-            last = now
-        }
-    }
-    // Quiet means blocked in read: the idle half second adds nothing to the counters.
-    let after = processes.map { ProcessCounters(pid: $0.pid) }
-    row.counters = zip(after, before).map { $0 - $1 }.reduce(ProcessCounters(), +)
-    for process in processes {
-        // The end of its input: it finishes and exits.
-        if let fd = process.stdinFD { close(fd) }
-        process.waitForExit()
-    }
-    return row
 }
 
 /// One `steno serve` (batched as it is, or with each message its own job), and for each count
