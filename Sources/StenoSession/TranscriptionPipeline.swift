@@ -141,8 +141,11 @@ public final class TranscriptionPipeline {
             events += map(try recognizer.endUtterance())
             return events
         }
-        // Nothing heard before the cut in this utterance: nothing to finalize.
-        guard let showing, showing.range.start < cutTime, !showing.text.isEmpty else { return events }
+        // Nothing heard before the cut in this utterance: nothing to finalize. A recognizer
+        // waiting for a decoder shows nothing yet of what it holds: audio before the cut that it
+        // has not analyzed may be speech, so the cut waits with it (`completeCut`).
+        let unanalyzed = recognizer.isWaiting && analyzedSeconds < cutTime
+        guard unanalyzed || showing.map({ $0.range.start < cutTime && !$0.text.isEmpty }) == true else { return events }
         pendingCut = (cutTime, cut)
         events += try completeCut(map(try recognizer.endUtterance()))
         return events

@@ -1,3 +1,4 @@
+import Dispatch
 import StenoAudio
 import StenoCore
 import StenoSession
@@ -124,6 +125,60 @@ import Testing
         let got = Self.words(events.finals), want = Self.words(reference)
         let common = Set(got).intersection(want).count
         #expect(Double(common) >= 0.7 * Double(Set(want).count), "\(got) vs \(want)")
+    }
+
+    /// A `finalize(through:)` that comes while the recognizer waits for a shared decoder (all are
+    /// lent), before it has shown anything, is not dropped: once a decoder comes, the words before
+    /// the time are final and what follows is heard again, as when it had not waited.
+    @Test func finalizeThroughWhileWaitingForADecoderStillCuts() throws {
+        let engine = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(recognizers: 1, preparedRecognizers: 1))
+        let audio = try TestAudio.load("librivox/sense_and_sensibility_01_austen_64kb-0870.wav")
+        // Another session holds the only decoder, in an utterance.
+        let holder = try engine.makePocketSphinxRecognizer()
+        _ = try holder.accept(Array(audio.floats[0..<(audio.floats.count / 2)]))
+        #expect(engine.decoderStats.lent == 1)
+
+        let woken = DispatchSemaphore(value: 0)
+        let p = try TranscriptionPipeline(format: AudioFormat(encoding: .pcmS16LE, sampleRate: 16000, channels: 1),
+                                          recognizer: engine.makePocketSphinxRecognizer { woken.signal() })
+        let received = audio.samples.count * 3 / 4
+        let through = Double(audio.samples.count / 3) / 16000
+        var events = try Self.feed(p, audio.samples, rate: 16000, to: received)
+        #expect(p.isWaiting, "the session heard speech and waits for the decoder")
+        #expect(events.finals.isEmpty && events.partials.isEmpty)
+        events += try p.finalize(through: through)
+        holder.cancel()
+
+        // Woken, it goes on: what it produces on the way is what a session would send.
+        func settle() throws -> [TranscriberEvent] {
+            var produced: [TranscriberEvent] = []
+            while p.isWaiting {
+                guard woken.wait(timeout: .now() + 120) == .success else {
+                    Issue.record("the recognizer was not woken")
+                    break
+                }
+                produced += try p.proceed()
+            }
+            return produced
+        }
+        let produced = try settle()
+        events += produced
+        let finals = produced.finals
+        #expect(finals.count == 1, "\(finals.map(\.text))")
+        if let final = finals.first {
+            #expect(!final.words.isEmpty)
+            #expect(final.words.allSatisfy { ($0.range.start + $0.range.end) / 2 < through }, "\(final.words)")
+            #expect(final.range.end >= through - 0.001)
+            #expect(final.range.end <= Double(received) / 16000)
+        }
+        // What follows `through` was heard again: a volatile result after the final.
+        #expect(!produced.partials.isEmpty)
+
+        events += try Self.feed(p, audio.samples, rate: 16000, from: received)
+        events += try settle()
+        events += try p.finish()
+        events += try settle()
+        Self.checkInvariants(events.finals, duration: audio.duration)
     }
 
     @Test func finalizeWithNothingHeardProducesNothing() throws {
