@@ -124,6 +124,36 @@ final class ClientEvents: Sendable {
         #expect(server.control.wait { server.control.wasClosed(id) })
     }
 
+    /// A server that holds the client's writes back (flow control: it stopped reading, so its
+    /// TCP window is closed) and has nothing to say is behind, not gone: the client's ping
+    /// waits behind what the server has not read, so no pong can come. The keepalive leaves it
+    /// alone while held back (here past its hang-up time, twice 1 s plus 10 s), and the
+    /// connection carries on once the server reads again. (`steno send --fast` against a
+    /// server whose session waited for a decoder was hung up on after 50 s.)
+    @Test func aServerHoldingTheClientBackIsNotTakenForGoneByTheKeepalive() throws {
+        var settings = TestControl.Settings()
+        settings.pauseOnOpen = true
+        settings.echo = false
+        let server = try TestServer(settings)
+        let (client, events) = try Self.client(port: server.port) { $0.keepAliveSeconds = 1 }
+        let id = try server.control.awaitOpened()
+        try events.wait { $0.first == .opened }
+        // More than the socket buffers on both sides take: the rest waits in the client.
+        let piece = [UInt8](repeating: 0x5a, count: 32 * 1024)
+        let count = 256
+        for _ in 0..<count { #expect(client.send(.binary(piece))) }
+        let deadline = Deadline(14)
+        while !deadline.hasPassed && events.last?.isFinal != true { usleep(50_000) }
+        try #require(events.all == [.opened], "the client gave up on a server that held it back")
+        #expect(client.queuedBytes > 0, "the server's window never closed: the test did not press")
+
+        server.handle.setReading(id, true)
+        #expect(server.control.wait(timeout: 30) { server.control.received(id).count == count })
+        client.close(code: 1000, reason: "done")
+        #expect(try events.waitForEnd() == .closed(code: 1000, reason: "done", byPeer: false))
+        client.waitUntilFinished()
+    }
+
     @Test func wssWithTheServersOwnCertificateAsAuthority() throws {
         let certificate = try TestCertificate()
         defer { certificate.remove() }
