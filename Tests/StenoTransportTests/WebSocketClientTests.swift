@@ -154,6 +154,25 @@ final class ClientEvents: Sendable {
         client.waitUntilFinished()
     }
 
+    /// The other side of the test above: a server that is silent while its TCP takes
+    /// everything (window open: nothing holds the client back) is still taken for gone, after
+    /// twice the keepalive plus 10 s, and the connection ends without a close code.
+    @Test func aSilentServerWhoseWindowIsOpenIsHungUpOnByTheKeepalive() throws {
+        let server = try TestServer()
+        let proxy = try TCPProxy(targetPort: server.port)
+        defer { proxy.stop() }
+        let (client, events) = try Self.client(port: proxy.port) { $0.keepAliveSeconds = 1 }
+        try events.wait { $0.first == .opened }
+        proxy.mute(true)
+        let started = ContinuousClock.now
+        for _ in 0..<20 { client.send(.binary([UInt8](repeating: 1, count: 1000))) }
+        #expect(try events.waitForEnd(timeout: 30) == .closed(code: nil, reason: "", byPeer: false))
+        // Hung up on at 12 s (pinged at 1 s, then 10 s more than twice 1 s), not at once.
+        let waited = ContinuousClock.now - started
+        #expect(waited >= .seconds(11), "\(waited)")
+        client.waitUntilFinished()
+    }
+
     @Test func wssWithTheServersOwnCertificateAsAuthority() throws {
         let certificate = try TestCertificate()
         defer { certificate.remove() }
