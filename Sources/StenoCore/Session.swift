@@ -540,13 +540,13 @@ public struct SessionMachine: Sendable {
             receivedUnits += units
             out.append(.submitGap(start: Double(receivedUnits - units) / unitRate, duration: Double(units) / unitRate))
             emit(.gap(start: start, end: receivedSeconds), into: &out)
-            regulateReading(into: &out)
+            regulateReading(now: now, into: &out)
         case (.open, .silence(let duration)):
             let units = max(1, Int64((duration * unitRate).rounded()))
             receivedUnits += units
             lastActivity = max(lastActivity, now)
             out.append(.submitGap(start: Double(receivedUnits - units) / unitRate, duration: Double(units) / unitRate))
-            regulateReading(into: &out)
+            regulateReading(now: now, into: &out)
         case (.ending(.requested), .silence):
             if !warnedAudioAfterEnd {
                 warnedAudioAfterEnd = true
@@ -663,7 +663,7 @@ public struct SessionMachine: Sendable {
             receivedUnits += Int64(frames)
             out.append(.submitAudio(AudioChunk(bytes: bytes, start: start,
                                                duration: Double(frames) / unitRate)))
-            regulateReading(into: &out)
+            regulateReading(now: now, into: &out)
         } else {
             let samples: Int
             let malformed: Bool
@@ -678,7 +678,7 @@ public struct SessionMachine: Sendable {
             receivedUnits += Int64(samples)
             out.append(.submitAudio(AudioChunk(bytes: bytes, start: start, duration: Double(samples) / unitRate,
                                                headerIsMalformed: malformed)))
-            regulateReading(into: &out)
+            regulateReading(now: now, into: &out)
             if malformed {
                 emit(.error(StenoError(.badAudio,
                     "an Opus packet of \(bytes.count) bytes has an unreadable header; concealed")), into: &out)
@@ -697,14 +697,16 @@ public struct SessionMachine: Sendable {
                 lastActivity = max(lastActivity, now)
             }
         }
-        regulateReading(into: &out)
+        regulateReading(now: now, into: &out)
     }
 
     /// Inbound backpressure: at `limits.bufferSeconds` of audio waiting for analysis the
     /// socket stops being read; it is read again once the backlog is down to half (so reading
     /// is not toggled on every frame). Audio that still arrives while paused (already in
-    /// socket or library buffers) is accepted, never refused.
-    private mutating func regulateReading(into out: inout [SessionAction]) {
+    /// socket or library buffers) is accepted, never refused. While paused the client cannot
+    /// be idle (what it sends waits unread, and the wait is the server's): the idle timeout
+    /// counts again from the resume.
+    private mutating func regulateReading(now: Double, into out: inout [SessionAction]) {
         let highWater = max(0.1, configuration.limits.bufferSeconds)
         let backlog = backlogSeconds
         if !isReadingPaused && backlog >= highWater {
@@ -712,6 +714,7 @@ public struct SessionMachine: Sendable {
             out.append(.pauseReading)
         } else if isReadingPaused && backlog <= highWater / 2 {
             isReadingPaused = false
+            lastActivity = max(lastActivity, now)
             out.append(.resumeReading)
         }
     }
@@ -770,7 +773,7 @@ public struct SessionMachine: Sendable {
     /// early (a tick then does nothing), never late; it mirrors `tick`'s conditions one for one.
     public var nextTickDue: Double {
         let limits = configuration.limits
-        let idleDue = limits.idleTimeoutSeconds > 0 && detachedSince == nil
+        let idleDue = limits.idleTimeoutSeconds > 0 && detachedSince == nil && !isReadingPaused
             ? lastActivity + limits.idleTimeoutSeconds : .infinity
         var due = Double.infinity
         switch stage {
@@ -797,7 +800,7 @@ public struct SessionMachine: Sendable {
         // Each deadline is compared as `nextTickDue` computes it (x + T, not now − x), so a tick
         // at the due time acts whatever the rounding.
         let idleExpired = limits.idleTimeoutSeconds > 0 && now >= lastActivity + limits.idleTimeoutSeconds
-            && detachedSince == nil
+            && detachedSince == nil && !isReadingPaused
         switch stage {
         case .awaitingStart:
             if limits.startTimeoutSeconds > 0 && now >= openedMonotonic + limits.startTimeoutSeconds {

@@ -11,6 +11,10 @@ final class LwsClientStorage {
     let idlePolicy: UnsafeMutablePointer<lws_retry_bo_t>
     /// Where lws writes the connection's wsi as soon as it exists (before the handshake).
     let wsiSlot: UnsafeMutablePointer<OpaquePointer?>
+    /// The keepalive's once-a-second timer (`WebSocketClient.keepAliveTick`): an
+    /// `lws_sorted_usec_list_t` followed by a pointer to its client.
+    let keepAliveTimer: UnsafeMutableRawPointer
+    static let timerSize = MemoryLayout<lws_sorted_usec_list_t>.stride + MemoryLayout<UnsafeMutableRawPointer>.stride
     private var cStrings: [UnsafeMutablePointer<CChar>] = []
 
     init() {
@@ -20,6 +24,8 @@ final class LwsClientStorage {
         idlePolicy.initialize(to: lws_retry_bo_t())
         wsiSlot = .allocate(capacity: 1)
         wsiSlot.initialize(to: nil)
+        keepAliveTimer = .allocate(byteCount: Self.timerSize, alignment: 16)
+        keepAliveTimer.initializeMemory(as: UInt8.self, repeating: 0, count: Self.timerSize)
     }
 
     deinit {
@@ -28,6 +34,7 @@ final class LwsClientStorage {
         idlePolicy.deinitialize(count: 1)
         idlePolicy.deallocate()
         wsiSlot.deallocate()
+        keepAliveTimer.deallocate()
         for s in cStrings { free(s) }
     }
 
@@ -169,6 +176,7 @@ extension WebSocketClient {
             guard let wsi else { return -1 }
             self.wsi = wsi
             isOpen = true
+            if configuration.keepAliveSeconds > 0 { scheduleKeepAliveTick() }
             deliver(.opened)
             return 0
 
@@ -214,6 +222,53 @@ extension WebSocketClient {
         default:
             return 0
         }
+    }
+
+    // MARK: - Keepalive under flow control
+
+    /// Once a second while open (with a keepalive): a server that holds this client's writes
+    /// back is not taken for gone.
+    ///
+    /// lws pings `keepAliveSeconds` after the server was last heard from (a pong, or any
+    /// data: `receive`) and hangs up 10 s after twice that. But a server applying flow
+    /// control (Steno's stops reading a session whose audio it is behind with) has closed its
+    /// TCP window: the ping waits behind what it has not read yet, so no pong can come, and a
+    /// server that is behind may have nothing to send for a minute (its session waiting for a
+    /// decoder, a loaded machine): `steno send --fast` was hung up on after the 50 s and lost
+    /// the audio it had handed to its socket. While the window is closed and the server's TCP
+    /// answers the window probes (so it is there, telling this side to wait), its silence
+    /// proves nothing: the keepalive's clock is held, and runs again from when the window
+    /// opens. A server that vanished stops answering the probes, and is hung up on as before
+    /// (the server side's rule for a connection whose reading it paused: ServiceLoop).
+    func keepAliveTick() {
+        guard let wsi, isOpen, !terminalDelivered else { return }
+        if Self.isHeldBack(wsi) { lws_validity_confirmed(wsi) }
+        scheduleKeepAliveTick()
+    }
+
+    private func scheduleKeepAliveTick() {
+        guard let ctx = shared.withLock({ $0.context?.pointer }) else { return }
+        let timer = storage.keepAliveTimer
+        timer.storeBytes(of: Unmanaged.passUnretained(self).toOpaque(),
+                         toByteOffset: MemoryLayout<lws_sorted_usec_list_t>.stride, as: UnsafeMutableRawPointer.self)
+        lws_sul_schedule(ctx, 0, timer.assumingMemoryBound(to: lws_sorted_usec_list_t.self),
+                         stenoLwsClientKeepAliveCallback, 1_000_000)
+    }
+
+    /// The server's TCP window is closed (it takes nothing more for now) and it answers the
+    /// probes of it (at most the latest one is outstanding).
+    static func isHeldBack(_ wsi: OpaquePointer) -> Bool {
+        let fd = lws_get_socket_fd(wsi)
+        guard fd >= 0 else { return false }
+        var window: UInt32 = 0
+        var unanswered: UInt32 = 0
+        guard steno_socket_peer_window(fd, &window, &unanswered) == 0 else { return false }
+        return window == 0 && unanswered <= 1
+    }
+
+    static func client(ofKeepAliveTimer sul: UnsafeMutableRawPointer) -> WebSocketClient {
+        let owner = sul.load(fromByteOffset: MemoryLayout<lws_sorted_usec_list_t>.stride, as: UnsafeMutableRawPointer.self)
+        return Unmanaged<WebSocketClient>.fromOpaque(owner).takeUnretainedValue()
     }
 
     private func closed() {

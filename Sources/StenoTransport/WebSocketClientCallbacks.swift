@@ -9,3 +9,10 @@ func stenoLwsClientCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reason
     let client = Unmanaged<WebSocketClient>.fromOpaque(contextUser).takeUnretainedValue()
     return client.callback(wsi, reason, input, length)
 }
+
+/// The keepalive's timer of a client context (`WebSocketClient.keepAliveTick`): the
+/// `lws_sorted_usec_list_t` is followed in memory by a pointer to its client.
+func stenoLwsClientKeepAliveCallback(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?) {
+    guard let sul else { return }
+    WebSocketClient.client(ofKeepAliveTimer: UnsafeMutableRawPointer(sul)).keepAliveTick()
+}

@@ -551,13 +551,29 @@ let everyInput: [SessionInput] = [
     }
 
     @Test func analysisProgressIsNotIdleness() {
-        var h = Harness(limits: SessionLimits(idleTimeoutSeconds: 10))
+        // A buffer the audio fits in: reading is not paused (which would stop the clock).
+        var h = Harness(limits: SessionLimits(bufferSeconds: 60, idleTimeoutSeconds: 10))
         h.start()
         h.stream(seconds: 30)
         h.now = 108
         h.results([], analyzed: 5)
         #expect(h.tick(at: 117).contains("end") == false)
         #expect(h.tick(at: 118).contains("end"))
+    }
+
+    /// protocol.md: idle time is not counted while the server itself holds the client back.
+    /// A session paused at its buffer whose analysis stalls (it waits for a decoder, on a loaded
+    /// machine) is not idle however long that takes; the clock starts again at the resume.
+    @Test func noIdleWhileReadingIsPausedAndTheClockRestartsAtTheResume() {
+        var h = Harness(limits: SessionLimits(bufferSeconds: 2, idleTimeoutSeconds: 10))
+        h.start()
+        #expect(h.audio(Harness.pcm(seconds: 2)) == ["audio 0+2", "pause"])
+        #expect(h.tick(at: 200).contains("end") == false)
+        #expect(h.machine.nextTickDue > 200)
+        h.now = 250
+        #expect(h.results([], analyzed: 1) == ["resume"])
+        #expect(h.tick(at: 259.9).contains("end") == false)
+        #expect(h.tick(at: 260).contains("end"))
     }
 
     @Test func noIdleWhileAFinalizeIsOutstanding() {

@@ -18,6 +18,8 @@ public final class TCPProxy: @unchecked Sendable {
         var accepted = 0
         /// While refusing, new connections are closed as soon as they are accepted.
         var refusing = false
+        /// While muted, what either side sends is read and dropped.
+        var muted = false
     }
 
     public init(targetPort: Int) throws {
@@ -51,6 +53,10 @@ public final class TCPProxy: @unchecked Sendable {
     /// While true, connections are accepted and closed at once (a server that is unreachable
     /// though the address answers).
     public func refuse(_ refusing: Bool) { state.withLock { $0.refusing = refusing } }
+
+    /// While true, what either side sends is read and thrown away: to the client, a server that
+    /// went silent though its TCP still takes everything (its window never closes).
+    public func mute(_ muted: Bool) { state.withLock { $0.muted = muted } }
 
     /// New connections go to this port from now on (another server behind the same address).
     public func retarget(_ port: Int) { target.store(port, ordering: .relaxed) }
@@ -117,6 +123,7 @@ public final class TCPProxy: @unchecked Sendable {
                 let from = fds[i].fd, to = fds[1 - i].fd
                 let count = buffer.withUnsafeMutableBytes { read(from, $0.baseAddress, $0.count) }
                 if count <= 0 { break loop }
+                if state.withLock({ $0.muted }) { continue }
                 var offset = 0
                 while offset < count {
                     let written = buffer.withUnsafeBytes { send(to, $0.baseAddress! + offset, count - offset, Int32(MSG_NOSIGNAL)) }

@@ -124,6 +124,55 @@ final class ClientEvents: Sendable {
         #expect(server.control.wait { server.control.wasClosed(id) })
     }
 
+    /// A server that holds the client's writes back (flow control: it stopped reading, so its
+    /// TCP window is closed) and has nothing to say is behind, not gone: the client's ping
+    /// waits behind what the server has not read, so no pong can come. The keepalive leaves it
+    /// alone while held back (here past its hang-up time, twice 1 s plus 10 s), and the
+    /// connection carries on once the server reads again. (`steno send --fast` against a
+    /// server whose session waited for a decoder was hung up on after 50 s.)
+    @Test func aServerHoldingTheClientBackIsNotTakenForGoneByTheKeepalive() throws {
+        var settings = TestControl.Settings()
+        settings.pauseOnOpen = true
+        settings.echo = false
+        let server = try TestServer(settings)
+        let (client, events) = try Self.client(port: server.port) { $0.keepAliveSeconds = 1 }
+        let id = try server.control.awaitOpened()
+        try events.wait { $0.first == .opened }
+        // More than the socket buffers on both sides take: the rest waits in the client.
+        let piece = [UInt8](repeating: 0x5a, count: 32 * 1024)
+        let count = 256
+        for _ in 0..<count { #expect(client.send(.binary(piece))) }
+        let deadline = Deadline(14)
+        while !deadline.hasPassed && events.last?.isFinal != true { usleep(50_000) }
+        try #require(events.all == [.opened], "the client gave up on a server that held it back")
+        #expect(client.queuedBytes > 0, "the server's window never closed: the test did not press")
+
+        server.handle.setReading(id, true)
+        #expect(server.control.wait(timeout: 30) { server.control.received(id).count == count })
+        client.close(code: 1000, reason: "done")
+        #expect(try events.waitForEnd() == .closed(code: 1000, reason: "done", byPeer: false))
+        client.waitUntilFinished()
+    }
+
+    /// The other side of the test above: a server that is silent while its TCP takes
+    /// everything (window open: nothing holds the client back) is still taken for gone, after
+    /// twice the keepalive plus 10 s, and the connection ends without a close code.
+    @Test func aSilentServerWhoseWindowIsOpenIsHungUpOnByTheKeepalive() throws {
+        let server = try TestServer()
+        let proxy = try TCPProxy(targetPort: server.port)
+        defer { proxy.stop() }
+        let (client, events) = try Self.client(port: proxy.port) { $0.keepAliveSeconds = 1 }
+        try events.wait { $0.first == .opened }
+        proxy.mute(true)
+        let started = ContinuousClock.now
+        for _ in 0..<20 { client.send(.binary([UInt8](repeating: 1, count: 1000))) }
+        #expect(try events.waitForEnd(timeout: 30) == .closed(code: nil, reason: "", byPeer: false))
+        // Hung up on at 12 s (pinged at 1 s, then 10 s more than twice 1 s), not at once.
+        let waited = ContinuousClock.now - started
+        #expect(waited >= .seconds(11), "\(waited)")
+        client.waitUntilFinished()
+    }
+
     @Test func wssWithTheServersOwnCertificateAsAuthority() throws {
         let certificate = try TestCertificate()
         defer { certificate.remove() }
