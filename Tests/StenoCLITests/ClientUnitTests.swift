@@ -40,14 +40,45 @@ import Testing
         #expect(live.nextUnsentStart == Self.frame(3).start)  // the newest 0.1 s are kept
     }
 
-    @Test func sentAudioIsHeldUpToTheLimitOnly() {
+    @Test func sentAudioIsHeldUpToTheLimitOnceTheServerHasIt() {
         var buffer = SendBuffer(limitSeconds: 0.1)
         for i in 0..<20 {
             buffer.append(Self.frame(i), live: false)
             _ = buffer.takeUnsent()
+            buffer.acknowledge(through: Self.frame(i).end)  // the server's progress.received
         }
         #expect(buffer.sentSeconds <= 0.1 + SendBuffer.tolerance)
         #expect(buffer.firstStart == Self.frame(15).start)
+        #expect(buffer.unacknowledgedSeconds == 0)
+    }
+
+    /// What is in flight (sent, not yet acknowledged by the server's `progress.received`) is
+    /// kept past the limit, so that a resume can send it again, and bounded by holding the
+    /// sender back: a server that stops reading does not make the sockets swallow minutes of
+    /// audio that a dropped connection would lose (`steno send --fast` lost 691 s so).
+    @Test func audioInFlightIsKeptForAResumeAndBoundsTheSending() {
+        var buffer = SendBuffer(limitSeconds: 2)
+        #expect(buffer.inFlightLimit == 5)
+        for i in 0..<500 { buffer.append(Self.frame(i), live: false) }  // 10 s
+        var sent = 0
+        while buffer.maySend, buffer.takeUnsent() != nil { sent += 1 }
+        #expect(sent == 250, "5 s in flight, then the sender waits")
+        #expect(abs(buffer.sentSeconds - 5) < 1e-6 && buffer.firstStart == 0, "all of it kept, past the 2 s limit")
+        #expect(abs(buffer.unacknowledgedSeconds - 5) < 1e-6)
+        // The server has 3 s: 2 s more may go, and what it has is forgotten beyond the limit.
+        buffer.acknowledge(through: 3)
+        #expect(abs(buffer.unacknowledgedSeconds - 2) < 1e-6 && buffer.maySend)
+        #expect(buffer.firstStart == Self.frame(150).start, "acknowledged audio is held up to the limit only")
+        while buffer.maySend, buffer.takeUnsent() != nil { sent += 1 }
+        #expect(sent == 400)
+        // The connection drops; the resumed session has 3 s: everything after it goes again.
+        let from = buffer.rewind(after: 3)
+        #expect(from == Self.frame(150).start)
+        #expect(buffer.unacknowledgedSeconds == 0 && abs(buffer.unsentSeconds - 7) < 1e-6)
+        #expect(buffer.takeUnsent() == Self.frame(150))
+        // A final forgets what it covers, in flight or not.
+        buffer.forget(through: 3.02)
+        #expect(buffer.unacknowledgedSeconds == 0 && buffer.sentSeconds == 0)
     }
 
     @Test func aTimelineMapsSessionTimesAndBridgesHoles() {

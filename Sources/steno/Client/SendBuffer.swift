@@ -14,8 +14,11 @@ struct AudioFrame: Sendable, Equatable {
 /// The audio a sender holds: frames not sent yet, and frames sent but perhaps still needed
 /// (the server may not have them, or a new session may have to hear them again).
 ///
-/// Both parts are bounded by `limitSeconds`. Sent frames beyond it, and those before
-/// `keepFrom`, are forgotten, oldest first. Unsent frames beyond it: a source that can wait
+/// Both parts are bounded by `limitSeconds`. Sent frames beyond it that the server has
+/// acknowledged (`acknowledge`: its `progress.received`) are forgotten, oldest first; sent
+/// frames it has not are kept whatever their number (the sender sends no more than
+/// `inFlightLimit` of them: `unacknowledgedSeconds`), so that a resumed session gets again what
+/// was in flight when the connection dropped (docs/protocol.md, "Resuming"). Unsent frames beyond it: a source that can wait
 /// (a file, a pipe) waits (`hasRoom` is false); a live one (a microphone) cannot, so the oldest
 /// unsent audio is dropped and the hole is reported (`append` returns its length). Silence
 /// frames keep their place on the timeline but count for nothing in these seconds (they hold
@@ -34,6 +37,11 @@ struct SendBuffer: Sendable {
     private(set) var unsentSeconds = 0.0
     /// Seconds of audio sent and still held (likewise).
     private(set) var sentSeconds = 0.0
+    /// Seconds of audio sent that the server has not acknowledged yet (in flight: in the
+    /// sockets, or read by a server that has not said so).
+    private(set) var unacknowledgedSeconds = 0.0
+    /// `frames[ackIndex..<firstUnsent]` are sent and not acknowledged.
+    private var ackIndex = 0
 
     /// Comparisons of times allow this much (the server writes times in milliseconds).
     static let tolerance = 0.002
@@ -43,6 +51,12 @@ struct SendBuffer: Sendable {
     }
 
     var hasUnsent: Bool { firstUnsent < frames.count }
+    /// How much sent audio may be in flight (not acknowledged) before the sender waits: the
+    /// buffer's limit, but at least what flows between two `progress` events (at most one a
+    /// second) with room to spare, so that a small buffer does not stall a stream that keeps up.
+    var inFlightLimit: Double { max(limitSeconds, 5) }
+    /// Whether more may be sent now (`inFlightLimit`).
+    var maySend: Bool { unacknowledgedSeconds < inFlightLimit - Self.tolerance }
     /// Whether a source that can wait may append now.
     var hasRoom: Bool { unsentSeconds < limitSeconds }
     /// Where the oldest frame held starts.
@@ -86,24 +100,44 @@ struct SendBuffer: Sendable {
         firstUnsent += 1
         unsentSeconds -= frame.audioSeconds
         sentSeconds += frame.audioSeconds
+        unacknowledgedSeconds += frame.audioSeconds
         if !hasUnsent { unsentSeconds = 0 }  // no drift from adding and taking away
-        // Sent audio held beyond the limit is forgotten, oldest first.
-        while sentSeconds > limitSeconds + Self.tolerance, head < firstUnsent - 1 {
+        forgetBeyondLimit()
+        return frame
+    }
+
+    /// Sent audio held beyond the limit is forgotten, oldest first, once the server has it.
+    private mutating func forgetBeyondLimit() {
+        while sentSeconds > limitSeconds + Self.tolerance, head < min(firstUnsent - 1, ackIndex) {
             sentSeconds -= frames[head].audioSeconds
             head += 1
         }
         if head == firstUnsent { sentSeconds = 0 }
         compact()
-        return frame
+    }
+
+    /// The server has the audio up to `time` (its `progress.received`, on the sender's
+    /// timeline): what was sent before it is no longer in flight.
+    mutating func acknowledge(through time: Double) {
+        while ackIndex < firstUnsent, frames[ackIndex].end <= time + Self.tolerance {
+            unacknowledgedSeconds -= frames[ackIndex].audioSeconds
+            ackIndex += 1
+        }
+        if ackIndex == firstUnsent { unacknowledgedSeconds = 0 }
+        forgetBeyondLimit()
     }
 
     /// Audio that ends by `time` is not needed any more (a new session would start after it).
     mutating func forget(through time: Double) {
         while head < firstUnsent, frames[head].end <= time + Self.tolerance {
             sentSeconds -= frames[head].audioSeconds
+            // Heard, so received: no longer in flight either.
+            if head >= ackIndex { unacknowledgedSeconds -= frames[head].audioSeconds }
             head += 1
         }
+        ackIndex = max(ackIndex, head)
         if head == firstUnsent { sentSeconds = 0 }
+        if ackIndex == firstUnsent { unacknowledgedSeconds = 0 }
         compact()
     }
 
@@ -116,6 +150,8 @@ struct SendBuffer: Sendable {
         unsentSeconds += sentSeconds
         sentSeconds = 0
         firstUnsent = head
+        ackIndex = head
+        unacknowledgedSeconds = 0
         return firstStart
     }
 
@@ -123,6 +159,7 @@ struct SendBuffer: Sendable {
         guard head > 256, head * 2 > frames.count else { return }
         frames.removeFirst(head)
         firstUnsent -= head
+        ackIndex -= head
         head = 0
     }
 }

@@ -320,6 +320,11 @@ final class Sender {
             buffer.withLock { $0.forget(through: mapped.range.end) }
         case "volatile":
             status.show(message.string("text") ?? "")
+        case "progress":
+            // What the server has is no longer in flight (SendBuffer: what may be sent).
+            if let received = message.number("received"), let timeline {
+                buffer.withLock { $0.acknowledge(through: timeline.sender(received)) }
+            }
         case "error":
             guard let error = message.error else { return }
             if error.fatal {
@@ -360,8 +365,11 @@ final class Sender {
 
     private func pump() {
         guard let client, phase == .starting || phase == .streaming else { return }
+        // No more in flight than the buffer keeps for a resume: a server that is behind stops
+        // reading, and the sockets would otherwise take minutes of audio (2.7 MB of Opus was
+        // seen) that a dropped connection would lose.
         while client.queuedBytes < Self.socketHighWater {
-            guard let frame = buffer.withLock({ $0.takeUnsent() }) else { break }
+            guard let frame = buffer.withLock({ $0.maySend ? $0.takeUnsent() : nil }) else { break }
             if timeline == nil { timeline = SessionTimeline(startingAt: frame.start) }
             var gapSent = false
             let hole = timeline!.hole(before: frame)
