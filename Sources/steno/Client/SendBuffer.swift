@@ -14,11 +14,11 @@ struct AudioFrame: Sendable, Equatable {
 /// The audio a sender holds: frames not sent yet, and frames sent but perhaps still needed
 /// (the server may not have them, or a new session may have to hear them again).
 ///
-/// Both parts are bounded by `limitSeconds`. Sent frames beyond it that the server has
-/// acknowledged (`acknowledge`: its `progress.received`) are forgotten, oldest first; sent
-/// frames it has not are kept whatever their number (the sender sends no more than
-/// `inFlightLimit` of them: `unacknowledgedSeconds`), so that a resumed session gets again what
-/// was in flight when the connection dropped (docs/protocol.md, "Resuming"). Unsent frames beyond it: a source that can wait
+/// Sent frames the server has acknowledged (`acknowledge`: its `progress.received`) are held
+/// up to `limitSeconds` and then forgotten, oldest first; sent frames it has not acknowledged
+/// are all kept, so that a resumed session gets again what was in flight when the connection
+/// dropped (docs/protocol.md, "Resuming"), and the sender sends no more than `inFlightLimit` of
+/// them (`maySend`). Unsent frames beyond `limitSeconds`: a source that can wait
 /// (a file, a pipe) waits (`hasRoom` is false); a live one (a microphone) cannot, so the oldest
 /// unsent audio is dropped and the hole is reported (`append` returns its length). Silence
 /// frames keep their place on the timeline but count for nothing in these seconds (they hold

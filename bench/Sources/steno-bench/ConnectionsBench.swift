@@ -961,11 +961,11 @@ private func measureFloorInRealTime(talkers: Int, speech: [UInt8]) -> WakeupsRow
     row.talkers = talkers
     row.mode = "floor"
     row.audioSeconds = Double(speech.count) / 32000 * Double(talkers)
-    guard let counters = engineInRealTime(streams: (0..<talkers).map { _ in EngineStream(delay: 0, pcm: speech) }) else {
+    guard let engines = EngineProcesses(count: talkers) else {
         row.failed = true
         return row
     }
-    row.counters = counters
+    row.counters = engines.feed((0..<talkers).map { _ in EngineStream(delay: 0, pcm: speech) }, from: monotonicSeconds() + 0.1)
     return row
 }
 
@@ -975,19 +975,11 @@ struct EngineStream {
     var pcm: [UInt8]
 }
 
-/// The engine fed in real time, the floor of live recognition: one `pocketsphinx_continuous
-/// -infile /dev/stdin` with Steno's decoder options per stream, each written its stream through
-/// a pipe 20 ms at a time at real time, from its delay on. The processes' counters (all
-/// threads, summed) from every model loaded until every one has finished its audio; nil if one
-/// could not be started.
-func engineInRealTime(streams: [EngineStream]) -> ProcessCounters? {
-    guard let engines = EngineProcesses(count: streams.count) else { return nil }
-    return engines.feed(streams, from: monotonicSeconds() + 0.1)
-}
-
-/// `count` pocketsphinx_continuous processes with their models loaded, waiting on their pipes:
-/// made before a measured stretch so that it can start them at a given moment (alongside a
-/// server fed the same streams at the same time, say).
+/// The engine fed in real time, the floor of live recognition: `count` `pocketsphinx_continuous
+/// -infile /dev/stdin` with Steno's decoder options, their models loaded and waiting on their
+/// pipes, made before a measured stretch so that it can start them at a given moment (alongside
+/// a server fed the same streams at the same time, say). `feed` writes each its stream 20 ms at
+/// a time in real time and returns the processes' counters (all threads, summed) over it.
 final class EngineProcesses: @unchecked Sendable {
     private let processes: [Child]
 
