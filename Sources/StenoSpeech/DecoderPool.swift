@@ -159,6 +159,9 @@ final class DecoderPool: Sendable {
         }
     }
 
+    /// Sessions are in line for a decoder of this pool.
+    var hasLine: Bool { state.withLock { !$0.waiting.isEmpty } }
+
     // MARK: Budget (with the other pools of a `DecoderBudget`)
 
     /// Sessions wait that no decoder is being made for.

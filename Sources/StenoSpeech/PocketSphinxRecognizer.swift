@@ -44,11 +44,11 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
     public var sampleRate: Int { Self.sampleRate }
     public var receivedSeconds: Double { seconds(received) }
     public var analyzedSeconds: Double { seconds(fed) }
-    public var isWaiting: Bool { suspended != nil }
+    public var isWaiting: Bool { suspended != nil || yielded }
     public private(set) var lastUtteranceTiming: UtteranceTiming?
 
     public var samplesToNextBlock: Int? {
-        guard !released, failure == nil, suspended == nil, holes.isEmpty else { return nil }
+        guard !released, failure == nil, suspended == nil, !yielded, holes.isEmpty else { return nil }
         return max(1, blockLength + dropSamples - (input.count - inputHead))
     }
 
@@ -107,6 +107,9 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
     private var blockLength: Int
     /// A block the front end has analyzed whose cepstra wait for a decoder.
     private var suspended: Block?
+    /// The decoder was given up at an early end for sessions in line (`endSearch`): the rest
+    /// of the utterance goes on once one is granted, before anything more is analyzed.
+    private var yielded = false
     /// An end asked for (`endUtterance`, `finish`), done once the input before it is analyzed.
     private var pendingEnd: End?
     private var released = false
@@ -241,6 +244,10 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
                 try search(block, into: &events)
             }
             while suspended == nil && !released {
+                if yielded {
+                    guard try attach() else { break }
+                    yielded = false
+                }
                 let available = input.count - inputHead
                 let head = inputBase + inputHead
                 let untilHole = holes.first.map { $0.position - head } ?? Int.max
@@ -493,7 +500,16 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
                     closeBegan: began, endSearchSeconds: searched - began, wordsSeconds: read - searched,
                     alternativesSeconds: SystemClock.now() - read, cpuSeconds: threadCPUSeconds() - cpuBegan)
             }
-            if earlyEndSample != nil {
+            if earlyEndSample != nil && !keepsDecoder && pool.hasLine {
+                // The detector's wait goes on (`endEarly`), but others wait for a decoder: a
+                // reader whose pauses are shorter than the detector's would keep it from them
+                // utterance after utterance. It goes back, and the rest of the utterance
+                // waits in line as a new one would, to go on as it would have here.
+                self.decoder = nil
+                pool.giveBack(decoder)
+                startedInSilence = false
+                yielded = true
+            } else if earlyEndSample != nil {
                 // It goes on searching the detector's wait (`endEarly`).
                 try decoder.startUtterance(mean, startedInSilence: false)
                 searchedFrames = 0
@@ -615,6 +631,7 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
         inputHead = 0
         holes = []
         suspended = nil
+        yielded = false
         if let decoder {
             self.decoder = nil
             // Back to the pool between utterances, or not at all.
