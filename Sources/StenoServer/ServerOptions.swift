@@ -81,6 +81,13 @@ public struct ServerOptions: Sendable, Equatable {
     /// Decoders shared by all sessions: how many utterances are recognized at once (≈95 MB
     /// each). A session borrows one while it speaks.
     public var recognizers = 4
+    /// Shared decoders kept idle ahead of speech (`--spare-recognizers`): made at start and
+    /// again as they are lent, so that speech starting finds one at once (making one costs
+    /// ≈0.5 s of CPU) while the memory follows the most utterances recognized at once rather
+    /// than `recognizers`. nil: `defaultSpareRecognizers`.
+    public var spareRecognizers: Int? = nil
+    /// Four, or one per worker on a machine with more cores (within `recognizers`).
+    public var defaultSpareRecognizers: Int { min(recognizers, max(4, workers)) }
     /// pocketsphinx options added after Steno's defaults for every model (`--decoder`), e.g.
     /// `["-fwdflat", "yes"]`; one Steno sets takes the value given.
     public var decoderArguments: [String] = []

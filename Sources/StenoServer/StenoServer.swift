@@ -72,13 +72,13 @@ public final class StenoServer: Sendable {
     }
 
     /// Starts listening; returns the port (the real one when `options.port` is 0). The
-    /// engine's shared decoders are made in the background meanwhile.
+    /// engine's spare decoders are made in the background meanwhile.
     @discardableResult
     public func start() throws -> Int {
         let engine = context.engine
-        let recognizers = options.recognizers
+        let spares = options.spareRecognizers ?? options.defaultSpareRecognizers
         DispatchQueue.global(qos: .utility).async {
-            do throws(StenoError) { try engine.prepare(sessions: recognizers) } catch {}
+            do throws(StenoError) { try engine.prepare(sessions: spares) } catch {}
         }
         let service = Router(context: context, options: options, registry: sessions)
         let port = try transport.start(delegate: service)

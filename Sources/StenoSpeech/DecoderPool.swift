@@ -10,6 +10,10 @@ import StenoSystem
 ///   first served) and, while fewer than `capacity` exist, makes one in the background.
 /// - `giveBack(_:)` hands the decoder to the first session in line (waking it), or keeps it
 ///   idle. A decoder that failed is never handed on.
+/// - `keepReady(_:)`: so many idle decoders are kept ahead of demand, made now and, as they
+///   are lent, again in the background (within the capacity): speech that starts finds one
+///   without waiting the ≈0.5 s of making it, and the memory follows the most utterances
+///   recognized at once (plus the spares) rather than the capacity.
 ///
 /// Thread-safe: every operation takes the pool's lock for a few instructions; making a decoder
 /// happens outside it, on a background queue.
@@ -21,6 +25,8 @@ final class DecoderPool: Sendable {
         var made = 0
         var waiting: [DecoderWaiter] = []
         var lastError: StenoError?
+        /// Idle decoders kept ready (`keepReady`).
+        var spares = 0
     }
 
     /// The most decoders there will be, with the other pools of the same budget.
@@ -47,6 +53,17 @@ final class DecoderPool: Sendable {
         }
     }
 
+    /// Keeps `spares` idle decoders ready from now on (as far as the budget allows): makes
+    /// them now (blocking, ≈0.5 s each), and another in the background whenever a lend leaves
+    /// fewer idle or being made.
+    func keepReady(_ spares: Int) throws(StenoError) {
+        let count = state.withLock { s -> Int in
+            s.spares = max(0, spares)
+            return s.lent + s.spares
+        }
+        try prepare(count: count)
+    }
+
     /// Makes decoders now (blocking, ≈0.5 s each) until `count` exist (as far as the budget
     /// allows).
     func prepare(count: Int) throws(StenoError) {
@@ -71,12 +88,16 @@ final class DecoderPool: Sendable {
                     ?? s.idle.lastIndex(where: { !($0.vocabulary?.changesSearch ?? false) })
                     ?? s.idle.count - 1
                 s.lent += 1
-                return (s.idle.remove(at: index), false)
+                return (s.idle.remove(at: index), s.idle.count + s.making < s.spares)
             }
             if !s.waiting.contains(where: { $0 === waiter }) { s.waiting.append(waiter) }
             return (nil, s.making < s.waiting.count)
         }
-        if wantsOne && (budget.reserve() || budget.reclaim(for: self)) {
+        if decoder != nil {
+            // It lent one of the spares: another, if the budget has room (no reclaim from
+            // other models for a spare).
+            if wantsOne && budget.reserve() { makeReserved() }
+        } else if wantsOne && (budget.reserve() || budget.reclaim(for: self)) {
             makeReserved()
         }
         return decoder

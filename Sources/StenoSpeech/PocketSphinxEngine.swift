@@ -136,10 +136,11 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
         return result
     }
 
-    /// Makes decoders now until `sessions` exist (at most `recognizers`). Blocking (≈0.5 s
-    /// each); a server calls it at start-up, off the network thread.
+    /// Keeps `sessions` idle decoders ready ahead of speech (within `recognizers`): makes them
+    /// now, blocking (≈0.5 s each), and more in the background as they are lent. A server
+    /// calls it at start-up, off the network thread.
     public func prepare(sessions: Int) throws(StenoError) {
-        try pool.prepare(count: sessions)
+        try pool.keepReady(sessions)
     }
 
     /// A standalone speech detector with the decoders' voice activity settings (no model:

@@ -226,9 +226,9 @@ public struct RecognizerLoad: Sendable, Hashable {
     public var busy: Int
     /// Sessions with speech to recognize that wait for a decoder.
     public var waiting: Int
-    /// Decoders that exist now (made at start, or when speech found none idle, up to
-    /// `capacity`). Fewer than `capacity` at start means some are still being made, each
-    /// ≈0.5 s of CPU taken from the sessions; a benchmark waits for all of them.
+    /// Decoders that exist now, up to `capacity`: the spares made at start (`prepare`), and
+    /// more as speech needs them, each ≈0.5 s of CPU taken from the sessions (a benchmark has
+    /// them all made first, and waits for them).
     public var made: Int
 
     public init(capacity: Int, busy: Int, waiting: Int, made: Int = 0) {
@@ -251,9 +251,9 @@ public protocol SpeechEngine: Sendable {
     /// that waited for a shared decoder can go on (see `SpeechRecognizer.isWaiting`).
     func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer
 
-    /// Loads models ahead of time so that `sessions` new sessions can start without delay
-    /// (pocketsphinx: until that many decoders are idle in the pool). Blocking; a no-op for
-    /// engines with nothing to prepare.
+    /// Loads models ahead of time so that `sessions` new sessions can start speaking without
+    /// delay, now and later (pocketsphinx: that many decoders are kept idle in the pool, made
+    /// now and again as they are lent). Blocking; a no-op for engines with nothing to prepare.
     func prepare(sessions: Int) throws(StenoError)
 
     /// How busy its shared decoders are now.

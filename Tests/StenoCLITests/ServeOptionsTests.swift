@@ -166,7 +166,7 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         ("metrics-token", "env", "flag"), ("allowed-origin", "https://env.example", "https://flag.example"), ("trusted-proxy", "10.0.0.5", "fd00::5"),
         ("redis", "redis://10.0.0.7", "redis://10.0.0.8:6380/1"),
         ("drain-timeout", "5", "6"),
-        ("keepalive", "5", "6"), ("write-stall-seconds", "5", "6"), ("echo-route", "/env", "/flag"), ("workers", "5", "6"), ("event-loop", "poll", "libuv"), ("recognizers", "5", "6"), ("decoder", "-fwdflat no", "-maxwpf 10"), ("endpointing", "detector", "search=0.3"), ("lag-target", "2", "0"), ("admit-utilization", "0.8", "0.95"),
+        ("keepalive", "5", "6"), ("write-stall-seconds", "5", "6"), ("echo-route", "/env", "/flag"), ("workers", "5", "6"), ("event-loop", "poll", "libuv"), ("recognizers", "5", "6"), ("spare-recognizers", "0", "3"), ("decoder", "-fwdflat no", "-maxwpf 10"), ("endpointing", "detector", "search=0.3"), ("lag-target", "2", "0"), ("admit-utilization", "0.8", "0.95"),
         ("caption-line-length", "30", "32"), ("caption-lines", "1", "3"), ("caption-min-seconds", "0.5", "1.5"),
         ("caption-max-seconds", "5", "6"), ("hls-segment-seconds", "2", "4"), ("hls-window", "5", "6"),
         ("hls-mpegts-offset", "1.4", "10"), ("past-broadcasts", "0", "8"),
@@ -466,6 +466,13 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         #expect(defaults(cores: 64, gigabytes: 8).recognizers == 40)  // memory is: 4 GiB / 100 MiB
         #expect(defaults(cores: 2, gigabytes: 2).recognizers == 10)  // a small machine: 1 GiB / 100 MiB
         #expect(defaults(cores: 1, gigabytes: 0).recognizers == 2)  // never below two
+        // Spare decoders kept ready: four, one per worker on a bigger machine, within the recognizers.
+        for (cores, recognizers, spares) in [(2, 16, 4), (1, 2, 2), (32, 64, 32)] {
+            var options = ServerOptions()
+            options.workers = cores
+            options.recognizers = recognizers
+            #expect(options.defaultSpareRecognizers == spares)
+        }
         // Connections are light: their limit does not depend on the machine.
         #expect(ServeOptions.defaults(defaults(cores: 1, gigabytes: 0)).maxSessions == 10_000)
         #expect(MachineDefaults(cores: 0, physicalMemory: 0, modelPath: "", webRoot: "").cores == 1)

@@ -186,6 +186,28 @@ import Testing
         pool.withdraw(second)
         #expect(pool.stats == Self.allIdle)
     }
+
+    /// Spares: `keepReady(2)` makes two decoders, not the capacity; each lend has another made
+    /// in the background so that two stay idle, until the capacity is reached; none is made
+    /// while they come back. Memory follows the utterances recognized at once, plus two.
+    @Test func sparesAreKeptReadyAsTheyAreLentUpToTheCapacity() throws {
+        let pool = DecoderPool(arguments: PocketSphinxConfiguration().decoderArguments, capacity: 4)
+        try pool.keepReady(2)
+        #expect(pool.stats == DecoderPool.Stats(capacity: 4, made: 2, idle: 2, lent: 0, waiting: 0))
+        func settled(_ expected: DecoderPool.Stats) -> Bool {
+            let deadline = SystemClock.now() + 60
+            while pool.stats != expected && SystemClock.now() < deadline { usleep(10_000) }
+            return pool.stats == expected
+        }
+        var lent: [PocketSphinxDecoder] = []
+        for (made, idle) in [(3, 2), (4, 2), (4, 1), (4, 0)] {
+            lent.append(try #require(pool.take(for: DecoderWaiter(wake: {}))))
+            #expect(settled(DecoderPool.Stats(capacity: 4, made: made, idle: idle, lent: lent.count, waiting: 0)), "\(pool.stats)")
+        }
+        #expect(pool.take(for: DecoderWaiter(wake: {})) == nil, "the capacity is reached: in line")
+        for decoder in lent { pool.giveBack(decoder) }
+        #expect(pool.stats.made == 4 && pool.stats.lent == 1 && pool.stats.waiting == 0, "the one in line got one: \(pool.stats)")
+    }
 }
 
 /// A decoder that comes back to the pool in the middle of an utterance (its session was

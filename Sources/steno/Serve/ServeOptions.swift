@@ -15,7 +15,7 @@ struct ServeOptions {
     struct Flags {
         let host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes: Flag
         let idleTimeout, maxSessionSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, cert, key: Flag
-        let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, writeStall, echoRoute, workers, eventLoop, recognizers, dedicatedRecognizers, decoder, endpointing, lagTarget, admitUtilization, logLevel: Flag
+        let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, writeStall, echoRoute, workers, eventLoop, recognizers, spareRecognizers, dedicatedRecognizers, decoder, endpointing, lagTarget, admitUtilization, logLevel: Flag
         let captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds: Flag
         let hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts: Flag
 
@@ -85,6 +85,9 @@ struct ServeOptions {
                              default: "libuv (poll if libwebsockets-evlib-uv is missing)", environment: "STENO_EVENT_LOOP")
             recognizers = Flag("recognizers", value: "N", help: "shared decoders: utterances recognized at once (≈95 MB each)",
                                default: "\(machine.recognizers)", environment: "STENO_RECOGNIZERS")
+            spareRecognizers = Flag("spare-recognizers", value: "N",
+                                    help: "shared decoders kept idle ahead of speech, made at start and again as they are lent (the rest only when speech needs them)",
+                                    default: "min(recognizers, max(4, workers))", environment: "STENO_SPARE_RECOGNIZERS")
             decoder = Flag("decoder", value: "OPTIONS", help: DecoderFlag.help,
                            default: DecoderFlag.defaultText, environment: "STENO_DECODER")
             endpointing = Flag("endpointing", value: "MODE", help: EndpointingFlag.help,
@@ -122,7 +125,7 @@ struct ServeOptions {
         var all: [Flag] {
             [host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes, idleTimeout,
              maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, cert, key, drainTimeout, keepAlive, writeStall, echoRoute, workers,
-             eventLoop, recognizers, dedicatedRecognizers, decoder, endpointing, lagTarget, admitUtilization, captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds,
+             eventLoop, recognizers, spareRecognizers, dedicatedRecognizers, decoder, endpointing, lagTarget, admitUtilization, captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds,
              hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts, logLevel]
         }
     }
@@ -249,6 +252,7 @@ struct ServeOptions {
             options.eventLoop = loop
         }
         if let value = given.single(flags.recognizers) { options.recognizers = try given.integer(value, in: 1...1000) }
+        if let value = given.single(flags.spareRecognizers) { options.spareRecognizers = try given.integer(value, in: 0...1000) }
         options.dedicatedRecognizers = given.isOn(flags.dedicatedRecognizers)
         if let value = given.single(flags.decoder) { options.decoderArguments = try given.decoderArguments(value) }
         if let value = given.single(flags.endpointing) { options.endpointing = try given.endpointing(value) }
