@@ -13,13 +13,16 @@ import StenoSystem
 /// - `keepReady(_:)`: so many idle decoders are kept ahead of demand, made now and, as they
 ///   are lent, again in the background (within the capacity): speech that starts finds one
 ///   without waiting the ≈0.5 s of making it, and the memory follows the most utterances
-///   recognized at once (plus the spares) rather than the capacity.
+///   recognized at once (plus the spares) rather than the capacity. Decoders idle for
+///   `idleLifetime` beyond the spares are let go (`trimIdle`, every minute once
+///   `keepReady` was called): a peak's decoders serve the next peak, not the quiet after.
 ///
 /// Thread-safe: every operation takes the pool's lock for a few instructions; making a decoder
 /// happens outside it, on a background queue.
 final class DecoderPool: Sendable {
     private struct State {
-        var idle: [PocketSphinxDecoder] = []
+        /// Oldest first (lent from the end, given back at the end).
+        var idle: [Idle] = []
         var lent = 0
         var making = 0
         var made = 0
@@ -27,7 +30,22 @@ final class DecoderPool: Sendable {
         var lastError: StenoError?
         /// Idle decoders kept ready (`keepReady`).
         var spares = 0
+        var trimming = false
     }
+
+    private struct Idle {
+        let decoder: PocketSphinxDecoder
+        /// When it was last given back (or made).
+        let since: Double
+
+        init(_ decoder: PocketSphinxDecoder) {
+            self.decoder = decoder
+            since = SystemClock.now()
+        }
+    }
+
+    /// How long a decoder beyond the spares may stay idle before it is let go (seconds).
+    let idleLifetime: Double
 
     /// The most decoders there will be, with the other pools of the same budget.
     var capacity: Int { budget.total }
@@ -37,8 +55,9 @@ final class DecoderPool: Sendable {
 
     /// A pool of its own budget of `capacity` decoders, or of a budget shared with other
     /// models' pools.
-    init(arguments: [String], capacity: Int, budget: DecoderBudget? = nil) {
+    init(arguments: [String], capacity: Int, budget: DecoderBudget? = nil, idleLifetime: Double = 600) {
         self.arguments = arguments
+        self.idleLifetime = idleLifetime
         self.budget = budget ?? DecoderBudget(total: capacity)
         self.budget.register(self)
     }
@@ -49,7 +68,7 @@ final class DecoderPool: Sendable {
         budget.force()
         state.withLock { s in
             s.made += 1
-            s.idle.append(decoder)
+            s.idle.append(Idle(decoder))
         }
     }
 
@@ -57,11 +76,35 @@ final class DecoderPool: Sendable {
     /// them now (blocking, ≈0.5 s each), and another in the background whenever a lend leaves
     /// fewer idle or being made.
     func keepReady(_ spares: Int) throws(StenoError) {
-        let count = state.withLock { s -> Int in
+        let (count, startTrimming) = state.withLock { s -> (Int, Bool) in
             s.spares = max(0, spares)
-            return s.lent + s.spares
+            defer { s.trimming = true }
+            return (s.lent + s.spares, !s.trimming)
         }
+        if startTrimming { scheduleTrim() }
         try prepare(count: count)
+    }
+
+    /// Lets go of the decoders idle for `idleLifetime` or more beyond the spares (their share
+    /// of the budget with them).
+    func trimIdle(now: Double = SystemClock.now()) {
+        let freed = state.withLock { s -> [PocketSphinxDecoder] in
+            var freed: [PocketSphinxDecoder] = []
+            while s.idle.count > s.spares, let oldest = s.idle.first, now - oldest.since >= idleLifetime {
+                freed.append(s.idle.removeFirst().decoder)
+                s.made -= 1
+            }
+            return freed
+        }
+        for _ in freed { budget.release() }
+    }
+
+    private func scheduleTrim() {
+        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + 60) { [weak self] in
+            guard let self else { return }
+            trimIdle()
+            scheduleTrim()
+        }
     }
 
     /// Makes decoders now (blocking, ≈0.5 s each) until `count` exist (as far as the budget
@@ -84,11 +127,11 @@ final class DecoderPool: Sendable {
     func take(for waiter: DecoderWaiter, vocabulary: SessionVocabulary? = nil) -> PocketSphinxDecoder? {
         let (decoder, wantsOne) = state.withLock { s -> (PocketSphinxDecoder?, Bool) in
             if !s.idle.isEmpty {
-                let index = s.idle.lastIndex(where: { $0.vocabulary === vocabulary })
-                    ?? s.idle.lastIndex(where: { !($0.vocabulary?.changesSearch ?? false) })
+                let index = s.idle.lastIndex(where: { $0.decoder.vocabulary === vocabulary })
+                    ?? s.idle.lastIndex(where: { !($0.decoder.vocabulary?.changesSearch ?? false) })
                     ?? s.idle.count - 1
                 s.lent += 1
-                return (s.idle.remove(at: index), s.idle.count + s.making < s.spares)
+                return (s.idle.remove(at: index).decoder, s.idle.count + s.making < s.spares)
             }
             if !s.waiting.contains(where: { $0 === waiter }) { s.waiting.append(waiter) }
             return (nil, s.making < s.waiting.count)
@@ -110,7 +153,7 @@ final class DecoderPool: Sendable {
         let capacity = self.capacity
         return state.withLock { s -> [PocketSphinxDecoder]? in
             guard s.lent == 0, s.making == 0, s.waiting.isEmpty, s.made >= capacity, s.idle.count == s.made else { return nil }
-            let every = s.idle
+            let every = s.idle.map(\.decoder)
             s.idle = []
             s.lent = every.count
             return every
@@ -134,7 +177,7 @@ final class DecoderPool: Sendable {
         let next = state.withLock { s -> DecoderWaiter? in
             if s.waiting.isEmpty {
                 s.lent -= 1
-                s.idle.append(decoder)
+                s.idle.append(Idle(decoder))
                 return nil
             }
             return s.waiting.removeFirst()
@@ -193,7 +236,7 @@ final class DecoderPool: Sendable {
         let decoder = state.withLock { s -> PocketSphinxDecoder? in
             guard !s.idle.isEmpty else { return nil }
             s.made -= 1
-            return s.idle.removeFirst()
+            return s.idle.removeFirst().decoder
         }
         return decoder != nil  // freed here, outside the lock
     }
@@ -221,7 +264,7 @@ final class DecoderPool: Sendable {
             case .success(let decoder):
                 s.made += 1
                 if s.waiting.isEmpty {
-                    s.idle.append(decoder)
+                    s.idle.append(Idle(decoder))
                     return (nil, result)
                 }
                 s.lent += 1

@@ -208,6 +208,34 @@ import Testing
         for decoder in lent { pool.giveBack(decoder) }
         #expect(pool.stats.made == 4 && pool.stats.lent == 1 && pool.stats.waiting == 0, "the one in line got one: \(pool.stats)")
     }
+
+    /// After a peak: decoders idle for the pool's lifetime beyond the spares are let go, and
+    /// the budget they leave makes new ones when speech needs them again.
+    @Test func decodersIdleLongBeyondTheSparesAreLetGo() throws {
+        let pool = DecoderPool(arguments: PocketSphinxConfiguration().decoderArguments, capacity: 3, idleLifetime: 60)
+        try pool.keepReady(1)
+        let lent = try (0..<3).map { _ in try Self.lend(pool) }
+        for decoder in lent { pool.giveBack(decoder) }
+        #expect(pool.stats == DecoderPool.Stats(capacity: 3, made: 3, idle: 3, lent: 0, waiting: 0))
+        pool.trimIdle()
+        #expect(pool.stats.made == 3, "not idle long enough yet")
+        pool.trimIdle(now: SystemClock.now() + 61)
+        #expect(pool.stats == DecoderPool.Stats(capacity: 3, made: 1, idle: 1, lent: 0, waiting: 0), "the spare stays")
+        // Their share of the budget is back: two talkers at once get another made.
+        let again = try (0..<2).map { _ in try Self.lend(pool) }
+        #expect(pool.stats.made >= 2 && pool.stats.lent == 2, "\(pool.stats)")
+        for decoder in again { pool.giveBack(decoder) }
+    }
+
+    /// A decoder for a new waiter: an idle one, or the one granted to it once made.
+    static func lend(_ pool: DecoderPool) throws -> PocketSphinxDecoder {
+        let woken = Counter()
+        let waiter = DecoderWaiter(wake: { woken.count.withLock { $0 += 1 } })
+        if let decoder = pool.take(for: waiter) { return decoder }
+        let deadline = SystemClock.now() + 60
+        while woken.count.withLock({ $0 }) == 0 && SystemClock.now() < deadline { usleep(10_000) }
+        return try #require(waiter.take()).get()
+    }
 }
 
 /// A decoder that comes back to the pool in the middle of an utterance (its session was
