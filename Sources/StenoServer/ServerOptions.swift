@@ -82,12 +82,11 @@ public struct ServerOptions: Sendable, Equatable {
     /// each). A session borrows one while it speaks.
     public var recognizers = 4
     /// Shared decoders kept idle ahead of speech (`--spare-recognizers`): made at start and
-    /// again as they are lent, so that speech starting finds one at once (making one costs
-    /// ≈0.5 s of CPU) while the memory follows the most utterances recognized at once rather
-    /// than `recognizers`. nil: `defaultSpareRecognizers`.
+    /// again as they are lent, the rest only when that many utterances are recognized at once,
+    /// so that the memory follows them rather than `recognizers`; those beyond the spares are
+    /// let go after 10 minutes idle. nil: all of them at start (`recognizers`): measured, making
+    /// them during a ramp of talkers took the CPU the talkers needed (bench/README.md).
     public var spareRecognizers: Int? = nil
-    /// Four, or one per worker on a machine with more cores (within `recognizers`).
-    public var defaultSpareRecognizers: Int { min(recognizers, max(4, workers)) }
     /// pocketsphinx options added after Steno's defaults for every model (`--decoder`), e.g.
     /// `["-fwdflat", "yes"]`; one Steno sets takes the value given.
     public var decoderArguments: [String] = []

@@ -190,14 +190,14 @@ public final class StenoMetrics: Sendable {
 
     /// Publishes the shared recognizers' state, read at each scrape: `steno_recognizers`
     /// (the most utterances recognized at once), `steno_recognizers_made` (how many exist
-    /// now: made as speech needs them, a few spare ahead, up to `steno_recognizers`), `steno_recognizers_busy`,
+    /// now: fewer while they are being made after start, or with `--spare-recognizers`), `steno_recognizers_busy`,
     /// `steno_recognizer_waiting_sessions`.
     public func attach(engine: any SpeechEngine) {
         registry.sampledGauge("steno_recognizers", help: "Shared recognizers (decoders): the most utterances recognized at once.") {
             let capacity = engine.load.capacity
             return capacity == Int.max ? 0 : Double(capacity)
         }
-        registry.sampledGauge("steno_recognizers_made", help: "Shared recognizers (decoders) that exist now: made as speech needs them (with spares ahead), up to steno_recognizers.") {
+        registry.sampledGauge("steno_recognizers_made", help: "Shared recognizers (decoders) that exist now; fewer than steno_recognizers while they are being made, or with --spare-recognizers.") {
             Double(engine.load.made)
         }
         registry.sampledGauge("steno_recognizers_busy", help: "Shared recognizers lent to an utterance now.") {

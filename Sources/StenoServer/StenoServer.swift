@@ -72,11 +72,12 @@ public final class StenoServer: Sendable {
     }
 
     /// Starts listening; returns the port (the real one when `options.port` is 0). The
-    /// engine's spare decoders are made in the background meanwhile.
+    /// engine's shared decoders (or `spareRecognizers` of them) are made in the background
+    /// meanwhile.
     @discardableResult
     public func start() throws -> Int {
         let engine = context.engine
-        let spares = options.spareRecognizers ?? options.defaultSpareRecognizers
+        let spares = options.spareRecognizers ?? options.recognizers
         DispatchQueue.global(qos: .utility).async {
             do throws(StenoError) { try engine.prepare(sessions: spares) } catch {}
         }

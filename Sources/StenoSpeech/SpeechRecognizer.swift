@@ -226,9 +226,9 @@ public struct RecognizerLoad: Sendable, Hashable {
     public var busy: Int
     /// Sessions with speech to recognize that wait for a decoder.
     public var waiting: Int
-    /// Decoders that exist now, up to `capacity`: the spares made at start (`prepare`), and
-    /// more as speech needs them, each ≈0.5 s of CPU taken from the sessions (a benchmark has
-    /// them all made first, and waits for them).
+    /// Decoders that exist now, up to `capacity`: those made at start (`prepare`), and more
+    /// as speech needs them, each ≈0.5 s of CPU taken from the sessions (a benchmark waits
+    /// for all of them).
     public var made: Int
 
     public init(capacity: Int, busy: Int, waiting: Int, made: Int = 0) {

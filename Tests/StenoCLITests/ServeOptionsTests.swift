@@ -466,13 +466,8 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         #expect(defaults(cores: 64, gigabytes: 8).recognizers == 40)  // memory is: 4 GiB / 100 MiB
         #expect(defaults(cores: 2, gigabytes: 2).recognizers == 10)  // a small machine: 1 GiB / 100 MiB
         #expect(defaults(cores: 1, gigabytes: 0).recognizers == 2)  // never below two
-        // Spare decoders kept ready: four, one per worker on a bigger machine, within the recognizers.
-        for (cores, recognizers, spares) in [(2, 16, 4), (1, 2, 2), (32, 64, 32)] {
-            var options = ServerOptions()
-            options.workers = cores
-            options.recognizers = recognizers
-            #expect(options.defaultSpareRecognizers == spares)
-        }
+        // All of them made at start unless --spare-recognizers says how many.
+        #expect(ServeOptions.defaults(defaults(cores: 2, gigabytes: 24)).spareRecognizers == nil)
         // Connections are light: their limit does not depend on the machine.
         #expect(ServeOptions.defaults(defaults(cores: 1, gigabytes: 0)).maxSessions == 10_000)
         #expect(MachineDefaults(cores: 0, physicalMemory: 0, modelPath: "", webRoot: "").cores == 1)

@@ -86,8 +86,8 @@ struct ServeOptions {
             recognizers = Flag("recognizers", value: "N", help: "shared decoders: utterances recognized at once (≈95 MB each)",
                                default: "\(machine.recognizers)", environment: "STENO_RECOGNIZERS")
             spareRecognizers = Flag("spare-recognizers", value: "N",
-                                    help: "shared decoders kept idle ahead of speech, made at start and again as they are lent (the rest only when speech needs them)",
-                                    default: "min(recognizers, max(4, workers))", environment: "STENO_SPARE_RECOGNIZERS")
+                                    help: "shared decoders kept idle ahead of speech, made at start and again as they are lent; the rest only when speech needs them (less memory, a slower ramp)",
+                                    default: "all of --recognizers", environment: "STENO_SPARE_RECOGNIZERS")
             decoder = Flag("decoder", value: "OPTIONS", help: DecoderFlag.help,
                            default: DecoderFlag.defaultText, environment: "STENO_DECODER")
             endpointing = Flag("endpointing", value: "MODE", help: EndpointingFlag.help,

@@ -33,8 +33,8 @@ import Glibc
 //   steno-bench capacity [--counts 2,4,6,8,10,12,14,16] [--seconds 30] [--stagger 1.5]
 //                        [--designs shared,dedicated] [--rtf-seconds 40] [--svg bench/capacity.svg]
 //                        [--steno .build/release/steno] [--no-admission] [--admit-utilization F]
-//                        [--endpointing MODE] [--recognizers N] [--client epoll|threads]
-//                        [--floor-counts 4]
+//                        [--endpointing MODE] [--recognizers N] [--spare-recognizers N]
+//                        [--client epoll|threads] [--floor-counts 4]
 //
 // `--floor-counts 4,8` (default none): in the rounds of those N, the engine is fed the very same
 // streams (speech and pauses, the same ramp) at the same time as the server, in real time: one
@@ -58,7 +58,9 @@ import Glibc
 // across the sessions (the p95 per session) and their finals in order. `--admit-utilization F`
 // passes that option to the server (default: the server's own), to compare targets;
 // `--endpointing MODE` likewise (`detector`, `search`: when finals come, see `steno serve --help`),
-// and `--recognizers N` (the shared design's decoders; default: the server's own).
+// and `--recognizers N` (the shared design's decoders; default: the server's own), and
+// `--spare-recognizers N` (N decoders made ahead, the rest as speech needs them; default: the
+// server's, all of them at start).
 //
 // Speech: the five LibriVox sentences and the five card names of Tests/StenoSpeechTests/Resources
 // and the twelve synthetic sentences of bench/phrases/tts, with their references, taken in
@@ -74,7 +76,8 @@ func runCapacityBench(_ arguments: [String]) {
     var svgPath: String?
     var steno = ".build/release/steno"
     var admission = true
-    // Options given to every server as they are (--admit-utilization, --endpointing, --recognizers).
+    // Options given to every server as they are (--admit-utilization, --endpointing, --recognizers,
+    // --spare-recognizers).
     var serveOptions: [String] = []
     var client = CapacityClient.epoll
     var floorCounts: [Int] = []
@@ -96,7 +99,7 @@ func runCapacityBench(_ arguments: [String]) {
                 return
             }
             client = chosen
-        case "--admit-utilization", "--endpointing", "--recognizers": serveOptions += [arguments[index], value ?? ""]
+        case "--admit-utilization", "--endpointing", "--recognizers", "--spare-recognizers": serveOptions += [arguments[index], value ?? ""]
         case "--no-admission":
             admission = false
             index += 1
@@ -453,14 +456,15 @@ private func measureCapacity(steno: String, design: CapacityDesign, plans: [Sess
                              admission: Bool, serveOptions: [String], client: CapacityClient, floor: Bool) -> CapacityRow? {
     let n = plans.count
     var arguments = ["serve", "--port", "0", "--idle-timeout", "0", "--log-level", "warning", "--web-root", "/nonexistent"]
-        + everyRecognizerAtStart
     if !admission { arguments += ["--lag-target", "0"] }
     // After the options given: the old design's decoder per session is its own count.
     arguments += serveOptions
     if design == .dedicated { arguments += ["--dedicated-recognizers", "--recognizers", "\(n)"] }
     guard let server = Child.spawn(steno, arguments, stdout: true), let port = server.readPort() else { return nil }
     defer { server.terminate(SIGKILL) }
-    guard waitForRecognizers(port: port) != nil else { return nil }
+    // With `--spare-recognizers`, that many are made at start, the rest as speech needs them.
+    let spares = serveOptions.firstIndex(of: "--spare-recognizers").flatMap { Int(serveOptions[$0 + 1]) }
+    guard waitForRecognizers(port: port, spares: spares) != nil else { return nil }
     // A first short session, so that no measured one pays for first use (caches, a decoder's
     // first search); then the memory with no session.
     if let ws = try? WebSocketTestClient.connect(port: port, timeout: 30) {

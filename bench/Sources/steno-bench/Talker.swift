@@ -108,22 +108,17 @@ func scrapeMetrics(port: Int) -> [String: Double]? {
     return values
 }
 
-/// `steno serve` makes its shared decoders as speech needs them, keeping a few spare
-/// (`--spare-recognizers`). A benchmark of steady work has them all made before it measures,
-/// as its figures in bench/README.md were (`waitForRecognizers`).
-let everyRecognizerAtStart = ["--spare-recognizers", "1000"]
-
 /// Waits until the server has made all its shared decoders (`steno_recognizers_made` reaches
-/// `steno_recognizers`; started with `everyRecognizerAtStart`): it makes them in the
-/// background after it starts listening, ≈0.5 s of CPU each, which a measured round must not
+/// `steno_recognizers`): it makes them in the background after it starts listening, ≈0.5 s of CPU each, which a measured round must not
 /// share its cores with. How long it took, or nil if they were not all made within `timeout`
-/// seconds.
+/// seconds. `spares`: the server was started with `--spare-recognizers` that many instead;
+/// they are waited for.
 @discardableResult
-func waitForRecognizers(port: Int, timeout: Double = 120) -> Double? {
+func waitForRecognizers(port: Int, spares: Int? = nil, timeout: Double = 120) -> Double? {
     let begin = monotonicSeconds()
     while monotonicSeconds() - begin < timeout {
         if let m = scrapeMetrics(port: port), let all = m["steno_recognizers"], let made = m["steno_recognizers_made"],
-           made >= all {
+           made >= min(all, spares.map(Double.init) ?? all) {
             return monotonicSeconds() - begin
         }
         usleep(100_000)

@@ -117,7 +117,7 @@ struct HLSRate {
 
 private func measureViewers(steno: String, viewers n: Int, pcm: [UInt8], hlsSeconds: Double) -> ViewersRow? {
     guard let server = Child.spawn(steno, ["serve", "--port", "0", "--idle-timeout", "0", "--keepalive", "0",
-                                           "--log-level", "warning", "--web-root", "/nonexistent"] + everyRecognizerAtStart, stdout: true),
+                                           "--log-level", "warning", "--web-root", "/nonexistent"], stdout: true),
           let port = server.readPort() else { return nil }
     // Killed: a drain would only add its timeout to the bench.
     defer { server.terminate(SIGKILL) }
