@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
-int steno_socket_peer_window(int fd, unsigned *window, unsigned *unanswered) {
+int steno_socket_peer_window(int fd, unsigned *window, unsigned *unanswered, unsigned *since_data) {
     struct tcp_info info;
     socklen_t length = sizeof info;
     if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &length) < 0) return -1;
@@ -16,5 +16,6 @@ int steno_socket_peer_window(int fd, unsigned *window, unsigned *unanswered) {
     }
     *window = info.tcpi_snd_wnd;
     *unanswered = info.tcpi_probes;
+    *since_data = info.tcpi_last_data_recv;
     return 0;
 }

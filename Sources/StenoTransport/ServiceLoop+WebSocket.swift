@@ -159,7 +159,8 @@ extension ServiceLoop {
                 payload.pointee = UInt8(ascii: "k")
                 let n = lws_write(wsi, payload, 1, LWS_WRITE_PING)
                 if n < 0 { return -1 }
-                c.stalledSince = nil
+                // A heartbeat (reading paused) says nothing of whether the peer reads.
+                if !c.readingPaused { c.stalledSince = nil }
                 lws_callback_on_writable(wsi)
                 return 0
             }

@@ -25,6 +25,8 @@ final class LiveConnection {
     var stalledSince: ContinuousClock.Instant?
     /// A ping is to be written at the next WRITEABLE.
     var pingDue = false
+    /// When the last ping to a peer whose reading is paused went out (`pausedHeartbeat`).
+    var heartbeatAt: ContinuousClock.Instant?
     /// The close frame's code and reason were handed to lws (`lws_close_reason`) and the
     /// closing handshake waits to be started outside this connection's callbacks.
     var closeFrameDue = false
@@ -266,15 +268,19 @@ final class ServiceLoop: @unchecked Sendable {
     /// the server is behind with its audio) is left alone, since what its peer sends waits
     /// unread; its clock starts again when reading resumes.
     ///
+    /// Heartbeat: a peer whose reading is paused, with nothing on its way to it, is pinged every
+    /// `pausedHeartbeat` whatever the keepalive: its client (`WebSocketClient.keepAliveTick`)
+    /// sees its writes held back and data still coming, so it can tell a server that is
+    /// behind from a hung one.
+    ///
     /// Write stalls: reports to the delegate each connection whose outbound data (Steno's
     /// queue, or what lws holds after a partial write) has waited `writeStallSeconds` with
     /// nothing written: a peer that does not read, caught before its queue fills (at caption
-    /// rates a viewer's 1 MiB can take hours). A write clears the clock (`writeable`). Closing
-    /// connections are left to their own flush deadline.
+    /// rates a viewer's 1 MiB can take hours). A write clears the clock (`writeable`; not a
+    /// heartbeat). Closing connections are left to their own flush deadline.
     func scanConnections() {
         let keepAliveSeconds = configuration.keepAliveSeconds
         let stallSeconds = configuration.writeStallSeconds
-        guard keepAliveSeconds > 0 || stallSeconds > 0 else { return }
         let now = ContinuousClock.now
         guard now - lastScan >= .seconds(1) else { return }
         lastScan = now
@@ -283,6 +289,12 @@ final class ServiceLoop: @unchecked Sendable {
         let stallLimit = Duration.milliseconds(Int(stallSeconds * 1000))
         var stalled: [ConnectionID] = []
         for c in connections.values where c.closing == nil {
+            let pending = (handle.queuedBytes(c.id) ?? 0) > 0 || lws_partial_buffered(c.wsi) != 0
+            if c.readingPaused && !pending && !c.pingDue && now - (c.heartbeatAt ?? c.lastHeard) >= Self.pausedHeartbeat {
+                c.heartbeatAt = now
+                c.pingDue = true
+                lws_callback_on_writable(c.wsi)
+            }
             if keepAliveSeconds > 0 && !c.readingPaused {
                 let silent = now - c.lastHeard
                 if silent >= hangUp {
@@ -298,7 +310,6 @@ final class ServiceLoop: @unchecked Sendable {
                 }
             }
             guard stallSeconds > 0 else { continue }
-            let pending = (handle.queuedBytes(c.id) ?? 0) > 0 || lws_partial_buffered(c.wsi) != 0
             guard pending else {
                 c.stalledSince = nil
                 continue
@@ -355,6 +366,9 @@ final class ServiceLoop: @unchecked Sendable {
         }
     }
 
+    /// How often a peer whose reading is paused is pinged (`scanConnections`).
+    static let pausedHeartbeat = Duration.seconds(5)
+
     /// lws applies a flow-control change for the wsi whose callback is running when
     /// that callback returns; for any other wsi the change must be forced now
     /// (LWS_RXFLOW_REASON_FLAG_PROCESS_NOW), as lws-misc.h says.
@@ -363,6 +377,7 @@ final class ServiceLoop: @unchecked Sendable {
             // What it sent meanwhile comes now; until it does, the peer has not been silent.
             c.lastHeard = .now
             c.pinged = false
+            c.heartbeatAt = nil
         }
         c.readingPaused = !reading
         setReading(c.wsi, reading)

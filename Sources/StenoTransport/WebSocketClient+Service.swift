@@ -235,14 +235,17 @@ extension WebSocketClient {
     /// TCP window: the ping waits behind what it has not read yet, so no pong can come, and a
     /// server that is behind may have nothing to send for a minute (its session waiting for a
     /// decoder, a loaded machine): `steno send --fast` was hung up on after the 50 s and lost
-    /// the audio it had handed to its socket. While the window is closed and the server's TCP
-    /// answers the window probes (so it is there, telling this side to wait), its silence
-    /// proves nothing: the keepalive's clock is held, and runs again from when the window
-    /// opens. A server that vanished stops answering the probes, and is hung up on as before
-    /// (the server side's rule for a connection whose reading it paused: ServiceLoop).
+    /// the audio it had handed to its socket. While the window is closed, the server's TCP
+    /// answers the window probes (so it is there, telling this side to wait) and the server
+    /// itself has sent something within the hang-up time (it pings a client it holds back
+    /// every 5 s), the keepalive's clock is held, and runs again from when the window opens
+    /// or the server falls silent. A server that vanished stops answering the probes, and a
+    /// hung server process (its kernel answers them) stops sending: either is hung up on, the
+    /// second a hang-up time later than a silent server with an open window.
     func keepAliveTick() {
         guard let wsi, isOpen, !terminalDelivered else { return }
-        if Self.isHeldBack(wsi) { lws_validity_confirmed(wsi) }
+        let hangUp = 2 * min(configuration.keepAliveSeconds, 20_000) + 10
+        if Self.isHeldBack(wsi, heardWithin: hangUp) { lws_validity_confirmed(wsi) }
         scheduleKeepAliveTick()
     }
 
@@ -255,15 +258,19 @@ extension WebSocketClient {
                          stenoLwsClientKeepAliveCallback, 1_000_000)
     }
 
-    /// The server's TCP window is closed (it takes nothing more for now) and it answers the
-    /// probes of it (at most the latest one is outstanding).
-    static func isHeldBack(_ wsi: OpaquePointer) -> Bool {
+    /// The server's TCP window is closed (it takes nothing more for now), it answers the
+    /// probes of it (at most the latest one is outstanding), and data came from it within
+    /// `heardWithin` seconds (a Steno server pings a client it holds back every few seconds,
+    /// `ServiceLoop.pausedHeartbeat`: a hung server process, whose kernel still answers the
+    /// probes, sends none).
+    static func isHeldBack(_ wsi: OpaquePointer, heardWithin: Int) -> Bool {
         let fd = lws_get_socket_fd(wsi)
         guard fd >= 0 else { return false }
         var window: UInt32 = 0
         var unanswered: UInt32 = 0
-        guard steno_socket_peer_window(fd, &window, &unanswered) == 0 else { return false }
-        return window == 0 && unanswered <= 1
+        var sinceData: UInt32 = 0
+        guard steno_socket_peer_window(fd, &window, &unanswered, &sinceData) == 0 else { return false }
+        return window == 0 && unanswered <= 1 && Int(sinceData) < heardWithin * 1000
     }
 
     static func client(ofKeepAliveTimer sul: UnsafeMutableRawPointer) -> WebSocketClient {

@@ -127,9 +127,10 @@ final class ClientEvents: Sendable {
     /// A server that holds the client's writes back (flow control: it stopped reading, so its
     /// TCP window is closed) and has nothing to say is behind, not gone: the client's ping
     /// waits behind what the server has not read, so no pong can come. The keepalive leaves it
-    /// alone while held back (here past its hang-up time, twice 1 s plus 10 s), and the
-    /// connection carries on once the server reads again. (`steno send --fast` against a
-    /// server whose session waited for a decoder was hung up on after 50 s.)
+    /// alone while held back and pinged by the server (every 5 s), here past twice its hang-up
+    /// time (twice 1 s plus 10 s: the server's pings are what keep it, see the hung server
+    /// below), and the connection carries on once the server reads again. (`steno send
+    /// --fast` against a server whose session waited for a decoder was hung up on after 50 s.)
     @Test func aServerHoldingTheClientBackIsNotTakenForGoneByTheKeepalive() throws {
         var settings = TestControl.Settings()
         settings.pauseOnOpen = true
@@ -142,7 +143,7 @@ final class ClientEvents: Sendable {
         let piece = [UInt8](repeating: 0x5a, count: 32 * 1024)
         let count = 256
         for _ in 0..<count { #expect(client.send(.binary(piece))) }
-        let deadline = Deadline(14)
+        let deadline = Deadline(26)
         while !deadline.hasPassed && events.last?.isFinal != true { usleep(50_000) }
         try #require(events.all == [.opened], "the client gave up on a server that held it back")
         #expect(client.queuedBytes > 0, "the server's window never closed: the test did not press")
@@ -151,6 +152,33 @@ final class ClientEvents: Sendable {
         #expect(server.control.wait(timeout: 30) { server.control.received(id).count == count })
         client.close(code: 1000, reason: "done")
         #expect(try events.waitForEnd() == .closed(code: 1000, reason: "done", byPeer: false))
+        client.waitUntilFinished()
+    }
+
+    /// A hung server process is not "behind": its kernel still answers the window probes, but
+    /// the server no longer pings the client it holds back (every 5 s, `ServiceLoop`), so the
+    /// keepalive runs again once nothing has come for its hang-up time, and hangs up.
+    @Test func aHungServerThatHoldsTheClientBackIsHungUpOn() throws {
+        var settings = TestControl.Settings()
+        settings.pauseOnOpen = true
+        settings.echo = false
+        let server = try TestServer(settings)
+        let (client, events) = try Self.client(port: server.port) { $0.keepAliveSeconds = 1 }
+        let id = try server.control.awaitOpened()
+        try events.wait { $0.first == .opened }
+        let piece = [UInt8](repeating: 0x5a, count: 32 * 1024)
+        for _ in 0..<256 { #expect(client.send(.binary(piece))) }
+        // Held back and pinged for a while: still open.
+        usleep(6_000_000)
+        #expect(events.all == [.opened] && client.queuedBytes > 0, "\(events.all)")
+        // The service thread stops (as in a process that hangs); the kernel goes on.
+        let hung = DispatchSemaphore(value: 0)
+        server.handle.perform { _ in hung.wait() }
+        defer {
+            hung.signal()
+            server.handle.setReading(id, true)
+        }
+        #expect(try events.waitForEnd(timeout: 60) == .closed(code: nil, reason: "", byPeer: false))
         client.waitUntilFinished()
     }
 

@@ -20,9 +20,11 @@ int steno_socket_backlog(int fd, int *unread, int *unsent);
 /* The client's keepalive under flow control (WebSocketClient), from TCP_INFO (getsockopt of
  * a struct Swift sees without the field: glibc's tcp_info predates it). *window: the receive
  * window the peer last advertised (0: it takes nothing more for now); *unanswered: the
- * zero-window probes it has not answered (a peer that is there answers each one at once).
- * Returns 0, or -1 (errno) when the kernel does not say (a TCP_INFO too old to carry it). */
-int steno_socket_peer_window(int fd, unsigned *window, unsigned *unanswered);
+ * zero-window probes it has not answered (a peer that is there answers each one at once);
+ * *since_data: milliseconds since data last arrived from the peer (acknowledgements and probe
+ * answers are not data). Returns 0, or -1 (errno) when the kernel does not say (a TCP_INFO
+ * too old to carry it). */
+int steno_socket_peer_window(int fd, unsigned *window, unsigned *unanswered, unsigned *since_data);
 
 /* A descriptor of its own for socket fd (close-on-exec, nonblocking), its sending side shut
  * (the peer reads to the end of what was sent and then sees end of stream): libwebsockets'
