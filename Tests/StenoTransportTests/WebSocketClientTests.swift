@@ -124,6 +124,24 @@ final class ClientEvents: Sendable {
         #expect(server.control.wait { server.control.wasClosed(id) })
     }
 
+    static let pressingMessages = 256
+
+    /// A server that reads nothing from its connection (from its opening on) and a client with
+    /// a 1 s keepalive that has sent it more than the socket buffers on both sides take: the
+    /// rest waits in the client.
+    static func heldBack() throws -> (TestServer, ConnectionID, WebSocketClient, ClientEvents) {
+        var settings = TestControl.Settings()
+        settings.pauseOnOpen = true
+        settings.echo = false
+        let server = try TestServer(settings)
+        let (client, events) = try Self.client(port: server.port) { $0.keepAliveSeconds = 1 }
+        let id = try server.control.awaitOpened()
+        try events.wait { $0.first == .opened }
+        let piece = [UInt8](repeating: 0x5a, count: 32 * 1024)
+        for _ in 0..<pressingMessages { #expect(client.send(.binary(piece))) }
+        return (server, id, client, events)
+    }
+
     /// A server that holds the client's writes back (flow control: it stopped reading, so its
     /// TCP window is closed) and has nothing to say is behind, not gone: the client's ping
     /// waits behind what the server has not read, so no pong can come. The keepalive leaves it
@@ -132,24 +150,14 @@ final class ClientEvents: Sendable {
     /// below), and the connection carries on once the server reads again. (`steno send
     /// --fast` against a server whose session waited for a decoder was hung up on after 50 s.)
     @Test func aServerHoldingTheClientBackIsNotTakenForGoneByTheKeepalive() throws {
-        var settings = TestControl.Settings()
-        settings.pauseOnOpen = true
-        settings.echo = false
-        let server = try TestServer(settings)
-        let (client, events) = try Self.client(port: server.port) { $0.keepAliveSeconds = 1 }
-        let id = try server.control.awaitOpened()
-        try events.wait { $0.first == .opened }
-        // More than the socket buffers on both sides take: the rest waits in the client.
-        let piece = [UInt8](repeating: 0x5a, count: 32 * 1024)
-        let count = 256
-        for _ in 0..<count { #expect(client.send(.binary(piece))) }
+        let (server, id, client, events) = try Self.heldBack()
         let deadline = Deadline(26)
         while !deadline.hasPassed && events.last?.isFinal != true { usleep(50_000) }
         try #require(events.all == [.opened], "the client gave up on a server that held it back")
         #expect(client.queuedBytes > 0, "the server's window never closed: the test did not press")
 
         server.handle.setReading(id, true)
-        #expect(server.control.wait(timeout: 30) { server.control.received(id).count == count })
+        #expect(server.control.wait(timeout: 30) { server.control.received(id).count == Self.pressingMessages })
         client.close(code: 1000, reason: "done")
         #expect(try events.waitForEnd() == .closed(code: 1000, reason: "done", byPeer: false))
         client.waitUntilFinished()
@@ -159,15 +167,7 @@ final class ClientEvents: Sendable {
     /// the server no longer pings the client it holds back (every 5 s, `ServiceLoop`), so the
     /// keepalive runs again once nothing has come for its hang-up time, and hangs up.
     @Test func aHungServerThatHoldsTheClientBackIsHungUpOn() throws {
-        var settings = TestControl.Settings()
-        settings.pauseOnOpen = true
-        settings.echo = false
-        let server = try TestServer(settings)
-        let (client, events) = try Self.client(port: server.port) { $0.keepAliveSeconds = 1 }
-        let id = try server.control.awaitOpened()
-        try events.wait { $0.first == .opened }
-        let piece = [UInt8](repeating: 0x5a, count: 32 * 1024)
-        for _ in 0..<256 { #expect(client.send(.binary(piece))) }
+        let (server, id, client, events) = try Self.heldBack()
         // Held back and pinged for a while: still open.
         usleep(6_000_000)
         #expect(events.all == [.opened] && client.queuedBytes > 0, "\(events.all)")
