@@ -1,6 +1,6 @@
 # Steno: the two commands of the README, plus benchmarks.
 #   make run    install what is missing, build, start the server with the English model and the web client
-#   make test   install what is missing, build, run every test (Swift suites, then the browser test)
+#   make test   install what is missing, build, run every test (Swift suites, the Whisper worker's, then the browser test)
 #   make bench  build in release mode and print the benchmark tables
 #   make conformance  Autobahn|Testsuite against the real transport (needs Python 2.7; not in make test)
 
@@ -19,6 +19,7 @@ test:
 	scripts/bootstrap.sh test
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
+	scripts/whisper-test.sh
 	scripts/browser-test.sh
 
 bench:

@@ -54,3 +54,17 @@ if [ ${#missing[@]} -gt 0 ]; then
     "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${missing[@]}" >/dev/null
 fi
 echo "bootstrap: Debian packages for '$mode' are installed" >&2
+
+# The Whisper engine's worker runs in a virtual environment of the repository's own (.venv),
+# with the pinned packages of scripts/whisper-requirements.txt (PyPI; nothing is fetched at run time).
+cd "$(dirname "$0")/.."
+if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+fi
+stamp=.venv/.whisper-requirements
+if ! cmp -s scripts/whisper-requirements.txt "$stamp"; then
+    echo "bootstrap: installing the Whisper worker's Python packages into .venv" >&2
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -r scripts/whisper-requirements.txt
+    cp scripts/whisper-requirements.txt "$stamp"
+fi
+echo "bootstrap: the Whisper worker's packages are installed (.venv)" >&2

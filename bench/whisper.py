@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Whisper worker benchmark: WER and CPU per audio second of scripts/whisper_worker.py on the
+labelled sets, for several encoder windows and batch sizes, side by side in one run.
+
+    .venv/bin/python bench/whisper.py
+
+The floor is the same model's faster-whisper batch transcription of each whole file
+(`WhisperModel.transcribe`, 30 s window, beam 1), run in the same process."""
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "Tests", "whisper"))
+from worker_client import Worker, cards, errors, librivox, normalized, default_model  # noqa: E402
+
+
+def main():
+    sets = {"librivox": librivox(), "cards": cards()}
+    rows = []
+    # The floor: faster-whisper's own transcription of each whole file.
+    from faster_whisper import WhisperModel
+    model = WhisperModel(default_model(), device="cpu", compute_type="int8", local_files_only=True)
+    for set_name, items in sets.items():
+        errs = total = 0
+        audio = 0.0
+        started = time.process_time()
+        for _, samples, ref in items:
+            segments, _ = model.transcribe(samples, language="en", beam_size=1, condition_on_previous_text=False)
+            errs += errors(ref, normalized(" ".join(s.text for s in segments)))
+            total += len(ref)
+            audio += len(samples) / 16000
+        rows.append((set_name, "faster-whisper transcribe (floor)", "30 s", 1, errs / total, (time.process_time() - started) / audio))
+    for window, args in [("30 s", ["--min-window", "3000"]), ("audio+2 s, >= 10 s", ["--min-window", "1000", "--margin", "200"]),
+                         ("audio+1 s, >= 5 s", ["--min-window", "500", "--margin", "100"])]:
+        for batch in (1, 4):
+            for set_name, items in sets.items():
+                worker = Worker("--batch", str(batch), *args)
+                load = worker.cpu()
+                if batch == 1:
+                    results = [worker.transcribe(s, words=True) for _, s, _ in items]
+                else:
+                    for _, s, _ in items:
+                        worker.send(s, words=True)
+                    results = [worker.read()[2] for _ in items]
+                spent = worker.cpu() - load
+                worker.close()
+                errs = sum(errors(ref, normalized(r["text"])) for (_, _, ref), r in zip(items, results))
+                total = sum(len(ref) for _, _, ref in items)
+                audio = sum(len(s) for _, s, _ in items) / 16000
+                rows.append((set_name, "worker", window, batch, errs / total, spent / audio))
+    print(f"{'set':9} {'what':34} {'window':20} {'batch':>5} {'WER':>6} {'CPU s/audio s':>13}")
+    for set_name, what, window, batch, wer, cpu in rows:
+        print(f"{set_name:9} {what:34} {window:20} {batch:5} {wer*100:5.1f}% {cpu:13.3f}")
+
+
+if __name__ == "__main__":
+    main()
