@@ -63,6 +63,11 @@ let package = Package(
         .target(
             name: "StenoSession",
             dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoSystem"]),
+        // The Whisper engine's worker process (scripts/whisper_worker.py), supervised: the
+        // framing of the hand-off, restarts, requests re-sent.
+        .target(
+            name: "StenoWhisper",
+            dependencies: ["StenoCore", "StenoSystem"]),
         // The libwebsockets transport: the only module that touches a wsi.
         .target(
             name: "StenoTransport",
@@ -95,6 +100,7 @@ let package = Package(
 
         .testTarget(name: "StenoCoreTests", dependencies: ["StenoCore", "StenoTestSupport"]),
         .testTarget(name: "StenoWorkersTests", dependencies: ["StenoWorkers"]),
+        .testTarget(name: "StenoWhisperTests", dependencies: ["StenoWhisper", "StenoAudio", "StenoCore", "StenoSystem"]),
         .testTarget(name: "StenoPrometheusTests", dependencies: ["StenoPrometheus"]),
         .testTarget(name: "StenoRedisTests", dependencies: ["StenoRedis", "StenoTestSupport"]),
         .testTarget(

@@ -118,6 +118,26 @@ class Recognizer:
                 out.append([word.strip(), round(start, 3), round(max(start, end), 3),
                             round(float(np.mean(p)) if p else 0.0, 4)])
             at = nxt
+        return self.attach_punctuation(out)
+
+    OPENING = "\"'“¿([{-"
+    CLOSING = "\"'.。,，!！?？:：”)]}、;"
+
+    def attach_punctuation(self, words):
+        """Whisper's tokens put punctuation in words of their own: a closing mark joins the word
+        before it, an opening one the word after it (so words are what people read)."""
+        out = []
+        carried = ""
+        for w in words:
+            text = w[0]
+            if text and all(c in self.CLOSING for c in text) and out:
+                out[-1][0] += text
+                continue
+            if text and all(c in self.OPENING for c in text):
+                carried += text
+                continue
+            out.append([carried + text] + w[1:])
+            carried = ""
         return out
 
     def run(self, batch, window=None):
