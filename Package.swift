@@ -67,7 +67,7 @@ let package = Package(
         // framing of the hand-off, restarts, requests re-sent.
         .target(
             name: "StenoWhisper",
-            dependencies: ["StenoCore", "StenoSystem"]),
+            dependencies: ["StenoCore", "StenoSpeech", "StenoSystem"]),
         // The libwebsockets transport: the only module that touches a wsi.
         .target(
             name: "StenoTransport",
