@@ -14,7 +14,7 @@ its standard output. Both directions use one framing (little-endian):
 
 A request's JSON: {"words": bool, "prompt": str|null, "beam": int, "priority": int}
 (higher priority first; a session's final has priority over volatile guesses).
-A result's JSON: {"text": str, "words": [[text, start, end, probability], ...],
+A result's JSON: {"text": str, "heard": what was decoded (also when dropped), "words": [[text, start, end, probability], ...],
 "noSpeech": float, "logprob": float, "dropped": null|"no_speech"|"repetitive"|"low_confidence",
 "window": frames, "seconds": CPU s}. Times are seconds from the request's first sample.
 
@@ -167,8 +167,8 @@ class Recognizer:
         stacked = np.zeros((len(batch), feats[0].shape[0], window), dtype=np.float32)
         for i, f in enumerate(feats):
             stacked[i, :, : f.shape[-1]] = f[:, :window]
-        encoded = self.model.model.encode(ctranslate2.StorageView.from_array(stacked),
-                                          to_cpu=len(batch) > 1 and self.model.model.device == "cuda")
+        # Kept on the device: generate and align read it there.
+        encoded = self.model.model.encode(ctranslate2.StorageView.from_array(stacked), to_cpu=False)
         beam = max(1, max(o.get("beam", 1) for o, _ in batch))
         prompts = [self.prompt(o.get("prompt")) for o, _ in batch]
         outputs = self.model.model.generate(
@@ -233,10 +233,11 @@ def decode_frame(rest):
     return kind, ident, body, rest[13 + length:]
 
 
-MAX_FRAME = 4 + 13 + 64 * 1024 + RATE * 2 * 30
+# The most bytes after the length field (WhisperFrame.maximumLength says the same).
+MAX_FRAME = 13 + 64 * 1024 + RATE * 2 * 30
 
 
-def reader(stream, requests, limit):
+def reader(stream, requests):
     """Reads requests into the bounded queue (blocking when it is full: the server's pipe
     then fills and its own bounded queue holds the rest); None at the end of input."""
     while True:
@@ -289,7 +290,7 @@ def main():
     out.flush()
 
     requests = queue.Queue(maxsize=max(1, args.queue))
-    threading.Thread(target=reader, args=(sys.stdin.buffer, requests, args.queue), daemon=True).start()
+    threading.Thread(target=reader, args=(sys.stdin.buffer, requests), daemon=True).start()
     ended = False
     while not ended:
         first = requests.get()
@@ -315,7 +316,7 @@ def main():
                 out.write(encode_frame(3, ident, {"message": f"bad request: {error}"}))
         out.flush()
         parsed.sort(key=lambda p: -p[0])
-        # What did not fit this batch goes back to the front, in order.
+        # In batches of --batch, the highest priority first.
         for start in range(0, len(parsed), max(1, args.batch)):
             group = parsed[start: start + max(1, args.batch)]
             try:

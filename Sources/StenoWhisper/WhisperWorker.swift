@@ -79,6 +79,9 @@ public final class WhisperWorker: Sendable {
         var outbox: [UInt64] = []
         var pid: pid_t = 0
         var stdin: Int32 = -1
+        /// Pipes to workers that ended, for the writer to close: only the thread that writes to
+        /// a descriptor closes it, so a write never lands on a number reused meanwhile.
+        var retired: [Int32] = []
         var ready = false
         var hello: JSONValue?
         var restarts = 0
@@ -144,16 +147,16 @@ public final class WhisperWorker: Sendable {
 
     /// Ends the worker; what is pending fails with `internal`.
     public func stop() {
-        let (pid, fd, pending): (pid_t, Int32, [Pending]) = state.withLock { s in
+        let (pid, pending): (pid_t, [Pending]) = state.withLock { s in
             s.stopping = true
             s.ready = false
-            let out = (s.pid, s.stdin, Array(s.pending.values))
+            let out = (s.pid, Array(s.pending.values))
             s.pending.removeAll()
             s.outbox.removeAll()
+            if s.stdin >= 0 { s.retired.append(s.stdin) }
             s.stdin = -1
             return out
         }
-        if fd >= 0 { close(fd) }
         if pid > 0 { kill(pid, SIGKILL) }
         wakeWriter.signal()
         for p in pending { p.completion(.failure(StenoError(.internal, "the Whisper worker was stopped"))) }
@@ -256,7 +259,7 @@ public final class WhisperWorker: Sendable {
         let restart: Bool = state.withLock { s in
             guard !s.stopping, s.generation == generation, s.hello != nil else { return false }
             s.ready = false
-            if s.stdin >= 0 { close(s.stdin) }
+            if s.stdin >= 0 { s.retired.append(s.stdin) }
             s.stdin = -1
             s.restarts += 1
             s.outbox = s.pending.sorted { ($0.value.priority, $1.key) > ($1.value.priority, $0.key) }.map(\.key)
@@ -283,6 +286,8 @@ public final class WhisperWorker: Sendable {
             wakeWriter.wait()
             while true {
                 let next: (fd: Int32, frame: [UInt8])?? = state.withLock { s in
+                    for fd in s.retired { close(fd) }
+                    s.retired.removeAll()
                     if s.stopping { return .some(nil) }
                     guard s.stdin >= 0, !s.outbox.isEmpty else { return nil }
                     let id = s.outbox.removeFirst()
