@@ -100,7 +100,8 @@ let package = Package(
 
         .testTarget(name: "StenoCoreTests", dependencies: ["StenoCore", "StenoTestSupport"]),
         .testTarget(name: "StenoWorkersTests", dependencies: ["StenoWorkers"]),
-        .testTarget(name: "StenoWhisperTests", dependencies: ["StenoWhisper", "StenoAudio", "StenoCore", "StenoSystem"]),
+        .testTarget(name: "StenoWhisperTests",
+                    dependencies: ["StenoWhisper", "StenoSpeech", "StenoAudio", "StenoCore", "StenoSystem"]),
         .testTarget(name: "StenoPrometheusTests", dependencies: ["StenoPrometheus"]),
         .testTarget(name: "StenoRedisTests", dependencies: ["StenoRedis", "StenoTestSupport"]),
         .testTarget(

@@ -210,3 +210,41 @@ public enum ReadableText {
         return first.uppercased() + word.dropFirst()
     }
 }
+
+extension ReadableText {
+    /// An engine's written result (`RecognitionResult.written`) in the raw format, as a
+    /// recognizer of lowercase words would give it: each word lowercased, without the
+    /// punctuation around it (an apostrophe or hyphen inside a word stays); words that were
+    /// only punctuation go. Times and confidences stay with their words.
+    public static func lowered(_ result: RecognitionResult) -> RecognitionResult {
+        var out = result
+        out.words = result.words.compactMap { word in
+            let text = lowered(word: word.text)
+            return text.isEmpty ? nil : Word(text, range: word.range, confidence: word.confidence)
+        }
+        out.text = lowered(text: result.text)
+        for index in out.alternatives.indices {
+            out.alternatives[index].text = lowered(text: out.alternatives[index].text)
+        }
+        return out
+    }
+
+    /// Whether written text ends a sentence (its last character, quotes aside, is `.`, `?` or `!`).
+    public static func endsSentence(_ text: String) -> Bool {
+        guard let last = text.last(where: { !$0.isWhitespace && $0 != "\"" && $0 != "'" && $0 != "”" && $0 != "’" })
+        else { return false }
+        return last == "." || last == "?" || last == "!" || last == "…"
+    }
+
+    private static func lowered(text: String) -> String {
+        text.split(whereSeparator: \.isWhitespace).map { lowered(word: String($0)) }.filter { !$0.isEmpty }
+            .joined(separator: " ")
+    }
+
+    private static func lowered(word: String) -> String {
+        let keeps: (Character) -> Bool = { $0.isLetter || $0.isNumber }
+        guard let first = word.firstIndex(where: keeps), let last = word.lastIndex(where: keeps) else { return "" }
+        let inner = word[first...last].filter { keeps($0) || $0 == "'" || $0 == "’" || $0 == "-" }
+        return String(inner.map { $0 == "’" ? "'" : $0 }).lowercased()
+    }
+}

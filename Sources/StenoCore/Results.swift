@@ -52,12 +52,17 @@ public struct RecognitionResult: Sendable, Hashable {
     /// Finals of a session that asked for them: the final's own text first, then other
     /// readings, most likely first.
     public var alternatives: [Alternative]
+    /// The engine wrote it as people write (Whisper: capitals, punctuation, digits): the
+    /// readable format keeps it as it is, and the raw one lowers it (`ReadableText.lowered`).
+    public var written: Bool
 
-    public init(range: TimeRange, text: String, words: [Word] = [], alternatives: [Alternative] = []) {
+    public init(range: TimeRange, text: String, words: [Word] = [], alternatives: [Alternative] = [],
+                written: Bool = false) {
         self.range = range
         self.text = text
         self.words = words
         self.alternatives = alternatives
+        self.written = written
     }
 }
 

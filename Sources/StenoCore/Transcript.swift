@@ -132,9 +132,7 @@ public struct TranscriptAssembler: Sendable {
         if result.text.isEmpty {
             return clearVolatile()
         }
-        if options.format == .readable {
-            result = ReadableText.format(result, startsSentence: atSentenceStart, endsSentence: false)
-        }
+        result = written(result, endsSentence: false)
         if let showing = showingVolatile, showing.text == result.text { return [] }
         showingVolatile = result
         return [.volatile(result, includeWords: options.words)]
@@ -146,9 +144,9 @@ public struct TranscriptAssembler: Sendable {
             // Dropped: nothing supersedes a showing volatile, so clear it.
             return clearVolatile()
         }
+        result = written(result, endsSentence: endsSentence)
         if options.format == .readable {
-            result = ReadableText.format(result, startsSentence: atSentenceStart, endsSentence: endsSentence)
-            atSentenceStart = endsSentence
+            atSentenceStart = result.written ? ReadableText.endsSentence(result.text) : endsSentence
         }
         finals.append(result)
         var events: [ServerEvent] = [.final(result, includeWords: options.words)]
@@ -159,6 +157,16 @@ public struct TranscriptAssembler: Sendable {
             }
         }
         return events
+    }
+
+    /// The result in the session's format: a recognizer's lowercase words made readable, or an
+    /// engine's written text lowered for raw; the rest as it is.
+    private func written(_ result: RecognitionResult, endsSentence: Bool) -> RecognitionResult {
+        switch (options.format, result.written) {
+        case (.readable, false): ReadableText.format(result, startsSentence: atSentenceStart, endsSentence: endsSentence)
+        case (.raw, true): ReadableText.lowered(result)
+        default: result
+        }
     }
 
     private func emptyVolatile(at time: Double) -> ServerEvent {
@@ -191,7 +199,7 @@ public struct TranscriptAssembler: Sendable {
             for index in alternatives.indices { alternatives[index].text = Self.trimmed(alternatives[index].text) }
         }
         return RecognitionResult(range: TimeRange(start: start, end: end), text: text, words: words,
-                                 alternatives: alternatives)
+                                 alternatives: alternatives, written: raw.written)
     }
 
     /// A time on the millisecond grid, ≥ 0; `otherwise` when the time is not finite.

@@ -172,7 +172,7 @@ public final class TranscriptionPipeline {
             events.append(.final(RecognitionResult(
                 range: TimeRange(start: result.range.start, end: finalEnd),
                 text: kept.map(\.text).joined(separator: " "),
-                words: kept)))
+                words: kept, written: result.written)))
             refeedFrom = max(refeedFrom, ingest.clock.outputSample(atSeconds: finalEnd))
         }
         // Hear the rest again, in a new utterance.
@@ -287,7 +287,8 @@ public final class TranscriptionPipeline {
             range: map(result.range),
             text: result.text,
             words: result.words.map { Word($0.text, range: map($0.range), confidence: $0.confidence) },
-            alternatives: result.alternatives)
+            alternatives: result.alternatives,
+            written: result.written)
     }
 
     private func map(_ range: TimeRange) -> TimeRange {

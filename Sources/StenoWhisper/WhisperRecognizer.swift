@@ -7,9 +7,11 @@ import StenoSystem
 /// utterances, and only their audio goes to the worker: each utterance is heard whole for its
 /// final, and, while it goes on, what there is of it for a volatile guess (one request in
 /// flight at a time, so the cadence follows the worker's load). While a final is awaited the
-/// recognizer waits (`isWaiting`): the session's later audio is kept, and `wake` is called
-/// when the worker answers. Times are samples counted here; the worker's are relative to each
-/// request's first sample.
+/// recognizer waits (`isWaiting`) and `wake` is called when the worker answers; audio fed
+/// meanwhile is heard as usual, and finals are reported in the order of their utterances. A
+/// finalize or the maximum length cuts an utterance while speech goes on: what follows is the
+/// next one's. Times are samples counted here; the worker's are relative to each request's
+/// first sample. Its text is Whisper's own (`RecognitionResult.written`).
 public final class WhisperRecognizer: SpeechRecognizer {
     public let info: SpeechEngineInfo
     public var sampleRate: Int { Self.sampleRate }
@@ -31,59 +33,80 @@ public final class WhisperRecognizer: SpeechRecognizer {
     private var detectorBase = 0
     private let wake: @Sendable () -> Void
     private let partialResults: Bool
+    /// The session's phrases, as the decoder's prompt (Whisper's way of being told what to expect).
+    private let prompt: String?
+    public let notices: [StenoError]
 
     /// Samples received (the end of the input timeline), and the audio from `bufferStart` on.
     private var received = 0
     private var buffer: [Float] = []
     private var bufferStart = 0
+    /// The first sample of the utterance going on (nil: none).
     private var utteranceStart: Int?
     private var speaking = false
-    /// The final awaited: the utterance's first and last sample.
-    private var awaited: (start: Int, end: Int)?
-    /// Audio that came while waiting, to take once the final has come.
-    private var kept: [Float] = []
+    /// The finals asked for and not yet reported, by their utterance's first sample, in order;
+    /// and answers that came before an earlier one's.
+    private var awaited: [Int] = []
+    private var answered: [Int: Answer] = [:]
     private var partialInFlight = false
     private var lastPartialAt = 0
     private var done = false
-    private let mailbox = Locked<[(final: Bool, start: Int, result: Result<WhisperResult, StenoError>)]>([])
+    private let mailbox = Locked<[Answer]>([])
 
-    init(worker: WhisperWorker, info: SpeechEngineInfo, partialResults: Bool,
+    init(worker: WhisperWorker, info: SpeechEngineInfo, options: RecognizerOptions,
          makeDetector: @escaping () throws(StenoError) -> PocketSphinxSpeechDetector,
          wake: @escaping @Sendable () -> Void) throws(StenoError) {
         self.worker = worker
         self.info = info
-        self.partialResults = partialResults
+        self.partialResults = options.partialResults
+        (self.prompt, self.notices) = Self.prompt(options.vocabulary)
         self.makeDetector = makeDetector
         self.detector = try makeDetector()
         self.wake = wake
     }
 
-    public var receivedSeconds: Double { seconds(received + kept.count) }
+    /// The phrases as a prompt ("Steno, Hummingbird, CTranslate2."), and what the session is told
+    /// of what Whisper cannot take (pronunciations: it spells what it hears).
+    static func prompt(_ vocabulary: Vocabulary?) -> (String?, [StenoError]) {
+        guard let vocabulary, !vocabulary.isEmpty else { return (nil, []) }
+        let phrases = vocabulary.phrases.map { $0.joined(separator: " ") }
+        var notices: [StenoError] = []
+        if !vocabulary.pronunciations.isEmpty {
+            notices.append(StenoError(.badMessage, "pronunciations are not used by the whisper engine (it spells what it hears)"))
+        }
+        // Whisper's prompt is at most half its 448-token context: keep the phrases within ≈ 800 characters.
+        var prompt = ""
+        for phrase in phrases where prompt.count + phrase.count + 2 <= 800 {
+            prompt += prompt.isEmpty ? phrase : ", " + phrase
+        }
+        return (prompt.isEmpty ? nil : prompt + ".", notices)
+    }
+
+    public var receivedSeconds: Double { seconds(received) }
     public var analyzedSeconds: Double { seconds(received) }
-    public var isWaiting: Bool { awaited != nil }
+    /// Whether a final is still to come from the worker: `wake` says when to `proceed`.
+    public var isWaiting: Bool { !awaited.isEmpty }
 
     public func accept(_ samples: UnsafeBufferPointer<Float>) throws(StenoError) -> [TranscriberEvent] {
         guard !done else { throw StenoError(.internal, "the recognizer has finished") }
-        if awaited != nil {
-            kept.append(contentsOf: samples)
-            return []
-        }
         var events = try drain()
-        events += try hear(Array(samples))
+        events += hear(samples)
         return events
     }
 
     public func endUtterance() throws(StenoError) -> [TranscriberEvent] {
         var events = try drain()
-        if awaited == nil, !kept.isEmpty { events += try hear(takeKept()) }
-        if awaited == nil { close(at: received) }
+        close(at: received)
+        events += try drain()
         return events
     }
 
     public func finish() throws(StenoError) -> [TranscriberEvent] {
+        guard !done else { return try drain() }
         var events = try endUtterance()
         if speaking {
             speaking = false
+            utteranceStart = nil
             events.append(.speechEnded(at: seconds(received)))
         }
         done = true
@@ -92,21 +115,19 @@ public final class WhisperRecognizer: SpeechRecognizer {
 
     public func cancel() {
         done = true
-        awaited = nil
-        kept.removeAll()
+        awaited.removeAll()
+        answered.removeAll()
         buffer.removeAll()
+        utteranceStart = nil
     }
 
-    public func proceed() throws(StenoError) -> [TranscriberEvent] {
-        var events = try drain()
-        if awaited == nil, !kept.isEmpty { events += try hear(takeKept()) }
-        return events
-    }
+    public func proceed() throws(StenoError) -> [TranscriberEvent] { try drain() }
 
     public func skipSilence(_ samples: Int) throws(StenoError) -> [TranscriberEvent] {
         var events = try endUtterance()
         if speaking {
             speaking = false
+            utteranceStart = nil
             events.append(.speechEnded(at: seconds(received)))
         }
         received += max(0, samples)
@@ -119,37 +140,31 @@ public final class WhisperRecognizer: SpeechRecognizer {
 
     // MARK: -
 
-    private func takeKept() -> [Float] {
-        defer { kept.removeAll() }
-        return kept
-    }
-
     /// New audio through the detector; utterances opened and closed where it says.
-    private func hear(_ samples: [Float]) throws(StenoError) -> [TranscriberEvent] {
+    private func hear(_ samples: UnsafeBufferPointer<Float>) -> [TranscriberEvent] {
         var events: [TranscriberEvent] = []
         buffer.append(contentsOf: samples)
         received += samples.count
         for event in detector.accept(samples) {
             switch event {
             case .speechStarted(let at):
-                let onset = detectorBase + Int(at * Double(Self.sampleRate))
+                let onset = detectorBase + Int((at * Double(Self.sampleRate)).rounded())
                 if utteranceStart == nil { utteranceStart = max(bufferStart, onset - Self.preRoll) }
                 speaking = true
                 events.append(.speechStarted(at: seconds(max(0, onset))))
             case .speechEnded(let at):
-                let end = detectorBase + Int(at * Double(Self.sampleRate))
+                let end = detectorBase + Int((at * Double(Self.sampleRate)).rounded())
                 speaking = false
                 events.append(.speechEnded(at: seconds(end)))
                 close(at: min(received, end + Self.tail))
             default:
                 break
             }
-            if awaited != nil { break }
         }
-        if let start = utteranceStart, awaited == nil, received - start >= Self.maximumUtterance {
+        if let start = utteranceStart, received - start >= Self.maximumUtterance {
             close(at: received)
         }
-        if utteranceStart == nil, awaited == nil, buffer.count > Self.preRoll {
+        if utteranceStart == nil, buffer.count > Self.preRoll {
             // Nothing to hear: keep only the pre-roll.
             buffer.removeFirst(buffer.count - Self.preRoll)
             bufferStart = received - buffer.count
@@ -158,76 +173,89 @@ public final class WhisperRecognizer: SpeechRecognizer {
         return events
     }
 
-    /// A volatile guess of the utterance so far, when none is in flight and enough is new.
+    /// A volatile guess of the utterance so far, when none is in flight, no final is awaited
+    /// (a guess shown before an earlier final would break their order) and enough is new.
     private func askForGuess() {
-        guard partialResults, !partialInFlight, awaited == nil, let start = utteranceStart,
+        guard partialResults, !partialInFlight, awaited.isEmpty, let start = utteranceStart,
               received - max(start, lastPartialAt) >= Self.partialEvery else { return }
         let slice = buffer[(start - bufferStart)...]
+        let end = received
         partialInFlight = true
         lastPartialAt = received
-        let accepted = worker.submit(slice, words: false, priority: 0) { [mailbox, wake] result in
-            mailbox.withLock { $0.append((false, start, result)) }
+        let accepted = worker.submit(slice, words: false, priority: 0, prompt: prompt) { [mailbox, wake] result in
+            mailbox.withLock { $0.append(Answer(final: false, start: start, end: end, result: result)) }
             wake()
         }
         if !accepted { partialInFlight = false }  // the worker is full: no guess this time
     }
 
-    /// Sends the utterance through `end` for its final, and waits for it.
+    /// Sends the utterance through `end` for its final. If speech goes on (a finalize, or the
+    /// maximum length, cut it), what follows is the next utterance's, from `end` on.
     private func close(at end: Int) {
         guard let start = utteranceStart else { return }
-        utteranceStart = nil
+        utteranceStart = speaking ? end : nil
         let from = start - bufferStart
         let to = min(buffer.count, end - bufferStart)
         guard to > from else { return }
-        awaited = (start, end)
+        awaited.append(start)
         let slice = buffer[from..<to]
-        let accepted = worker.submit(slice, words: true, priority: 1) { [mailbox, wake] result in
-            mailbox.withLock { $0.append((true, start, result)) }
+        let accepted = worker.submit(slice, words: true, priority: 1, prompt: prompt) { [mailbox, wake] result in
+            mailbox.withLock { $0.append(Answer(final: true, start: start, end: end, result: result)) }
             wake()
         }
         if !accepted {
-            mailbox.withLock { $0.append((true, start, .failure(StenoError(.internal, "the Whisper worker is full")))) }
+            let full = StenoError(.internal, "the Whisper worker is full")
+            mailbox.withLock { $0.append(Answer(final: true, start: start, end: end, result: .failure(full))) }
         }
         // What follows the utterance stays, for the next one's pre-roll.
-        let keepFrom = max(0, to - Self.preRoll)
+        let keepFrom = max(0, min(to - Self.preRoll, (utteranceStart ?? Int.max) - bufferStart))
         buffer.removeFirst(keepFrom)
         bufferStart += keepFrom
     }
 
-    /// The worker's answers that have come: a final ends the wait; a guess for the utterance
-    /// still going on is shown.
+    /// The worker's answers that have come: finals in the order of their utterances; a guess
+    /// for the utterance still going on, if no final is awaited.
     private func drain() throws(StenoError) -> [TranscriberEvent] {
         let answers = mailbox.withLock { m in
             defer { m.removeAll() }
             return m
         }
         var events: [TranscriberEvent] = []
-        for answer in answers {
-            if !answer.final {
-                partialInFlight = false
-                guard case .success(let result) = answer.result, awaited == nil, answer.start == utteranceStart,
-                      !result.text.isEmpty else { continue }
-                let range = TimeRange(start: seconds(answer.start), end: seconds(received))
-                events.append(.partial(RecognitionResult(range: range, text: result.text)))
-                continue
-            }
-            guard let (start, end) = awaited, start == answer.start else { continue }
-            awaited = nil
+        for answer in answers where answer.final {
+            answered[answer.start] = answer
+        }
+        while let first = awaited.first, let answer = answered.removeValue(forKey: first) {
+            awaited.removeFirst()
             let result = try answer.result.get()
-            let offset = seconds(start)
-            let limit = seconds(end)
+            guard !result.text.isEmpty else { continue }
+            let offset = seconds(answer.start)
+            let limit = seconds(answer.end)
             let words = result.words.map { w in
                 Word(w.text, range: TimeRange(start: min(limit, offset + w.range.start), end: min(limit, offset + w.range.end)),
                      confidence: w.confidence)
             }
-            guard !result.text.isEmpty else { continue }
             let range = TimeRange(start: words.first?.range.start ?? offset, end: words.last?.range.end ?? limit)
-            events.append(.final(RecognitionResult(range: range, text: result.text, words: words)))
+            events.append(.final(RecognitionResult(range: range, text: result.text, words: words, written: true)))
+        }
+        for answer in answers where !answer.final {
+            partialInFlight = false
+            guard case .success(let result) = answer.result, awaited.isEmpty, answer.start == utteranceStart,
+                  !result.text.isEmpty else { continue }
+            let range = TimeRange(start: seconds(answer.start), end: seconds(answer.end))
+            events.append(.partial(RecognitionResult(range: range, text: result.text, written: true)))
         }
         return events
     }
 
     private func seconds(_ samples: Int) -> Double { Double(samples) / Double(Self.sampleRate) }
+}
+
+/// One answer of the worker: for which utterance (its first sample), through which sample.
+private struct Answer: Sendable {
+    var final: Bool
+    var start: Int
+    var end: Int
+    var result: Result<WhisperResult, StenoError>
 }
 
 /// The Whisper engine: one supervised worker for every session, and each session's own
@@ -246,7 +274,7 @@ public final class WhisperEngine: SpeechEngine, Sendable {
 
     public func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
         let detectors = detectors
-        return try WhisperRecognizer(worker: worker, info: info, partialResults: options.partialResults,
+        return try WhisperRecognizer(worker: worker, info: info, options: options,
                                      makeDetector: { () throws(StenoError) in try detectors.makeSpeechDetector() }, wake: wake)
     }
 }

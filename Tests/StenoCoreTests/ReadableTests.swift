@@ -133,6 +133,34 @@ import Testing
         #expect(t.finals.last?.text == "i saw eleven")
     }
 
+    /// An engine's written result (Whisper's), as it came.
+    static func written(_ text: String, start: Double) -> RecognitionResult {
+        var r = ReadableTextTests.timed(text, start: start)
+        r.written = true
+        return r
+    }
+
+    @Test func writtenTextIsKeptWhenReadable() {
+        var t = TranscriptAssembler(options: .init(format: .readable))
+        let v = t.consume([.partial(Self.written("So I went", start: 0))])
+        if case .volatile(let r, _)? = v.first { #expect(r.text == "So I went") } else { Issue.record("no volatile") }
+        _ = t.consume([.final(Self.written("So I went, in 1990.", start: 0)), .speechEnded(at: 2)])
+        #expect(t.finals.last?.text == "So I went, in 1990.")
+        #expect(t.finals.last?.words.map(\.text) == ["So", "I", "went,", "in", "1990."])
+        // Neither capitalized again nor given a full stop: it is the engine's own.
+        _ = t.consume([.final(Self.written("and then", start: 3)), .speechEnded(at: 4)])
+        #expect(t.finals.last?.text == "and then")
+    }
+
+    @Test func writtenTextIsLoweredWhenRaw() {
+        var t = TranscriptAssembler(options: .init(format: .raw))
+        _ = t.consume([.final(Self.written("\"Well,\" I'm ill-disposed — aren’t you?", start: 0)), .speechEnded(at: 3)])
+        #expect(t.finals.last?.text == "well i'm ill-disposed aren't you")
+        #expect(t.finals.last?.words.map(\.text) == ["well", "i'm", "ill-disposed", "aren't", "you"])
+        // The dash that was a word of its own took its time with it.
+        #expect(t.finals.last?.words.count == 5)
+    }
+
     @Test func startChoosesTheFormat() throws {
         let base = #"{"type":"start","audio":{"encoding":"pcm_s16le","sampleRate":16000,"channels":1}"#
         guard case .start(let plain) = try ClientMessage.parse(base + "}") else { Issue.record("not a start"); return }

@@ -12,6 +12,8 @@ enum WorkerPaths {
     static let python = root + "/.venv/bin/python"
     static let script = root + "/scripts/whisper_worker.py"
     static let librivox = "/usr/share/pocketsphinx/test/data/librivox/"
+    /// One real worker (one loaded model) for every suite here.
+    static let worker = Result { try WhisperWorker(options: .init(python: python, script: script, events: .silent)) }
 
     static func sentence(_ name: String) throws -> [Float] {
         try WAVFile(path: librivox + "sense_and_sensibility_01_austen_64kb-\(name).wav").mono
@@ -61,8 +63,7 @@ final class Outcome: Sendable {
 
 /// One real worker (one loaded model) for the suite: its tests run one at a time.
 @Suite(.serialized) struct WhisperWorkerTests {
-    static let worker = Result { try WhisperWorker(options: .init(python: WorkerPaths.python, script: WorkerPaths.script,
-                                                                  events: .silent)) }
+    static var worker: Result<WhisperWorker, any Error> { WorkerPaths.worker }
 
     @Test func itHearsASentenceWithWordTimes() throws {
         let worker = try Self.worker.get()

@@ -1,0 +1,221 @@
+import Foundation
+import StenoCore
+import StenoSpeech
+import StenoSystem
+import Testing
+@testable import StenoWhisper
+
+/// A recognizer on the shared real worker, fed as a session feeds it: in chunks, waiting
+/// for `wake` whenever it waits for a final.
+final class RecognizerRun {
+    let recognizer: any SpeechRecognizer
+    private let woken = DispatchSemaphore(value: 0)
+    private(set) var events: [TranscriberEvent] = []
+    /// Called when the recognizer begins to wait for the worker.
+    var onWaiting: (RecognizerRun) -> Void = { _ in }
+
+    static let detectors = Result { try PocketSphinxEngine() }
+
+    init(options: RecognizerOptions = RecognizerOptions()) throws {
+        let engine = WhisperEngine(worker: try WorkerPaths.worker.get(), detectors: try Self.detectors.get())
+        let woken = woken
+        recognizer = try engine.makeRecognizer(options: options, wake: { woken.signal() })
+    }
+
+    /// Feeds `samples` in 100 ms chunks, `speed` times faster than real time (volatile
+    /// guesses need time to come back while the talker goes on).
+    func feed(_ samples: [Float], speed: Double = .infinity) throws {
+        var at = 0
+        let began = SystemClock.now()
+        while at < samples.count {
+            let end = min(samples.count, at + 1_600)
+            try take(recognizer.accept(Array(samples[at..<end])))
+            at = end
+            let due = began + Double(at) / 16_000 / speed
+            if due.isFinite, case let ahead = due - SystemClock.now(), ahead > 0 { Thread.sleep(forTimeInterval: ahead) }
+        }
+    }
+
+    func take(_ more: [TranscriberEvent]) throws {
+        events += more
+        if recognizer.isWaiting { onWaiting(self) }
+        while recognizer.isWaiting {
+            guard woken.wait(timeout: .now() + 120) == .success else { throw StenoError(.internal, "no wake") }
+            events += try recognizer.proceed()
+        }
+    }
+
+    func finish() throws { try take(recognizer.finish()) }
+
+    var finals: [RecognitionResult] {
+        events.compactMap { if case .final(let r) = $0 { r } else { nil } }
+    }
+    var partials: [RecognitionResult] {
+        events.compactMap { if case .partial(let r) = $0 { r } else { nil } }
+    }
+    var words: [String] { finals.flatMap { WorkerPaths.words($0.text) } }
+}
+
+/// Word error rate of `heard` against `reference` (edit distance over the reference's length).
+func wordErrors(_ heard: [String], _ reference: [String]) -> Double {
+    var row = Array(0...heard.count)
+    for (i, r) in reference.enumerated() {
+        var next = [i + 1] + [Int](repeating: 0, count: heard.count)
+        for (j, h) in heard.enumerated() {
+            next[j + 1] = min(row[j] + (r == h ? 0 : 1), row[j + 1] + 1, next[j] + 1)
+        }
+        row = next
+    }
+    return Double(row[heard.count]) / Double(max(1, reference.count))
+}
+
+/// Deterministic noise and sounds with no speech in them.
+enum NotSpeech {
+    static func silence(_ seconds: Double) -> [Float] { [Float](repeating: 0, count: Int(seconds * 16_000)) }
+
+    /// Pink noise (Paul Kellet's filter over a fixed white sequence) at about -20 dBFS.
+    static func pinkNoise(_ seconds: Double) -> [Float] {
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        var b = [Float](repeating: 0, count: 3)
+        return (0..<Int(seconds * 16_000)).map { _ in
+            state = state &* 6364136223846793005 &+ 1442695040888963407
+            let white = Float(Int64(bitPattern: state) >> 11) / Float(1 << 52)
+            b[0] = 0.99765 * b[0] + white * 0.0990460
+            b[1] = 0.96300 * b[1] + white * 0.2965164
+            b[2] = 0.57000 * b[2] + white * 1.0526913
+            return (b[0] + b[1] + b[2] + white * 0.1848) * 0.05
+        }
+    }
+
+    /// Tones like a melody: half-second notes of a scale, with harmonics.
+    static func tones(_ seconds: Double) -> [Float] {
+        let notes: [Float] = [261.6, 293.7, 329.6, 349.2, 392.0, 440.0, 493.9, 523.3]
+        return (0..<Int(seconds * 16_000)).map { i in
+            let f = notes[(i / 8_000) % notes.count]
+            let t = Float(i) / 16_000
+            return 0.2 * sin(2 * .pi * f * t) + 0.08 * sin(4 * .pi * f * t) + 0.04 * sin(6 * .pi * f * t)
+        }
+    }
+
+    /// A door slam: a loud decaying burst of noise, then quiet, every two seconds.
+    static func slams(_ seconds: Double) -> [Float] {
+        var state: UInt64 = 42
+        return (0..<Int(seconds * 16_000)).map { i in
+            state = state &* 6364136223846793005 &+ 1442695040888963407
+            let white = Float(Int64(bitPattern: state) >> 11) / Float(1 << 52)
+            let since = Float(i % 32_000) / 16_000
+            return white * 0.9 * exp(-since * 25)
+        }
+    }
+}
+
+@Suite(.serialized) struct WhisperRecognizerTests {
+    static let reference = [
+        "0880": "he was not an ill disposed young man",
+        "0930": "he might even have been made amiable himself",
+        "0890": "unless to be rather cold hearted and rather selfish is to be ill disposed",
+    ]
+
+    /// Three read sentences with a second of silence before each.
+    static func reading() throws -> (samples: [Float], words: [String]) {
+        var samples: [Float] = []
+        var words: [String] = []
+        for name in ["0880", "0930", "0890"] {
+            samples += NotSpeech.silence(1) + (try WorkerPaths.sentence(name))
+            words += reference[name]!.split(separator: " ").map(String.init)
+        }
+        return (samples + NotSpeech.silence(1), words)
+    }
+
+    @Test func aReadingGivesFinalsInOrderWithWordTimesAndVolatilesBefore() throws {
+        let (samples, reference) = try Self.reading()
+        let run = try RecognizerRun()
+        try run.feed(samples, speed: 4)
+        try run.finish()
+        #expect(wordErrors(run.words, reference) <= 0.15, "heard: \(run.words)")
+        #expect(run.finals.count >= 3)
+        // Finals never overlap, lie within the audio, and carry words inside their ranges.
+        var last = 0.0
+        for final in run.finals {
+            #expect(final.written)
+            #expect(final.range.start >= last && final.range.end >= final.range.start)
+            #expect(final.range.end <= Double(samples.count) / 16_000 + 0.001)
+            #expect(!final.words.isEmpty)
+            for word in final.words { #expect(word.range.start >= final.range.start && word.range.end <= final.range.end) }
+            last = final.range.end
+        }
+        // The 3.5 s sentence's words are heard where it was said (it starts after 1 s of silence).
+        let first = try #require(run.finals.first?.words.first)
+        #expect(first.range.start > 0.7 && first.range.start < 1.6)
+        #expect(!run.partials.isEmpty)
+        // Speech starts and ends alternate, starting with a start.
+        let voice = run.events.compactMap { e -> Bool? in
+            switch e {
+            case .speechStarted: true
+            case .speechEnded: false
+            default: nil
+            }
+        }
+        #expect(voice.first == true)
+        #expect(zip(voice, voice.dropFirst()).allSatisfy { $0 != $1 })
+        #expect(voice.last == false)
+    }
+
+    @Test func killedMidUtteranceNoFinalIsLost() throws {
+        let worker = try WorkerPaths.worker.get()
+        let before = worker.restarts
+        let (samples, reference) = try Self.reading()
+        let run = try RecognizerRun(options: RecognizerOptions(partialResults: false))
+        var killed = false
+        // The worker dies once the first final has been asked for, before it answers.
+        run.onWaiting = { _ in
+            if !killed {
+                kill(worker.processID, SIGKILL)
+                killed = true
+            }
+        }
+        try run.feed(samples)
+        try run.finish()
+        #expect(killed)
+        #expect(worker.restarts == before + 1)
+        #expect(wordErrors(run.words, reference) <= 0.15, "heard: \(run.words)")
+    }
+
+    @Test func aFinalizeMidSpeechLosesNothingThatFollows() throws {
+        let sentence = try WorkerPaths.sentence("0890")
+        let run = try RecognizerRun(options: RecognizerOptions(partialResults: false))
+        let half = sentence.count / 2
+        try run.feed(NotSpeech.silence(0.5) + Array(sentence[..<half]))
+        try run.take(run.recognizer.endUtterance())
+        let before = run.finals.count
+        try run.feed(Array(sentence[half...]) + NotSpeech.silence(1))
+        try run.finish()
+        #expect(before >= 1)
+        #expect(run.finals.count > before)
+        // The words after the cut are heard in the finals that follow it.
+        let after = run.finals[before...].flatMap { WorkerPaths.words($0.text) }
+        #expect(after.contains("selfish") && after.contains("be"), "heard: \(run.words)")
+    }
+
+    @Test(arguments: ["silence", "pink noise", "tones", "door slams"])
+    func noSpeechGivesNoText(_ kind: String) throws {
+        let samples: [Float] = switch kind {
+        case "silence": NotSpeech.silence(120)
+        case "pink noise": NotSpeech.pinkNoise(20)
+        case "tones": NotSpeech.tones(20)
+        default: NotSpeech.slams(20)
+        }
+        let run = try RecognizerRun()
+        try run.feed(samples)
+        try run.finish()
+        #expect(run.finals.map(\.text) == [], "\(kind) was heard as text")
+    }
+
+    @Test func phrasesBecomeThePromptAndPronunciationsANotice() throws {
+        let vocabulary = try Vocabulary(phrases: ["Steno", "Hummingbird server"], pronunciations: [("steno", "S T EH N OW")])
+        let (prompt, notices) = WhisperRecognizer.prompt(vocabulary)
+        #expect(prompt == "Steno, Hummingbird server.")
+        #expect(notices.count == 1)
+        #expect(WhisperRecognizer.prompt(nil).0 == nil)
+    }
+}
