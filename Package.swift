@@ -83,7 +83,7 @@ let package = Package(
         .executableTarget(
             name: "steno",
             dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoSession", "StenoServer", "StenoSystem",
-                           "StenoTransport", "StenoRedis", "CAlsa", "CAlsaShims"]),
+                           "StenoTransport", "StenoRedis", "StenoWhisper", "CAlsa", "CAlsaShims"]),
 
         // Benchmarks: `make bench` prints their tables.
         .systemLibrary(name: "CEpoll", path: "bench/Sources/CEpoll"),

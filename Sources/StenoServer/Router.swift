@@ -211,7 +211,8 @@ final class Router: TransportDelegate {
         switch request.path {
         case "/readyz":
             // Readiness for a load balancer: 200 while a new session would be admitted.
-            let refusal = refusal(for: Self.streamPath)
+            // Not ready either while the engine's worker restarts (sessions keep their audio meanwhile).
+            let refusal = refusal(for: Self.streamPath) ?? (context.engine.isReady ? nil : "engine not ready")
             var w = JSONWriter(capacity: 48)
             w.beginObject()
             w.field("status", refusal ?? "ready")

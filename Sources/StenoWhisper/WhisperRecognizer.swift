@@ -268,9 +268,22 @@ public final class WhisperEngine: SpeechEngine, Sendable {
     public init(worker: WhisperWorker, model: String = "whisper-tiny.en", detectors: PocketSphinxEngine) {
         self.worker = worker
         self.detectors = detectors
-        self.info = SpeechEngineInfo(name: "whisper", version: "ctranslate2", model: model, language: "en-US",
+        var version = "ctranslate2"
+        if case .object(let hello)? = worker.hello, case .string(let v)? = hello["ctranslate2"] { version += " " + v }
+        self.info = SpeechEngineInfo(name: "whisper", version: version, model: model, language: "en-US",
                                      sampleRate: WhisperRecognizer.sampleRate)
     }
+
+    public var models: [SpeechModelInfo] {
+        var sources: [SpeechModelInfo.Source] = []
+        if case .object(let hello)? = worker.hello, case .string(let path)? = hello["path"] {
+            sources.append(.init(name: "model", path: path))
+        }
+        return [SpeechModelInfo(info: info, sources: sources)]
+    }
+
+    /// Ready while a worker has its model loaded (not while one restarts).
+    public var isReady: Bool { worker.isReady }
 
     public func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
         let detectors = detectors

@@ -114,6 +114,8 @@ public final class WhisperWorker: Sendable {
 
     /// Whether a worker has loaded its model and serves (false while one restarts).
     public var isReady: Bool { state.withLock { $0.ready } }
+    /// What the worker said when it had loaded its model (model, path, ctranslate2, multilingual).
+    public var hello: JSONValue? { state.withLock { $0.hello } }
     /// How many times the worker was started again after it died.
     public var restarts: Int { state.withLock { $0.restarts } }
     /// Requests sent and not answered yet.

@@ -171,6 +171,9 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         ("caption-max-seconds", "5", "6"), ("hls-segment-seconds", "2", "4"), ("hls-window", "5", "6"),
         ("hls-mpegts-offset", "1.4", "10"), ("past-broadcasts", "0", "8"),
         ("log-level", "error", "debug"),
+        ("engine", "pocketsphinx", "whisper"), ("whisper-python", "/env/python", "/flag/python"),
+        ("whisper-worker", "/env/w.py", "/flag/w.py"), ("whisper-device", "cuda", "cpu"), ("whisper-threads", "1", "2"),
+        ("whisper-batch", "2", "8"),
     ]
 
     @Test(arguments: 0..<pairs.count)
@@ -330,6 +333,26 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         #expect(try parse([], ["STENO_WRITE_STALL_SECONDS": "12"]).writeStall == .seconds(12))
     }
 
+    /// Whisper by default, its worker found beside the program; `--model whisper:` names
+    /// another model folder (once), the other `--model`s are pocketsphinx's.
+    @Test func whisperIsTheDefaultAndAWhisperModelIsNamedByItsFolder() throws {
+        let plain = try parse([])
+        #expect(plain.engine == "whisper")
+        #expect(plain.whisper.model == nil && plain.whisper.servedName == "whisper-tiny.en")
+        #expect(plain.whisper.worker == "scripts/whisper_worker.py" && plain.whisper.python == "./.venv/bin/python")
+        let base = try parse(["--model", "whisper:/models/faster-whisper-base.en/", "--model", "/m"])
+        #expect(base.whisper.model == "/models/faster-whisper-base.en/")
+        #expect(base.whisper.servedName == "faster-whisper-base.en")
+        #expect(base.modelPath == "/m" && base.models == [])
+        let named = try parse(["--engine", "pocketsphinx", "--model", "whisper:small=/models/small.en"])
+        #expect(named.engine == "pocketsphinx" && named.whisper.name == "small" && named.whisper.model == "/models/small.en")
+        #expect(named.modelPath == "/models/en-us")
+        #expect(problem(["--engine", "vosk"]) == .invalidValue(source: "--engine", value: "vosk",
+                                                                expected: "one of whisper, pocketsphinx"))
+        #expect(problem(["--model", "whisper:/a", "--model", "whisper:/b"]) != nil)
+        #expect(problem(["--model", "whisper:"]) != nil)
+    }
+
     @Test func helpIsRecognisedBeforeAnythingElse() throws {
         #expect(try helpRequested(["--help"]))
         #expect(try helpRequested(["--port", "abc", "-h"]))
@@ -339,7 +362,7 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
             #expect(text.contains(option.flag + " "), "help lacks \(option.flag)")
             #expect(text.contains(option.environment ?? "?"), "help lacks \(option.flag)'s variable")
         }
-        #expect(text.contains("default: /models/en-us; env STENO_MODEL"))
+        #expect(text.contains("default: /models/en-us, whisper tiny.en; env STENO_MODEL"))
         #expect(text.contains("default: 14400; env STENO_MAX_SESSION_SECONDS"))
     }
 

@@ -101,7 +101,7 @@ final class ServeProcess {
 
     @Test func sigtermDrainsLiveSessionsThenTheProcessExits0() throws {
         let drainTimeout = 30.0
-        let process = try ServeProcess(["serve", "--port", "0", "--drain-timeout", "\(Int(drainTimeout))",
+        let process = try ServeProcess(["serve", "--engine", "pocketsphinx", "--port", "0", "--drain-timeout", "\(Int(drainTimeout))",
                                         "--idle-timeout", "0", "--max-sessions", "4", "--workers", "2"])
         let port = process.port
         let input = TestInput.pcm16k()

@@ -147,7 +147,7 @@ import StenoTestSupport
             phases.append("\(name) \(d.components.seconds) s")
         }
         let process = try ServeProcess([
-            "serve", "--port", "0", "--log-level", "warning",
+            "serve", "--engine", "pocketsphinx", "--port", "0", "--log-level", "warning",
             // At most two shared recognizers, both made in the warm-up, so resident memory
             // after it is the churn's alone.
             "--recognizers", "2", "--workers", "2",

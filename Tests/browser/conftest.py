@@ -112,7 +112,7 @@ class Server:
 
 def start_server(steno_bin: Path, log: Path, args: list[str] = (), port: int = 0) -> Server:
     """`steno serve` on 127.0.0.1 (port 0: any free one), once it says it is listening."""
-    command = [str(steno_bin), "serve", "--host", "127.0.0.1", "--port", str(port), "--web-root", str(WEB_ROOT)]
+    command = [str(steno_bin), "serve", "--engine", "pocketsphinx", "--host", "127.0.0.1", "--port", str(port), "--web-root", str(WEB_ROOT)]
     command += shlex.split(os.environ.get("STENO_SERVE_ARGS", "")) + list(args)
     out = log.open("a")
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=out, text=True, bufsize=1)

@@ -11,15 +11,23 @@ struct MachineDefaults: Sendable, Equatable {
     var modelPath: String
     /// The web client folder (see ``findWebRoot(currentDirectory:executablePath:sourceFile:isDirectory:)``).
     var webRoot: String
+    /// The Whisper worker program (`scripts/whisper_worker.py`), found as the web root is, and
+    /// the Python of the `.venv` beside its `scripts/` that `scripts/bootstrap.sh` makes.
+    var whisperWorker: String
+    var whisperPython: String
 
     /// Memory set aside per session: one recognizer (≈95 MB measured) and its buffers.
     static let bytesPerSession: UInt64 = 100 << 20
 
-    init(cores: Int, physicalMemory: UInt64, modelPath: String, webRoot: String) {
+    init(cores: Int, physicalMemory: UInt64, modelPath: String, webRoot: String,
+         whisperWorker: String = "scripts/whisper_worker.py") {
         self.cores = max(1, cores)
         self.physicalMemory = physicalMemory
         self.modelPath = modelPath
         self.webRoot = webRoot
+        self.whisperWorker = whisperWorker
+        let root = Self.parent(of: Self.parent(of: whisperWorker))
+        self.whisperPython = Self.join(root, ".venv/bin/python")
     }
 
     /// The default number of shared decoders: eight per core, and no more than half the
@@ -47,9 +55,12 @@ struct MachineDefaults: Sendable, Equatable {
                 var directory: ObjCBool = false
                 return FileManager.default.fileExists(atPath: path, isDirectory: &directory) && directory.boolValue
             })
+        let worker = find("scripts/whisper_worker.py", currentDirectory: FileManager.default.currentDirectoryPath,
+                          executablePath: executable, sourceFile: #filePath,
+                          exists: { FileManager.default.fileExists(atPath: $0) })
         return MachineDefaults(
             cores: info.activeProcessorCount, physicalMemory: info.physicalMemory,
-            modelPath: PocketSphinxConfiguration.debianModelDirectory, webRoot: webRoot)
+            modelPath: PocketSphinxConfiguration.debianModelDirectory, webRoot: webRoot, whisperWorker: worker)
     }
 
     /// Where the web client is when `--web-root` is not given. The first folder named
@@ -66,20 +77,27 @@ struct MachineDefaults: Sendable, Equatable {
         currentDirectory: String, executablePath: String?, sourceFile: String,
         isDirectory: (String) -> Bool
     ) -> String {
-        var candidates = [join(currentDirectory, "web-client")]
+        find("web-client", currentDirectory: currentDirectory, executablePath: executablePath, sourceFile: sourceFile,
+             exists: isDirectory)
+    }
+
+    /// The first `relative` path that exists, looked for as the web root is (above).
+    static func find(_ relative: String, currentDirectory: String, executablePath: String?, sourceFile: String,
+                     exists: (String) -> Bool) -> String {
+        var candidates = [join(currentDirectory, relative)]
         if let executablePath {
             var directory = parent(of: executablePath)
             for _ in 0..<6 {
-                candidates.append(join(directory, "web-client"))
+                candidates.append(join(directory, relative))
                 if parent(of: directory) == directory { break }
                 directory = parent(of: directory)
             }
             let prefix = parent(of: parent(of: executablePath))
-            candidates.append(join(prefix, "share/steno/web-client"))
+            candidates.append(join(prefix, "share/steno/" + relative))
         }
         let packageRoot = parent(of: parent(of: parent(of: parent(of: sourceFile))))
-        candidates.append(join(packageRoot, "web-client"))
-        return candidates.first(where: isDirectory) ?? candidates[0]
+        candidates.append(join(packageRoot, relative))
+        return candidates.first(where: exists) ?? candidates[0]
     }
 
     private static func parent(of path: String) -> String {

@@ -1,8 +1,10 @@
 import Dispatch
+import Foundation
 import StenoCore
 import StenoServer
 import StenoSpeech
 import StenoSystem
+import StenoWhisper
 
 #if canImport(Glibc)
 import Glibc
@@ -11,20 +13,40 @@ import Glibc
 /// `steno serve`: runs the server until SIGTERM or SIGINT, then drains (finalize every session,
 /// deliver its finals, close with 1001) and exits 0.
 enum Serve {
-    /// The engine of every `--model`: one, or several whose decoders share `--recognizers`.
-    static func loadModels(_ options: ServerOptions) throws(StenoError) -> any SpeechEngine {
+    /// The engine of every model: pocketsphinx's of each `--model` (their decoders share
+    /// `--recognizers`), and Whisper's worker unless `--engine pocketsphinx` names no `whisper:`
+    /// model; the `--engine` one first, as the default.
+    static func loadModels(_ options: ServerOptions, log: Log = Log()) throws(StenoError) -> any SpeechEngine {
         let configurations = try modelConfigurations(options)
-        guard configurations.count > 1 else {
-            return try PocketSphinxEngine(configuration: configurations[0])
-        }
-        if let problem = ModelSet.check(names: configurations.map(\.modelName)) {
-            throw StenoError(.internal, problem)
-        }
-        let budget = DecoderBudget(total: options.recognizers)
-        let engines = try configurations.map { (configuration) throws(StenoError) -> any SpeechEngine in
+        let budget = configurations.count > 1 ? DecoderBudget(total: options.recognizers) : nil
+        let pocketsphinx = try configurations.map { (configuration) throws(StenoError) in
             try PocketSphinxEngine(configuration: configuration, budget: budget)
         }
-        return ModelSet(engines, capacity: budget.total)
+        var engines: [any SpeechEngine] = pocketsphinx
+        if options.engine == "whisper" || options.whisper.model != nil {
+            let whisper = WhisperEngine(worker: try startWhisper(options.whisper, log: log), model: options.whisper.servedName,
+                                        detectors: pocketsphinx[0])
+            if options.engine == "whisper" { engines.insert(whisper, at: 0) } else { engines.append(whisper) }
+        }
+        guard engines.count > 1 else { return engines[0] }
+        if let problem = ModelSet.check(names: engines.flatMap(\.models).map(\.info.model)) {
+            throw StenoError(.internal, problem)
+        }
+        return ModelSet(engines, capacity: budget?.total)
+    }
+
+    /// Starts the Whisper worker and waits until it has loaded its model, or says what is missing.
+    static func startWhisper(_ settings: WhisperOptions, log: Log) throws(StenoError) -> WhisperWorker {
+        for (what, path) in [("Python", settings.python), ("worker program", settings.worker)]
+        where !FileManager.default.fileExists(atPath: path) {
+            throw StenoError(.internal, "the Whisper engine's \(what) is not at \(path): scripts/bootstrap.sh run installs it "
+                             + "(or serve with --engine pocketsphinx, or name it with --whisper-python / --whisper-worker)")
+        }
+        var arguments = ["--device", settings.device, "--batch", String(settings.batch)]
+        if settings.threads > 0 { arguments += ["--intra-threads", String(settings.threads)] }
+        if let model = settings.model { arguments += ["--model", model] }
+        return try WhisperWorker(options: .init(python: settings.python, script: settings.worker, arguments: arguments,
+                                                log: log.isEnabled(.debug) ? "/dev/stderr" : nil, events: log))
     }
 
     /// Each `--model`'s configuration, with the options every model shares (`--decoder`,
@@ -58,7 +80,7 @@ enum Serve {
 
         let engine: any SpeechEngine
         do throws(StenoError) {
-            engine = try loadModels(options)
+            engine = try loadModels(options, log: log)
         } catch {
             StandardStreams.stderr("steno serve: cannot load the speech model: \(error.message)\n")
             return 1

@@ -13,6 +13,7 @@ import StenoTransport
 struct ServeOptions {
     /// The flags, with this machine's defaults in their help.
     struct Flags {
+        let engine, whisperPython, whisperWorker, whisperDevice, whisperThreads, whisperBatch: Flag
         let host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes: Flag
         let idleTimeout, maxSessionSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, cert, key: Flag
         let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, writeStall, echoRoute, workers, eventLoop, recognizers, spareRecognizers, dedicatedRecognizers, decoder, endpointing, lagTarget, admitUtilization, logLevel: Flag
@@ -28,8 +29,21 @@ struct ServeOptions {
                         default: server.host, environment: "STENO_HOST")
             port = Flag("port", value: "N", help: "TCP port; 0 picks any free port",
                         default: "\(server.port)", environment: "STENO_PORT")
-            model = Flag("model", value: "PATH", help: "pocketsphinx model: DIR or NAME=DIR[,lm=FILE][,dict=FILE]; repeatable",
-                         default: machine.modelPath, environment: "STENO_MODEL")
+            engine = Flag("engine", value: "NAME", help: "engine of sessions that name no model: whisper (pocketsphinx beside it) or pocketsphinx (alone)",
+                          default: server.engine, environment: "STENO_ENGINE")
+            model = Flag("model", value: "PATH",
+                         help: "pocketsphinx model: DIR or NAME=DIR[,lm=FILE][,dict=FILE]; whisper:DIR or whisper:NAME=DIR a CTranslate2 Whisper folder; repeatable",
+                         default: machine.modelPath + ", whisper tiny.en", environment: "STENO_MODEL")
+            whisperPython = Flag("whisper-python", value: "PATH", help: "Python with the Whisper worker's packages (scripts/bootstrap.sh makes it)",
+                                 default: machine.whisperPython, environment: "STENO_WHISPER_PYTHON")
+            whisperWorker = Flag("whisper-worker", value: "PATH", help: "the Whisper worker program",
+                                 default: machine.whisperWorker, environment: "STENO_WHISPER_WORKER")
+            whisperDevice = Flag("whisper-device", value: "DEVICE", help: "where Whisper computes: cpu or cuda",
+                                 default: server.whisper.device, environment: "STENO_WHISPER_DEVICE")
+            whisperThreads = Flag("whisper-threads", value: "N", help: "Whisper's threads per batch; 0: one per core",
+                                  default: "\(server.whisper.threads)", environment: "STENO_WHISPER_THREADS")
+            whisperBatch = Flag("whisper-batch", value: "N", help: "most utterances Whisper decodes in one call",
+                                default: "\(server.whisper.batch)", environment: "STENO_WHISPER_BATCH")
             webRoot = Flag("web-root", value: "PATH", help: "folder served at /",
                            default: machine.webRoot, environment: "STENO_WEB_ROOT")
             maxSessions = Flag("max-sessions", value: "N", help: "most connected sessions at once (talkers are admitted by load)",
@@ -123,7 +137,7 @@ struct ServeOptions {
         }
 
         var all: [Flag] {
-            [host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes, idleTimeout,
+            [host, port, engine, model, whisperPython, whisperWorker, whisperDevice, whisperThreads, whisperBatch, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes, idleTimeout,
              maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, cert, key, drainTimeout, keepAlive, writeStall, echoRoute, workers,
              eventLoop, recognizers, spareRecognizers, dedicatedRecognizers, decoder, endpointing, lagTarget, admitUtilization, captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds,
              hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts, logLevel]
@@ -145,6 +159,8 @@ struct ServeOptions {
     static func defaults(_ machine: MachineDefaults) -> ServerOptions {
         var options = ServerOptions()
         options.modelPath = machine.modelPath
+        options.whisper.python = machine.whisperPython
+        options.whisper.worker = machine.whisperWorker
         options.webRoot = machine.webRoot
         options.workers = machine.cores
         options.recognizers = machine.recognizers
@@ -162,12 +178,7 @@ struct ServeOptions {
 
         if let value = given.single(flags.host) { options.host = try given.host(value) }
         if let value = given.single(flags.port) { options.port = try given.integer(value, in: 0...65535) }
-        if let value = given.single(flags.model) { options.modelPath = try given.path(value) }
-        if given.wasGiven(flags.model), case let values = given.list(flags.model), values.count > 1 {
-            // Several models, one per flag (STENO_MODEL holds one: a model's spec has commas).
-            options.models = try values.map { (value) throws(UsageError) in try given.path(value) }
-            options.modelPath = options.models[0]
-        }
+        try parseModels(given, flags, into: &options)
         if let value = given.single(flags.webRoot) { options.webRoot = try given.path(value) }
         if let value = given.single(flags.maxSessions) {
             options.maxSessions = try given.integer(value, in: 1...100_000)
@@ -280,5 +291,47 @@ struct ServeOptions {
         if let value = given.single(flags.pastBroadcasts) { options.pastBroadcasts = try given.integer(value, in: 0...100) }
         if let value = given.single(flags.logLevel) { options.logLevel = try given.logLevel(value) }
         return options
+    }
+
+    /// `--engine`, `--model` (pocketsphinx specs and at most one `whisper:`) and the worker's flags.
+    private static func parseModels(_ given: ParsedCommandLine, _ flags: Flags, into options: inout ServerOptions) throws(UsageError) {
+        if let value = given.single(flags.engine) { options.engine = try given.choice(value, ["whisper", "pocketsphinx"]) }
+        var values: [FlagValue] = []
+        if given.wasGiven(flags.model), case let list = given.list(flags.model), list.count > 1 {
+            values = list  // several models, one per flag (STENO_MODEL holds one: a model's spec has commas)
+        } else if let value = given.single(flags.model) {
+            values = [value]
+        }
+        var pocketsphinx: [String] = []
+        for value in values {
+            let spec = try given.path(value)
+            guard spec.hasPrefix("whisper:") else {
+                pocketsphinx.append(spec)
+                continue
+            }
+            if options.whisper.model != nil {
+                throw given.error(.invalidValue(source: value.source, value: value.text, expected: "one whisper: model"))
+            }
+            let rest = String(spec.dropFirst("whisper:".count))
+            if let equals = rest.firstIndex(of: "="), !rest[..<equals].contains("/") {
+                options.whisper.name = String(rest[..<equals])
+                options.whisper.model = String(rest[rest.index(after: equals)...])
+            } else {
+                options.whisper.model = rest
+            }
+            if options.whisper.model?.isEmpty != false || options.whisper.name?.isEmpty == true {
+                throw given.error(.invalidValue(source: value.source, value: value.text, expected: "whisper:DIR or whisper:NAME=DIR"))
+            }
+        }
+        if pocketsphinx.count == 1 { options.modelPath = pocketsphinx[0] }
+        if pocketsphinx.count > 1 {
+            options.models = pocketsphinx
+            options.modelPath = pocketsphinx[0]
+        }
+        if let value = given.single(flags.whisperPython) { options.whisper.python = try given.path(value) }
+        if let value = given.single(flags.whisperWorker) { options.whisper.worker = try given.path(value) }
+        if let value = given.single(flags.whisperDevice) { options.whisper.device = try given.choice(value, ["cpu", "cuda"]) }
+        if let value = given.single(flags.whisperThreads) { options.whisper.threads = try given.integer(value, in: 0...256) }
+        if let value = given.single(flags.whisperBatch) { options.whisper.batch = try given.integer(value, in: 1...256) }
     }
 }

@@ -324,13 +324,14 @@ final class ServeProcess: @unchecked Sendable {
     let port: Int
     var url: String { "ws://127.0.0.1:\(port)" }
 
-    /// Starts a server on `port` (0: a free one) and waits until it listens.
-    init(port: Int = 0) throws {
+    /// Starts a server on `port` (0: a free one) and waits until it listens. `engine`: its
+    /// `--engine` (nil: the default, Whisper).
+    init(port: Int = 0, engine: String? = "pocketsphinx", arguments: [String] = []) throws {
         // As the in-process test servers: admission by the connection limit only, no idle or
         // stall timeouts (tests stream in parallel on a busy machine).
         let serve = try StenoCommand(["serve", "--host", "127.0.0.1", "--port", String(port), "--recognizers", "2",
                                       "--workers", "2", "--lag-target", "0", "--idle-timeout", "0", "--stall-seconds", "30",
-                                      "--log-level", "warning"])
+                                      "--log-level", "warning"] + (engine.map { ["--engine", $0] } ?? []) + arguments)
         try serve.wait(for: "the server's first line") { serve.stdout.text.contains("\n") }
         guard let match = serve.stdout.text.firstMatch(of: /listening on http:\/\/127\.0\.0\.1:(\d+)\n/),
               let listening = Int(match.1) else {

@@ -19,7 +19,7 @@ final class ServeInstance: @unchecked Sendable {
     /// Starts `steno serve ARGUMENTS` on `port` (0: any free one) and waits for its address.
     init(_ arguments: [String], port: Int = 0) throws {
         self.arguments = arguments
-        let command = try StenoCommand(["serve", "--host", "127.0.0.1", "--port", "\(port)", "--recognizers", "2",
+        let command = try StenoCommand(["serve", "--engine", "pocketsphinx", "--host", "127.0.0.1", "--port", "\(port)", "--recognizers", "2",
                                         "--workers", "1", "--lag-target", "0", "--keepalive", "0",
                                         "--log-level", "info"] + arguments)
         self.command = command

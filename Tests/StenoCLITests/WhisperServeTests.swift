@@ -1,0 +1,127 @@
+import Foundation
+import StenoAudio
+import StenoCore
+import StenoTestSupport
+import Testing
+
+/// `steno serve` with its defaults — the Whisper engine in its worker process — captioning
+/// read speech sent by `steno send` at real time over a real socket: words against the
+/// reading's text, volatiles before finals, the worker killed mid-utterance losing nothing.
+/// One server (one loaded model) for the suite.
+@Suite(.serialized) struct WhisperServeTests {
+    static let server = Result { try ServeProcess(engine: nil) }
+
+    static let librivox = "/usr/share/pocketsphinx/test/data/librivox/sense_and_sensibility_01_austen_64kb-"
+    static let reference = ("he was not an ill disposed young man "
+                            + "he might even have been made amiable himself "
+                            + "unless to be rather cold hearted and rather selfish is to be ill disposed")
+        .split(separator: " ").map(String.init)
+
+    /// The three sentences with a second of silence before each (≈ 14 s), as a WAV file.
+    static let reading: Result<(path: String, seconds: Double), any Error> = Result {
+        var samples: [Float] = []
+        for name in ["0880", "0930", "0890"] {
+            samples += [Float](repeating: 0, count: 16_000) + (try WAVFile(path: librivox + name + ".wav").mono)
+        }
+        samples += [Float](repeating: 0, count: 16_000)
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("steno-reading-\(getpid()).wav").path
+        try WAVFile(sampleRate: 16_000, channels: 1, samples: samples).write(path: path)
+        return (path, Double(samples.count) / 16_000)
+    }
+
+    /// The events `steno send --format jsonl` printed.
+    static func events(_ text: String) -> [JSONObject] {
+        text.split(separator: "\n").compactMap { line -> JSONObject? in
+            guard case .object(let o)? = try? JSONParser().parse(String(line)) else { return nil }
+            return o
+        }
+    }
+
+    static func words(ofFinals events: [JSONObject]) -> [String] {
+        events.filter { $0["type"] == .string("final") }.flatMap { e -> [String] in
+            guard case .string(let text)? = e["text"] else { return [] }
+            return text.lowercased().split { !($0.isLetter || $0 == "'") }.map(String.init)
+        }
+    }
+
+    static func wordErrors(_ heard: [String], _ reference: [String]) -> Double {
+        var row = Array(0...heard.count)
+        for (i, r) in reference.enumerated() {
+            var next = [i + 1] + [Int](repeating: 0, count: heard.count)
+            for (j, h) in heard.enumerated() { next[j + 1] = min(row[j] + (r == h ? 0 : 1), row[j + 1] + 1, next[j] + 1) }
+            row = next
+        }
+        return Double(row[heard.count]) / Double(max(1, reference.count))
+    }
+
+    /// The Whisper worker processes `steno serve` started (its children running whisper_worker.py).
+    static func workers(of parent: pid_t) -> [pid_t] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap { entry -> pid_t? in
+            guard let pid = pid_t(entry),
+                  let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return nil }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            guard fields.count > 2, pid_t(fields[1]) == parent,
+                  let command = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline"),
+                  String(decoding: command, as: UTF8.self).contains("whisper_worker.py") else { return nil }
+            return pid
+        }
+    }
+
+    @Test func theDefaultEngineIsWhisperAndReadyzAndModelsSaySo() throws {
+        let server = try Self.server.get()
+        let ready = try HTTPTestClient.get(port: server.port, "/readyz")
+        #expect(ready.status == 200)
+        let models = try HTTPTestClient.get(port: server.port, "/v1/models").bodyText
+        // Whisper first (the default), pocketsphinx beside it.
+        let whisper = try #require(models.range(of: #""engine":"whisper""#))
+        let pocketsphinx = try #require(models.range(of: #""engine":"pocketsphinx""#))
+        #expect(whisper.lowerBound < pocketsphinx.lowerBound)
+        #expect(models.contains(#""name":"whisper-tiny.en""#))
+        #expect(Self.workers(of: server.command.pid).count == 1)
+    }
+
+    @Test func aReadingSentAtRealTimeIsCaptionedWordForWord() throws {
+        let server = try Self.server.get()
+        let (path, seconds) = try Self.reading.get()
+        let sent = try StenoCommand.run(["send", path, "--server", server.url, "--format", "jsonl"], timeout: 120)
+        #expect(sent.status == 0, "\(sent.stderr)")
+        let events = Self.events(sent.stdout)
+        let ready = try #require(events.first { $0["type"] == .string("ready") })
+        guard case .object(let engine)? = ready["engine"] else { Issue.record("ready has no engine"); return }
+        #expect(engine["name"] == .string("whisper"))
+        let heard = Self.words(ofFinals: events)
+        #expect(Self.wordErrors(heard, Self.reference) <= 0.15, "heard: \(heard)")
+        #expect(events.contains { $0["type"] == .string("volatile") })
+        // Finals in order, never overlapping, on the audio's timeline; written as Whisper writes.
+        var last = 0.0
+        var texts: [String] = []
+        for final in events where final["type"] == .string("final") {
+            guard case .number(let start)? = final["start"], case .number(let end)? = final["end"],
+                  case .string(let text)? = final["text"] else { Issue.record("a final without its range"); continue }
+            #expect(start >= last && end >= start && end <= seconds + 0.01)
+            last = end
+            texts.append(text)
+        }
+        #expect(texts.first?.first?.isUppercase == true, "\(texts)")
+    }
+
+    @Test func theWorkerKilledMidUtteranceCostsNoCaption() throws {
+        let server = try Self.server.get()
+        let (path, _) = try Self.reading.get()
+        let before = Self.workers(of: server.command.pid)
+        #expect(before.count == 1)
+        let send = try StenoCommand(["send", path, "--server", server.url, "--format", "jsonl"])
+        // Killed during the first sentence (it is spoken from 1 s to 3.4 s).
+        Thread.sleep(forTimeInterval: 2.5)
+        for pid in before { kill(pid, SIGKILL) }
+        #expect(try send.finish(timeout: 120) == 0, "\(send.stderr.text)")
+        let heard = Self.words(ofFinals: Self.events(send.stdout.text))
+        #expect(Self.wordErrors(heard, Self.reference) <= 0.15, "heard: \(heard)")
+        // Another worker serves now, and the server is ready again.
+        let after = Self.workers(of: server.command.pid)
+        #expect(after.count == 1 && after != before)
+        #expect(try HTTPTestClient.get(port: server.port, "/readyz").status == 200)
+    }
+}
