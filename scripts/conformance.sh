@@ -29,7 +29,7 @@ fi
 . scripts/lib.sh
 # Messages of up to 16 MB (section 9), queues that hold them, nothing that would close a
 # connection Autobahn keeps quiet on purpose.
-steno_serve conformance 30 --echo-route /echo --max-frame-bytes 16777216 --outbound-bytes 67108864 \
+steno_serve conformance 30 --engine pocketsphinx --echo-route /echo --max-frame-bytes 16777216 --outbound-bytes 67108864 \
     --write-stall-seconds 0 --keepalive 0 --idle-timeout 0 --start-timeout 0 --log-level warning
 
 python3 - "$OUT/spec.json" "$PORT" "$CASES" <<'EOF'

@@ -42,7 +42,7 @@ AUDIO=${AUDIO:-Tests/StenoServerTests/Resources/beckett.wav}
 . scripts/lib.sh
 # Dropped sessions are kept 5 s for a resume instead of 30, so that churn does not pile them
 # up; a flooding client is closed after 64 KB of unread events.
-steno_serve soak 60 --resume-seconds 5 --outbound-bytes 65536 --log-level warning
+steno_serve soak 60 --engine pocketsphinx --resume-seconds 5 --outbound-bytes 65536 --log-level warning
 
 echo "soak: $(date -u +%Y-%m-%dT%H:%M:%SZ), load average $(cut -d' ' -f1-3 /proc/loadavg), $STENO (pid $SERVER, port $PORT), $CLIENTS clients for $MINUTES min, seed $SEED"
 python3 - "$PORT" "$SERVER" "$MINUTES" "$CLIENTS" "$SAMPLE" "$SEED" "$RSS_GROWTH_PCT" "$AUDIO" "$SPEED" "$WARMUP" <<'EOF'

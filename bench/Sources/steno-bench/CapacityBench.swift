@@ -455,7 +455,7 @@ private enum SessionOutcome {
 private func measureCapacity(steno: String, design: CapacityDesign, plans: [SessionPlan], seconds: Double,
                              admission: Bool, serveOptions: [String], client: CapacityClient, floor: Bool) -> CapacityRow? {
     let n = plans.count
-    var arguments = ["serve", "--port", "0", "--idle-timeout", "0", "--log-level", "warning", "--web-root", "/nonexistent"]
+    var arguments = ["serve", "--engine", "pocketsphinx", "--port", "0", "--idle-timeout", "0", "--log-level", "warning", "--web-root", "/nonexistent"]
     if !admission { arguments += ["--lag-target", "0"] }
     // After the options given: the old design's decoder per session is its own count.
     arguments += serveOptions

@@ -257,7 +257,7 @@ private func measureConnections(steno: String, loop: String, count: Int, talkers
     // Room for the N sessions, the talkers and one more: readiness says 200 with all of them
     // connected, and "full" once one more has come.
     let maxSessions = count + talkers + 1
-    var arguments = ["serve", "--port", "0", "--event-loop", loop, "--max-sessions", "\(maxSessions)",
+    var arguments = ["serve", "--engine", "pocketsphinx", "--port", "0", "--event-loop", loop, "--max-sessions", "\(maxSessions)",
                      "--keepalive", "\(keepalive)", "--drain-timeout", "30",
                      "--log-level", logLevel, "--web-root", "/nonexistent"]
     // A silent session that sends nothing would be closed by the idle timeout; one that sends
@@ -1061,7 +1061,7 @@ final class EngineProcesses: @unchecked Sendable {
 private func measureServerWakeups(steno: String, unbatched: Bool, talkerCounts: [Int], speech: [UInt8]) -> [WakeupsRow] {
     let mode = unbatched ? "unbatched" : "batched"
     if unbatched { setenv("STENO_BENCH_UNBATCHED", "1", 1) }
-    let server = Child.spawn(steno, ["serve", "--port", "0", "--idle-timeout", "0", "--log-level", "warning",
+    let server = Child.spawn(steno, ["serve", "--engine", "pocketsphinx", "--port", "0", "--idle-timeout", "0", "--log-level", "warning",
                                      "--web-root", "/nonexistent"], stdout: true)
     unsetenv("STENO_BENCH_UNBATCHED")
     guard let server, let port = server.readPort() else {

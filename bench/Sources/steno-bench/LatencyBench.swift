@@ -367,7 +367,7 @@ private func measureServerLatency(steno: String, stream: LatencyStream, endFiles
     unlink(logPath)
     defer { unlink(logPath) }
     // Two decoders, made before the measured sessions (a warm-up session waits for them).
-    guard let server = Child.spawn(steno, ["serve", "--port", "0", "--idle-timeout", "0", "--recognizers", "2",
+    guard let server = Child.spawn(steno, ["serve", "--engine", "pocketsphinx", "--port", "0", "--idle-timeout", "0", "--recognizers", "2",
                                            "--log-level", "debug", "--web-root", "/nonexistent"],
                                    stdout: true, stderrPath: logPath),
           let port = server.readPort() else { return nil }

@@ -183,7 +183,7 @@ private struct ServerRow {
 
 private func measureServer(steno: String, design: ServerDesign, sessions n: Int, pcm: [UInt8], duration: Double,
                            realTime: Bool) -> ServerRow? {
-    var arguments = ["serve", "--port", "0", "--max-sessions", "\(n)", "--idle-timeout", "0",
+    var arguments = ["serve", "--engine", "pocketsphinx", "--port", "0", "--max-sessions", "\(n)", "--idle-timeout", "0",
                      "--log-level", "warning", "--web-root", "/nonexistent"]
     if design == .dedicated { arguments += ["--dedicated-recognizers", "--recognizers", "\(n)"] }
     guard let server = Child.spawn(steno, arguments, stdout: true), let port = server.readPort() else { return nil }

@@ -113,7 +113,7 @@ func runThreadsBench(counts: [Int], seconds: Double, rounds: Int, steno: String,
 
 private func measureThreads(steno: String, label: String, count: Int, seconds: Double, noisePCM: [UInt8],
                             opusFrames: [[UInt8]], speech: [UInt8]) {
-    guard let server = Child.spawn(steno, ["serve", "--port", "0", "--idle-timeout", "0", "--log-level", "warning",
+    guard let server = Child.spawn(steno, ["serve", "--engine", "pocketsphinx", "--port", "0", "--idle-timeout", "0", "--log-level", "warning",
                                            "--recognizers", "2", "--web-root", "/nonexistent"], stdout: true),
           let port = server.readPort() else {
         print("  \(count)\(label): the server did not start")

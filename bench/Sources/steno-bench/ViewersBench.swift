@@ -116,7 +116,7 @@ struct HLSRate {
 }
 
 private func measureViewers(steno: String, viewers n: Int, pcm: [UInt8], hlsSeconds: Double) -> ViewersRow? {
-    guard let server = Child.spawn(steno, ["serve", "--port", "0", "--idle-timeout", "0", "--keepalive", "0",
+    guard let server = Child.spawn(steno, ["serve", "--engine", "pocketsphinx", "--port", "0", "--idle-timeout", "0", "--keepalive", "0",
                                            "--log-level", "warning", "--web-root", "/nonexistent"], stdout: true),
           let port = server.readPort() else { return nil }
     // Killed: a drain would only add its timeout to the bench.
@@ -477,7 +477,7 @@ private func benchSpeech() -> ([UInt8], Double)? {
 }
 
 private func measureCluster(steno: String, viewers n: Int, pcm: [UInt8], redis: String, across: Bool, channel: String) -> ViewersRow? {
-    let arguments = ["serve", "--port", "0", "--idle-timeout", "0", "--keepalive", "0", "--log-level", "warning",
+    let arguments = ["serve", "--engine", "pocketsphinx", "--port", "0", "--idle-timeout", "0", "--keepalive", "0", "--log-level", "warning",
                      "--web-root", "/nonexistent", "--redis", redis]
     guard let publisherInstance = Child.spawn(steno, arguments, stdout: true), let port = publisherInstance.readPort() else { return nil }
     defer { publisherInstance.terminate(SIGKILL) }
