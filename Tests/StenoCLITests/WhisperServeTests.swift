@@ -7,9 +7,14 @@ import Testing
 /// `steno serve` with its defaults — the Whisper engine in its worker process — captioning
 /// read speech sent by `steno send` at real time over a real socket: words against the
 /// reading's text, volatiles before finals, the worker killed mid-utterance losing nothing.
-/// One server (one loaded model) for the suite.
+/// Each test has a server of its own (≈ 1 s to load the model), stopped when it ends.
 @Suite(.serialized) struct WhisperServeTests {
-    static let server = Result { try ServeProcess(engine: nil) }
+    /// `steno serve` with its defaults, for `body`; SIGTERM after.
+    static func withServer(_ body: (ServeProcess) throws -> Void) throws {
+        let server = try ServeProcess(engine: nil)
+        defer { _ = try? server.terminate() }
+        try body(server)
+    }
 
     static let librivox = "/usr/share/pocketsphinx/test/data/librivox/sense_and_sensibility_01_austen_64kb-"
     static let reference = ("he was not an ill disposed young man "
@@ -70,7 +75,7 @@ import Testing
     }
 
     @Test func theDefaultEngineIsWhisperAndReadyzAndModelsSaySo() throws {
-        let server = try Self.server.get()
+        try Self.withServer { server in
         let ready = try HTTPTestClient.get(port: server.port, "/readyz")
         #expect(ready.status == 200)
         let models = try HTTPTestClient.get(port: server.port, "/v1/models").bodyText
@@ -80,10 +85,11 @@ import Testing
         #expect(whisper.lowerBound < pocketsphinx.lowerBound)
         #expect(models.contains(#""name":"whisper-tiny.en""#))
         #expect(Self.workers(of: server.command.pid).count == 1)
+        }
     }
 
     @Test func aReadingSentAtRealTimeIsCaptionedWordForWord() throws {
-        let server = try Self.server.get()
+        try Self.withServer { server in
         let (path, seconds) = try Self.reading.get()
         let sent = try StenoCommand.run(["send", path, "--server", server.url, "--format", "jsonl"], timeout: 120)
         #expect(sent.status == 0, "\(sent.stderr)")
@@ -105,10 +111,11 @@ import Testing
             texts.append(text)
         }
         #expect(texts.first?.first?.isUppercase == true, "\(texts)")
+        }
     }
 
     @Test func theWorkerKilledMidUtteranceCostsNoCaption() throws {
-        let server = try Self.server.get()
+        try Self.withServer { server in
         let (path, _) = try Self.reading.get()
         let before = Self.workers(of: server.command.pid)
         #expect(before.count == 1)
@@ -123,5 +130,14 @@ import Testing
         let after = Self.workers(of: server.command.pid)
         #expect(after.count == 1 && after != before)
         #expect(try HTTPTestClient.get(port: server.port, "/readyz").status == 200)
+        // SIGTERM drains and ends the worker with the server.
+        #expect(try server.terminate() == 0)
+        var alive = after
+        for _ in 0..<100 where !alive.isEmpty {
+            Thread.sleep(forTimeInterval: 0.05)
+            alive = alive.filter { kill($0, 0) == 0 && !((try? String(contentsOfFile: "/proc/\($0)/stat", encoding: .utf8))?.contains(") Z ") ?? true) }
+        }
+        #expect(alive.isEmpty, "the worker outlived the server")
+        }
     }
 }
