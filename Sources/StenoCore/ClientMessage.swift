@@ -19,6 +19,8 @@ public struct StartRequest: Sendable, Hashable {
     public var vocabulary: Vocabulary?
     /// How many alternative texts finals carry (0: none; at most `maxAlternatives`).
     public var alternatives: Int = 0
+    /// What results do with profanity; nil: the server's default (`SessionConfiguration.profanity`).
+    public var profanity: ProfanityMode?
     /// The model asked for by name, or nil. The session machine sets it to the model that
     /// serves the session (by `model`, else `language`, else the server's first).
     public var model: String?
@@ -215,6 +217,14 @@ public enum ClientMessage: Sendable, Hashable {
             }
             format = chosen
         }
+        var profanity: ProfanityMode?
+        if let name = try fields.optionalString("profanity") {
+            guard let chosen = ProfanityMode(rawValue: name) else {
+                throw StenoError(.badMessage,
+                    "field \"profanity\" must be \"keep\", \"mask\" or \"remove\", not \"\(clippedForError(name))\"")
+            }
+            profanity = chosen
+        }
         // Shape first (bad_message, non-fatal), then whether the server takes the format (fatal).
         guard let rate = sampleRate else {
             throw StenoError(.unsupportedAudio, "the sample rate is out of range")
@@ -225,6 +235,7 @@ public enum ClientMessage: Sendable, Hashable {
         let audioFormat = try AudioFormat(encodingName: encoding, sampleRate: rate, channels: channelCount)
         var request = StartRequest(audio: audioFormat, language: language, volatile: volatile, words: words, channel: channel,
                                    format: format)
+        request.profanity = profanity
         try parseVocabularyOptions(fields, into: &request)
         return request
     }

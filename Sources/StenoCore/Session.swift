@@ -73,6 +73,8 @@ public struct SessionConfiguration: Sendable, Hashable {
     /// Duration counted for an Opus packet whose header is unreadable before any good packet
     /// arrived, in 48 kHz samples (960 = 20 ms).
     public var defaultOpusPacketSamples: Int
+    /// What results do with profanity when `start` does not say (`steno serve --profanity`).
+    public var profanity = ProfanityMode.serverDefault
 
     public init(engine: EngineInfo, limits: SessionLimits = SessionLimits(),
                 progressInterval: Double = 1.0, defaultOpusPacketSamples: Int = 960) {
@@ -581,7 +583,8 @@ public struct SessionMachine: Sendable {
         request.model = chosen.engine.model
         self.request = request
         assembler = TranscriptAssembler(options: .init(volatile: request.volatile, words: request.words,
-                                                       format: request.format))
+                                                       format: request.format,
+                                                       profanity: request.profanity ?? configuration.profanity))
         unitRate = request.audio.encoding == .opus ? Double(OpusPacket.sampleRate) : Double(request.audio.sampleRate)
         startedAt = wallClock
         startedMonotonicTime = now

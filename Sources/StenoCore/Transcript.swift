@@ -28,11 +28,15 @@ public struct TranscriptAssembler: Sendable {
         /// How text is written (`ReadableText` for `.readable`). Raw unless asked: the protocol's
         /// default (readable) is `StartRequest`'s.
         public var format: TextFormat
+        /// What profane words become (`ProfanityFilter`), after the text is written. Kept unless
+        /// asked: the server's default (mask) is `SessionConfiguration`'s.
+        public var profanity: ProfanityMode
 
-        public init(volatile: Bool = true, words: Bool = true, format: TextFormat = .raw) {
+        public init(volatile: Bool = true, words: Bool = true, format: TextFormat = .raw, profanity: ProfanityMode = .keep) {
             self.volatile = volatile
             self.words = words
             self.format = format
+            self.profanity = profanity
         }
     }
 
@@ -133,6 +137,7 @@ public struct TranscriptAssembler: Sendable {
             return clearVolatile()
         }
         result = written(result, endsSentence: false)
+        if result.text.isEmpty { return clearVolatile() }  // all of it removed as profanity
         if let showing = showingVolatile, showing.text == result.text { return [] }
         showingVolatile = result
         return [.volatile(result, includeWords: options.words)]
@@ -145,6 +150,7 @@ public struct TranscriptAssembler: Sendable {
             return clearVolatile()
         }
         result = written(result, endsSentence: endsSentence)
+        if result.text.isEmpty { return clearVolatile() }  // all of it removed as profanity
         if options.format == .readable {
             atSentenceStart = result.written ? ReadableText.endsSentence(result.text) : endsSentence
         }
@@ -162,11 +168,12 @@ public struct TranscriptAssembler: Sendable {
     /// The result in the session's format: a recognizer's lowercase words made readable, or an
     /// engine's written text lowered for raw; the rest as it is.
     private func written(_ result: RecognitionResult, endsSentence: Bool) -> RecognitionResult {
-        switch (options.format, result.written) {
+        let formatted = switch (options.format, result.written) {
         case (.readable, false): ReadableText.format(result, startsSentence: atSentenceStart, endsSentence: endsSentence)
         case (.raw, true): ReadableText.lowered(result)
         default: result
         }
+        return ProfanityFilter.apply(formatted, options.profanity)
     }
 
     private func emptyVolatile(at time: Double) -> ServerEvent {

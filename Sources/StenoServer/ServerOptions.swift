@@ -35,6 +35,8 @@ public struct ServerOptions: Sendable, Equatable {
     public var engine = "whisper"
     /// How the Whisper worker runs (`steno serve` starts it; StenoWhisper supervises it).
     public var whisper = WhisperOptions()
+    /// What results do with profanity when a session's `start` does not say.
+    public var profanity = ProfanityMode.serverDefault
     /// The folder served at `/`; empty: no files are served.
     public var webRoot = ""
     /// Most connected sessions at once; more are refused with HTTP 503. Sessions are light (a

@@ -54,6 +54,7 @@ public final class StenoServer: Sendable {
         let info = engine.info
         var sessionConfiguration = SessionConfiguration(engine: info.announced, limits: options.limits)
         sessionConfiguration.models = engine.servedModels
+        sessionConfiguration.profanity = options.profanity
         var context = ServerContext(
             handle: transport.handle,
             engine: engine,

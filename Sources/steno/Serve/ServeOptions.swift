@@ -13,7 +13,7 @@ import StenoTransport
 struct ServeOptions {
     /// The flags, with this machine's defaults in their help.
     struct Flags {
-        let engine, whisperPython, whisperWorker, whisperDevice, whisperThreads, whisperBatch: Flag
+        let engine, profanity, whisperPython, whisperWorker, whisperDevice, whisperThreads, whisperBatch: Flag
         let host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes: Flag
         let idleTimeout, maxSessionSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, cert, key: Flag
         let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, writeStall, echoRoute, workers, eventLoop, recognizers, spareRecognizers, dedicatedRecognizers, decoder, endpointing, lagTarget, admitUtilization, logLevel: Flag
@@ -34,6 +34,8 @@ struct ServeOptions {
             model = Flag("model", value: "PATH",
                          help: "pocketsphinx model: DIR or NAME=DIR[,lm=FILE][,dict=FILE]; whisper:DIR or whisper:NAME=DIR a CTranslate2 Whisper folder; repeatable",
                          default: machine.modelPath + ", whisper tiny.en", environment: "STENO_MODEL")
+            profanity = Flag("profanity", value: "MODE", help: "what captions do with profanity when a session does not say: keep, mask (f***) or remove",
+                             default: server.profanity.rawValue, environment: "STENO_PROFANITY")
             whisperPython = Flag("whisper-python", value: "PATH", help: "Python with the Whisper worker's packages (scripts/bootstrap.sh makes it)",
                                  default: machine.whisperPython, environment: "STENO_WHISPER_PYTHON")
             whisperWorker = Flag("whisper-worker", value: "PATH", help: "the Whisper worker program",
@@ -137,7 +139,7 @@ struct ServeOptions {
         }
 
         var all: [Flag] {
-            [host, port, engine, model, whisperPython, whisperWorker, whisperDevice, whisperThreads, whisperBatch, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes, idleTimeout,
+            [host, port, engine, model, profanity, whisperPython, whisperWorker, whisperDevice, whisperThreads, whisperBatch, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes, idleTimeout,
              maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, cert, key, drainTimeout, keepAlive, writeStall, echoRoute, workers,
              eventLoop, recognizers, spareRecognizers, dedicatedRecognizers, decoder, endpointing, lagTarget, admitUtilization, captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds,
              hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts, logLevel]
@@ -296,6 +298,9 @@ struct ServeOptions {
     /// `--engine`, `--model` (pocketsphinx specs and at most one `whisper:`) and the worker's flags.
     private static func parseModels(_ given: ParsedCommandLine, _ flags: Flags, into options: inout ServerOptions) throws(UsageError) {
         if let value = given.single(flags.engine) { options.engine = try given.choice(value, ["whisper", "pocketsphinx"]) }
+        if let value = given.single(flags.profanity) {
+            options.profanity = ProfanityMode(rawValue: try given.choice(value, ProfanityMode.allCases.map(\.rawValue)))!
+        }
         var values: [FlagValue] = []
         if given.wasGiven(flags.model), case let list = given.list(flags.model), list.count > 1 {
             values = list  // several models, one per flag (STENO_MODEL holds one: a model's spec has commas)
