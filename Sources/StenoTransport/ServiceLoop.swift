@@ -86,7 +86,7 @@ final class ServiceLoop: @unchecked Sendable {
     private var closeTimerScheduled = false
     /// Sockets of closed connections kept open a while, read and discarded (`LingeringCloses`).
     let lingering = LingeringCloses()
-    private var lastScan = ContinuousClock.now
+    var lastScan = ContinuousClock.now
 
     /// C memory lws keeps pointers to for the context's life.
     let storage = LwsContextStorage()
@@ -255,81 +255,6 @@ final class ServiceLoop: @unchecked Sendable {
         scheduleTick()
     }
 
-    // MARK: - Keepalive and write stalls (on ticks)
-
-    /// Once a second, one pass over all connections for both checks below (pings and hang-ups
-    /// come up to a second late, stalls are found up to a second late).
-    ///
-    /// Keepalive: pings each WebSocket `keepAliveSeconds` after it was last heard from, and
-    /// hangs up on one silent for twice that plus 10 s: how peers that vanished without a FIN
-    /// (a phone off the network) are noticed. Done here instead of by lws's retry policy, whose
-    /// per-connection timers cost O(connections) each time one is moved (see
-    /// `LwsContextStorage.makeContext`). A connection whose reading is paused (flow control:
-    /// the server is behind with its audio) is left alone, since what its peer sends waits
-    /// unread; its clock starts again when reading resumes.
-    ///
-    /// Heartbeat: a peer whose reading is paused, with nothing on its way to it, is pinged every
-    /// `pausedHeartbeat` whatever the keepalive: its client (`WebSocketClient.keepAliveTick`)
-    /// sees its writes held back and data still coming, so it can tell a server that is
-    /// behind from a hung one.
-    ///
-    /// Write stalls: reports to the delegate each connection whose outbound data (Steno's
-    /// queue, or what lws holds after a partial write) has waited `writeStallSeconds` with
-    /// nothing written: a peer that does not read, caught before its queue fills (at caption
-    /// rates a viewer's 1 MiB can take hours). A write clears the clock (`writeable`; not a
-    /// heartbeat). Closing connections are left to their own flush deadline.
-    func scanConnections() {
-        let keepAliveSeconds = configuration.keepAliveSeconds
-        let stallSeconds = configuration.writeStallSeconds
-        let now = ContinuousClock.now
-        guard now - lastScan >= .seconds(1) else { return }
-        lastScan = now
-        let ping = Duration.seconds(keepAliveSeconds)
-        let hangUp = Duration.seconds(2 * keepAliveSeconds + 10)
-        let stallLimit = Duration.milliseconds(Int(stallSeconds * 1000))
-        var stalled: [ConnectionID] = []
-        for c in connections.values where c.closing == nil {
-            let pending = (handle.queuedBytes(c.id) ?? 0) > 0 || lws_partial_buffered(c.wsi) != 0
-            if c.readingPaused && !pending && !c.pingDue && now - (c.heartbeatAt ?? c.lastHeard) >= Self.pausedHeartbeat {
-                c.heartbeatAt = now
-                c.pingDue = true
-                lws_callback_on_writable(c.wsi)
-            }
-            if keepAliveSeconds > 0 && !c.readingPaused {
-                let silent = now - c.lastHeard
-                if silent >= hangUp {
-                    configuration.log(.info, "connection \(c.id) silent for \(silent.components.seconds) s; hung up")
-                    c.closing = .cut
-                    closing.insert(c.id)
-                    lws_set_timeout(c.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
-                    continue
-                } else if silent >= ping && !c.pinged {
-                    c.pinged = true
-                    c.pingDue = true
-                    lws_callback_on_writable(c.wsi)
-                }
-            }
-            guard stallSeconds > 0 else { continue }
-            guard pending else {
-                c.stalledSince = nil
-                continue
-            }
-            guard let since = c.stalledSince else {
-                c.stalledSince = now
-                continue
-            }
-            if now - since >= stallLimit {
-                c.stalledSince = nil
-                stalled.append(c.id)
-            }
-        }
-        for id in stalled.sorted() {
-            configuration.log(.info, "connection \(id) has not taken a byte for \(stallSeconds) s while data waited for it")
-            delegate.writeStalled(id)
-        }
-        if !stalled.isEmpty { drainCommands() }
-    }
-
     // MARK: - Commands from other threads
 
     func drainCommands() {
@@ -366,9 +291,6 @@ final class ServiceLoop: @unchecked Sendable {
         }
     }
 
-    /// How often a peer whose reading is paused is pinged (`scanConnections`).
-    static let pausedHeartbeat = Duration.seconds(5)
-
     /// lws applies a flow-control change for the wsi whose callback is running when
     /// that callback returns; for any other wsi the change must be forced now
     /// (LWS_RXFLOW_REASON_FLAG_PROCESS_NOW), as lws-misc.h says.
@@ -394,103 +316,5 @@ final class ServiceLoop: @unchecked Sendable {
 
     /// The wsi whose callback is running (callbacks can nest).
     var currentWSI: OpaquePointer?
-
-    func callback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
-        let outer = currentWSI
-        currentWSI = wsi
-        defer { currentWSI = outer }
-        switch reason {
-        case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
-            drainCommands()
-            return 0
-
-        case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
-            guard let wsi else { return -1 }
-            return confirmUpgrade(wsi, upgrade: input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "")
-
-        case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
-            // lws has bound the protocol (the alias, if `unselectedSubprotocol` named it): from
-            // here on its name must be empty, so the 101 names no subprotocol.
-            clearSubprotocolAlias()
-            // Only upgrades this transport accepted in HTTP_CONFIRM_UPGRADE go on.
-            guard let wsi, pendingUpgrades[wsi] != nil else { return 1 }
-            return 0
-
-        case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
-            // RFC 6455 §5.5.1: a close frame's body, if any, starts with a 2-byte code; a code
-            // of 5000 or more is not allowed (§7.4.2), nor is a body of 1 byte. lws 4.1.6 turns
-            // the other invalid codes into 1002 itself, by rewriting the code in the body it
-            // then echoes; the same is done here for 5000 and above, so the reply goes out and
-            // the connection ends at once, as for any close. A 1-byte body cannot be rewritten
-            // into a code (lws echoes as many bytes as came): lws is told to close with 1002
-            // instead, and then waits up to 5 s for an answer that the peer, whose close came
-            // first, will not send (docs/reliability.md).
-            guard let wsi, let input else { return 0 }
-            if length >= 2 {
-                let body = input.assumingMemoryBound(to: UInt8.self)
-                if UInt16(body[0]) << 8 | UInt16(body[1]) >= 5000 {
-                    body[0] = UInt8(LWS_CLOSE_STATUS_PROTOCOL_ERR.rawValue >> 8)
-                    body[1] = UInt8(LWS_CLOSE_STATUS_PROTOCOL_ERR.rawValue & 0xff)
-                }
-                return 0
-            }
-            guard length == 1 else { return 0 }
-            var reason = Array("close frame of 1 byte".utf8)
-            reason.withUnsafeMutableBufferPointer { r in
-                lws_close_reason(wsi, LWS_CLOSE_STATUS_PROTOCOL_ERR, r.baseAddress, r.count)
-            }
-            return -1
-
-        case LWS_CALLBACK_ESTABLISHED:
-            guard let wsi else { return -1 }
-            return established(wsi)
-
-        case LWS_CALLBACK_RECEIVE:
-            guard let wsi else { return -1 }
-            return receive(wsi, input, length)
-
-        case LWS_CALLBACK_RECEIVE_PONG:
-            if let wsi, let id = connectionID(of: wsi), let c = connections[id] { heard(c) }
-            return 0
-
-        case LWS_CALLBACK_SERVER_WRITEABLE:
-            guard let wsi else { return -1 }
-            return writeable(wsi)
-
-        case LWS_CALLBACK_CLOSED:
-            // lws has shut the socket's sending side and closes it next: the last moment to
-            // keep it open for a lingering close.
-            if let wsi { finish(wsi, mayLinger: true) }
-            return 0
-
-        case LWS_CALLBACK_HTTP:
-            guard let wsi else { return -1 }
-            return http(wsi)
-
-        case LWS_CALLBACK_HTTP_WRITEABLE:
-            guard let wsi else { return -1 }
-            return httpWriteable(wsi)
-
-        case LWS_CALLBACK_CLOSED_HTTP:
-            if let wsi {
-                httpResponses[wsi] = nil
-                pendingUpgrades[wsi] = nil
-            }
-            return 0
-
-        case LWS_CALLBACK_WSI_DESTROY:
-            // Sent for every wsi, however far it got: the last word on it.
-            if let wsi {
-                httpResponses[wsi] = nil
-                pendingUpgrades[wsi] = nil
-                finish(wsi)
-            }
-            return 0
-
-        default:
-            // Everything else (protocol init/destroy, bind/drop, network filters,
-            // HTTP bodies we do not read, peer-initiated close, …) needs no action.
-            return 0
-        }
-    }
+    // (The dispatch itself, `callback`, is in ServiceLoop+Callbacks.swift.)
 }

@@ -1,0 +1,235 @@
+// Lanes: the serial queue a session submits its jobs to (`Lane`), the value only its jobs
+// may touch (`LaneLocal`), and the pool's side of each lane operation (submit, close, park,
+// unpark), which only `Lane` calls.
+
+import Synchronization
+
+extension WorkerPool {
+    // MARK: Lane operations (called by Lane)
+
+    fileprivate func submit(lane id: Int, job: Job) -> Bool {
+        let result: SubmitResult = state.withLock { s in
+            guard !s.stopping, let lane = s.lanes[id], !lane.closed else { return .refused }
+            lane.jobs.append(job)
+            s.queued += 1
+            if lane.scheduled || lane.parked { return .queued }
+            s.schedule(id, lane, kind: job.kind)
+            return .scheduled(job.kind)
+        }
+        switch result {
+        case .refused: return false
+        case .queued: return true
+        case .scheduled(let kind):
+            wake(kind)
+            return true
+        }
+    }
+
+    fileprivate func close(lane id: Int, meter: WorkMeter, mode: CloseMode, final: Job?) -> Bool {
+        let (accepted, dropped, signal): (Bool, [Job], JobKind?) = state.withLock { s in
+            let lane: LaneState
+            if let existing = s.lanes[id] {
+                lane = existing
+            } else {
+                // The lane has already finished: only a final job is left to run.
+                guard final != nil, !s.stopping else { return (final == nil, [], nil) }
+                lane = LaneState(meter: meter)
+                s.lanes[id] = lane
+            }
+            lane.closed = true
+            lane.parked = false
+            var dropped: [Job] = []
+            if mode == .cancel {
+                dropped = lane.priority.removeAll() + lane.jobs.removeAll()
+                s.queued -= dropped.count
+                s.dropped += dropped.count
+            }
+            var accepted = true
+            if let final {
+                if s.stopping {
+                    accepted = false
+                } else {
+                    lane.finals.append(final)
+                    s.queued += 1
+                }
+            }
+            if lane.scheduled { return (accepted, dropped, nil) }
+            // An idle lane has no jobs; only its final jobs can be left.
+            if let head = lane.finals.first {
+                s.schedule(id, lane, kind: head.kind)
+                return (accepted, dropped, head.kind)
+            }
+            s.lanes[id] = nil
+            return (accepted, dropped, nil)
+        }
+        _ = dropped  // released after the lock, see shutdown
+        if let signal { wake(signal) }
+        return accepted
+    }
+
+    fileprivate func depth(lane id: Int) -> Int {
+        state.withLock { s in
+            guard let lane = s.lanes[id] else { return 0 }
+            return lane.priority.count + lane.jobs.count + lane.finals.count
+        }
+    }
+
+    fileprivate func park(lane id: Int) {
+        state.withLock { s in
+            guard let lane = s.lanes[id], !lane.closed else { return }
+            // An unpark that already came (its job waits at the head) wins.
+            if lane.priority.isEmpty { lane.parked = true }
+        }
+    }
+
+    fileprivate func unpark(lane id: Int, first job: Job) -> Bool {
+        let result: SubmitResult = state.withLock { s in
+            guard !s.stopping, let lane = s.lanes[id] else { return .refused }
+            lane.parked = false
+            lane.priority.append(job)
+            s.queued += 1
+            if lane.scheduled { return .queued }
+            s.schedule(id, lane, kind: job.kind)
+            return .scheduled(job.kind)
+        }
+        switch result {
+        case .refused: return false
+        case .queued: return true
+        case .scheduled(let kind):
+            wake(kind)
+            return true
+        }
+    }
+
+    fileprivate func isParked(lane id: Int) -> Bool {
+        state.withLock { $0.lanes[id]?.parked ?? false }
+    }
+
+    fileprivate func isRunningOnCurrentThread(lane id: Int) -> Bool {
+        let me = currentThreadID()
+        return state.withLock { $0.lanes[id]?.runner == me }
+    }
+}
+
+private enum SubmitResult {
+    case refused, queued, scheduled(WorkerPool.JobKind)
+}
+
+/// A serial queue of jobs inside a ``WorkerPool``: one per session.
+///
+/// Jobs run one at a time in submission order, on any of the pool's threads, and each job
+/// sees everything the previous job of the lane did (the pool's lock orders them).
+/// All methods may be called from any thread and never wait for a job.
+public final class Lane: Sendable {
+    /// The pool that runs this lane's jobs.
+    public let pool: WorkerPool
+    /// A name for logs.
+    public let label: String
+    fileprivate let id: Int
+    private let cancelled = Atomic<Bool>(false)
+    /// The time its compute jobs have taken.
+    fileprivate let meter: WorkMeter
+
+    init(pool: WorkerPool, id: Int, label: String, meter: WorkMeter) {
+        self.pool = pool
+        self.id = id
+        self.label = label
+        self.meter = meter
+    }
+
+    deinit {
+        _ = pool.close(lane: id, meter: meter, mode: .drain, final: nil)
+    }
+
+    /// Queues a job behind the lane's other jobs. Returns false, and never runs the job,
+    /// when the lane is closed or the pool is shutting down.
+    ///
+    /// `kind: .preparation` runs the job on a preparer thread instead of a worker (for
+    /// blocking setup such as creating the session's recognizer); it still runs in order
+    /// with the lane's other jobs.
+    @discardableResult
+    public func submit(
+        kind: WorkerPool.JobKind = .compute,
+        _ job: @escaping @Sendable () -> Void
+    ) -> Bool {
+        pool.submit(lane: id, job: Job(kind: kind, body: job))
+    }
+
+    /// Closes the lane: later `submit` calls are refused.
+    ///
+    /// `.drain` lets the queued jobs run; `.cancel` drops the ones that have not started
+    /// (a running job finishes; it can poll ``isCancelled`` to stop early). Then `final`,
+    /// if given, runs as the lane's last job, on a worker thread, even after a cancel.
+    /// Closing again is allowed: a later `.cancel` drops what a `.drain` left queued, and
+    /// each call's `final` runs, in order. Final jobs are dropped only by an immediate
+    /// shutdown.
+    ///
+    /// Closing a lane that has already finished still runs `final`. Returns false when
+    /// `final` was given but refused because the pool is shutting down; it will then never
+    /// run.
+    @discardableResult
+    public func close(
+        _ mode: WorkerPool.CloseMode = .drain,
+        then final: (@Sendable () -> Void)? = nil
+    ) -> Bool {
+        if mode == .cancel { cancelled.store(true, ordering: .releasing) }
+        return pool.close(lane: id, meter: meter, mode: mode, final: final.map { Job(kind: .compute, body: $0) })
+    }
+
+    /// From inside one of this lane's jobs: once the job returns, the lane's other jobs wait
+    /// until `unpark(first:)`. Does nothing if an unpark already came.
+    public func park() {
+        pool.park(lane: id)
+    }
+
+    /// Runs `job` next, ahead of the lane's queued jobs, and lets the lane go on (from any
+    /// thread). Returns false when the pool no longer accepts work.
+    @discardableResult
+    public func unpark(first job: @escaping @Sendable () -> Void, kind: WorkerPool.JobKind = .compute) -> Bool {
+        pool.unpark(lane: id, first: Job(kind: kind, body: job))
+    }
+
+    /// Whether the lane is parked now.
+    public var isParked: Bool { pool.isParked(lane: id) }
+
+    /// Whether the lane was closed with `.cancel`. Cheap enough to poll from a long job.
+    public var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
+
+    /// Jobs waiting to start in this lane (the running one is not counted).
+    public var depth: Int { pool.depth(lane: id) }
+
+    /// Whether the calling thread is running one of this lane's jobs right now.
+    public var isCurrent: Bool { pool.isRunningOnCurrentThread(lane: id) }
+
+    /// The time this lane's compute jobs have taken so far (a running job counts once it
+    /// ends). Lock-free: cheap enough to read for every talker at every tick.
+    public var work: WorkerPool.Work { meter.work }
+}
+
+/// A value that only the jobs of one lane use, such as a session's decoder and recognizer.
+///
+/// The lane runs its jobs one at a time and orders them, so the value needs no lock even
+/// if it is not `Sendable`. `LaneLocal` lets such a value be captured by the `@Sendable`
+/// job closures and checks, on each access, that the caller really is a job of that lane:
+/// access from anywhere else is a programming error and stops the process.
+public final class LaneLocal<Value>: @unchecked Sendable {
+    // Safety: `value` is only read or written inside `withValue`, which requires the
+    // calling thread to be running a job of `lane`; a lane's jobs never overlap and are
+    // ordered by the pool's lock, so accesses never race.
+    private var value: Value
+    /// The lane whose jobs may use the value.
+    public let lane: Lane
+
+    /// Hands `value` to `lane`'s jobs; the caller gives up its own access to it.
+    public init(_ value: sending Value, lane: Lane) {
+        self.value = value
+        self.lane = lane
+    }
+
+    /// Runs `body` with the value. Call it only from a job of ``lane``.
+    public func withValue<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        let allowed = lane.isCurrent
+        precondition(allowed, "LaneLocal used outside a job of lane '\(lane.label)'")
+        return try body(&value)
+    }
+}
