@@ -25,6 +25,12 @@ public final class WhisperRecognizer: SpeechRecognizer {
     static let partialEvery = 8_000
     /// An utterance is heard in pieces of at most this much (Whisper's window is 30 s).
     static let maximumUtterance = 16_000 * 25
+    /// From this length on, an utterance's words that two guesses in a row agree on are made
+    /// final (LocalAgreement, as whisper_streaming does), so a long one's final does not wait
+    /// for its end; shorter ones are heard whole, which Whisper does best.
+    static let commitAfter = 16_000 * 8
+    /// Words this close to a guess's end are not committed: the next guess may still change them.
+    static let commitMargin = 1.0
 
     private let worker: WhisperWorker
     private let makeDetector: () throws(StenoError) -> PocketSphinxSpeechDetector
@@ -50,6 +56,8 @@ public final class WhisperRecognizer: SpeechRecognizer {
     private var answered: [Int: Answer] = [:]
     private var partialInFlight = false
     private var lastPartialAt = 0
+    /// The last guess's words for the utterance going on (times from its start), for LocalAgreement.
+    private var lastGuess: [Word] = []
     private var done = false
     private let mailbox = Locked<[Answer]>([])
 
@@ -182,7 +190,8 @@ public final class WhisperRecognizer: SpeechRecognizer {
         let end = received
         partialInFlight = true
         lastPartialAt = received
-        let accepted = worker.submit(slice, words: false, priority: 0, prompt: prompt) { [mailbox, wake] result in
+        let long = received - start >= Self.commitAfter
+        let accepted = worker.submit(slice, words: long, priority: 0, prompt: prompt) { [mailbox, wake] result in
             mailbox.withLock { $0.append(Answer(final: false, start: start, end: end, result: result)) }
             wake()
         }
@@ -194,6 +203,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
     private func close(at end: Int) {
         guard let start = utteranceStart else { return }
         utteranceStart = speaking ? end : nil
+        lastGuess = []
         let from = start - bufferStart
         let to = min(buffer.count, end - bufferStart)
         guard to > from else { return }
@@ -241,10 +251,60 @@ public final class WhisperRecognizer: SpeechRecognizer {
             partialInFlight = false
             guard case .success(let result) = answer.result, awaited.isEmpty, answer.start == utteranceStart,
                   !result.text.isEmpty else { continue }
+            if let (commit, rest) = commitAgreed(result, answer) {
+                events.append(commit)
+                // The guess's other words stay showing, after the final.
+                if let first = rest.first {
+                    let range = TimeRange(start: min(seconds(answer.start) + first.range.start, seconds(answer.end)),
+                                          end: seconds(answer.end))
+                    events.append(.partial(RecognitionResult(range: range, text: rest.map(\.text).joined(separator: " "),
+                                                             written: true)))
+                }
+                continue
+            }
             let range = TimeRange(start: seconds(answer.start), end: seconds(answer.end))
             events.append(.partial(RecognitionResult(range: range, text: result.text, written: true)))
         }
         return events
+    }
+
+    /// LocalAgreement: of a long utterance, the words this guess and the last agree on, up to
+    /// `commitMargin` before its end, become a final now, and the utterance goes on from the
+    /// last one's end.
+    private func commitAgreed(_ result: WhisperResult, _ answer: Answer) -> (TranscriberEvent, ArraySlice<Word>)? {
+        let limit = Double(answer.end - answer.start) / Double(Self.sampleRate) - Self.commitMargin
+        let count = Self.agreed(lastGuess, result.words, before: limit)
+        guard count > 0 else {
+            lastGuess = result.words
+            return nil
+        }
+        let offset = seconds(answer.start)
+        let words = result.words[..<count].map { w in
+            Word(w.text, range: TimeRange(start: offset + w.range.start, end: offset + w.range.end), confidence: w.confidence)
+        }
+        let end = answer.start + Int((result.words[count - 1].range.end * Double(Self.sampleRate)).rounded())
+        utteranceStart = end
+        lastGuess = []
+        let keepFrom = max(0, min(buffer.count, end - bufferStart))
+        buffer.removeFirst(keepFrom)
+        bufferStart += keepFrom
+        lastPartialAt = end
+        let range = TimeRange(start: words[0].range.start, end: words[words.count - 1].range.end)
+        let final = TranscriberEvent.final(RecognitionResult(range: range, text: words.map(\.text).joined(separator: " "),
+                                                             words: words, written: true))
+        return (final, result.words[count...])
+    }
+
+    /// How many leading words two guesses agree on (their letters, case and punctuation aside),
+    /// all ending before `limit` seconds.
+    static func agreed(_ previous: [Word], _ current: [Word], before limit: Double) -> Int {
+        func key(_ w: Word) -> String { w.text.lowercased().filter { $0.isLetter || $0.isNumber } }
+        var count = 0
+        while count < min(previous.count, current.count), key(previous[count]) == key(current[count]),
+              current[count].range.end <= limit {
+            count += 1
+        }
+        return count
     }
 
     private func seconds(_ samples: Int) -> Double { Double(samples) / Double(Self.sampleRate) }

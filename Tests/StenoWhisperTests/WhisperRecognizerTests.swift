@@ -219,3 +219,65 @@ enum NotSpeech {
         #expect(WhisperRecognizer.prompt(nil).0 == nil)
     }
 }
+
+@Suite(.serialized) struct WhisperAgreementTests {
+    static func words(_ text: String, every: Double = 0.5) -> [Word] {
+        text.split(separator: " ").enumerated().map { i, w in
+            Word(String(w), range: TimeRange(start: Double(i) * every, end: Double(i + 1) * every), confidence: 0.9)
+        }
+    }
+
+    @Test func twoGuessesAgreeOnTheirLeadingWordsBeforeTheMargin() {
+        let a = Self.words("He was not an ill disposed")
+        let b = Self.words("he was, not an ill-disposed young man")
+        // "ill disposed" is one word in the second guess: agreement stops there.
+        #expect(WhisperRecognizer.agreed(a, b, before: 10) == 4)
+        // Words ending after the limit are not committed.
+        #expect(WhisperRecognizer.agreed(a, b, before: 1.2) == 2)
+        #expect(WhisperRecognizer.agreed([], b, before: 10) == 0)
+    }
+
+    /// Twenty-five seconds of reading with no pause the detector ends: its first words are final
+    /// long before the end of its speech, and nothing is lost or doubled on the way.
+    @Test func aLongUtteranceIsCommittedInPieces() throws {
+        var samples: [Float] = NotSpeech.silence(0.5)
+        var reference: [String] = []
+        let texts = ["0870": "and mister john dashwood had then leisure to consider how much there might be prudently in his power to do for them",
+                     "0880": WhisperRecognizerTests.reference["0880"]!, "0890": WhisperRecognizerTests.reference["0890"]!,
+                     "0920": "had he married a more amiable woman he might have been made still more respectable than he was",
+                     "0930": WhisperRecognizerTests.reference["0930"]!]
+        for name in ["0870", "0880", "0890", "0920", "0930"] {
+            // Each sentence's own leading and trailing quiet cut down, so the detector hears one utterance.
+            var sentence = try WorkerPaths.sentence(name)
+            while let first = sentence.first, abs(first) < 0.02 { sentence.removeFirst() }
+            while let last = sentence.last, abs(last) < 0.02 { sentence.removeLast() }
+            samples += sentence
+            reference += texts[name]!.split(separator: " ").map(String.init)
+        }
+        let total = Double(samples.count) / 16_000
+        let run = try RecognizerRun()
+        try run.feed(samples, speed: 4)
+        let beforeEnd = run.finals
+        let fed = run.events.count
+        try run.finish()
+        #expect(wordErrors(run.words, reference) <= 0.15, "heard: \(run.words)")
+        #expect(beforeEnd.contains { $0.range.end < total - 8 }, "finals before the end: \(beforeEnd.map(\.range))")
+        // Some of them while speech went on: committed by agreement, not ended by the detector.
+        var ended = false
+        var committed = 0
+        for event in run.events[..<fed] {
+            switch event {
+            case .speechEnded: ended = true
+            case .speechStarted: ended = false
+            case .final: if !ended { committed += 1 }
+            default: break
+            }
+        }
+        #expect(committed >= 1, "\(run.events)")
+        var last = 0.0
+        for final in run.finals {
+            #expect(final.range.start >= last - 0.001)
+            last = final.range.end
+        }
+    }
+}
