@@ -109,175 +109,179 @@ enum NotSpeech {
     }
 }
 
-@Suite(.serialized) struct WhisperRecognizerTests {
-    static let reference = [
-        "0880": "he was not an ill disposed young man",
-        "0930": "he might even have been made amiable himself",
-        "0890": "unless to be rather cold hearted and rather selfish is to be ill disposed",
-    ]
+extension ModelTests {
+    @Suite struct WhisperRecognizerTests {
+        static let reference = [
+            "0880": "he was not an ill disposed young man",
+            "0930": "he might even have been made amiable himself",
+            "0890": "unless to be rather cold hearted and rather selfish is to be ill disposed",
+        ]
 
-    /// Three read sentences with a second of silence before each.
-    static func reading() throws -> (samples: [Float], words: [String]) {
-        var samples: [Float] = []
-        var words: [String] = []
-        for name in ["0880", "0930", "0890"] {
-            samples += NotSpeech.silence(1) + (try WorkerPaths.sentence(name))
-            words += reference[name]!.split(separator: " ").map(String.init)
-        }
-        return (samples + NotSpeech.silence(1), words)
-    }
-
-    @Test func aReadingGivesFinalsInOrderWithWordTimesAndVolatilesBefore() throws {
-        let (samples, reference) = try Self.reading()
-        let run = try RecognizerRun()
-        try run.feed(samples, speed: 4)
-        try run.finish()
-        #expect(wordErrors(run.words, reference) <= 0.15, "heard: \(run.words)")
-        #expect(run.finals.count >= 3)
-        // Finals never overlap, lie within the audio, and carry words inside their ranges.
-        var last = 0.0
-        for final in run.finals {
-            #expect(final.written)
-            #expect(final.range.start >= last && final.range.end >= final.range.start)
-            #expect(final.range.end <= Double(samples.count) / 16_000 + 0.001)
-            #expect(!final.words.isEmpty)
-            for word in final.words { #expect(word.range.start >= final.range.start && word.range.end <= final.range.end) }
-            last = final.range.end
-        }
-        // The 3.5 s sentence's words are heard where it was said (it starts after 1 s of silence).
-        let first = try #require(run.finals.first?.words.first)
-        #expect(first.range.start > 0.7 && first.range.start < 1.6)
-        #expect(!run.partials.isEmpty)
-        // Speech starts and ends alternate, starting with a start.
-        let voice = run.events.compactMap { e -> Bool? in
-            switch e {
-            case .speechStarted: true
-            case .speechEnded: false
-            default: nil
+        /// Three read sentences with a second of silence before each.
+        static func reading() throws -> (samples: [Float], words: [String]) {
+            var samples: [Float] = []
+            var words: [String] = []
+            for name in ["0880", "0930", "0890"] {
+                samples += NotSpeech.silence(1) + (try WorkerPaths.sentence(name))
+                words += reference[name]!.split(separator: " ").map(String.init)
             }
+            return (samples + NotSpeech.silence(1), words)
         }
-        #expect(voice.first == true)
-        #expect(zip(voice, voice.dropFirst()).allSatisfy { $0 != $1 })
-        #expect(voice.last == false)
-    }
 
-    @Test func killedMidUtteranceNoFinalIsLost() throws {
-        let worker = try WorkerPaths.worker.get()
-        let before = worker.restarts
-        let (samples, reference) = try Self.reading()
-        let run = try RecognizerRun(options: RecognizerOptions(partialResults: false))
-        var killed = false
-        // The worker dies once the first final has been asked for, before it answers.
-        run.onWaiting = { _ in
-            if !killed {
-                kill(worker.processID, SIGKILL)
-                killed = true
+        @Test func aReadingGivesFinalsInOrderWithWordTimesAndVolatilesBefore() throws {
+            let (samples, reference) = try Self.reading()
+            let run = try RecognizerRun()
+            try run.feed(samples, speed: 4)
+            try run.finish()
+            #expect(wordErrors(run.words, reference) <= 0.15, "heard: \(run.words)")
+            #expect(run.finals.count >= 3)
+            // Finals never overlap, lie within the audio, and carry words inside their ranges.
+            var last = 0.0
+            for final in run.finals {
+                #expect(final.written)
+                #expect(final.range.start >= last && final.range.end >= final.range.start)
+                #expect(final.range.end <= Double(samples.count) / 16_000 + 0.001)
+                #expect(!final.words.isEmpty)
+                for word in final.words { #expect(word.range.start >= final.range.start && word.range.end <= final.range.end) }
+                last = final.range.end
             }
+            // The 3.5 s sentence's words are heard where it was said (it starts after 1 s of silence).
+            let first = try #require(run.finals.first?.words.first)
+            #expect(first.range.start > 0.7 && first.range.start < 1.6)
+            #expect(!run.partials.isEmpty)
+            // Speech starts and ends alternate, starting with a start.
+            let voice = run.events.compactMap { e -> Bool? in
+                switch e {
+                case .speechStarted: true
+                case .speechEnded: false
+                default: nil
+                }
+            }
+            #expect(voice.first == true)
+            #expect(zip(voice, voice.dropFirst()).allSatisfy { $0 != $1 })
+            #expect(voice.last == false)
         }
-        try run.feed(samples)
-        try run.finish()
-        #expect(killed)
-        #expect(worker.restarts == before + 1)
-        #expect(wordErrors(run.words, reference) <= 0.15, "heard: \(run.words)")
-    }
 
-    @Test func aFinalizeMidSpeechLosesNothingThatFollows() throws {
-        let sentence = try WorkerPaths.sentence("0890")
-        let run = try RecognizerRun(options: RecognizerOptions(partialResults: false))
-        let half = sentence.count / 2
-        try run.feed(NotSpeech.silence(0.5) + Array(sentence[..<half]))
-        try run.take(run.recognizer.endUtterance())
-        let before = run.finals.count
-        try run.feed(Array(sentence[half...]) + NotSpeech.silence(1))
-        try run.finish()
-        #expect(before >= 1)
-        #expect(run.finals.count > before)
-        // The words after the cut are heard in the finals that follow it.
-        let after = run.finals[before...].flatMap { WorkerPaths.words($0.text) }
-        #expect(after.contains("selfish") && after.contains("be"), "heard: \(run.words)")
-    }
-
-    @Test(arguments: ["silence", "pink noise", "tones", "door slams"])
-    func noSpeechGivesNoText(_ kind: String) throws {
-        let samples: [Float] = switch kind {
-        case "silence": NotSpeech.silence(120)
-        case "pink noise": NotSpeech.pinkNoise(20)
-        case "tones": NotSpeech.tones(20)
-        default: NotSpeech.slams(20)
+        @Test func killedMidUtteranceNoFinalIsLost() throws {
+            let worker = try WorkerPaths.worker.get()
+            let before = worker.restarts
+            let (samples, reference) = try Self.reading()
+            let run = try RecognizerRun(options: RecognizerOptions(partialResults: false))
+            var killed = false
+            // The worker dies once the first final has been asked for, before it answers.
+            run.onWaiting = { _ in
+                if !killed {
+                    kill(worker.processID, SIGKILL)
+                    killed = true
+                }
+            }
+            try run.feed(samples)
+            try run.finish()
+            #expect(killed)
+            #expect(worker.restarts == before + 1)
+            #expect(wordErrors(run.words, reference) <= 0.15, "heard: \(run.words)")
         }
-        let run = try RecognizerRun()
-        try run.feed(samples)
-        try run.finish()
-        #expect(run.finals.map(\.text) == [], "\(kind) was heard as text")
-    }
 
-    @Test func phrasesBecomeThePromptAndPronunciationsANotice() throws {
-        let vocabulary = try Vocabulary(phrases: ["Steno", "Hummingbird server"], pronunciations: [("steno", "S T EH N OW")])
-        let (prompt, notices) = WhisperRecognizer.prompt(vocabulary)
-        #expect(prompt == "Steno, Hummingbird server.")
-        #expect(notices.count == 1)
-        #expect(WhisperRecognizer.prompt(nil).0 == nil)
+        @Test func aFinalizeMidSpeechLosesNothingThatFollows() throws {
+            let sentence = try WorkerPaths.sentence("0890")
+            let run = try RecognizerRun(options: RecognizerOptions(partialResults: false))
+            let half = sentence.count / 2
+            try run.feed(NotSpeech.silence(0.5) + Array(sentence[..<half]))
+            try run.take(run.recognizer.endUtterance())
+            let before = run.finals.count
+            try run.feed(Array(sentence[half...]) + NotSpeech.silence(1))
+            try run.finish()
+            #expect(before >= 1)
+            #expect(run.finals.count > before)
+            // The words after the cut are heard in the finals that follow it.
+            let after = run.finals[before...].flatMap { WorkerPaths.words($0.text) }
+            #expect(after.contains("selfish") && after.contains("be"), "heard: \(run.words)")
+        }
+
+        @Test(arguments: ["silence", "pink noise", "tones", "door slams"])
+        func noSpeechGivesNoText(_ kind: String) throws {
+            let samples: [Float] = switch kind {
+            case "silence": NotSpeech.silence(120)
+            case "pink noise": NotSpeech.pinkNoise(20)
+            case "tones": NotSpeech.tones(20)
+            default: NotSpeech.slams(20)
+            }
+            let run = try RecognizerRun()
+            try run.feed(samples)
+            try run.finish()
+            #expect(run.finals.map(\.text) == [], "\(kind) was heard as text")
+        }
+
+        @Test func phrasesBecomeThePromptAndPronunciationsANotice() throws {
+            let vocabulary = try Vocabulary(phrases: ["Steno", "Hummingbird server"], pronunciations: [("steno", "S T EH N OW")])
+            let (prompt, notices) = WhisperRecognizer.prompt(vocabulary)
+            #expect(prompt == "Steno, Hummingbird server.")
+            #expect(notices.count == 1)
+            #expect(WhisperRecognizer.prompt(nil).0 == nil)
+        }
     }
 }
 
-@Suite(.serialized) struct WhisperAgreementTests {
-    static func words(_ text: String, every: Double = 0.5) -> [Word] {
-        text.split(separator: " ").enumerated().map { i, w in
-            Word(String(w), range: TimeRange(start: Double(i) * every, end: Double(i + 1) * every), confidence: 0.9)
-        }
-    }
-
-    @Test func twoGuessesAgreeOnTheirLeadingWordsBeforeTheMargin() {
-        let a = Self.words("He was not an ill disposed")
-        let b = Self.words("he was, not an ill-disposed young man")
-        // "ill disposed" is one word in the second guess: agreement stops there.
-        #expect(WhisperRecognizer.agreed(a, b, before: 10) == 4)
-        // Words ending after the limit are not committed.
-        #expect(WhisperRecognizer.agreed(a, b, before: 1.2) == 2)
-        #expect(WhisperRecognizer.agreed([], b, before: 10) == 0)
-    }
-
-    /// Twenty-five seconds of reading with no pause the detector ends: its first words are final
-    /// long before the end of its speech, and nothing is lost or doubled on the way.
-    @Test func aLongUtteranceIsCommittedInPieces() throws {
-        var samples: [Float] = NotSpeech.silence(0.5)
-        var reference: [String] = []
-        let texts = ["0870": "and mister john dashwood had then leisure to consider how much there might be prudently in his power to do for them",
-                     "0880": WhisperRecognizerTests.reference["0880"]!, "0890": WhisperRecognizerTests.reference["0890"]!,
-                     "0920": "had he married a more amiable woman he might have been made still more respectable than he was",
-                     "0930": WhisperRecognizerTests.reference["0930"]!]
-        for name in ["0870", "0880", "0890", "0920", "0930"] {
-            // Each sentence's own leading and trailing quiet cut down, so the detector hears one utterance.
-            var sentence = try WorkerPaths.sentence(name)
-            while let first = sentence.first, abs(first) < 0.02 { sentence.removeFirst() }
-            while let last = sentence.last, abs(last) < 0.02 { sentence.removeLast() }
-            samples += sentence
-            reference += texts[name]!.split(separator: " ").map(String.init)
-        }
-        let total = Double(samples.count) / 16_000
-        let run = try RecognizerRun()
-        try run.feed(samples, speed: 4)
-        let beforeEnd = run.finals
-        let fed = run.events.count
-        try run.finish()
-        #expect(wordErrors(run.words, reference) <= 0.15, "heard: \(run.words)")
-        #expect(beforeEnd.contains { $0.range.end < total - 8 }, "finals before the end: \(beforeEnd.map(\.range))")
-        // Some of them while speech went on: committed by agreement, not ended by the detector.
-        var ended = false
-        var committed = 0
-        for event in run.events[..<fed] {
-            switch event {
-            case .speechEnded: ended = true
-            case .speechStarted: ended = false
-            case .final: if !ended { committed += 1 }
-            default: break
+extension ModelTests {
+    @Suite struct WhisperAgreementTests {
+        static func words(_ text: String, every: Double = 0.5) -> [Word] {
+            text.split(separator: " ").enumerated().map { i, w in
+                Word(String(w), range: TimeRange(start: Double(i) * every, end: Double(i + 1) * every), confidence: 0.9)
             }
         }
-        #expect(committed >= 1, "\(run.events)")
-        var last = 0.0
-        for final in run.finals {
-            #expect(final.range.start >= last - 0.001)
-            last = final.range.end
+
+        @Test func twoGuessesAgreeOnTheirLeadingWordsBeforeTheMargin() {
+            let a = Self.words("He was not an ill disposed")
+            let b = Self.words("he was, not an ill-disposed young man")
+            // "ill disposed" is one word in the second guess: agreement stops there.
+            #expect(WhisperRecognizer.agreed(a, b, before: 10) == 4)
+            // Words ending after the limit are not committed.
+            #expect(WhisperRecognizer.agreed(a, b, before: 1.2) == 2)
+            #expect(WhisperRecognizer.agreed([], b, before: 10) == 0)
+        }
+
+        /// Twenty-five seconds of reading with no pause the detector ends: its first words are final
+        /// long before the end of its speech, and nothing is lost or doubled on the way.
+        @Test func aLongUtteranceIsCommittedInPieces() throws {
+            var samples: [Float] = NotSpeech.silence(0.5)
+            var reference: [String] = []
+            let texts = ["0870": "and mister john dashwood had then leisure to consider how much there might be prudently in his power to do for them",
+                         "0880": WhisperRecognizerTests.reference["0880"]!, "0890": WhisperRecognizerTests.reference["0890"]!,
+                         "0920": "had he married a more amiable woman he might have been made still more respectable than he was",
+                         "0930": WhisperRecognizerTests.reference["0930"]!]
+            for name in ["0870", "0880", "0890", "0920", "0930"] {
+                // Each sentence's own leading and trailing quiet cut down, so the detector hears one utterance.
+                var sentence = try WorkerPaths.sentence(name)
+                while let first = sentence.first, abs(first) < 0.02 { sentence.removeFirst() }
+                while let last = sentence.last, abs(last) < 0.02 { sentence.removeLast() }
+                samples += sentence
+                reference += texts[name]!.split(separator: " ").map(String.init)
+            }
+            let total = Double(samples.count) / 16_000
+            let run = try RecognizerRun()
+            try run.feed(samples, speed: 4)
+            let beforeEnd = run.finals
+            let fed = run.events.count
+            try run.finish()
+            #expect(wordErrors(run.words, reference) <= 0.15, "heard: \(run.words)")
+            #expect(beforeEnd.contains { $0.range.end < total - 8 }, "finals before the end: \(beforeEnd.map(\.range))")
+            // Some of them while speech went on: committed by agreement, not ended by the detector.
+            var ended = false
+            var committed = 0
+            for event in run.events[..<fed] {
+                switch event {
+                case .speechEnded: ended = true
+                case .speechStarted: ended = false
+                case .final: if !ended { committed += 1 }
+                default: break
+                }
+            }
+            #expect(committed >= 1, "\(run.events)")
+            var last = 0.0
+            for final in run.finals {
+                #expect(final.range.start >= last - 0.001)
+                last = final.range.end
+            }
         }
     }
 }

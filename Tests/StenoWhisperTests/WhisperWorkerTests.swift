@@ -61,61 +61,67 @@ final class Outcome: Sendable {
     }
 }
 
+/// The suites that share `WorkerPaths.worker` (one loaded model, which some of them kill):
+/// one at a time, their tests too.
+@Suite(.serialized) enum ModelTests {}
+
 /// One real worker (one loaded model) for the suite: its tests run one at a time.
-@Suite(.serialized) struct WhisperWorkerTests {
-    static var worker: Result<WhisperWorker, any Error> { WorkerPaths.worker }
+extension ModelTests {
+    @Suite struct WhisperWorkerTests {
+        static var worker: Result<WhisperWorker, any Error> { WorkerPaths.worker }
 
-    @Test func itHearsASentenceWithWordTimes() throws {
-        let worker = try Self.worker.get()
-        let outcome = Outcome()
-        #expect(worker.submit(try WorkerPaths.sentence("0930")[...], words: true, completion: outcome.completion))
-        let result = try #require(outcome.wait()).get()
-        #expect(WorkerPaths.words(result.text) == ["he", "might", "even", "have", "been", "made", "amiable", "himself"])
-        #expect(result.words.count == 8)
-        #expect(result.words.first!.range.start >= 0 && result.words.last!.range.end <= 3.5)
-        #expect(result.dropped == nil)
-    }
-
-    @Test func killedMidRequestItIsRestartedAndEveryRequestAnswered() throws {
-        let worker = try Self.worker.get()
-        let before = worker.restarts
-        let names = ["0880", "0930", "0890"]
-        let outcomes = names.map { _ in Outcome() }
-        for (name, outcome) in zip(names, outcomes) {
-            #expect(worker.submit(try WorkerPaths.sentence(name)[...], words: true, completion: outcome.completion))
+        @Test func itHearsASentenceWithWordTimes() throws {
+            let worker = try Self.worker.get()
+            let outcome = Outcome()
+            #expect(worker.submit(try WorkerPaths.sentence("0930")[...], words: true, completion: outcome.completion))
+            let result = try #require(outcome.wait()).get()
+            #expect(WorkerPaths.words(result.text) == ["he", "might", "even", "have", "been", "made", "amiable", "himself"])
+            #expect(result.words.count == 8)
+            #expect(result.words.first!.range.start >= 0 && result.words.last!.range.end <= 3.5)
+            #expect(result.dropped == nil)
         }
-        // Killed while it works on them: the supervisor starts another and sends them again.
-        Thread.sleep(forTimeInterval: 0.1)
-        kill(worker.processID, SIGKILL)
-        var texts: [String] = []
-        for outcome in outcomes {
-            texts.append(try #require(outcome.wait()).get().text)
+
+        @Test func killedMidRequestItIsRestartedAndEveryRequestAnswered() throws {
+            let worker = try Self.worker.get()
+            let before = worker.restarts
+            let names = ["0880", "0930", "0890"]
+            let outcomes = names.map { _ in Outcome() }
+            for (name, outcome) in zip(names, outcomes) {
+                #expect(worker.submit(try WorkerPaths.sentence(name)[...], words: true, completion: outcome.completion))
+            }
+            // Killed while it works on them: the supervisor starts another and sends them again.
+            Thread.sleep(forTimeInterval: 0.1)
+            kill(worker.processID, SIGKILL)
+            var texts: [String] = []
+            for outcome in outcomes {
+                texts.append(try #require(outcome.wait()).get().text)
+            }
+            #expect(worker.restarts == before + 1)
+            #expect(worker.isReady)
+            #expect(WorkerPaths.words(texts[1]) == ["he", "might", "even", "have", "been", "made", "amiable", "himself"])
+            #expect(WorkerPaths.words(texts[0]).suffix(2) == ["young", "man"])
+            #expect(worker.pendingCount == 0)
         }
-        #expect(worker.restarts == before + 1)
-        #expect(worker.isReady)
-        #expect(WorkerPaths.words(texts[1]) == ["he", "might", "even", "have", "been", "made", "amiable", "himself"])
-        #expect(WorkerPaths.words(texts[0]).suffix(2) == ["young", "man"])
-        #expect(worker.pendingCount == 0)
-    }
 
-    @Test func silenceGivesNoText() throws {
-        let worker = try Self.worker.get()
-        let outcome = Outcome()
-        #expect(worker.submit([Float](repeating: 0, count: 16_000 * 3)[...], words: true, completion: outcome.completion))
-        let result = try #require(outcome.wait()).get()
-        #expect(result.text == "")
-        #expect(result.words.isEmpty)
-    }
+        @Test func silenceGivesNoText() throws {
+            let worker = try Self.worker.get()
+            let outcome = Outcome()
+            #expect(worker.submit([Float](repeating: 0, count: 16_000 * 3)[...], words: true, completion: outcome.completion))
+            let result = try #require(outcome.wait()).get()
+            #expect(result.text == "")
+            #expect(result.words.isEmpty)
+        }
 
-    @Test func aMissingModelIsAClearErrorAtStart() throws {
-        let empty = FileManager.default.temporaryDirectory.appendingPathComponent("no-model-\(getpid())").path
-        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: empty) }
-        #expect {
-            _ = try WhisperWorker(options: .init(python: WorkerPaths.python, script: WorkerPaths.script,
-                                                 arguments: ["--model", empty], events: .silent), timeout: 60)
-        } throws: { error in
-            "\(error)".contains("no model") || ((error as? StenoError)?.message.contains("no model") ?? false)
+        @Test func aMissingModelIsAClearErrorAtStart() throws {
+            let empty = FileManager.default.temporaryDirectory.appendingPathComponent("no-model-\(getpid())").path
+            try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: empty) }
+            #expect {
+                _ = try WhisperWorker(options: .init(python: WorkerPaths.python, script: WorkerPaths.script,
+                                                     arguments: ["--model", empty], events: .silent), timeout: 60)
+            } throws: { error in
+                "\(error)".contains("no model") || ((error as? StenoError)?.message.contains("no model") ?? false)
+            }
         }
     }
 }
