@@ -140,4 +140,14 @@ import Testing
         #expect(alive.isEmpty, "the worker outlived the server")
         }
     }
+
+    @Test func transcribeTakesTheSameEngine() throws {
+        let result = try StenoCommand.run(["transcribe", TestAudio.beckett, "--engine", "whisper", "--text", "raw", "--no-progress"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let heard = result.stdout.split(separator: "\n").flatMap { line in
+            line.split(separator: "]", maxSplits: 1).last.map { $0.split(separator: " ").map(String.init) } ?? []
+        }
+        let reference = "ever tried ever failed no matter try again fail again fail better".split(separator: " ").map(String.init)
+        #expect(Self.wordErrors(heard, reference) <= 0.1, "heard: \(heard)")
+    }
 }

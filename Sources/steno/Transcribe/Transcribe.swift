@@ -2,6 +2,8 @@ import StenoAudio
 import StenoCore
 import StenoSession
 import StenoSpeech
+import StenoSystem
+import StenoWhisper
 
 #if canImport(Glibc)
 import Glibc
@@ -17,6 +19,8 @@ enum Transcribe {
         var file = ""
         var format = Format.text
         var model = PocketSphinxConfiguration.debianModelDirectory
+        /// `--engine`: pocketsphinx (this command's default for now) or whisper (`steno serve`'s).
+        var engine = "pocketsphinx"
         var chunkMilliseconds = 100
         var maxUtterance = 15.0
         var words = true
@@ -35,8 +39,10 @@ enum Transcribe {
     enum Flags {
         static let format = Flag("format", value: "F", help: "text: one final per line, [start → end] text; jsonl: the wire events; vtt, srt: captions",
                                  default: Format.text.rawValue)
-        static let model = Flag("model", value: "DIR", help: "pocketsphinx model directory, or NAME=DIR[,lm=FILE][,dict=FILE]",
+        static let model = Flag("model", value: "DIR", help: "pocketsphinx model directory, or NAME=DIR[,lm=FILE][,dict=FILE]; whisper:DIR a CTranslate2 Whisper folder",
                                 default: PocketSphinxConfiguration.debianModelDirectory)
+        static let engine = Flag("engine", value: "NAME", help: "pocketsphinx, or whisper (the worker of scripts/bootstrap.sh's .venv, as steno serve runs it)",
+                                 default: "pocketsphinx")
         static let phrases = Flag("phrases", value: "FILE", help: PhraseFile.help)
         static let boost = Flag("boost", value: "B", help: PhraseFile.boostHelp, default: "1")
         static let alternatives = Flag("alternatives", value: "N", help: "jsonl: finals carry up to N alternative texts (0-\(StartRequest.maxAlternatives))",
@@ -57,7 +63,7 @@ enum Transcribe {
             Transcribes a WAV file (PCM 8-32 bit or float, mono or stereo, 8-48 kHz) through the
             same session pipeline as the server, and prints its finals.
             """,
-        flags: [Flags.format, Flags.model, Flags.phrases, Flags.boost, Flags.alternatives, Flags.chunkMilliseconds, Flags.maxUtterance, Flags.decoder, Flags.endpointing,
+        flags: [Flags.format, Flags.engine, Flags.model, Flags.phrases, Flags.boost, Flags.alternatives, Flags.chunkMilliseconds, Flags.maxUtterance, Flags.decoder, Flags.endpointing,
                 Flags.noWords, Flags.noProgress, Flags.text])
 
     /// The options, or nil when the help text was asked for.
@@ -69,6 +75,7 @@ enum Transcribe {
             options.format = Format(rawValue: try given.choice(value, Format.allCases.map(\.rawValue)))!
         }
         if let value = given.single(Flags.model) { options.model = try given.path(value) }
+        if let value = given.single(Flags.engine) { options.engine = try given.choice(value, ["pocketsphinx", "whisper"]) }
         if let value = given.single(Flags.phrases) { options.phrasesFile = try given.path(value) }
         options.boost = try PhraseFile.boost(given, Flags.boost, phrases: Flags.phrases)
         if let value = given.single(Flags.alternatives) {
@@ -136,7 +143,18 @@ enum Transcribe {
         var base = PocketSphinxConfiguration(arguments: DecoderFlag.arguments(adding: options.decoderArguments),
                                              maxUtteranceSeconds: options.maxUtterance)
         if let endpointing = options.endpointing { base.endpointing = endpointing }
-        let engine = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(modelSpec: options.model, base: base))
+        // `--model whisper:DIR` is Whisper's; the detector is pocketsphinx's, with its default model.
+        let whisperModel = options.model.hasPrefix("whisper:") ? String(options.model.dropFirst("whisper:".count)) : nil
+        let pocketsphinxModel = whisperModel == nil ? options.model : PocketSphinxConfiguration.debianModelDirectory
+        let pocketsphinx = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(modelSpec: pocketsphinxModel, base: base))
+        var engine: any SpeechEngine = pocketsphinx
+        if options.engine == "whisper" || whisperModel != nil {
+            let machine = MachineDefaults.detect()
+            var settings = ServeOptions.defaults(machine).whisper
+            settings.model = whisperModel
+            engine = WhisperEngine(worker: try Serve.startWhisper(settings, log: Log(minimum: .warning)), model: settings.servedName,
+                                   detectors: pocketsphinx)
+        }
         let session = LocalSession(engine: engine)
         let bar = ProgressBar(total: wav.duration,
                               enabled: options.progress && StandardStreams.isTerminal(2))
