@@ -141,8 +141,21 @@ class Recognizer:
         return out
 
     def run(self, batch, window=None):
-        """[(options, samples as float32)] -> [result dict]. A text that repeats itself in a
-        short window (Whisper loops more often there) is heard again in the full 30 s one."""
+        """[(options, samples as float32)] -> [result dict], in order. Requests of one beam
+        size are decoded together (a final's beam search would slow the guesses beside it)."""
+        beams = sorted({max(1, int(o.get("beam", 1))) for o, _ in batch})
+        if len(beams) == 1:
+            return self.run_one_beam(batch, window)
+        results = [None] * len(batch)
+        for beam in beams:
+            indices = [i for i, (o, _) in enumerate(batch) if max(1, int(o.get("beam", 1))) == beam]
+            for i, r in zip(indices, self.run_one_beam([batch[i] for i in indices], window)):
+                results[i] = r
+        return results
+
+    def run_one_beam(self, batch, window=None):
+        """`run` for requests of one beam size. A text that repeats itself in a short window
+        (Whisper loops more often there) is heard again in the full 30 s one."""
         results = self.recognize(batch, window)
         again = [i for i, r in enumerate(results) if r["dropped"] == "repetitive" and r["window"] < FULL_WINDOW]
         if again:

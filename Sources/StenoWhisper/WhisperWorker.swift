@@ -127,10 +127,11 @@ public final class WhisperWorker: Sendable {
     /// worker's reader thread. Returns false (and does not call it) when `maximumPending`
     /// requests are outstanding or the worker is stopping.
     @discardableResult
-    public func submit(_ samples: ArraySlice<Float>, words: Bool, priority: Int = 0, prompt: String? = nil,
+    public func submit(_ samples: ArraySlice<Float>, words: Bool, priority: Int = 0, prompt: String? = nil, beam: Int = 1,
                        completion: @escaping Completion) -> Bool {
         var options = JSONObject()
         options["words"] = .bool(words)
+        if beam > 1 { options["beam"] = .number(Double(beam)) }
         options["priority"] = .number(Double(priority))
         if let prompt { options["prompt"] = .string(prompt) }
         let json = JSONValue.object(options).jsonText

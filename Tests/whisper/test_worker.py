@@ -85,6 +85,18 @@ def test_a_batch_hears_what_single_requests_hear(worker):
     assert [got[i] for i in ids] == single
 
 
+def test_beams_mixed_in_a_batch_each_hear_as_alone(worker):
+    items = librivox()[:2]
+    alone = [worker.transcribe(items[0][1], beam=5)["text"], worker.transcribe(items[1][1])["text"]]
+    ids = [worker.send(items[0][1], beam=5), worker.send(items[1][1])]
+    got = {}
+    for _ in ids:
+        kind, ident, body = worker.read()
+        assert kind == 2
+        got[ident] = body["text"]
+    assert [got[i] for i in ids] == alone
+
+
 def test_finals_go_before_volatile_guesses(worker):
     items = librivox()
     # Queued together: the one marked as a final comes back first.
