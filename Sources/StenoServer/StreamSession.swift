@@ -1,3 +1,10 @@
+// One live session's I/O around its `SessionMachine`: what `StreamSession` keeps under its
+// lock (`State`) and on its lane (`LaneWork`), how it is made, the inputs from the client,
+// the lane and a resume, and what the server reads of it. The router's tick and when it is
+// due are in StreamSession+Ticks.swift, how the machine's actions are carried out in
+// StreamSession+Actions.swift, and the pipeline's jobs on the lane in
+// StreamSession+Pipeline.swift.
+
 import StenoAudio
 import StenoCore
 import StenoSession
@@ -27,23 +34,23 @@ import Glibc
 final class StreamSession: Sendable {
     let sessionID: String
     let remoteAddress: String
-    private let server: ServerContext
-    private let lane: Lane
+    let server: ServerContext
+    let lane: Lane
     /// The pipeline and what its jobs owe the machine, touched only by the lane's jobs.
-    private let work: LaneLocal<LaneWork>
+    let work: LaneLocal<LaneWork>
 
-    private struct LaneWork {
+    struct LaneWork {
         var pipeline: TranscriptionPipeline?
         /// The completions (`finalizeCompleted`, `endCompleted`) of requests whose finals have
         /// not come yet: the recognizer waits for a shared decoder.
         var owed: [SessionInput] = []
     }
-    private let state: Locked<State>
+    let state: Locked<State>
     /// Whether the registry counts this session as live (see `SessionRegistry.liveCount`);
     /// cleared once, when its protocol closes or it leaves the registry.
     private let countedLive = Atomic<Bool>(true)
 
-    private struct State: Sendable {
+    struct State: Sendable {
         /// The protocol: what was received and analyzed, the phase, and how the session closed.
         var machine: SessionMachine
         /// The connection the session's events go to; nil while it is detached (its client
@@ -147,7 +154,7 @@ final class StreamSession: Sendable {
 
     /// Runs the machine on `inputs` (from the lane) and counts what analysis got through.
     /// `nextBlock`: where the recognizer's next block will be complete, on the session timeline.
-    private func input(_ inputs: [SessionInput], nextBlock: Double? = nil) {
+    func input(_ inputs: [SessionInput], nextBlock: Double? = nil) {
         mutate { s in
             s.flushAt = nextBlock
             // The audio that completes it may have come while the lane worked.
@@ -259,431 +266,15 @@ final class StreamSession: Sendable {
     /// Wall-clock seconds its lane's compute jobs have taken: its demand, for admission.
     var laneBusySeconds: Double { lane.work.busy }
 
-    /// What the router's tick found at a session (`visit`).
-    struct Visit {
-        /// The lag (received − analyzed) of a talker: a session that audio came to since the
-        /// last visit or that has more than a block waiting; nil for a quiet one.
-        var lag: Double?
-        /// Whether it streams at about real time (not a file sent faster): no more audio
-        /// received than wall-clock time since `start`, give or take a second.
-        var live = false
-        /// How it went, once it has closed with no connection (the log line): it is forgotten.
-        var closing: (line: String, seconds: Double)?
-    }
-
-    /// The router's tick, when this session is due (`SessionRegistry.takeDue`): the machine's
-    /// clock (deadlines, progress), the audio batch and the stall (`tickAudio`), and what the
-    /// tick samples; then the session says when it wants the next one.
-    func visit(now: Double) -> Visit {
-        mutate { s in
-            // `takeDue` took its entry out: the registry is told again below, whatever the time.
-            s.scheduledAt = nil
-            let talking = s.heardSinceVisit || Self.isBehind(s.machine)
-            s.heardSinceVisit = false
-            perform(s.machine.handle(.tick(now: now)), &s)
-            tickAudio(now: now, &s)
-            var visit = Visit()
-            let m = s.machine
-            if talking, let started = m.startedMonotonic {
-                visit.lag = m.backlogSeconds
-                visit.live = m.receivedSeconds <= (now - started) * 1.1 + 1
-            }
-            if m.isClosed && s.connection == nil { visit.closing = summary(s) }
-            return visit
-        }
-    }
-
-    /// More than a block waits for analysis: the session is behind (or its recognizer waits for
-    /// a decoder) and is ticked until it catches up. A remainder short of a block waits for
-    /// more audio, which may never come: that alone is not behind.
-    private static func isBehind(_ m: SessionMachine) -> Bool { m.backlogSeconds > batchSeconds + 0.01 }
-
-    /// Runs `body` under the session's lock, then tells the registry when the session next
-    /// needs a tick: every change that can move a deadline, start or stop a talker, or leave
-    /// a batch comes through here.
-    private func mutate<R>(_ body: (inout State) -> R) -> R {
-        state.withLock { s in
-            let result = body(&s)
-            let due = wakeAt(s)
-            if due != s.scheduledAt {
-                server.sessions.schedule(self, at: due)
-                s.scheduledAt = due
-            }
-            return result
-        }
-    }
-
-    /// When the tick next has something to do here: at once (`-infinity`, the next tick) for a
-    /// talker or a closed session with no connection left to say so; otherwise the earliest
-    /// of the machine's next deadline or progress, the short batch's linger and the stall
-    /// release; `infinity` when only an input can change that (a closed session whose
-    /// connection is closing, a started one with no timer).
-    private func wakeAt(_ s: State) -> Double {
-        let m = s.machine
-        if m.isClosed { return s.connection == nil ? -.infinity : .infinity }
-        if s.heardSinceVisit || Self.isBehind(m) { return -.infinity }
-        var due = m.nextTickDue
-        if !s.batch.isEmpty { due = min(due, s.batchSince + Self.batchLinger) }
-        if let stallAt = stallDue(s) { due = min(due, stallAt) }
-        return due
-    }
-
     /// Takes the session out of the registry's live count; true the first time only.
     func leaveLiveCount() -> Bool {
         countedLive.exchange(false, ordering: .acquiringAndReleasing)
     }
 
-    // MARK: Actions
-
-    /// Carries out `actions`, and tells the registry once the protocol has closed.
-    private func perform(_ actions: [SessionAction], _ s: inout State) {
-        carryOut(actions, &s)
-        if s.machine.isClosed && leaveLiveCount() { server.sessions.closed(self) }
-    }
-
-    private func carryOut(_ actions: [SessionAction], _ s: inout State) {
-        var queue = actions[...]
-        while let action = queue.popFirst() {
-            switch action {
-            case .send(let event):
-                queue.append(contentsOf: send(event, &s))
-            case .startPipeline(let request):
-                startPipeline(request)
-                if let channel = request.channel {
-                    if server.channels.claim(channel, session: sessionID, startedAt: s.machine.startedAt ?? SystemClock.wall(),
-                                             includeWords: request.words) {
-                        s.channel = channel
-                    } else {
-                        queue.append(contentsOf: s.machine.handle(.pipelineWarning(StenoError(.badMessage,
-                            "channel \"\(channel)\" already has a publisher; this session is not published"))))
-                    }
-                }
-                server.log.info("session \(sessionID) \(s.connection.map(String.init(describing:)) ?? "") started: \(request.audio) from \(remoteAddress)"
-                    + (request.channel.map { " on channel \($0)" } ?? ""))
-            case .submitAudio(let chunk):
-                server.metrics.audioReceivedSeconds.add(chunk.duration)
-                s.quietSince = SystemClock.now()
-                s.stallReleased = false
-                s.heardSinceVisit = true
-                if s.batch.isEmpty { s.batchSince = s.quietSince }
-                s.batch.append(chunk)
-                s.batchSeconds += chunk.duration
-                if s.batchSeconds >= Self.batchSeconds || !Self.batchesAudio || blockIsIn(s, through: chunk.start + chunk.duration) {
-                    submitBatch(&s)
-                }
-            case .pauseReading:
-                if let connection = s.connection { server.handle.setReading(connection, false) }
-            case .resumeReading:
-                if let connection = s.connection { server.handle.setReading(connection, true) }
-            case .submitGap(_, let duration):
-                s.quietSince = SystemClock.now()
-                s.stallReleased = false
-                s.heardSinceVisit = true
-                submitBatch(&s)
-                submit { pipeline throws(StenoError) in
-                    (try pipeline.gap(seconds: duration), [])
-                }
-            case .resume(let request):
-                s.resumeRequest = request
-            case .submitFinalize(let through):
-                submitBatch(&s)
-                submit { pipeline throws(StenoError) in
-                    (try pipeline.finalize(through: through), [.finalizeCompleted])
-                }
-            case .submitEnd:
-                submitBatch(&s)
-                s.endSubmittedAt = SystemClock.now()
-                submit(timed: .end) { pipeline throws(StenoError) in
-                    (try pipeline.finish(), [.endCompleted])
-                }
-            case .cancelPipeline:
-                s.batch.removeAll()
-                s.batchSeconds = 0
-                releasePipeline()
-            case .close(let code, let reason):
-                if let connection = s.connection {
-                    server.handle.close(connection, code: code, reason: reason, discardQueued: code == 4008)
-                }
-            }
-        }
-        // Once the protocol has closed nothing more is published: the channel is free for the
-        // next publisher now, not when this connection has finished closing.
-        if s.machine.isClosed { releaseChannel(&s) }
-        // And the pipeline goes now, on the lane: its recognizer's deinit takes the lock that
-        // guards pocketsphinx's shared configuration, which a decoder being made holds for a
-        // second or more; the session's last reference may be dropped on the lws thread.
-        if s.machine.isClosed && !s.pipelineRetired {
-            s.pipelineRetired = true
-            lane.close(.drain) { [work] in
-                work.withValue { $0.pipeline = nil }
-            }
-        }
-    }
-
-    /// Frees the session's channel for the next publisher (once its last event is published).
-    private func releaseChannel(_ s: inout State) {
-        guard let channel = s.channel else { return }
-        server.channels.release(channel, session: sessionID, state: .after(s.machine.phase),
-                                duration: s.machine.receivedSeconds, now: SystemClock.wall())
-        s.channel = nil
-    }
-
-    /// Another instance's publisher holds `channel` (the cluster's lease, `ChannelRelay`): this
-    /// session is not published after all, and is told so as a second publisher on one
-    /// instance is.
-    func channelTakenElsewhere(_ channel: String) {
-        mutate { s in
-            guard s.channel == channel, !s.machine.isClosed else { return }
-            s.channel = nil
-            perform(s.machine.handle(.pipelineWarning(StenoError(.badMessage,
-                "channel \"\(channel)\" already has a publisher on another instance; this session is not published"))), &s)
-        }
-    }
-
-    /// Queues one event; returns what the machine says to do if the client is not reading.
-    private func send(_ event: EncodedEvent, _ s: inout State) -> [SessionAction] {
-        server.metrics.eventSent(event.kind.rawValue)
-        if let code = event.errorCode { server.metrics.errorSent(code) }
-        switch event.kind {
-        case .ended:
-            if let at = s.endSubmittedAt { server.metrics.endLatencySeconds.observe(SystemClock.now() - at) }
-        default:
-            break
-        }
-        let message = OutgoingMessage(event)
-        if let channel = s.channel, event.kind.isBroadcast {
-            server.channels.publish(event, final: event.kind == .final ? s.machine.finals.last : nil,
-                                    volatile: s.machine.showingVolatile, on: channel, from: sessionID)
-        }
-        // A closed session's channel is free before the client can read that it is over (its
-        // finals are published by then): a client that starts the next publisher on `ended`
-        // must find the channel free.
-        // Likewise its place among the live sessions: a client that reads `ended` and connects
-        // again must not be refused as if this session still counted.
-        if s.machine.isClosed && (event.kind == .ended || event.kind == .cancelled || event.kind == .error) {
-            releaseChannel(&s)
-            if leaveLiveCount() { server.sessions.closed(self) }
-        }
-        var result = s.connection.map { server.handle.send($0, message) } ?? .closed
-        if result == .closed && !s.machine.isClosed && !s.machine.resumeForfeited {
-            // No connection, or it just went (its `closed` is on its way): held for the client
-            // that resumes. Bounded like a connection's queue; beyond it the session cannot be
-            // resumed and ends, its events going only to its channel (`outboundOverflow`).
-            result = s.held.enqueue(message, size: message.byteCount, delivery: message.delivery) == .overflow
-                ? .overflow : .queued
-        }
-        if result == .overflow {
-            let detached = s.machine.isDetached
-            let actions = s.machine.handle(.outboundOverflow)
-            if detached && s.machine.resumeForfeited {
-                // Nobody will have them now.
-                _ = s.held.drained()
-                server.log.info("session \(sessionID): more events made while its client was away than are kept "
-                                + "for it (\(server.sessionConfiguration.limits.outboundBytes) bytes); it cannot be resumed and is ending")
-            }
-            return actions
-        }
-        return []
-    }
-
-    // MARK: Pipeline jobs (run on the lane)
-
-    private func startPipeline(_ request: StartRequest) {
-        let engine = server.engine
-        let dedicated = server.dedicatedRecognizers
-        let metrics = server.metrics
-        lane.submit { [self] in
-            do throws(StenoError) {
-                // Light: a front end of its own; a decoder is borrowed per utterance, and when
-                // none is free the recognizer waits and `wake` brings the lane back.
-                let options = RecognizerOptions(keepsDecoder: dedicated, vocabulary: request.vocabulary,
-                                                alternatives: request.alternatives, model: request.model)
-                let recognizer = try engine.makeRecognizer(options: options) { [weak self] in
-                    self?.wake()
-                }
-                // How the phrases were taken (words left out) is the client's to know.
-                for notice in recognizer.notices { input(.pipelineWarning(notice)) }
-                let made = try TranscriptionPipeline(format: request.audio, recognizer: recognizer)
-                metrics.recognizersCreated.increment()
-                if request.audio.encoding == .opus { metrics.decodersCreated.increment() }
-                work.withValue { $0.pipeline = made }
-            } catch {
-                server.log.error("session \(sessionID): cannot start the recognizer: \(error.message)")
-                input(.pipelineFailed("the recognizer could not be started: \(error.message)"))
-            }
-        }
-    }
-
-    /// Whether the audio received through `time` completes the recognizer's next block.
-    private func blockIsIn(_ s: State, through time: Double) -> Bool {
-        // Half a sample of slack at 16 kHz: chunk times are sums of durations.
-        guard let at = s.flushAt else { return false }
-        return time >= at - 0.00003
-    }
-
-    /// Hands the audio batch to the lane, as one job.
-    private func submitBatch(_ s: inout State) {
-        guard !s.batch.isEmpty else { return }
-        let chunks = s.batch
-        s.batch.removeAll(keepingCapacity: true)
-        s.batchSeconds = 0
-        s.flushAt = nil
-        submit(timed: .batch) { pipeline throws(StenoError) in
-            var events: [TranscriberEvent] = []
-            var warnings: [SessionInput] = []
-            for chunk in chunks {
-                let output = try pipeline.append(chunk.bytes)
-                events += output.events
-                if let warning = output.warning, !chunk.headerIsMalformed { warnings.append(.pipelineWarning(warning)) }
-            }
-            return (events, warnings)
-        }
-    }
-
-    /// At the session's tick (`visit`). A short batch that has waited `batchLinger` goes to the
-    /// lane (the client paused, or sends little).
-    ///
-    /// And a session whose audio stopped in the middle of speech (its connection dropped, the
-    /// client stalled) would hold a shared decoder until audio came again, perhaps never:
-    /// after `limits.stallSeconds` without audio, with everything received analyzed, what was
-    /// heard is finalized and the decoder goes back to the pool. Audio that comes later starts
-    /// a new utterance.
-    private func tickAudio(now: Double, _ s: inout State) {
-        // Compared as `wakeAt` computes the due times, so a tick at one acts whatever the rounding.
-        if !s.batch.isEmpty && now >= s.batchSince + Self.batchLinger { submitBatch(&s) }
-        guard let stallAt = stallDue(s), s.batch.isEmpty, now >= stallAt, !Self.isBehind(s.machine) else { return }
-        s.stallReleased = true
-        let silent = JSONWriter.secondsText(now - s.quietSince)
-        submit { [self] pipeline throws(StenoError) in
-            let events = try pipeline.finalize()
-            if events.contains(where: { if case .final = $0 { true } else { false } }) {
-                server.metrics.stalledUtterances.increment()
-                server.log.debug("session \(sessionID): no audio for \(silent) s in the middle of speech; what was heard is final, its recognizer given back")
-            }
-            return (events, [])
-        }
-    }
-
-    /// When the utterance in progress counts as stalled (`tickAudio`), if it can: speech is going
-    /// on and the client has sent nothing for `limits.stallSeconds`. Not while the session is
-    /// ending (it is finishing its utterance already), nor while a `finalize` is outstanding:
-    /// its client may wait for `finalized` before it sends more, and the finalize waits for the
-    /// pipeline (a re-recognition after a cut can wait for a decoder). A finalize of the stall's
-    /// own, there, would end the utterance the cut began where the client never asked; so the
-    /// clock starts again when the client is told `finalized`.
-    private func stallDue(_ s: State) -> Double? {
-        let stall = server.sessionConfiguration.limits.stallSeconds
-        guard stall > 0, s.speaking, !s.stallReleased, s.machine.phase == .streaming else { return nil }
-        return s.quietSince + stall
-    }
-
-    /// The recognizer can go on (a decoder was granted to it): its lane, parked while it
-    /// waited, goes on with what it kept.
-    private func wake() {
-        lane.unpark { [self] in
-            run { pipeline throws(StenoError) in (try pipeline.proceed(), []) }
-        }
-    }
-
-    /// Queues a pipeline job (see `run`). `timed`: what it is, for the latency log.
-    private func submit(timed: TimedJob? = nil,
-                        _ body: @escaping @Sendable (TranscriptionPipeline) throws(StenoError) -> ([TranscriberEvent], [SessionInput])) {
-        let submitted = timed == nil ? 0 : SystemClock.now()
-        lane.submit { [self] in run(body, timed: timed.map { ($0, submitted) }) }
-    }
-
-    /// Jobs whose finals the latency log follows (`steno-bench latency` reads it).
-    private enum TimedJob: String { case batch, end }
-
-    /// Runs a pipeline step on the lane: `body` returns the recognizer events it made and the
-    /// inputs to pass on (warnings), or that say its request is done (completions). The
-    /// events go to the machine with how far analysis has got. While the recognizer waits for
-    /// a decoder, completions are owed (a request is done only when its finals have come)
-    /// and the lane parks until `wake`. A thrown error fails the session with `internal`; a
-    /// missing pipeline (it failed to start, or was cancelled) does nothing.
-    private func run(_ body: (TranscriptionPipeline) throws(StenoError) -> ([TranscriberEvent], [SessionInput]),
-                     timed: (job: TimedJob, submitted: Double)? = nil) {
-        let started = timed == nil ? 0 : SystemClock.now()
-        var timing: (events: [TranscriberEvent], utterance: UtteranceTiming?)?
-        var nextBlock: Double?
-        let outcome: Result<([SessionInput], Bool), StenoError>? = work.withValue { w in
-            guard let p = w.pipeline else { return nil }
-            do throws(StenoError) {
-                let (events, extra) = try body(p)
-                if timed != nil && server.log.isEnabled(.debug) { timing = (events, p.lastUtteranceTiming) }
-                nextBlock = p.secondsToNextBlock.map { p.receivedSeconds + $0 }
-                var inputs: [SessionInput] = []
-                var completions: [SessionInput] = []
-                for input in extra {
-                    switch input {
-                    case .finalizeCompleted, .endCompleted: completions.append(input)
-                    default: inputs.append(input)
-                    }
-                }
-                let waiting = p.isWaiting
-                // After `finish`, everything received was analyzed: say so exactly.
-                let through = p.isFinished && !waiting ? p.receivedSeconds : p.analyzedSeconds
-                inputs.insert(.results(events, analyzedThrough: through, now: SystemClock.now()), at: 0)
-                w.owed += completions
-                if !waiting {
-                    inputs += w.owed
-                    w.owed.removeAll()
-                }
-                return .success((inputs, waiting))
-            } catch {
-                p.cancel()
-                w.pipeline = nil
-                return .failure(error)
-            }
-        }
-        switch outcome {
-        case .success(let (inputs, waiting))?:
-            input(inputs, nextBlock: waiting ? nil : nextBlock)
-            if let timed, let timing { logLatency(timed.job, submitted: timed.submitted, started: started, timing) }
-            if waiting { lane.park() }
-        case .failure(let error)?:
-            server.log.error("session \(sessionID): pipeline failed: \(error.message)")
-            input(.pipelineFailed(error.message))
-        case nil:
-            break
-        }
-    }
-
-    /// One debug line per final of a timed job (and one per `end`), with where its utterance's
-    /// end was seen and when each step happened (monotonic seconds), so that a final's latency
-    /// can be cut into its parts: the silence the detector waited for, the rest of its block,
-    /// the batch, the lane, the engine's end of utterance, the machine and the connection.
-    private func logLatency(_ job: TimedJob, submitted: Double, started: Double,
-                            _ timing: (events: [TranscriberEvent], utterance: UtteranceTiming?)) {
-        let queued = SystemClock.now()
-        func field(_ value: Double?) -> String { value.map { "\($0)" } ?? "-" }
-        let finals = timing.events.compactMap { if case .final(let result) = $0 { result } else { nil } }
-        guard !finals.isEmpty || job == .end else { return }
-        let u = timing.utterance
-        var line = "latency session=\(sessionID) job=\(job.rawValue) submitted=\(field(submitted)) started=\(field(started))"
-        if let final = finals.last, let u {
-            line += " final_end=\(field(final.range.end)) decided=\(field(u.detectorDecidedAt)) closed=\(field(u.closedAt))"
-            line += " close=\(field(u.closeBegan)) search=\(field(u.endSearchSeconds)) words=\(field(u.wordsSeconds))"
-            line += " alternatives=\(field(u.alternativesSeconds)) cpu=\(field(u.cpuSeconds))"
-        }
-        line += " queued=\(field(queued))"
-        server.log.debug(line)
-    }
-
-    /// Drops queued work and gives the recognizer back (after a running job finishes).
-    private func releasePipeline() {
-        lane.close(.cancel) { [work] in
-            work.withValue { w in
-                w.pipeline?.cancel()
-                w.pipeline = nil
-            }
-        }
-    }
-
     // MARK: -
 
     /// One line on how the session went, and how long it lasted (wall clock).
-    private func summary(_ s: State) -> (line: String, seconds: Double) {
+    func summary(_ s: State) -> (line: String, seconds: Double) {
         let m = s.machine
         let seconds = SystemClock.now() - s.openedAt
         var line = "session \(sessionID) closed"
