@@ -101,7 +101,7 @@ let package = Package(
         .testTarget(name: "StenoCoreTests", dependencies: ["StenoCore", "StenoTestSupport"]),
         .testTarget(name: "StenoWorkersTests", dependencies: ["StenoWorkers"]),
         .testTarget(name: "StenoWhisperTests",
-                    dependencies: ["StenoWhisper", "StenoSpeech", "StenoAudio", "StenoCore", "StenoSystem"]),
+                    dependencies: ["StenoWhisper", "StenoSpeech", "StenoAudio", "StenoCore", "StenoSystem", "StenoTestSupport"]),
         .testTarget(name: "StenoPrometheusTests", dependencies: ["StenoPrometheus"]),
         .testTarget(name: "StenoRedisTests", dependencies: ["StenoRedis", "StenoTestSupport"]),
         .testTarget(

@@ -20,7 +20,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "Tests", "whisper"))
-from worker_client import TESTDATA, cards, default_model, errors, librivox, normalized, read_wav  # noqa: E402
+from worker_client import TESTDATA, cards, default_model, errors, floor, librivox, normalized, read_wav  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 TICK = os.sysconf("SC_CLK_TCK")
@@ -117,16 +117,8 @@ def main():
     from faster_whisper import WhisperModel
     model = WhisperModel(default_model(), device="cpu", compute_type="int8", local_files_only=True)
     for name, items in labelled.items():
-        errs = total = 0
-        audio = 0.0
-        started = time.process_time()
-        for path, ref in items:
-            samples = read_wav(path)
-            segments, _ = model.transcribe(samples, language="en", beam_size=1, condition_on_previous_text=False)
-            errs += errors(ref, normalized(" ".join(s.text for s in segments)))
-            total += len(ref)
-            audio += len(samples) / 16000
-        rows.append((name, "whisper batch (floor)", errs / total, None, None, (time.process_time() - started) / audio))
+        wer, cpu = floor(model, [(read_wav(path), ref) for path, ref in items])
+        rows.append((name, "whisper batch (floor)", wer, None, None, cpu))
     del model
 
     for engine in args.engines.split(","):

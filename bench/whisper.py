@@ -12,7 +12,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "Tests", "whisper"))
-from worker_client import Worker, cards, errors, librivox, normalized, default_model  # noqa: E402
+from worker_client import Worker, cards, default_model, errors, floor, librivox, normalized  # noqa: E402
 
 
 def main():
@@ -22,15 +22,8 @@ def main():
     from faster_whisper import WhisperModel
     model = WhisperModel(default_model(), device="cpu", compute_type="int8", local_files_only=True)
     for set_name, items in sets.items():
-        errs = total = 0
-        audio = 0.0
-        started = time.process_time()
-        for _, samples, ref in items:
-            segments, _ = model.transcribe(samples, language="en", beam_size=1, condition_on_previous_text=False)
-            errs += errors(ref, normalized(" ".join(s.text for s in segments)))
-            total += len(ref)
-            audio += len(samples) / 16000
-        rows.append((set_name, "faster-whisper transcribe (floor)", "30 s", 1, errs / total, (time.process_time() - started) / audio))
+        wer, cpu = floor(model, [(samples, ref) for _, samples, ref in items])
+        rows.append((set_name, "faster-whisper transcribe (floor)", "30 s", 1, wer, cpu))
     for window, args in [("30 s", ["--min-window", "3000"]), ("audio+2 s, >= 10 s", ["--min-window", "1000", "--margin", "200"]),
                          ("audio+1 s, >= 5 s", ["--min-window", "500", "--margin", "100"])]:
         for batch in (1, 4):

@@ -49,16 +49,6 @@ import Testing
         }
     }
 
-    static func wordErrors(_ heard: [String], _ reference: [String]) -> Double {
-        var row = Array(0...heard.count)
-        for (i, r) in reference.enumerated() {
-            var next = [i + 1] + [Int](repeating: 0, count: heard.count)
-            for (j, h) in heard.enumerated() { next[j + 1] = min(row[j] + (r == h ? 0 : 1), row[j + 1] + 1, next[j] + 1) }
-            row = next
-        }
-        return Double(row[heard.count]) / Double(max(1, reference.count))
-    }
-
     /// The Whisper worker processes `steno serve` started (its children running whisper_worker.py).
     static func workers(of parent: pid_t) -> [pid_t] {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
@@ -98,7 +88,7 @@ import Testing
         guard case .object(let engine)? = ready["engine"] else { Issue.record("ready has no engine"); return }
         #expect(engine["name"] == .string("whisper"))
         let heard = Self.words(ofFinals: events)
-        #expect(Self.wordErrors(heard, Self.reference) <= 0.15, "heard: \(heard)")
+        #expect(wordErrorRate(heard, Self.reference) <= 0.15, "heard: \(heard)")
         #expect(events.contains { $0["type"] == .string("volatile") })
         // Finals in order, never overlapping, on the audio's timeline; written as Whisper writes.
         var last = 0.0
@@ -125,7 +115,7 @@ import Testing
         for pid in before { kill(pid, SIGKILL) }
         #expect(try send.finish(timeout: 120) == 0, "\(send.stderr.text)")
         let heard = Self.words(ofFinals: Self.events(send.stdout.text))
-        #expect(Self.wordErrors(heard, Self.reference) <= 0.15, "heard: \(heard)")
+        #expect(wordErrorRate(heard, Self.reference) <= 0.15, "heard: \(heard)")
         // Another worker serves now, and the server is ready again.
         let after = Self.workers(of: server.command.pid)
         #expect(after.count == 1 && after != before)
@@ -148,6 +138,6 @@ import Testing
             line.split(separator: "]", maxSplits: 1).last.map { $0.split(separator: " ").map(String.init) } ?? []
         }
         let reference = "ever tried ever failed no matter try again fail again fail better".split(separator: " ").map(String.init)
-        #expect(Self.wordErrors(heard, reference) <= 0.1, "heard: \(heard)")
+        #expect(wordErrorRate(heard, reference) <= 0.1, "heard: \(heard)")
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import StenoCore
 import StenoSpeech
 import StenoSystem
+import StenoTestSupport
 import Testing
 @testable import StenoWhisper
 
@@ -54,19 +55,6 @@ final class RecognizerRun {
         events.compactMap { if case .partial(let r) = $0 { r } else { nil } }
     }
     var words: [String] { finals.flatMap { WorkerPaths.words($0.text) } }
-}
-
-/// Word error rate of `heard` against `reference` (edit distance over the reference's length).
-func wordErrors(_ heard: [String], _ reference: [String]) -> Double {
-    var row = Array(0...heard.count)
-    for (i, r) in reference.enumerated() {
-        var next = [i + 1] + [Int](repeating: 0, count: heard.count)
-        for (j, h) in heard.enumerated() {
-            next[j + 1] = min(row[j] + (r == h ? 0 : 1), row[j + 1] + 1, next[j] + 1)
-        }
-        row = next
-    }
-    return Double(row[heard.count]) / Double(max(1, reference.count))
 }
 
 /// Deterministic noise and sounds with no speech in them.
@@ -133,7 +121,7 @@ extension ModelTests {
             let run = try RecognizerRun()
             try run.feed(samples, speed: 4)
             try run.finish()
-            #expect(wordErrors(run.words, reference) <= 0.15, "heard: \(run.words)")
+            #expect(wordErrorRate(run.words, reference) <= 0.15, "heard: \(run.words)")
             #expect(run.finals.count >= 3)
             // Finals never overlap, lie within the audio, and carry words inside their ranges.
             var last = 0.0
@@ -179,7 +167,7 @@ extension ModelTests {
             try run.finish()
             #expect(killed)
             #expect(worker.restarts == before + 1)
-            #expect(wordErrors(run.words, reference) <= 0.15, "heard: \(run.words)")
+            #expect(wordErrorRate(run.words, reference) <= 0.15, "heard: \(run.words)")
         }
 
         @Test func aFinalizeMidSpeechLosesNothingThatFollows() throws {
@@ -263,7 +251,7 @@ extension ModelTests {
             let beforeEnd = run.finals
             let fed = run.events.count
             try run.finish()
-            #expect(wordErrors(run.words, reference) <= 0.15, "heard: \(run.words)")
+            #expect(wordErrorRate(run.words, reference) <= 0.15, "heard: \(run.words)")
             #expect(beforeEnd.contains { $0.range.end < total - 8 }, "finals before the end: \(beforeEnd.map(\.range))")
             // Some of them while speech went on: committed by agreement, not ended by the detector.
             var ended = false

@@ -73,28 +73,26 @@ def test_noise_gives_no_text(worker, name):
     assert result["words"] == []
 
 
-def test_a_batch_hears_what_single_requests_hear(worker):
-    items = librivox()[:3]
-    single = [worker.transcribe(s)["text"] for _, s, _ in items]
-    ids = [worker.send(s) for _, s, _ in items]
+def texts_of(worker, ids):
+    """The texts of the results of requests `ids` sent together, in their order."""
     got = {}
     for _ in ids:
         kind, ident, body = worker.read()
         assert kind == 2
         got[ident] = body["text"]
-    assert [got[i] for i in ids] == single
+    return [got[i] for i in ids]
+
+
+def test_a_batch_hears_what_single_requests_hear(worker):
+    items = librivox()[:3]
+    single = [worker.transcribe(s)["text"] for _, s, _ in items]
+    assert texts_of(worker, [worker.send(s) for _, s, _ in items]) == single
 
 
 def test_beams_mixed_in_a_batch_each_hear_as_alone(worker):
     items = librivox()[:2]
     alone = [worker.transcribe(items[0][1], beam=5)["text"], worker.transcribe(items[1][1])["text"]]
-    ids = [worker.send(items[0][1], beam=5), worker.send(items[1][1])]
-    got = {}
-    for _ in ids:
-        kind, ident, body = worker.read()
-        assert kind == 2
-        got[ident] = body["text"]
-    assert [got[i] for i in ids] == alone
+    assert texts_of(worker, [worker.send(items[0][1], beam=5), worker.send(items[1][1])]) == alone
 
 
 def test_finals_go_before_volatile_guesses(worker):
