@@ -206,6 +206,19 @@ public final class StenoMetrics: Sendable {
         registry.sampledGauge("steno_recognizer_waiting_sessions", help: "Sessions with speech waiting for a shared recognizer.") {
             Double(engine.load.waiting)
         }
+        guard engine.workerStats != nil else { return }
+        registry.sampledGauge("steno_engine_worker_ready", help: "1 while the engine's worker process (Whisper) has its model loaded; 0 while it restarts.") {
+            engine.workerStats?.ready == true ? 1 : 0
+        }
+        registry.sampledCounter("steno_engine_worker_restarts_total", help: "Times the engine's worker process was started again after it died.") {
+            Double(engine.workerStats?.restarts ?? 0)
+        }
+        registry.sampledGauge("steno_engine_worker_pending", help: "Requests sent to the engine's worker process and not answered yet.") {
+            Double(engine.workerStats?.pending ?? 0)
+        }
+        registry.sampledGauge("steno_engine_worker_cpu_seconds", help: "CPU seconds the engine's worker process now running has used (it starts again from 0 when restarted).") {
+            engine.workerStats?.cpuSeconds ?? 0
+        }
     }
 
     /// Publishes the worker pool's state, read at each scrape:

@@ -32,6 +32,8 @@ public final class ModelSet: SpeechEngine, Sendable {
 
     public var isReady: Bool { engines.allSatisfy(\.isReady) }
 
+    public var workerStats: EngineWorkerStats? { engines.lazy.compactMap(\.workerStats).first }
+
     public func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
         guard let name = options.model else { return try engines[0].makeRecognizer(options: options, wake: wake) }
         guard let engine = engines.first(where: { $0.models.contains { $0.info.model == name } }) else {

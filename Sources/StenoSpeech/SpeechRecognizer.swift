@@ -264,6 +264,28 @@ public protocol SpeechEngine: Sendable {
 
     /// Whether it recognizes now (`/readyz`): false while a worker process it needs restarts.
     var isReady: Bool { get }
+
+    /// Its worker process, for `/metrics`; nil for an engine in this process.
+    var workerStats: EngineWorkerStats? { get }
+}
+
+/// An engine's worker process, as `/metrics` shows it.
+public struct EngineWorkerStats: Sendable, Hashable {
+    /// A worker has its model loaded and serves.
+    public var ready: Bool
+    /// Times it was started again after it died.
+    public var restarts: Int
+    /// Requests sent and not answered.
+    public var pending: Int
+    /// CPU seconds of the worker running now (user and system), 0 if unknown.
+    public var cpuSeconds: Double
+
+    public init(ready: Bool, restarts: Int, pending: Int, cpuSeconds: Double) {
+        self.ready = ready
+        self.restarts = restarts
+        self.pending = pending
+        self.cpuSeconds = cpuSeconds
+    }
 }
 
 extension SpeechEngine {
@@ -280,6 +302,8 @@ extension SpeechEngine {
     public var servedModels: [ServedModel] { models.map(\.served) }
 
     public var isReady: Bool { true }
+
+    public var workerStats: EngineWorkerStats? { nil }
 
     /// An engine without shared decoders is never busy.
     public var load: RecognizerLoad { RecognizerLoad(capacity: Int.max, busy: 0, waiting: 0) }

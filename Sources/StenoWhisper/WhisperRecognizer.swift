@@ -348,6 +348,11 @@ public final class WhisperEngine: SpeechEngine, Sendable {
     /// Ready while a worker has its model loaded (not while one restarts).
     public var isReady: Bool { worker.isReady }
 
+    public var workerStats: EngineWorkerStats? {
+        EngineWorkerStats(ready: worker.isReady, restarts: worker.restarts, pending: worker.pendingCount,
+                          cpuSeconds: ProcessCPU.seconds(of: worker.processID))
+    }
+
     public func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
         let detectors = detectors
         return try WhisperRecognizer(worker: worker, info: info, options: options,

@@ -75,6 +75,13 @@ import Testing
         #expect(whisper.lowerBound < pocketsphinx.lowerBound)
         #expect(models.contains(#""name":"whisper-tiny.en""#))
         #expect(Self.workers(of: server.command.pid).count == 1)
+        // The worker in /metrics: ready, never restarted, nothing pending, its CPU counted.
+        let metrics = try HTTPTestClient.get(port: server.port, "/metrics").bodyText
+        #expect(metrics.contains("\nsteno_engine_worker_ready 1\n"))
+        #expect(metrics.contains("\nsteno_engine_worker_restarts_total 0\n"))
+        #expect(metrics.contains("\nsteno_engine_worker_pending 0\n"))
+        let cpu = metrics.firstMatch(of: /\nsteno_engine_worker_cpu_seconds ([0-9.e+-]+)\n/).flatMap { Double($0.1) }
+        #expect((cpu ?? 0) > 0, "\(metrics)")
         }
     }
 
