@@ -23,6 +23,8 @@ public final class WhisperRecognizer: SpeechRecognizer {
     static let tail = 3_200
     /// Least new audio between two volatile guesses.
     static let partialEvery = 8_000
+    /// Unanswered requests in the worker past which no guess is asked for.
+    static let guessBacklog = 16
     /// An utterance is heard in pieces of at most this much (Whisper's window is 30 s).
     static let maximumUtterance = 16_000 * 25
     /// From this length on, an utterance's words that two guesses in a row agree on are made
@@ -185,10 +187,15 @@ public final class WhisperRecognizer: SpeechRecognizer {
     }
 
     /// A volatile guess of the utterance so far, when none is in flight, no final is awaited
-    /// (a guess shown before an earlier final would break their order) and enough is new.
+    /// (a guess shown before an earlier final would break their order) and enough is new:
+    /// `partialEvery`, or a quarter of the utterance so far when that is more (each guess
+    /// hears all of it again, so a long one's guesses are spaced out to cost about as much per
+    /// second of speech as a short one's); none while the worker has a backlog of its own
+    /// (`guessBacklog` requests unanswered): finals first.
     private func askForGuess() {
         guard partialResults, !partialInFlight, awaited.isEmpty, let start = utteranceStart,
-              received - max(start, lastPartialAt) >= Self.partialEvery else { return }
+              received - max(start, lastPartialAt) >= max(Self.partialEvery, (received - start) / 4),
+              worker.pendingCount < Self.guessBacklog else { return }
         let slice = buffer[(start - bufferStart)...]
         let end = received
         partialInFlight = true
