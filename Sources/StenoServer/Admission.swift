@@ -7,7 +7,10 @@ import StenoSpeech
 /// ## The prediction
 /// Every session's demand is the share of one worker its lane's jobs took (wall-clock time
 /// inside them, ``WorkerPool/Work/busy``, so a machine shared with other work makes jobs
-/// dearer) over the last `window` seconds. The projected utilization is
+/// dearer) over the last `window` seconds; an engine that recognizes in a worker process of
+/// its own (Whisper) has the CPU it spent for the session charged to the session's lane as it
+/// answers (``SpeechRecognizer/engineSeconds``), so its demand is what it costs the machine
+/// whichever process does the work. The projected utilization is
 ///
 ///     (Σ sessions' demand + one newcomer at the talker's demand) ÷ workers
 ///
@@ -65,7 +68,8 @@ import StenoSpeech
 /// - sessions with speech have been waiting for a shared decoder for `waitGrace` or more (all
 ///   decoders are held by utterances in progress), or
 /// - the sessions that have audio waiting for analysis are behind real time by more than
-///   `lagTarget` (the 95th percentile of their lags),
+///   `lagTarget` (the 95th percentile of their lags; a Whisper session's lag is how long the
+///   oldest final it awaits has been due: the worker falling behind shows here),
 /// until nobody waits and that lag is under half the target.
 ///
 /// A value type fed measurements (times, the lanes' work, lags) from outside, with no clock

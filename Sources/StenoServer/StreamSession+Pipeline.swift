@@ -96,6 +96,12 @@ extension StreamSession {
             guard let p = w.pipeline else { return nil }
             do throws(StenoError) {
                 let (events, extra) = try body(p)
+                // The engine's worker spent this for the session too: its demand, for admission.
+                let spent = p.engineSeconds - w.engineCharged
+                if spent > 0 {
+                    lane.charge(busy: spent)
+                    w.engineCharged += spent
+                }
                 if timed != nil && server.log.isEnabled(.debug) { timing = (events, p.lastUtteranceTiming) }
                 nextBlock = p.secondsToNextBlock.map { p.receivedSeconds + $0 }
                 var inputs: [SessionInput] = []

@@ -44,6 +44,8 @@ final class StreamSession: Sendable {
         /// The completions (`finalizeCompleted`, `endCompleted`) of requests whose finals have
         /// not come yet: the recognizer waits for a shared decoder.
         var owed: [SessionInput] = []
+        /// How much of the recognizer's `engineSeconds` the lane has been charged.
+        var engineCharged = 0.0
     }
     let state: Locked<State>
     /// Whether the registry counts this session as live (see `SessionRegistry.liveCount`);

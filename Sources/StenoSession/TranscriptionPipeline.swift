@@ -105,6 +105,9 @@ public final class TranscriptionPipeline {
         return Double(samples) / rate + delay
     }
 
+    /// CPU seconds the recognizer's engine spent for it elsewhere (its worker process).
+    public var engineSeconds: Double { recognizer.engineSeconds }
+
     /// Opus packets that could not be decoded and were concealed.
     public var concealedPackets: Int { ingest.concealedPackets }
 

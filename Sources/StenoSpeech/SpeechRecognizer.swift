@@ -131,9 +131,16 @@ public protocol SpeechRecognizer: AnyObject {
     /// blocks, waits for a decoder, or is done. A session hands audio over when this much has
     /// come, so that a block is analyzed as soon as its last sample is in.
     var samplesToNextBlock: Int? { get }
+
+    /// CPU seconds spent for it outside the caller's thread so far: in an engine's worker
+    /// process (its share of each batch). 0 for an engine that does all its work in `accept`
+    /// and the rest, whose time the session's lane measures itself. Admission adds it to the
+    /// session's demand.
+    var engineSeconds: Double { get }
 }
 
 extension SpeechRecognizer {
+    public var engineSeconds: Double { 0 }
     public var notices: [StenoError] { [] }
     public var lastUtteranceTiming: UtteranceTiming? { nil }
     public var samplesToNextBlock: Int? { nil }

@@ -55,9 +55,9 @@ public final class WhisperRecognizer: SpeechRecognizer {
     /// The first sample of the utterance going on (nil: none).
     private var utteranceStart: Int?
     private var speaking = false
-    /// The finals asked for and not yet reported, by their utterance's first sample, in order;
-    /// and answers that came before an earlier one's.
-    private var awaited: [Int] = []
+    /// The finals asked for and not yet reported, by their utterance's first sample (and
+    /// through which sample), in order; and answers that came before an earlier one's.
+    private var awaited: [(start: Int, end: Int)] = []
     private var answered: [Int: Answer] = [:]
     private var partialInFlight = false
     private var lastPartialAt = 0
@@ -96,7 +96,11 @@ public final class WhisperRecognizer: SpeechRecognizer {
     }
 
     public var receivedSeconds: Double { seconds(received) }
-    public var analyzedSeconds: Double { seconds(received) }
+    /// Analyzed through the end of the oldest utterance whose final the worker has not given
+    /// yet (all received, when none): how far behind the worker is shows as the session's lag.
+    public var analyzedSeconds: Double { seconds(awaited.first?.end ?? received) }
+    /// The worker's CPU seconds for this session's requests, answered so far.
+    public private(set) var engineSeconds = 0.0
     /// Whether a final is still to come from the worker: `wake` says when to `proceed`.
     public var isWaiting: Bool { !awaited.isEmpty }
 
@@ -217,7 +221,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
         let from = start - bufferStart
         let to = min(buffer.count, end - bufferStart)
         guard to > from else { return }
-        awaited.append(start)
+        awaited.append((start, end))
         let slice = buffer[from..<to]
         let accepted = worker.submit(slice, words: true, priority: 1, prompt: prompt, beam: Self.finalBeam) { [mailbox, wake] result in
             mailbox.withLock { $0.append(Answer(final: true, start: start, end: end, result: result)) }
@@ -241,10 +245,11 @@ public final class WhisperRecognizer: SpeechRecognizer {
             return m
         }
         var events: [TranscriberEvent] = []
-        for answer in answers where answer.final {
-            answered[answer.start] = answer
+        for answer in answers {
+            if case .success(let result) = answer.result { engineSeconds += result.seconds }
+            if answer.final { answered[answer.start] = answer }
         }
-        while let first = awaited.first, let answer = answered.removeValue(forKey: first) {
+        while let first = awaited.first, let answer = answered.removeValue(forKey: first.start) {
             awaited.removeFirst()
             let result = try answer.result.get()
             guard !result.text.isEmpty else { continue }

@@ -13,6 +13,8 @@ public struct WhisperResult: Sendable, Hashable {
     public var noSpeechProbability: Double
     /// Encoder frames the request was heard in (3000: Whisper's full 30 s).
     public var window: Int
+    /// The worker's CPU seconds for it (its share of its batch).
+    public var seconds: Double
 
     init(json: JSONValue) throws(StenoError) {
         guard case .object(let o) = json, case .string(let text)? = o["text"] else {
@@ -31,6 +33,7 @@ public struct WhisperResult: Sendable, Hashable {
         if case .string(let why)? = o["dropped"] { dropped = why } else { dropped = nil }
         if case .number(let p)? = o["noSpeech"] { noSpeechProbability = p } else { noSpeechProbability = 0 }
         if case .number(let w)? = o["window"] { window = Int(w) } else { window = 0 }
+        if case .number(let c)? = o["seconds"], c.isFinite { seconds = max(0, c) } else { seconds = 0 }
     }
 }
 

@@ -204,6 +204,12 @@ public final class Lane: Sendable {
     /// The time this lane's compute jobs have taken so far (a running job counts once it
     /// ends). Lock-free: cheap enough to read for every talker at every tick.
     public var work: WorkerPool.Work { meter.work }
+
+    /// Adds compute done for this lane elsewhere (an engine's worker process, its CPU seconds)
+    /// to ``work``, so that the lane's work is all its session costs the machine.
+    public func charge(busy seconds: Double) {
+        meter.add(busy: seconds, cpu: seconds)
+    }
 }
 
 /// A value that only the jobs of one lane use, such as a session's decoder and recognizer.

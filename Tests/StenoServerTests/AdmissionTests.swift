@@ -189,4 +189,24 @@ import Testing
         #expect(server.connect().0 == .accept)
         #expect(server.metrics.admissionBusy.value == 0)
     }
+
+    /// An engine that recognizes in a worker process of its own (Whisper) costs the machine what
+    /// its worker spends, not what the session's lane does: that is charged to the lane, so a
+    /// talker whose worker time is most of a core fills the projection, while the same talker
+    /// on an engine that costs nothing elsewhere leaves room.
+    @Test(arguments: [(0.0, false), (3.0, true)])
+    func theEngineWorkersTimeIsTheSessionsDemand(cost: Double, busy: Bool) throws {
+        let server = MemoryServer { $0.admitUtilization = 0.9 }
+        server.engine.engineSecondsPerSpeechBlock.withLock { $0 = cost }
+        let talker = try #require(server.connect().1)
+        server.send(talker, MemoryServer.start)
+        // 0.5 s of speech: three full blocks of the scripted engine, 9 s of "worker" time.
+        server.send(talker, audio: MemoryServer.pcm(seconds: 0.5, speech: true))
+        server.settle()
+        #expect(server.router.admission.isBusy == busy, "\(server.router.admission.utilization)")
+        if busy {
+            #expect(server.router.admission.reason == .demand)
+            #expect(server.router.admission.utilization > 0.9)
+        }
+    }
 }

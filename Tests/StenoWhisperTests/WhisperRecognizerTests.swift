@@ -119,10 +119,18 @@ extension ModelTests {
         @Test func aReadingGivesFinalsInOrderWithWordTimesAndVolatilesBefore() throws {
             let (samples, reference) = try Self.reading()
             let run = try RecognizerRun()
+            // While a final is awaited, analysis stands at its utterance's end (the session's lag
+            // is how long the worker takes), not at what was received.
+            var behind: [Double] = []
+            run.onWaiting = { behind.append($0.recognizer.receivedSeconds - $0.recognizer.analyzedSeconds) }
             try run.feed(samples, speed: 4)
             try run.finish()
             #expect(wordErrorRate(run.words, reference) <= 0.15, "heard: \(run.words)")
             #expect(run.finals.count >= 3)
+            #expect(behind.allSatisfy { $0 >= 0 } && behind.contains { $0 > 0 }, "\(behind)")
+            #expect(run.recognizer.analyzedSeconds == run.recognizer.receivedSeconds)
+            // The worker's CPU for the session's requests is counted (admission's demand).
+            #expect(run.recognizer.engineSeconds > 0.05, "\(run.recognizer.engineSeconds)")
             // Finals never overlap, lie within the audio, and carry words inside their ranges.
             var last = 0.0
             for final in run.finals {

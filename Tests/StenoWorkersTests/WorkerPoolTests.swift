@@ -499,4 +499,15 @@ private final class AtomicCounter: Sendable {
         #expect(sleeper.work.busy >= work.busy + 0.01)
         #expect(pool.stats.work == sleeper.work)
     }
+
+    /// Compute done for a lane elsewhere (an engine's worker process) is the lane's work too,
+    /// not the pool's threads'.
+    @Test func aLaneChargedForWorkElsewhereCountsIt() {
+        let pool = WorkerPool.manual()
+        let lane = pool.makeLane(label: "whisper")
+        lane.charge(busy: 0.25)
+        lane.charge(busy: 0.5)
+        #expect(abs(lane.work.busy - 0.75) < 1e-6 && abs(lane.work.cpu - 0.75) < 1e-6, "\(lane.work)")
+        #expect(pool.stats.work == WorkerPool.Work())
+    }
 }

@@ -112,10 +112,14 @@ final class ScriptedEngine: SpeechEngine {
 
     /// While set, recognizers cannot be made (as when a model fails to load): sessions fail.
     let refusesRecognizers = Atomic<Bool>(false)
+    /// CPU seconds each speech block costs "elsewhere" (as a worker process's would be), in
+    /// `engineSeconds`: 0, an engine that works in the lane.
+    let engineSecondsPerSpeechBlock = Locked(0.0)
 
     func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
         if refusesRecognizers.load(ordering: .relaxed) { throw StenoError(.internal, "the scripted engine refuses") }
-        return ScriptedRecognizer(decoders: decoders, wake: wake, partials: options.partialResults)
+        return ScriptedRecognizer(decoders: decoders, wake: wake, partials: options.partialResults,
+                                  engineCost: engineSecondsPerSpeechBlock.withLock { $0 })
     }
 
     var load: RecognizerLoad { decoders.load }
@@ -186,8 +190,11 @@ final class ScriptedRecognizer: SpeechRecognizer {
     private var words: [Word] = []
     private var endAsked: Bool?  // true: finish
     private var done = false
+    private let engineCost: Double
+    private(set) var engineSeconds = 0.0
 
-    init(decoders: ScriptedDecoders, wake: @escaping @Sendable () -> Void, partials: Bool) {
+    init(decoders: ScriptedDecoders, wake: @escaping @Sendable () -> Void, partials: Bool, engineCost: Double = 0) {
+        self.engineCost = engineCost
         self.decoders = decoders
         self.wake = wake
         self.partials = partials
@@ -271,6 +278,7 @@ final class ScriptedRecognizer: SpeechRecognizer {
             fed += take
             let end = Double(fed) / 16000
             if speech {
+                engineSeconds += engineCost
                 if words.isEmpty { events.append(.speechStarted(at: start)) }
                 words.append(Word("w\(words.count + 1)", range: TimeRange(start: start, end: end), confidence: 0.9))
                 if partials { events.append(.partial(result(words))) }
