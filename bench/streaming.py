@@ -5,6 +5,14 @@ whole file (the floor), in one run. Prints WER per set, the latency of volatiles
 and CPU per audio second.
 
     .venv/bin/python bench/streaming.py [--steno .build/release/steno] [--engines whisper,pocketsphinx]
+    .venv/bin/python bench/streaming.py --talkers 1,2,4,6 [--engine whisper] [--admission]
+
+`--talkers` measures capacity instead: for each N, a fresh server and N talkers at once, each
+sending the LibriVox sentences (1.5 s of silence between them, each talker in its own order)
+at real time; the latency of their volatiles and finals, WER, the server's CPU (with its
+worker's) per audio second, and what admission projected. Admission is off (so every N is
+served and its latency seen) unless `--admission`: then the default options decide, and the
+sessions refused (503, `overload`) are counted.
 
 Latency is read on the client's clock: `steno send` sends a WAV at real time from its `ready`
 on, so audio time t was sent at ready + t. A volatile's lag is its arrival minus the sending
@@ -73,9 +81,9 @@ def percentile(values, p):
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
-def serve(steno, engine):
+def serve(steno, engine, extra=()):
     process = subprocess.Popen([steno, "serve", "--engine", engine, "--port", "0", "--idle-timeout", "0",
-                                "--log-level", "warning", "--web-root", "/nonexistent"],
+                                "--log-level", "warning", "--web-root", "/nonexistent", *extra],
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
     for line in process.stdout:
         m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
@@ -84,10 +92,12 @@ def serve(steno, engine):
     raise RuntimeError("steno serve did not start")
 
 
-def stream(steno, port, path):
-    """The words of the finals, and the lags of volatiles and finals (seconds)."""
+def stream(steno, port, path, launched=None):
+    """The words of the finals, and the lags of volatiles and finals (seconds); with
+    `launched`, a dict that is given the seconds from launch to `ready` under "wait"."""
+    started = time.monotonic()
     send = subprocess.Popen([steno, "send", path, "--server", f"ws://127.0.0.1:{port}", "--format", "jsonl",
-                             "--log-level", "error"], stdout=subprocess.PIPE, text=True)
+                             "--log-level", "error"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     ready = None
     words, volatile, final = [], [], []
     for line in send.stdout:
@@ -95,6 +105,8 @@ def stream(steno, port, path):
         event = json.loads(line)
         if event.get("type") == "ready":
             ready = now
+            if launched is not None:
+                launched["wait"] = now - started
         elif ready is not None and event.get("type") == "volatile" and event.get("text"):
             volatile.append(now - ready - event["end"])
         elif ready is not None and event.get("type") == "final":
@@ -105,12 +117,107 @@ def stream(steno, port, path):
     return words, volatile, final
 
 
+def metrics(port):
+    """/metrics as {name (with labels): value}."""
+    import urllib.request
+    out = {}
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                try:
+                    out[name] = float(value)
+                except ValueError:
+                    pass
+    return out
+
+
+def reading(order, pause=1.5):
+    """The LibriVox sentences in `order`, `pause` s of silence before each: a talker's WAV
+    (written to a temporary file) and its reference words."""
+    import tempfile
+    import wave
+    import numpy as np
+    items = librivox()
+    pcm, ref = [], []
+    for i in order:
+        _, samples, words = items[i % len(items)]
+        pcm.append(np.zeros(int(pause * 16000), dtype=np.int16))
+        pcm.append((np.clip(samples, -1, 1) * 32767).astype(np.int16))
+        ref += words
+    pcm.append(np.zeros(int(pause * 16000), dtype=np.int16))
+    f = tempfile.NamedTemporaryFile(suffix=".wav", delete=False)
+    with wave.open(f.name, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes(np.concatenate(pcm).tobytes())
+    return f.name, ref
+
+
+def capacity(args):
+    """The `--talkers` rounds (see the docstring)."""
+    import threading
+    counts = [int(n) for n in args.talkers.split(",")]
+    count = len(librivox())
+    print(f"{args.engine}, {os.cpu_count()} cores; each talker: the {count} LibriVox sentences, 1.5 s pauses, at real time;"
+          f" admission {'on (default options)' if args.admission else 'off'}")
+    print(f"{'talkers':>7} {'served':>6} {'refused':>7} {'WER':>6} {'volatile p50/p95 s':>19} {'final p50/p95 s':>16}"
+          f" {'CPU s/audio s':>13} {'projected':>9} {'speech cost':>11}")
+    for n in counts:
+        extra = () if args.admission else ("--admit-utilization", "0", "--lag-target", "0")
+        process, port = serve(args.steno, args.engine, extra)
+        try:
+            time.sleep(1)
+            pids = [process.pid] + children(process.pid)
+            talkers = [reading([(k + i) % count for i in range(count)]) for k in range(n)]
+            audio = sum(len(read_wav(path)) / 16000 for path, _ in talkers)
+            results = [None] * n
+            waits = [dict() for _ in range(n)]
+            before = sum(cpu_seconds(p) for p in pids)
+
+            def talk(k):
+                time.sleep(0.4 * k)  # arrivals spread over a few seconds, as people join
+                results[k] = stream(args.steno, port, talkers[k][0], waits[k])
+            threads = [threading.Thread(target=talk, args=(k,)) for k in range(n)]
+            for t in threads:
+                t.start()
+            # What admission projects once every talker is in and speaking.
+            time.sleep(0.4 * n + 12)
+            seen = metrics(port)
+            for t in threads:
+                t.join()
+            spent = sum(cpu_seconds(p) for p in pids) - before
+            refused = seen.get('steno_handshakes_refused_total{reason="overload"}', 0)
+            served = [k for k in range(n) if waits[k].get("wait", 99) < 1.5]
+            errs = sum(errors(talkers[k][1], results[k][0]) for k in served)
+            total = sum(len(talkers[k][1]) for k in served) or 1
+            volatile = [v for k in served for v in results[k][1]]
+            final = [f for k in served for f in results[k][2]]
+            v = f"{percentile(volatile, 50):.2f}/{percentile(volatile, 95):.2f}" if volatile else "-"
+            f = f"{percentile(final, 50):.2f}/{percentile(final, 95):.2f}" if final else "-"
+            print(f"{n:7d} {len(served):6d} {int(refused):7d} {errs / total * 100:5.1f}% {v:>19} {f:>16}"
+                  f" {spent / audio:13.3f} {seen.get('steno_admission_utilization', float('nan')):9.2f}"
+                  f" {seen.get('steno_admission_speech_cost', float('nan')):11.3f}", flush=True)
+            for path, _ in talkers:
+                os.unlink(path)
+        finally:
+            process.terminate()
+            process.wait()
+
+
 def main():
     parser = argparse.ArgumentParser()
     release = os.path.join(ROOT, ".build", "release", "steno")
     parser.add_argument("--steno", default=release if os.path.exists(release) else os.path.join(ROOT, ".build", "debug", "steno"))
     parser.add_argument("--engines", default="whisper,pocketsphinx")
+    parser.add_argument("--talkers", default=None, help="capacity rounds of these many talkers at once, e.g. 1,2,4,6")
+    parser.add_argument("--engine", default="whisper", help="the engine of the --talkers rounds")
+    parser.add_argument("--admission", action="store_true", help="--talkers with admission on (default options)")
     args = parser.parse_args()
+    if args.talkers:
+        capacity(args)
+        return
     labelled = sets()
     rows = []
 
