@@ -62,7 +62,7 @@ let package = Package(
         // `steno transcribe` and by the server.
         .target(
             name: "StenoSession",
-            dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoSystem"]),
+            dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoSystem", "StenoWorkers"]),
         // The Whisper engine's worker process (scripts/whisper_worker.py), supervised: the
         // framing of the hand-off, restarts, requests re-sent.
         .target(

@@ -66,7 +66,8 @@ public enum SessionInput: Sendable, Hashable {
     case audio([UInt8], now: Double)
     /// The transport refused a frame over `limits.maxFrameBytes` without assembling it.
     case frameTooLarge(bytes: Int)
-    /// The pipeline's recognizer events, in order, and how far analysis has got (seconds).
+    /// The pipeline's recognizer events, in order, and how far analysis has got (seconds;
+    /// `infinity`: everything received, as this machine counted it).
     case results([TranscriberEvent], analyzedThrough: Double?, now: Double)
     /// The pipeline finished the oldest outstanding `submitFinalize` (its finals were fed before).
     case finalizeCompleted

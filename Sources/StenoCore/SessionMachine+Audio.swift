@@ -68,7 +68,8 @@ extension SessionMachine {
                                          into out: inout [SessionAction]) {
         guard isStarted else { return }
         for produced in assembler.consume(events) { emit(produced, into: &out) }
-        if let through = analyzedThrough, through.isFinite {
+        // `infinity`: everything received (the pipeline has finished), as counted here.
+        if let through = analyzedThrough, !through.isNaN {
             let clamped = min(through, Double(receivedUnits) / unitRate)
             if clamped > analyzed {
                 analyzed = clamped

@@ -66,7 +66,7 @@ final class Router: TransportDelegate {
         let decision = admission(path: request.path, query: request.query, headers: request.headers)
         switch decision {
         case .accept:
-            if request.path == Self.streamPath { pendingUpgrades.append(SystemClock.now()) }
+            if request.path == Self.streamPath { pendingUpgrades.append(context.clock.now()) }
         case .reject(let response):
             let reason: String? = switch response.status {
             case 401: "unauthorized"
@@ -117,7 +117,7 @@ final class Router: TransportDelegate {
         if draining { return "draining" }
         guard path == Self.streamPath else { return nil }
         if let sessionID, let session = registry.session(id: sessionID), !session.isClosed { return nil }
-        let now = SystemClock.now()
+        let now = context.clock.now()
         pendingUpgrades.removeAll { now - $0 > 5 }
         // Sessions whose protocol has closed (ended, cancelled, failed) hold nothing and take
         // no more input, even while their connection finishes closing.
@@ -130,15 +130,15 @@ final class Router: TransportDelegate {
             echoConnections.insert(id)
             return
         }
-        let now = SystemClock.now()
+        let now = context.clock.now()
         let remoteAddress = clientAddress.describe(peer: request.remoteAddress, forwardedFor: request.headers["x-forwarded-for"])
         if request.path == Self.listenPath, let name = request.queryValue("channel") {
-            context.channels.addViewer(id, channel: name, now: SystemClock.wall())
+            context.channels.addViewer(id, channel: name, now: context.clock.wall())
             context.log.info("viewer \(id) joined channel \(name) from \(remoteAddress)")
             return
         }
         if !pendingUpgrades.isEmpty { pendingUpgrades.removeFirst() }
-        let session = StreamSession(connection: id, remoteAddress: remoteAddress, server: context, now: now)
+        let session = StreamSession(connection: id, remoteAddress: remoteAddress, server: context)
         registry.add(session, on: id)
         admission.opened(ObjectIdentifier(session), now: now)
         context.metrics.sessionsActive.increment()
@@ -158,7 +158,7 @@ final class Router: TransportDelegate {
             return
         }
         if let session = registry[id] {
-            session.received(message, now: SystemClock.now())
+            session.received(message)
         } else if context.channels.isViewer(id) {
             let error = ServerEvent.error(StenoError(.badMessage, "a viewer of a channel cannot send messages"))
             let sent = context.handle.send(id, OutgoingMessage(error.encoded()))
@@ -267,7 +267,7 @@ final class Router: TransportDelegate {
         return staticFiles?.response(for: request.path)
     }
 
-    func tick() { tick(now: SystemClock.now()) }
+    func tick() { tick(now: context.clock.now()) }
 
     /// The tick at monotonic `now` (tests choose it). Only the sessions due are visited (each
     /// says when it next is: `SessionRegistry.schedule`), so a tick costs the talkers and the

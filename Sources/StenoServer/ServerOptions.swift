@@ -1,5 +1,6 @@
 import StenoCore
 import StenoRedis
+import StenoSession
 import StenoSpeech
 import StenoSystem
 import StenoTransport
@@ -104,6 +105,10 @@ public struct ServerOptions: Sendable, Equatable {
     /// Each session keeps a recognizer from its first utterance to its end, as before they were
     /// shared (for comparison in benchmarks; `recognizers` then limits sessions that spoke).
     public var dedicatedRecognizers = false
+    /// Audio goes to a session's lane in batches of this many seconds (one recognizer block);
+    /// 0: each message as it comes, as before batching (`steno-bench connections --wakeups`
+    /// measures what batching saves with it).
+    public var audioBatchSeconds = DriverOptions().batchSeconds
     /// Bytes of the events last written to each `/v1/stream` connection kept for a client that
     /// resumes after `after` (what may not have arrived when the connection dropped). A resume
     /// from further back is refused. Not a flag: the protocol documents 256 KiB; tests shrink it.

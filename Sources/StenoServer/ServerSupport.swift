@@ -21,8 +21,11 @@ struct ServerContext: Sendable {
     /// Every `/v1/stream` session, for resume and draining.
     let sessions: SessionRegistry
     let sessionConfiguration: SessionConfiguration
-    /// Sessions keep their recognizer to the end (`ServerOptions.dedicatedRecognizers`).
-    var dedicatedRecognizers = false
+    /// How sessions are driven: audio batches, recognizers kept to the end
+    /// (`ServerOptions.audioBatchSeconds`, `dedicatedRecognizers`).
+    var driver = DriverOptions()
+    /// The time sessions and the router read (a manual one in memory tests).
+    var clock: any TimeSource = SystemTime()
     /// Written events kept per connection for a client that resumes (`ServerOptions.resumeRetainedBytes`).
     var resumeRetainedBytes = 256 * 1024
 }

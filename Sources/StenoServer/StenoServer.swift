@@ -65,7 +65,7 @@ public final class StenoServer: Sendable {
                                  layout: options.captionLayout, hls: options.hls),
             sessions: sessions,
             sessionConfiguration: sessionConfiguration)
-        context.dedicatedRecognizers = options.dedicatedRecognizers
+        context.driver = DriverOptions(batchSeconds: options.audioBatchSeconds, keepsDecoder: options.dedicatedRecognizers)
         context.resumeRetainedBytes = options.resumeRetainedBytes
         self.context = context
         relay = options.redis.map { ChannelRelay(url: $0, log: log) }

@@ -1,60 +1,41 @@
-// One live session's I/O around its `SessionMachine`: what `StreamSession` keeps under its
-// lock (`State`) and on its lane (`LaneWork`), how it is made, the inputs from the client,
-// the lane and a resume, and what the server reads of it. The router's tick and when it is
-// due are in StreamSession+Ticks.swift, how the machine's actions are carried out in
-// StreamSession+Actions.swift, and the pipeline's jobs on the lane in
-// StreamSession+Pipeline.swift.
+// One `/v1/stream` connection's session: the server's host of the session driver (StenoSession's
+// `SessionDriver`). What is the server's is here: the connection the events go to, what a
+// dropped connection leaves for a resume, the session's channel, its metrics and log; how it is
+// made, the client's messages, a dropped connection and a resume. How its events are delivered
+// and its channel claimed and freed is in StreamSession+Actions.swift, the router's tick and
+// the registry's schedule in StreamSession+Ticks.swift.
 
-import StenoAudio
 import StenoCore
 import StenoSession
-import StenoSpeech
 import StenoSystem
 import StenoTransport
 import StenoWorkers
 import Synchronization
-#if canImport(Glibc)
-import Glibc
-#endif
 
-/// One `/v1/stream` connection: StenoCore's `SessionMachine` driving a `TranscriptionPipeline`
-/// across two threads.
+/// One `/v1/stream` connection: the session driver, its pipeline's jobs on a worker `Lane`.
 ///
 /// - The lws service thread feeds it what the client sends (text, audio, too-large frames,
 ///   the connection closing) and the periodic tick.
-/// - The session's worker `Lane` runs the pipeline (recognizer creation on a preparer thread,
-///   then decoding and recognition, strictly in order) and feeds back what it produced.
+/// - The session's lane runs the pipeline (decoding and recognition, strictly in order) and
+///   feeds back what it produced.
 ///
-/// Both go through `input(_:)`, which runs the machine and carries out its actions under the
-/// session's lock. Doing the actions under the lock is what keeps the order: events reach the
-/// connection's outbound queue in `seq` order, and audio reaches the lane in arrival order,
-/// whichever thread produced them. Nothing done under the lock blocks: queueing an event, a
-/// job or a flow-control command each takes another short lock and returns.
-/// Lock order: session → transport, session → pool; never the other way.
-final class StreamSession: Sendable {
+/// Both go through the driver's `input`, which runs the machine and carries out its actions
+/// under the session's lock, so events reach the connection's outbound queue in `seq` order and
+/// audio reaches the lane in arrival order, whichever thread produced them. Nothing done under
+/// the lock blocks: queueing an event, a job or a flow-control command each takes another short
+/// lock and returns. Lock order: session → transport, session → pool; never the other way.
+final class StreamSession: SessionDriver {
     let sessionID: String
     let remoteAddress: String
     let server: ServerContext
     let lane: Lane
-    /// The pipeline and what its jobs owe the machine, touched only by the lane's jobs.
-    let work: LaneLocal<LaneWork>
-
-    struct LaneWork {
-        var pipeline: TranscriptionPipeline?
-        /// The completions (`finalizeCompleted`, `endCompleted`) of requests whose finals have
-        /// not come yet: the recognizer waits for a shared decoder.
-        var owed: [SessionInput] = []
-        /// How much of the recognizer's `engineSeconds` the lane has been charged.
-        var engineCharged = 0.0
-    }
-    let state: Locked<State>
+    let core: SessionCore<Link>
     /// Whether the registry counts this session as live (see `SessionRegistry.liveCount`);
     /// cleared once, when its protocol closes or it leaves the registry.
     private let countedLive = Atomic<Bool>(true)
 
-    struct State: Sendable {
-        /// The protocol: what was received and analyzed, the phase, and how the session closed.
-        var machine: SessionMachine
+    /// What the server keeps of a session under its lock, beside the machine.
+    struct Link: Sendable {
         /// The connection the session's events go to; nil while it is detached (its client
         /// may resume it on a new connection).
         var connection: ConnectionID?
@@ -62,56 +43,13 @@ final class StreamSession: Sendable {
         var backlog: OutboundBacklog?
         /// Events made while detached, for the client that resumes.
         var held: OutboundQueue<OutgoingMessage>
-        /// Monotonic time the client's `end` was submitted (for the end-to-`ended` latency).
-        var endSubmittedAt: Double?
         var openedAt: Double
         /// How much of `machine.analyzedSeconds` the process-wide counter has been given.
         var analyzedCounted = 0.0
         var maxLag = 0.0
         /// The channel this session publishes to, until it closes.
         var channel: String?
-        /// A `resume` this connection's client asked for, to be looked at once the lock is let go.
-        var resumeRequest: ResumeRequest?
-        /// Audio received and not yet handed to the lane: it goes in batches of about one
-        /// recognizer block, so a worker is woken once per block rather than per message.
-        var batch: [AudioChunk] = []
-        var batchSeconds = 0.0
-        var batchSince = 0.0
-        /// Where on the session timeline the recognizer's next analysis block is complete (as
-        /// its lane last said): the batch goes when the audio received reaches it, so the block
-        /// is analyzed — and an utterance that ended in it is final — without waiting for the
-        /// batch to fill. Nil until the lane says again (after each batch handed over).
-        var flushAt: Double?
-        /// Whether the recognizer says speech is going on (between `speechStarted` and
-        /// `speechEnded`): while it is, the session holds one of the shared decoders.
-        var speaking = false
-        /// Monotonic time since when the client has sent nothing it could have: audio (or a
-        /// declared gap or silence) last came in, or a `finalize` it was waiting for completed.
-        var quietSince = 0.0
-        /// The stalled utterance was finalized; nothing more until audio comes again.
-        var stallReleased = false
-        /// The session closed and its pipeline was handed to the lane to be freed there.
-        var pipelineRetired = false
-        /// Audio (or a declared gap or silence) came since the router's tick last visited: the
-        /// session is a talker, whose lag the tick samples.
-        var heardSinceVisit = false
-        /// The due time last given to the registry (`mutate`), while its entry stands: a talker
-        /// stays due at the next tick through all its messages, and telling the registry so 50
-        /// times a second (a lock, a lookup by id) changed nothing. Nil once the tick has taken
-        /// the entry out (`visit`).
-        var scheduledAt: Double?
     }
-
-    /// Audio per lane job: the recognizer analyzes 2048-sample blocks (0.128 s), so waking a
-    /// worker for less would mostly find nothing to analyze.
-    static let batchSeconds = 0.128
-    /// A batch left short (the client paused) goes to the lane after this long anyway.
-    static let batchLinger = 0.1
-    /// Whether audio goes to the lane in batches (always, but for one measurement):
-    /// `STENO_BENCH_UNBATCHED` set in the environment hands each message over as it comes, as
-    /// before batching, so that `steno-bench connections --wakeups` can measure what batching
-    /// saves with the same binary side by side. No option, doc or test offers it.
-    static let batchesAudio = getenv("STENO_BENCH_UNBATCHED") == nil
 
     /// How a session takes the end of its connection.
     enum Departure {
@@ -121,17 +59,18 @@ final class StreamSession: Sendable {
         case closed(line: String, seconds: Double)
     }
 
-    init(connection: ConnectionID, remoteAddress: String, server: ServerContext, now: Double) {
+    init(connection: ConnectionID, remoteAddress: String, server: ServerContext) {
         self.remoteAddress = remoteAddress
         self.server = server
         self.sessionID = Self.makeID(length: 12)
         self.lane = server.pool.makeLane(label: "session \(sessionID)")
-        self.work = LaneLocal(LaneWork(), lane: lane)
         let limits = server.sessionConfiguration.limits
+        let now = server.clock.now()
         let machine = SessionMachine(id: sessionID, configuration: server.sessionConfiguration, now: now,
                                      resumeToken: Self.makeID(length: 24))
-        self.state = Locked(State(machine: machine, connection: connection,
-                                 held: OutboundQueue(byteLimit: limits.outboundBytes), openedAt: now))
+        let link = Link(connection: connection, held: OutboundQueue(byteLimit: limits.outboundBytes), openedAt: now)
+        self.core = SessionCore(machine: machine, local: link, engine: server.engine, executor: lane,
+                                clock: server.clock, options: server.driver)
         if limits.resumeSeconds > 0 {
             // What the client may not have received when its connection drops is sent again
             // after it resumes: keep what was written recently (in flight is at most a socket's
@@ -142,68 +81,23 @@ final class StreamSession: Sendable {
 
     // MARK: Inputs
 
-    /// Runs the machine on `inputs`, in order, and carries out the actions.
-    func input(_ inputs: SessionInput...) {
-        let resume = mutate { s -> ResumeRequest? in
-            for input in inputs {
-                perform(s.machine.handle(input), &s)
-            }
-            defer { s.resumeRequest = nil }
-            return s.resumeRequest
-        }
-        if let resume { self.resume(resume) }
-    }
-
-    /// Runs the machine on `inputs` (from the lane) and counts what analysis got through.
-    /// `nextBlock`: where the recognizer's next block will be complete, on the session timeline.
-    func input(_ inputs: [SessionInput], nextBlock: Double? = nil) {
-        mutate { s in
-            s.flushAt = nextBlock
-            // The audio that completes it may have come while the lane worked.
-            if let last = s.batch.last, blockIsIn(s, through: last.start + last.duration) { submitBatch(&s) }
-            for input in inputs {
-                if case .results(let events, _, _) = input {
-                    for event in events {
-                        switch event {
-                        case .speechStarted: s.speaking = true
-                        case .speechEnded: s.speaking = false
-                        default: break
-                        }
-                    }
-                }
-                // The client may have waited for it (`stallDue`).
-                if case .finalizeCompleted = input { s.quietSince = SystemClock.now() }
-                perform(s.machine.handle(input), &s)
-            }
-            let analyzed = s.machine.analyzedSeconds
-            if analyzed > s.analyzedCounted {
-                server.metrics.audioAnalyzedSeconds.add(analyzed - s.analyzedCounted)
-                s.analyzedCounted = analyzed
-            }
-            s.maxLag = max(s.maxLag, s.machine.backlogSeconds)
-            // The channel's live captions (HLS) are settled as far as analysis has got.
-            if let channel = s.channel { server.channels.advance(channel, session: sessionID, floor: s.machine.captionFloor) }
-        }
-    }
-
     /// A message from the client (lws thread).
-    func received(_ message: IncomingMessage, now: Double) {
+    func received(_ message: IncomingMessage) {
         switch message {
-        case .text(let text):
-            input(.text(text, now: now, wallClock: SystemClock.wall()))
-        case .binary(let bytes):
-            input(.audio(bytes, now: now))
+        case .text(let text): receivedText(text)
+        case .binary(let bytes): receivedAudio(bytes)
         }
     }
 
     /// The connection `id` is gone (lws thread). A started session that may be resumed is
     /// detached and keeps what the connection left behind; any other stops its pipeline.
     func transportClosed(_ id: ConnectionID, backlog: OutboundBacklog?) -> Departure {
-        mutate { s in
-            guard s.connection == id else { return .detached }  // an old connection, already replaced
-            s.connection = nil
-            s.backlog = backlog
-            perform(s.machine.handle(backlog == nil ? .peerClosed : .connectionLost(now: SystemClock.now())), &s)
+        let now = core.clock.now()
+        return mutate { s in
+            guard s.local.connection == id else { return .detached }  // an old connection, already replaced
+            s.local.connection = nil
+            s.local.backlog = backlog
+            perform(s.machine.handle(backlog == nil ? .peerClosed : .connectionLost(now: now)), &s)
             guard s.machine.isClosed else { return .detached }
             let (line, seconds) = summary(s)
             return .closed(line: line, seconds: seconds)
@@ -214,32 +108,33 @@ final class StreamSession: Sendable {
     /// not, or nil when done (`resumed` is on its way). If the session still has a connection
     /// (the client noticed the drop before the server did), that one is dropped now.
     func attach(_ connection: ConnectionID, token: String, after: UInt64) -> String? {
-        mutate { s -> String? in
+        let now = core.clock.now()
+        return mutate { s -> String? in
             guard !s.machine.isClosed else { return "session \(sessionID) has ended" }
             guard !s.machine.resumeForfeited else {
                 return "session \(sessionID) made more events while away than are kept for it; it is ending"
             }
             guard s.machine.acceptsResume(token: token) else { return "the resume token is not this session's" }
-            if let old = s.connection {
-                s.backlog = server.handle.detach(old)
-                s.connection = nil
-                perform(s.machine.handle(.connectionLost(now: SystemClock.now())), &s)
+            if let old = s.local.connection {
+                s.local.backlog = server.handle.detach(old)
+                s.local.connection = nil
+                perform(s.machine.handle(.connectionLost(now: now)), &s)
             }
-            guard s.machine.isDetached, let backlog = s.backlog else { return "session \(sessionID) cannot be resumed" }
+            guard s.machine.isDetached, let backlog = s.local.backlog else { return "session \(sessionID) cannot be resumed" }
             guard server.handle.adopt(connection, backlog, after: after, retaining: server.resumeRetainedBytes) else {
                 return "the events after seq \(after) are no longer kept (the last one sent was \(backlog.lastOrdinal))"
             }
-            for message in s.held.drained() { server.handle.send(connection, message) }
-            s.connection = connection
-            s.backlog = nil
-            perform(s.machine.handle(.attached(now: SystemClock.now())), &s)
+            for message in s.local.held.drained() { server.handle.send(connection, message) }
+            s.local.connection = connection
+            s.local.backlog = nil
+            perform(s.machine.handle(.attached(now: now)), &s)
             return nil
         }
     }
 
-    /// This connection's client asked to resume another session.
-    private func resume(_ request: ResumeRequest) {
-        guard let connection = state.withLock({ $0.connection }) else { return }
+    /// This connection's client asked to resume another session (the driver, outside the lock).
+    func resume(_ request: ResumeRequest) {
+        guard let connection = core.read({ $0.local.connection }) else { return }
         let why: String
         if let target = server.sessions.session(id: request.session), target !== self {
             if let refusal = target.attach(connection, token: request.resumeToken, after: request.after) {
@@ -257,13 +152,13 @@ final class StreamSession: Sendable {
     }
 
     /// Seconds of audio waiting for analysis (for /metrics).
-    var bufferedSeconds: Double { state.withLock { $0.machine.backlogSeconds } }
+    var bufferedSeconds: Double { core.read { $0.machine.backlogSeconds } }
 
     /// Whether the protocol has closed (ended, cancelled, failed, or the peer left).
-    var isClosed: Bool { state.withLock { $0.machine.isClosed } }
+    var isClosed: Bool { core.read { $0.machine.isClosed } }
 
     /// The connection now carrying the session, if any.
-    var connection: ConnectionID? { state.withLock { $0.connection } }
+    var connection: ConnectionID? { core.read { $0.local.connection } }
 
     /// Wall-clock seconds its lane's compute jobs have taken: its demand, for admission.
     var laneBusySeconds: Double { lane.work.busy }
@@ -273,12 +168,45 @@ final class StreamSession: Sendable {
         countedLive.exchange(false, ordering: .acquiringAndReleasing)
     }
 
+    // MARK: What the server counts and logs
+
+    func note(_ note: SessionNote) {
+        switch note {
+        case .audioAccepted(let seconds):
+            server.metrics.audioReceivedSeconds.add(seconds)
+        case .pipelineMade(let opus):
+            server.metrics.recognizersCreated.increment()
+            if opus { server.metrics.decodersCreated.increment() }
+        case .pipelineFailed(let starting, let message):
+            server.log.error("session \(sessionID): " + (starting ? "cannot start the recognizer: " : "pipeline failed: ") + message)
+        case .stallFinalized(let silent):
+            server.metrics.stalledUtterances.increment()
+            server.log.debug("session \(sessionID): no audio for \(JSONWriter.secondsText(silent)) s in the middle of speech; what was heard is final, its recognizer given back")
+        case .latency(let line):
+            server.log.debug(line)
+        }
+    }
+
+    var logsLatency: Bool { server.log.isEnabled(.debug) }
+
+    /// Under the lock, after the pipeline's results: what analysis got through, counted; the
+    /// channel's live captions (HLS) settled as far as it has got.
+    func analyzed(_ s: inout SessionState<Link>) {
+        let analyzed = s.machine.analyzedSeconds
+        if analyzed > s.local.analyzedCounted {
+            server.metrics.audioAnalyzedSeconds.add(analyzed - s.local.analyzedCounted)
+            s.local.analyzedCounted = analyzed
+        }
+        s.local.maxLag = max(s.local.maxLag, s.machine.backlogSeconds)
+        if let channel = s.local.channel { server.channels.advance(channel, session: sessionID, floor: s.machine.captionFloor) }
+    }
+
     // MARK: -
 
     /// One line on how the session went, and how long it lasted (wall clock).
-    func summary(_ s: State) -> (line: String, seconds: Double) {
+    func summary(_ s: SessionState<Link>) -> (line: String, seconds: Double) {
         let m = s.machine
-        let seconds = SystemClock.now() - s.openedAt
+        let seconds = core.clock.now() - s.local.openedAt
         var line = "session \(sessionID) closed"
         if let close = m.phase.close {
             line += " (\(close.code) \(close.reason))"
@@ -287,7 +215,7 @@ final class StreamSession: Sendable {
         }
         line += ": \(JSONWriter.secondsText(m.receivedSeconds)) s of audio in \(JSONWriter.secondsText(seconds)) s, "
         line += "analyzed \(JSONWriter.secondsText(m.analyzedSeconds)) s, \(m.finals.count) finals, "
-        line += "max lag \(JSONWriter.secondsText(s.maxLag)) s"
+        line += "max lag \(JSONWriter.secondsText(s.local.maxLag)) s"
         return (line, seconds)
     }
 

@@ -1,63 +1,59 @@
-import Dispatch
 import StenoCore
 import StenoSpeech
 import StenoSystem
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
-/// One session run in the calling thread: StenoCore's `SessionMachine` (the protocol) driving a
-/// `TranscriptionPipeline` (decode → resample → recognize), with no sockets. `steno transcribe`,
-/// the benchmarks and the pipeline tests use it; the server drives the same two pieces across
-/// its network thread and worker lanes.
+/// One session run in the calling thread: the session driver (StenoCore's `SessionMachine`
+/// driving a `TranscriptionPipeline`) with its jobs run inline, and no sockets. `steno
+/// transcribe`, the benchmarks and the pipeline tests use it; the server runs the same driver
+/// with its jobs on a worker lane.
 ///
 /// Inputs are the wire protocol's: a `start` text, binary audio frames, `finalize`, `end`,
-/// `cancel`. Out come the wire events, exactly as a client would receive them.
+/// `cancel`. Out come the wire events, exactly as a client would receive them. Each call returns
+/// once what it started is done (if the recognizer waits for a shared decoder, the call waits).
 ///
 /// Not `Sendable`: use it from one thread.
 public final class LocalSession {
-    /// Every event sent so far, in order, numbered as a client receives them (a local
-    /// session is its own connection: this is where its `seq` comes from).
-    public private(set) var events: [EncodedEvent] = []
-    /// Called with each event as it is sent.
+    /// Called with each event as it is sent (after the call that made it has done its work).
     public var onEvent: ((EncodedEvent) -> Void)?
-    /// The close code, once the session has closed.
-    public private(set) var closeCode: UInt16?
 
-    private var machine: SessionMachine
-    private let engine: any SpeechEngine
-    private var pipeline: TranscriptionPipeline?
-    /// Signalled when the recognizer, waiting for a shared decoder, can go on.
-    private let woken = DispatchSemaphore(value: 0)
+    private let driver: LocalDriver
+    private let executor = InlineExecutor()
 
     /// A session on `engine`. Limits that depend on wall time (idle, session length) are off
     /// unless given: a file is not a live stream.
-    public init(engine: any SpeechEngine, limits: SessionLimits? = nil, id: String = "local") {
-        self.engine = engine
-        let info = engine.info
+    public init(engine: any SpeechEngine, limits: SessionLimits? = nil, id: String = "local",
+                clock: any TimeSource = SystemTime()) {
         var configuration = SessionConfiguration(
-            engine: info.announced,
+            engine: engine.info.announced,
             limits: limits ?? SessionLimits(maxSessionSeconds: 0, idleTimeoutSeconds: 0, startTimeoutSeconds: 0))
         configuration.models = engine.servedModels
-        self.machine = SessionMachine(id: id, configuration: configuration, now: Self.now())
+        let machine = SessionMachine(id: id, configuration: configuration, now: clock.now())
+        driver = LocalDriver(core: SessionCore(machine: machine, local: LocalDriver.Record(), engine: engine,
+                                               executor: executor, clock: clock, options: .inline))
     }
 
+    /// Every event sent so far, in order, numbered as a client receives them (a local session
+    /// is its own connection: this is where its `seq` comes from).
+    public var events: [EncodedEvent] { driver.core.read { $0.local.events } }
+    /// The close code, once the session has closed.
+    public var closeCode: UInt16? { driver.core.read { $0.local.closeCode } }
     /// The finals so far.
-    public var finals: [RecognitionResult] { machine.finals }
+    public var finals: [RecognitionResult] { driver.core.read { $0.machine.finals } }
     /// Where the session is.
-    public var phase: SessionPhase { machine.phase }
+    public var phase: SessionPhase { driver.core.read { $0.machine.phase } }
     /// Seconds of audio received.
-    public var receivedSeconds: Double { machine.receivedSeconds }
+    public var receivedSeconds: Double { driver.core.read { $0.machine.receivedSeconds } }
 
     /// A text frame from the client (`start`, `finalize`, `end`, `cancel`).
     public func send(text: String) {
-        handle(.text(text, now: Self.now(), wallClock: Self.wallClock()))
+        driver.receivedText(text)
+        settle()
     }
 
     /// A binary frame from the client (audio).
     public func send(audio: [UInt8]) {
-        handle(.audio(audio, now: Self.now()))
+        driver.receivedAudio(audio)
+        settle()
     }
 
     /// Sends `start` for this format, with the request's options; `text` as the wire's
@@ -73,86 +69,47 @@ public final class LocalSession {
     /// Sends `end` (finals, then `ended`, then the close).
     public func end() { send(text: #"{"type":"end"}"#) }
 
-    // MARK: -
-
-    private func handle(_ input: SessionInput) {
-        for action in machine.handle(input) {
-            perform(action)
+    /// Runs the jobs the input queued (waiting while the recognizer waits), then hands the new
+    /// events to `onEvent`, outside the session's lock (it may read the session).
+    private func settle() {
+        executor.runUntilIdle()
+        let fresh = driver.core.state.withLock { s in
+            defer { s.local.unannounced = s.local.events.count }
+            return s.local.events[s.local.unannounced...]
         }
+        if let onEvent { for event in fresh { onEvent(event) } }
+    }
+}
+
+/// The host of a local session: its events numbered in a list, nothing to read or pause.
+final class LocalDriver: SessionDriver, @unchecked Sendable {
+    // Safety: the state is the core's, under its lock; the driver has nothing else.
+    struct Record {
+        var events: [EncodedEvent] = []
+        /// Events not yet handed to `LocalSession.onEvent`.
+        var unannounced = 0
+        var closeCode: UInt16?
     }
 
-    private func perform(_ action: SessionAction) {
-        switch action {
-        case .send(let event):
-            let numbered = event.numbered(UInt64(events.count + 1))
-            events.append(numbered)
-            onEvent?(numbered)
-        case .startPipeline(let request):
-            do throws(StenoError) {
-                let woken = self.woken
-                let options = RecognizerOptions(vocabulary: request.vocabulary, alternatives: request.alternatives,
-                                                model: request.model)
-                let recognizer = try engine.makeRecognizer(options: options) { woken.signal() }
-                pipeline = try TranscriptionPipeline(format: request.audio, recognizer: recognizer)
-                for notice in recognizer.notices { handle(.pipelineWarning(notice)) }
-            } catch {
-                handle(.pipelineFailed(error.message))
-            }
-        case .submitAudio(let chunk):
-            run { pipeline throws(StenoError) in
-                let output = try pipeline.append(chunk.bytes)
-                try results(output.events, pipeline)
-                if let warning = output.warning, !chunk.headerIsMalformed { handle(.pipelineWarning(warning)) }
-            }
-        case .submitFinalize(let through):
-            run { pipeline throws(StenoError) in
-                try results(try pipeline.finalize(through: through), pipeline)
-                handle(.finalizeCompleted)
-            }
-        case .submitEnd:
-            run { pipeline throws(StenoError) in
-                try results(try pipeline.finish(), pipeline)
-                handle(.endCompleted)
-            }
-        case .submitGap(_, let duration):
-            run { pipeline throws(StenoError) in
-                try results(try pipeline.gap(seconds: duration), pipeline)
-            }
-        case .resume:
-            handle(.resumeRejected("a local session has nothing to resume"))
-        case .cancelPipeline:
-            pipeline?.cancel()
-            pipeline = nil
-        case .pauseReading, .resumeReading:
-            break  // the caller feeds audio in its own thread, at its own pace
-        case .close(let code, _):
-            closeCode = code
-        }
+    let core: SessionCore<Record>
+
+    init(core: SessionCore<Record>) {
+        self.core = core
     }
 
-    /// The events of a pipeline step; if the recognizer then waits for a shared decoder (the
-    /// engine serves other sessions too), waits for it here — a local session has nothing else
-    /// to do — and takes what it makes when it goes on.
-    private func results(_ events: [TranscriberEvent], _ pipeline: TranscriptionPipeline) throws(StenoError) {
-        handle(.results(events, analyzedThrough: pipeline.analyzedSeconds, now: Self.now()))
-        while pipeline.isWaiting {
-            woken.wait()
-            let more = try pipeline.proceed()
-            handle(.results(more, analyzedThrough: pipeline.analyzedSeconds, now: Self.now()))
-        }
+    func deliver(_ event: EncodedEvent, _ s: inout SessionState<Record>) -> [SessionAction] {
+        s.local.events.append(event.numbered(UInt64(s.local.events.count + 1)))
+        return []
     }
 
-    private func run(_ body: (TranscriptionPipeline) throws(StenoError) -> Void) {
-        guard let pipeline else { return }
-        do throws(StenoError) {
-            try body(pipeline)
-        } catch {
-            pipeline.cancel()
-            self.pipeline = nil
-            handle(.pipelineFailed(error.message))
-        }
-    }
+    func starting(_ request: StartRequest, _ s: inout SessionState<Record>) -> [SessionAction] { [] }
+    // The caller feeds audio in its own thread, at its own pace.
+    func setReading(_ reading: Bool, _ s: inout SessionState<Record>) {}
+    func close(code: UInt16, reason: String, _ s: inout SessionState<Record>) { s.local.closeCode = code }
+    func protocolClosed(_ s: inout SessionState<Record>) {}
+    func note(_ note: SessionNote) {}
 
-    private static func now() -> Double { SystemClock.now() }
-    private static func wallClock() -> UTCTime { SystemClock.wall() }
+    func resume(_ request: ResumeRequest) {
+        input(.resumeRejected("a local session has nothing to resume"))
+    }
 }

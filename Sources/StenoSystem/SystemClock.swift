@@ -20,3 +20,43 @@ public enum SystemClock {
         return UTCTime(millisecondsSince1970: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000)
     }
 }
+
+/// Where a driver reads the time: the system's clocks in a server or a command, a clock the test
+/// moves by hand in memory (`ManualTime`), so that timers above the session machine (a short
+/// audio batch's linger, a stalled utterance, idle and session limits) are tested without waiting.
+public protocol TimeSource: Sendable {
+    /// Monotonic seconds.
+    func now() -> Double
+    /// The wall clock (UTC).
+    func wall() -> UTCTime
+}
+
+/// The system's clocks (`SystemClock`).
+public struct SystemTime: TimeSource {
+    public init() {}
+    public func now() -> Double { SystemClock.now() }
+    public func wall() -> UTCTime { SystemClock.wall() }
+}
+
+/// A clock that moves only when told (tests): monotonic time from `start`, the wall clock
+/// `wallOrigin` plus the time moved.
+public final class ManualTime: TimeSource {
+    private let time: Locked<Double>
+    private let start: Double
+    private let wallOrigin: UTCTime
+
+    public init(start: Double = 1_000, wallOrigin: UTCTime = UTCTime(millisecondsSince1970: 1_764_547_200_000)) {
+        self.time = Locked(start)
+        self.start = start
+        self.wallOrigin = wallOrigin
+    }
+
+    public func now() -> Double { time.withLock { $0 } }
+
+    public func wall() -> UTCTime {
+        UTCTime(millisecondsSince1970: wallOrigin.millisecondsSince1970 + Int64(((now() - start) * 1000).rounded()))
+    }
+
+    /// Moves the clock on by `seconds`.
+    public func advance(_ seconds: Double) { time.withLock { $0 += seconds } }
+}

@@ -1,5 +1,6 @@
 import Foundation
 import StenoCore
+import StenoSession
 import StenoSystem
 @testable import StenoTransport
 import Testing
@@ -120,7 +121,7 @@ import Testing
         server.router.tick(now: before)   // the talker's visit; its progress goes out
         #expect(server.pool.runPending() == 0, "kept for more")
         let due = try #require(server.sessions.due(session))
-        #expect(due >= before + StreamSession.batchLinger && due <= after + StreamSession.batchLinger,
+        #expect(due >= before + DriverOptions().batchLinger && due <= after + DriverOptions().batchLinger,
                 "due at the linger, not at every tick")
         server.router.tick(now: due - 0.01)
         #expect(server.pool.runPending() == 0)

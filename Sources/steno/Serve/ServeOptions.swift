@@ -16,7 +16,7 @@ struct ServeOptions {
         let engine, profanity, whisperPython, whisperWorker, whisperDevice, whisperThreads, whisperBatch: Flag
         let host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes: Flag
         let idleTimeout, maxSessionSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, cert, key: Flag
-        let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, writeStall, echoRoute, workers, eventLoop, recognizers, spareRecognizers, dedicatedRecognizers, decoder, endpointing, lagTarget, admitUtilization, logLevel: Flag
+        let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, writeStall, echoRoute, workers, eventLoop, recognizers, spareRecognizers, dedicatedRecognizers, audioBatch, decoder, endpointing, lagTarget, admitUtilization, logLevel: Flag
         let captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds: Flag
         let hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts: Flag
 
@@ -111,6 +111,9 @@ struct ServeOptions {
             dedicatedRecognizers = Flag.toggle("dedicated-recognizers",
                                                help: "each session keeps a recognizer to its end (the design before sharing, to compare)",
                                                environment: "STENO_DEDICATED_RECOGNIZERS")
+            audioBatch = Flag("audio-batch-seconds", value: "SECONDS",
+                              help: "audio goes to a session's worker in batches this long (one recognizer block); 0: each message as it comes (to measure what batching saves)",
+                              default: seconds(server.audioBatchSeconds), environment: "STENO_AUDIO_BATCH_SECONDS")
             lagTarget = Flag("lag-target", value: "SECONDS", help: "refuse new sessions while live talkers lag more than this; 0 never for load",
                              default: seconds(server.lagTarget), environment: "STENO_LAG_TARGET")
             admitUtilization = Flag("admit-utilization", value: "FRACTION",
@@ -141,7 +144,7 @@ struct ServeOptions {
         var all: [Flag] {
             [host, port, engine, model, profanity, whisperPython, whisperWorker, whisperDevice, whisperThreads, whisperBatch, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes, idleTimeout,
              maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, cert, key, drainTimeout, keepAlive, writeStall, echoRoute, workers,
-             eventLoop, recognizers, spareRecognizers, dedicatedRecognizers, decoder, endpointing, lagTarget, admitUtilization, captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds,
+             eventLoop, recognizers, spareRecognizers, dedicatedRecognizers, audioBatch, decoder, endpointing, lagTarget, admitUtilization, captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds,
              hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts, logLevel]
         }
     }
@@ -267,6 +270,9 @@ struct ServeOptions {
         if let value = given.single(flags.recognizers) { options.recognizers = try given.integer(value, in: 1...1000) }
         if let value = given.single(flags.spareRecognizers) { options.spareRecognizers = try given.integer(value, in: 0...1000) }
         options.dedicatedRecognizers = given.isOn(flags.dedicatedRecognizers)
+        if let value = given.single(flags.audioBatch) {
+            options.audioBatchSeconds = try given.seconds(value, in: 0...1)
+        }
         if let value = given.single(flags.decoder) { options.decoderArguments = try given.decoderArguments(value) }
         if let value = given.single(flags.endpointing) { options.endpointing = try given.endpointing(value) }
         if let value = given.single(flags.lagTarget) { options.lagTarget = try given.seconds(value, in: 0...3600) }

@@ -158,6 +158,7 @@ enum Transcribe {
         let session = LocalSession(engine: engine)
         let bar = ProgressBar(total: wav.duration,
                               enabled: options.progress && StandardStreams.isTerminal(2))
+        var printed = 0
         session.onEvent = { event in
             switch options.format {
             case .jsonl:
@@ -168,9 +169,12 @@ enum Transcribe {
                 bar.clear()
                 StandardStreams.stderr("steno transcribe: \(Self.message(ofError: event.text))\n")
             case .text where event.kind == .final:
-                if let final = session.finals.last {
+                // Events come once their step is done: the finals since the last one printed.
+                let finals = session.finals
+                if finals.count > printed {
                     bar.clear()
-                    StandardStreams.stdout(Captions.plainText([final]))
+                    StandardStreams.stdout(Captions.plainText(Array(finals[printed...])))
+                    printed = finals.count
                 }
             default:
                 break

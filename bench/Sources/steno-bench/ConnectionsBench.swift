@@ -827,7 +827,7 @@ private func pad(_ text: String, _ width: Int) -> String {
 //   write, the CPU and context switches counted from when its model is loaded until it has
 //   finished the audio;
 // - `steno serve` as it is (audio to the worker in 128 ms batches), and the same binary with
-//   `STENO_BENCH_UNBATCHED` set (each 20 ms message its own job, as before batching): T
+//   `--audio-batch-seconds 0` (each 20 ms message its own job, as before batching): T
 //   talkers in real time, 20 ms messages, each to `ended`; the server's CPU and context
 //   switches over that time, less what it spends idle over as long.
 //
@@ -950,7 +950,7 @@ func runWakeupsBench(talkerCounts: [Int], rounds: Int, steno: String, speech: [U
     print("")
     print("  floor: pocketsphinx_continuous -infile /dev/stdin with Steno's decoder options, one process per talker,")
     print("  fed raw PCM through a pipe in real time, counted from its model loaded to its audio done. batched: steno")
-    print("  serve as it is; unbatched: the same binary with STENO_BENCH_UNBATCHED=1 (a lane job per 20 ms message).")
+    print("  serve as it is; unbatched: the same binary with --audio-batch-seconds 0 (a lane job per 20 ms message).")
     print("  The server's counters are over the talk, less its idle rate over as long; least CPU of the rounds.")
 }
 
@@ -1060,10 +1060,8 @@ final class EngineProcesses: @unchecked Sendable {
 /// of talkers, that many talking at once.
 private func measureServerWakeups(steno: String, unbatched: Bool, talkerCounts: [Int], speech: [UInt8]) -> [WakeupsRow] {
     let mode = unbatched ? "unbatched" : "batched"
-    if unbatched { setenv("STENO_BENCH_UNBATCHED", "1", 1) }
     let server = Child.spawn(steno, ["serve", "--engine", "pocketsphinx", "--port", "0", "--idle-timeout", "0", "--log-level", "warning",
-                                     "--web-root", "/nonexistent"], stdout: true)
-    unsetenv("STENO_BENCH_UNBATCHED")
+                                     "--web-root", "/nonexistent"] + (unbatched ? ["--audio-batch-seconds", "0"] : []), stdout: true)
     guard let server, let port = server.readPort() else {
         print("  \(mode): the server did not start")
         return []
