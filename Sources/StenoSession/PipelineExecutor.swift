@@ -103,6 +103,9 @@ public final class InlineExecutor: PipelineExecutor {
     /// Whether jobs wait for a `resume(first:)`.
     public var isPaused: Bool { state.withLock { $0.paused } }
 
+    /// Jobs queued and not yet run.
+    public var queuedCount: Int { state.withLock { $0.first.count + $0.jobs.count + $0.finals.count } }
+
     /// Runs the queued jobs, in order, until none is left. While paused, waits for the resume.
     public func runUntilIdle() {
         while true {

@@ -59,4 +59,7 @@ public final class ManualTime: TimeSource {
 
     /// Moves the clock on by `seconds`.
     public func advance(_ seconds: Double) { time.withLock { $0 += seconds } }
+
+    /// Moves the clock on to `moment` exactly (never back).
+    public func advance(to moment: Double) { time.withLock { $0 = max($0, moment) } }
 }
