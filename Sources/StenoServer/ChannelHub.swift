@@ -261,9 +261,6 @@ final class ChannelHub: Sendable {
         return true
     }
 
-    /// Whether `id` is a viewer.
-    func isViewer(_ id: ConnectionID) -> Bool { state.withLock { $0.viewerChannel[id] != nil } }
-
     /// Every viewer (to close them when the server drains).
     var viewers: [ConnectionID] { state.withLock { Array($0.viewerChannel.keys) } }
 

@@ -29,8 +29,18 @@ final class Router: TransportDelegate {
     private var draining = false
     /// Who a connection comes from (`X-Forwarded-For` from trusted proxies only).
     private let clientAddress: ClientAddress
-    /// Connections on the conformance echo route (`ServerOptions.echoPath`).
-    private var echoConnections: Set<ConnectionID> = []
+    /// What each open connection is, decided when it opens: a callback goes to its handler
+    /// without asking every table in turn.
+    private var routes: [ConnectionID: Route] = [:]
+
+    private enum Route {
+        /// The conformance echo route (`ServerOptions.echoPath`).
+        case echo
+        /// A session (`/v1/stream`): the registry knows which one is on it now (a resume moves it).
+        case stream
+        /// A viewer of a channel (`/v1/listen`).
+        case viewer
+    }
     /// Whether another talker would fit in the workers' time and be kept within the lag target
     /// (measured at each tick); sessions are named by object identity.
     var admission = Admission<ObjectIdentifier>()
@@ -127,18 +137,20 @@ final class Router: TransportDelegate {
 
     func opened(_ id: ConnectionID, request: UpgradeRequest) {
         if let echo = options.echoPath, request.path == echo {
-            echoConnections.insert(id)
+            routes[id] = .echo
             return
         }
         let now = context.clock.now()
         let remoteAddress = clientAddress.describe(peer: request.remoteAddress, forwardedFor: request.headers["x-forwarded-for"])
         if request.path == Self.listenPath, let name = request.queryValue("channel") {
+            routes[id] = .viewer
             context.channels.addViewer(id, channel: name, now: context.clock.wall())
             context.log.info("viewer \(id) joined channel \(name) from \(remoteAddress)")
             return
         }
         if !pendingUpgrades.isEmpty { pendingUpgrades.removeFirst() }
         let session = StreamSession(connection: id, remoteAddress: remoteAddress, server: context)
+        routes[id] = .stream
         registry.add(session, on: id)
         admission.opened(ObjectIdentifier(session), now: now)
         context.metrics.sessionsActive.increment()
@@ -147,7 +159,8 @@ final class Router: TransportDelegate {
     }
 
     func received(_ id: ConnectionID, _ message: IncomingMessage) {
-        if echoConnections.contains(id) {
+        switch routes[id] {
+        case .echo:
             let reply: OutgoingMessage = switch message {
             case .text(let t): .text(t)
             case .binary(let b): .binary(b)
@@ -155,11 +168,9 @@ final class Router: TransportDelegate {
             if context.handle.send(id, reply) == .overflow {
                 context.handle.close(id, code: 4008, reason: "slow_consumer", discardQueued: true)
             }
-            return
-        }
-        if let session = registry[id] {
-            session.received(message)
-        } else if context.channels.isViewer(id) {
+        case .stream:
+            registry[id]?.received(message)
+        case .viewer:
             let error = ServerEvent.error(StenoError(.badMessage, "a viewer of a channel cannot send messages"))
             let sent = context.handle.send(id, OutgoingMessage(error.encoded()))
             if sent == .overflow {
@@ -168,11 +179,13 @@ final class Router: TransportDelegate {
             } else {
                 context.metrics.errorSent(.badMessage)
             }
+        case nil:
+            break
         }
     }
 
     func tooLarge(_ id: ConnectionID, limit: Int) {
-        if let session = registry[id] {
+        if routes[id] == .stream, let session = registry[id] {
             session.input(.frameTooLarge(bytes: limit + 1))
         } else {
             context.handle.close(id, code: 1009, reason: "too_large")
@@ -182,26 +195,29 @@ final class Router: TransportDelegate {
     /// A connection that has taken no byte for `--write-stall-seconds` while events waited for
     /// it is not reading: a slow consumer, closed with 4008 as when its queue overflows.
     func writeStalled(_ id: ConnectionID) {
-        if let session = registry[id] {
+        if routes[id] == .stream, let session = registry[id] {
             context.metrics.writeStalls.increment()
             context.log.info("session \(session.sessionID) on \(id): nothing written for \(options.writeStall?.inSeconds ?? 0) s; closed as a slow consumer")
             session.input(.outboundOverflow)
-        } else if context.channels.dropSlowViewer(id) {
+        } else if routes[id] == .viewer, context.channels.dropSlowViewer(id) {
             context.metrics.writeStalls.increment()
             context.log.info("viewer \(id): nothing written for \(options.writeStall?.inSeconds ?? 0) s; closed as a slow consumer")
         }
     }
 
     func closed(_ id: ConnectionID, backlog: OutboundBacklog?) {
-        if echoConnections.remove(id) != nil { return }
-        if let session = registry.disconnect(id) {
+        switch routes.removeValue(forKey: id) {
+        case .echo, nil:
+            return
+        case .stream:
+            guard let session = registry.disconnect(id) else { return }
             switch session.transportClosed(id, backlog: backlog) {
             case .detached:
                 context.log.info("session \(session.sessionID) lost its connection \(id); it may be resumed")
             case .closed(let line, let seconds):
                 forget(session, line: line, seconds: seconds)
             }
-        } else if context.channels.isViewer(id) {
+        case .viewer:
             context.channels.removeViewer(id)
             context.log.info("viewer \(id) left")
         }
