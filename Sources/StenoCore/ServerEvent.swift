@@ -309,15 +309,7 @@ public struct EncodedEvent: Sendable, Hashable {
 
     /// The same event carrying `seq`, the rest of its bytes unchanged.
     public func numbered(_ seq: UInt64) -> EncodedEvent {
-        var digits = JSONWriter(capacity: 20)
-        digits.integer(seq)
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count - seqDigits.count + digits.bytes.count)
-        out += bytes[..<seqDigits.lowerBound]
-        out += digits.bytes
-        out += bytes[seqDigits.upperBound...]
-        let start = seqDigits.lowerBound
-        return EncodedEvent(kind: kind, seq: seq, bytes: out, seqDigits: start..<(start + digits.bytes.count),
-                            errorCode: errorCode)
+        let (out, slot) = SeqSlot(seqDigits).numbered(bytes, seq: seq)
+        return EncodedEvent(kind: kind, seq: seq, bytes: out, seqDigits: slot.digits, errorCode: errorCode)
     }
 }

@@ -31,7 +31,7 @@ struct ServerContext: Sendable {
 extension OutgoingMessage {
     /// An event as a text message; its connection writes its `seq` as it sends it.
     init(_ event: EncodedEvent) {
-        self.init(kind: .text, bytes: event.bytes, delivery: event.delivery, ordinalSlot: event.seqDigits)
+        self.init(kind: .text, bytes: event.bytes, delivery: event.delivery, ordinalSlot: SeqSlot(event.seqDigits))
     }
 }
 
