@@ -24,7 +24,7 @@ struct ServerContext: Sendable {
     /// Sessions keep their recognizer to the end (`ServerOptions.dedicatedRecognizers`).
     var dedicatedRecognizers = false
     /// Written events kept per connection for a client that resumes (`ServerOptions.resumeRetainedBytes`).
-    var resumeRetainedBytes = 256 * 1024
+    var resumeRetainedBytes = ServerOptions.documentedResumeBytes
 }
 
 
