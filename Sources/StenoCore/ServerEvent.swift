@@ -195,7 +195,7 @@ public enum ServerEvent: Sendable, Hashable {
             w.endObject()
             if let token = info.resumeToken { w.field("resumeToken", token) }
         case .volatile(let result, let includeWords), .final(let result, let includeWords):
-            Self.writeResult(result, includeWords: includeWords, into: &w)
+            result.write(into: &w, includeWords: includeWords)
         case .speech(let state, let at):
             w.field("state", state.rawValue)
             w.field("at", seconds: at)
@@ -237,37 +237,6 @@ public enum ServerEvent: Sendable, Hashable {
     /// The event numbered `seq`, as a client receives it (tests, and local sessions, which
     /// are their own client).
     public func encoded(seq: UInt64) -> EncodedEvent { encoded().numbered(seq) }
-
-    private static func writeResult(_ result: RecognitionResult, includeWords: Bool, into w: inout JSONWriter) {
-        w.field("start", seconds: result.range.start)
-        w.field("end", seconds: result.range.end)
-        w.field("text", result.text)
-        if !result.alternatives.isEmpty {
-            w.key("alternatives")
-            w.beginArray()
-            for alternative in result.alternatives {
-                w.beginObject()
-                w.field("text", alternative.text)
-                w.key("score")
-                w.decimal(alternative.score.isFinite ? alternative.score : -1e9, places: 3)
-                w.endObject()
-            }
-            w.endArray()
-        }
-        guard includeWords else { return }
-        w.key("words")
-        w.beginArray()
-        for word in result.words {
-            w.beginObject()
-            w.field("word", word.text)
-            w.field("start", seconds: word.range.start)
-            w.field("end", seconds: word.range.end)
-            w.key("confidence")
-            w.decimal(word.validConfidence, places: 3)
-            w.endObject()
-        }
-        w.endArray()
-    }
 }
 
 /// An event encoded for the wire: the JSON bytes plus what the outbound queue needs to know.
