@@ -66,9 +66,6 @@ public struct SilenceSuppressor: Sendable {
         frameSamples = max(1, self.sampleRate / 100)
     }
 
-    /// Whether it is leaving silence out now.
-    public var isSuppressing: Bool { suppressing }
-
     /// Takes samples; returns what to send or declare, in order.
     public mutating func push(_ samples: [Float]) -> [Output] {
         var out: [Output] = []

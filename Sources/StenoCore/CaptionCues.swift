@@ -41,9 +41,6 @@ public struct CaptionCueBuilder: Sendable {
         self.floor = floor.isFinite ? floor : 0
     }
 
-    /// Whether a short cue is waiting for what comes next.
-    public var hasPending: Bool { pending != nil }
-
     /// The start of the cue waiting for the next final, if any: nothing before it is settled.
     public var pendingStart: Double? { pending?.start }
 

@@ -122,6 +122,12 @@ public enum ClientMessage: Sendable, Hashable {
         return w.text
     }
 
+    /// How client messages are read: they are shallow (nesting at most 16), and no larger than
+    /// `maxBytes`, a session's frame limit (checked before they are read).
+    public static func reader(maxBytes: Int = SessionLimits().maxFrameBytes) -> JSONParser {
+        JSONParser(maxDepth: 16, maxBytes: max(maxBytes, 1))
+    }
+
     /// Parses a text frame.
     ///
     /// Throws `bad_message` when the text is not JSON, not an object, has an unknown or missing
@@ -129,7 +135,7 @@ public enum ClientMessage: Sendable, Hashable {
     /// `field "audio.sampleRate" must be an integer`); throws `unsupported_audio` when the
     /// audio format is well-formed but not one the server takes (AudioFormat's rules).
     /// Unknown fields are ignored, so clients may send fields of later protocol versions.
-    public static func parse(_ text: String, parser: JSONParser = .messages) throws(StenoError) -> ClientMessage {
+    public static func parse(_ text: String, parser: JSONParser = ClientMessage.reader()) throws(StenoError) -> ClientMessage {
         let value: JSONValue
         do {
             value = try parser.parse(text)
@@ -140,7 +146,7 @@ public enum ClientMessage: Sendable, Hashable {
     }
 
     /// Parses a text frame given as UTF-8 bytes (invalid UTF-8 is `bad_message`).
-    public static func parse(utf8 bytes: [UInt8], parser: JSONParser = .messages) throws(StenoError) -> ClientMessage {
+    public static func parse(utf8 bytes: [UInt8], parser: JSONParser = ClientMessage.reader()) throws(StenoError) -> ClientMessage {
         let value: JSONValue
         do {
             value = try parser.parse(bytes)

@@ -37,9 +37,6 @@ public struct JSONParser: Sendable {
         self.maxBytes = maxBytes
     }
 
-    /// Limits suited to client control messages (small and shallow).
-    public static let messages = JSONParser(maxDepth: 16, maxBytes: 64 * 1024)
-
     public func parse(_ text: String) throws(JSONError) -> JSONValue {
         var copy = text
         let result: Result<JSONValue, JSONError> = copy.withUTF8 { buffer in

@@ -19,52 +19,6 @@ public struct EngineInfo: Sendable, Hashable {
     }
 }
 
-/// The limits a session runs under; announced in `ready` and enforced by the server.
-///
-/// Wire shape: `{"maxFrameBytes":65536,"bufferSeconds":10,"maxSessionSeconds":14400,
-/// "idleTimeoutSeconds":30,"outboundBytes":1048576,"resumeSeconds":30}`. A value of 0 for `maxSessionSeconds`
-/// or `idleTimeoutSeconds` means "no limit".
-public struct SessionLimits: Sendable, Hashable {
-    /// Largest text or binary frame accepted; bigger → `too_large` (close 1009).
-    public var maxFrameBytes: Int
-    /// Seconds of audio received but not yet analyzed the server holds before it stops reading.
-    public var bufferSeconds: Double
-    /// Longest session, in wall-clock seconds from `start`; then it is finalized and
-    /// closed with `session_limit` (4009). 0 = unlimited.
-    public var maxSessionSeconds: Double
-    /// Seconds without any client frame (and without analysis progress) before `idle` (4010).
-    /// 0 = never.
-    public var idleTimeoutSeconds: Double
-    /// Bytes of unsent events a connection may hold before `slow_consumer` (4008).
-    public var outboundBytes: Int
-    /// Seconds a session whose connection dropped (without `end`) waits for the client to
-    /// `resume` it, analyzing what it had and keeping the results; then it is finalized and
-    /// closed. 0 = no resume.
-    public var resumeSeconds: Double
-    /// Seconds a connection may take to send `start` (or `resume`) after it opened; then it is
-    /// closed with `idle` (4010), so that connections that never start hold nothing. 0 = no
-    /// limit (then `idleTimeoutSeconds` applies). Not announced: it is over by `ready`.
-    public var startTimeoutSeconds: Double
-    /// Seconds without audio in the middle of speech (the client stalled, its connection
-    /// dropped) after which what was heard is finalized, so the session stops holding a
-    /// shared recognizer. 0 = never. Not announced.
-    public var stallSeconds: Double
-
-    public init(maxFrameBytes: Int = 64 * 1024, bufferSeconds: Double = 10,
-                maxSessionSeconds: Double = 4 * 3600, idleTimeoutSeconds: Double = 30,
-                outboundBytes: Int = 1 << 20, resumeSeconds: Double = 30, startTimeoutSeconds: Double = 10,
-                stallSeconds: Double = 2) {
-        self.stallSeconds = stallSeconds
-        self.maxFrameBytes = maxFrameBytes
-        self.bufferSeconds = bufferSeconds
-        self.maxSessionSeconds = maxSessionSeconds
-        self.idleTimeoutSeconds = idleTimeoutSeconds
-        self.outboundBytes = outboundBytes
-        self.resumeSeconds = resumeSeconds
-        self.startTimeoutSeconds = startTimeoutSeconds
-    }
-}
-
 /// The payload of `ready`.
 public struct ReadyInfo: Sendable, Hashable {
     /// The session id (opaque to clients).
@@ -195,7 +149,7 @@ public enum ServerEvent: Sendable, Hashable {
             w.endObject()
             if let token = info.resumeToken { w.field("resumeToken", token) }
         case .volatile(let result, let includeWords), .final(let result, let includeWords):
-            Self.writeResult(result, includeWords: includeWords, into: &w)
+            result.write(into: &w, includeWords: includeWords)
         case .speech(let state, let at):
             w.field("state", state.rawValue)
             w.field("at", seconds: at)
@@ -237,37 +191,6 @@ public enum ServerEvent: Sendable, Hashable {
     /// The event numbered `seq`, as a client receives it (tests, and local sessions, which
     /// are their own client).
     public func encoded(seq: UInt64) -> EncodedEvent { encoded().numbered(seq) }
-
-    private static func writeResult(_ result: RecognitionResult, includeWords: Bool, into w: inout JSONWriter) {
-        w.field("start", seconds: result.range.start)
-        w.field("end", seconds: result.range.end)
-        w.field("text", result.text)
-        if !result.alternatives.isEmpty {
-            w.key("alternatives")
-            w.beginArray()
-            for alternative in result.alternatives {
-                w.beginObject()
-                w.field("text", alternative.text)
-                w.key("score")
-                w.decimal(alternative.score.isFinite ? alternative.score : -1e9, places: 3)
-                w.endObject()
-            }
-            w.endArray()
-        }
-        guard includeWords else { return }
-        w.key("words")
-        w.beginArray()
-        for word in result.words {
-            w.beginObject()
-            w.field("word", word.text)
-            w.field("start", seconds: word.range.start)
-            w.field("end", seconds: word.range.end)
-            w.key("confidence")
-            w.decimal(word.validConfidence, places: 3)
-            w.endObject()
-        }
-        w.endArray()
-    }
 }
 
 /// An event encoded for the wire: the JSON bytes plus what the outbound queue needs to know.
@@ -309,15 +232,7 @@ public struct EncodedEvent: Sendable, Hashable {
 
     /// The same event carrying `seq`, the rest of its bytes unchanged.
     public func numbered(_ seq: UInt64) -> EncodedEvent {
-        var digits = JSONWriter(capacity: 20)
-        digits.integer(seq)
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count - seqDigits.count + digits.bytes.count)
-        out += bytes[..<seqDigits.lowerBound]
-        out += digits.bytes
-        out += bytes[seqDigits.upperBound...]
-        let start = seqDigits.lowerBound
-        return EncodedEvent(kind: kind, seq: seq, bytes: out, seqDigits: start..<(start + digits.bytes.count),
-                            errorCode: errorCode)
+        let (out, slot) = SeqSlot(seqDigits).numbered(bytes, seq: seq)
+        return EncodedEvent(kind: kind, seq: seq, bytes: out, seqDigits: slot.digits, errorCode: errorCode)
     }
 }

@@ -263,10 +263,7 @@ public struct SessionMachine: Sendable {
 
     static let shutdownMessage = "the server is shutting down"
 
-    /// Client messages are shallow; their size is bounded by the frame limit (checked first).
-    private var messageParser: JSONParser {
-        JSONParser(maxDepth: 16, maxBytes: max(configuration.limits.maxFrameBytes, 1))
-    }
+    private var messageParser: JSONParser { ClientMessage.reader(maxBytes: configuration.limits.maxFrameBytes) }
 
     var isStarted: Bool {
         switch stage {

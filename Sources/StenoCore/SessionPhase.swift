@@ -54,11 +54,6 @@ public enum SessionPhase: Sendable, Hashable {
         }
     }
 
-    /// Waiting for the pipeline's last finals after `end` (or a limit, or the drain).
-    public var isEnding: Bool {
-        if case .ending = self { true } else { false }
-    }
-
     /// True once the session has closed or asked to close: no input produces anything more.
     public var isClosed: Bool {
         switch self {

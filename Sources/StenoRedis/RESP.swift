@@ -19,13 +19,6 @@ public enum RESPValue: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    public var isNull: Bool {
-        switch self {
-        case .bulk(nil), .array(nil): return true
-        default: return false
-        }
-    }
-
     public var elements: [RESPValue]? {
         if case .array(let items?) = self { return items }
         return nil

@@ -96,7 +96,7 @@ enum RelayEntry: Sendable, Equatable {
             guard let object = object(data), case .string(let type)? = object["type"] else { return nil }
             switch type {
             case "final", "volatile":
-                guard let result = result(object) else { return nil }
+                guard let result = RecognitionResult(wire: object) else { return nil }
                 let event: ServerEvent = type == "final" ? .final(result, includeWords: includeWords)
                     : .volatile(result, includeWords: includeWords)
                 return .event(event.encoded(), result: result)
@@ -115,30 +115,5 @@ enum RelayEntry: Sendable, Equatable {
     private static func object(_ text: String) -> JSONObject? {
         guard case .object(let object)? = try? JSONParser().parse(text) else { return nil }
         return object
-    }
-
-    /// The result of a `final` or `volatile` event: range, text, alternatives, words.
-    static func result(_ object: JSONObject) -> RecognitionResult? {
-        guard case .number(let start)? = object["start"], case .number(let end)? = object["end"],
-              case .string(let text)? = object["text"] else { return nil }
-        var words: [Word] = []
-        if case .array(let items)? = object["words"] {
-            for case .object(let w) in items {
-                guard case .string(let word)? = w["word"], case .number(let s)? = w["start"], case .number(let e)? = w["end"] else {
-                    return nil
-                }
-                var confidence = 0.0
-                if case .number(let c)? = w["confidence"] { confidence = c }
-                words.append(Word(word, range: TimeRange(start: s, end: e), confidence: confidence))
-            }
-        }
-        var alternatives: [Alternative] = []
-        if case .array(let items)? = object["alternatives"] {
-            for case .object(let a) in items {
-                guard case .string(let text)? = a["text"], case .number(let score)? = a["score"] else { return nil }
-                alternatives.append(Alternative(text: text, score: score))
-            }
-        }
-        return RecognitionResult(range: TimeRange(start: start, end: end), text: text, words: words, alternatives: alternatives)
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import StenoCore
 import StenoRedis
 import StenoSession
@@ -5,10 +6,52 @@ import StenoSpeech
 import StenoSystem
 import StenoTransport
 
-/// The settings of a server: plain values, no parsing and no detection. `steno serve` fills
-/// them in from its flags, environment and the machine it runs on (see the `steno`
-/// target); tests and embedders set what they need and keep the rest.
+/// The settings of a server: plain values, no parsing. `steno serve` fills them in from its
+/// flags, environment and the machine it runs on (see the `steno` target); tests and
+/// embedders set what they need and keep the rest. The defaults that depend on the machine
+/// (`workers`, `recognizers`) are `Hardware`'s, for the machine it runs on unless told another.
 public struct ServerOptions: Sendable, Equatable {
+    /// What the machine-dependent defaults depend on, and those defaults.
+    public struct Hardware: Sendable, Equatable {
+        /// Active processor cores (at least one).
+        public var cores: Int
+        /// Physical memory in bytes.
+        public var physicalMemory: UInt64
+
+        /// Memory set aside per session: one recognizer (≈95 MB measured) and its buffers.
+        public static let bytesPerSession: UInt64 = 100 << 20
+
+        public init(cores: Int, physicalMemory: UInt64) {
+            self.cores = max(1, cores)
+            self.physicalMemory = physicalMemory
+        }
+
+        /// The machine this process runs on.
+        public static var current: Hardware {
+            let info = ProcessInfo.processInfo
+            return Hardware(cores: info.activeProcessorCount, physicalMemory: info.physicalMemory)
+        }
+
+        /// The default worker threads: one per core.
+        public var workers: Int { cores }
+
+        /// The default number of shared decoders: eight per core, and no more than half the
+        /// memory holds at ≈100 MB each. A decoder is held for a whole utterance, most of it
+        /// waiting for the talker (a talker costs a core ≈0.15–0.2 s per second of speech), so
+        /// the decoders run out long before the cores do: with four per core, 19 talkers half the
+        /// time speaking on 2 cores found all 8 held about half the time and lagged 1.5 s p95 at
+        /// 80 % of the CPU; with 16, 18 of them lagged 0.46 s (bench/README.md, "Decoders, not
+        /// cores").
+        public var recognizers: Int {
+            let byMemory = Int(clamping: physicalMemory / 2 / Self.bytesPerSession)
+            return max(2, min(8 * cores, byMemory))
+        }
+    }
+
+    /// Bytes of written events a `/v1/stream` connection keeps for a resume, as the protocol
+    /// documents (`resumeRetainedBytes`).
+    public static let documentedResumeBytes = 256 * 1024
+
     /// A certificate and its private key, both PEM files.
     public struct TLS: Sendable, Equatable {
         public var certificatePath: String
@@ -83,13 +126,13 @@ public struct ServerOptions: Sendable, Equatable {
     /// no admission; nil (the default): no such route.
     public var echoPath: String? = nil
     /// Threads of the worker pool that runs decoding and recognition.
-    public var workers = 2
+    public var workers: Int
     /// The event loop libwebsockets runs on; nil: the transport's default (libuv when its
     /// plugin is installed, else poll).
     public var eventLoop: EventLoop? = nil
     /// Decoders shared by all sessions: how many utterances are recognized at once (≈95 MB
     /// each). A session borrows one while it speaks.
-    public var recognizers = 4
+    public var recognizers: Int
     /// Shared decoders kept idle ahead of speech (`--spare-recognizers`): made at start and
     /// again as they are lent, the rest only when that many utterances are recognized at once,
     /// so that the memory follows them rather than `recognizers`; those beyond the spares are
@@ -112,7 +155,7 @@ public struct ServerOptions: Sendable, Equatable {
     /// Bytes of the events last written to each `/v1/stream` connection kept for a client that
     /// resumes after `after` (what may not have arrived when the connection dropped). A resume
     /// from further back is refused. Not a flag: the protocol documents 256 KiB; tests shrink it.
-    public var resumeRetainedBytes = 256 * 1024
+    public var resumeRetainedBytes = ServerOptions.documentedResumeBytes
     /// The lag (seconds of audio behind real time) a live talker may have before new sessions
     /// are refused for load (see `Admission`); 0: admit by the connection limit alone.
     public var lagTarget: Double = 1
@@ -130,7 +173,11 @@ public struct ServerOptions: Sendable, Equatable {
     /// Log verbosity.
     public var logLevel: LogLevel = .info
 
-    public init() {}
+    /// The defaults, with `hardware`'s workers and recognizers.
+    public init(hardware: Hardware = .current) {
+        workers = hardware.workers
+        recognizers = hardware.recognizers
+    }
 }
 
 /// The Whisper worker's settings (docs/operations.md, "The Whisper worker").

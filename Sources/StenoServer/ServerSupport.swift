@@ -27,14 +27,14 @@ struct ServerContext: Sendable {
     /// The time sessions and the router read (a manual one in memory tests).
     var clock: any TimeSource = SystemTime()
     /// Written events kept per connection for a client that resumes (`ServerOptions.resumeRetainedBytes`).
-    var resumeRetainedBytes = 256 * 1024
+    var resumeRetainedBytes = ServerOptions.documentedResumeBytes
 }
 
 
 extension OutgoingMessage {
     /// An event as a text message; its connection writes its `seq` as it sends it.
     init(_ event: EncodedEvent) {
-        self.init(kind: .text, bytes: event.bytes, delivery: event.delivery, ordinalSlot: event.seqDigits)
+        self.init(kind: .text, bytes: event.bytes, delivery: event.delivery, ordinalSlot: SeqSlot(event.seqDigits))
     }
 }
 

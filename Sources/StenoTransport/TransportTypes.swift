@@ -32,16 +32,16 @@ public struct OutgoingMessage: Sendable {
     /// number 1, 2, 3 … of this message among the numbered messages written to that
     /// connection replaces these bytes. Numbering at write time keeps the numbers gapless
     /// even when unsent replaceable messages were dropped. nil: not numbered.
-    public let ordinalSlot: Range<Int>?
+    public let ordinalSlot: SeqSlot?
     /// A numbered message written before on another connection, sent again as it was (a
     /// replay after the client resumed): its frame and its ordinal.
     let written: (frame: FrameBuffer, ordinal: UInt64)?
 
-    public init(kind: Kind, bytes: [UInt8], delivery: OutboundDelivery = .mustDeliver, ordinalSlot: Range<Int>? = nil) {
+    public init(kind: Kind, bytes: [UInt8], delivery: OutboundDelivery = .mustDeliver, ordinalSlot: SeqSlot? = nil) {
         self.kind = kind
         self.delivery = delivery
         self.bytes = bytes
-        self.ordinalSlot = ordinalSlot.map { $0.clamped(to: 0..<bytes.count) }
+        self.ordinalSlot = ordinalSlot.map { SeqSlot($0.digits.clamped(to: 0..<bytes.count)) }
         self.written = nil
     }
 
@@ -63,23 +63,6 @@ public struct OutgoingMessage: Sendable {
 
     /// Payload size in bytes (what counts against the outbound limit).
     public var byteCount: Int { written?.frame.payloadCount ?? bytes.count }
-
-    /// The bytes as they go out as message number `ordinal` of their connection: the decimal
-    /// ordinal in the slot, if there is one.
-    public func bytes(numbered ordinal: UInt64) -> [UInt8] {
-        guard let slot = ordinalSlot else { return bytes }
-        return Array(bytes[..<slot.lowerBound]) + Self.digits(ordinal) + Array(bytes[slot.upperBound...])
-    }
-
-    static func digits(_ value: UInt64) -> [UInt8] {
-        var digits: [UInt8] = []
-        var n = value
-        repeat {
-            digits.append(UInt8(ascii: "0") + UInt8(n % 10))
-            n /= 10
-        } while n > 0
-        return digits.reversed()
-    }
 }
 
 /// What a connection that kept its written messages (`TransportHandle.retainWritten`) left
@@ -119,26 +102,21 @@ final class FrameBuffer: @unchecked Sendable {
     let storage: UnsafeMutableRawPointer
     let payloadCount: Int
 
-    /// `message`'s bytes, with `ordinal` written in its slot if it has one.
+    /// `message`'s bytes, with `ordinal` written in its slot if it has one: copied once, from
+    /// the message into the frame.
     init(_ message: OutgoingMessage, ordinal: UInt64) {
         let pre = steno_lws_pre
-        let slot = message.ordinalSlot ?? 0..<0
-        let digits = message.ordinalSlot == nil ? [] : OutgoingMessage.digits(ordinal)
         let bytes = message.bytes
-        let count = bytes.count - slot.count + digits.count
+        let count = message.ordinalSlot?.count(numbering: bytes.count, seq: ordinal) ?? bytes.count
         payloadCount = count
         storage = UnsafeMutableRawPointer.allocate(byteCount: pre + max(count, 1), alignment: 16)
         let out = storage + pre
-        bytes.withUnsafeBytes { src in
-            guard let base = src.baseAddress else { return }
-            out.copyMemory(from: base, byteCount: slot.lowerBound)
-            let tail = bytes.count - slot.upperBound
-            if tail > 0 {
-                (out + slot.lowerBound + digits.count).copyMemory(from: base + slot.upperBound, byteCount: tail)
+        if let slot = message.ordinalSlot {
+            slot.write(bytes, seq: ordinal, to: out)
+        } else {
+            bytes.withUnsafeBytes { source in
+                if let base = source.baseAddress { out.copyMemory(from: base, byteCount: source.count) }
             }
-        }
-        digits.withUnsafeBytes { d in
-            if let base = d.baseAddress { (out + slot.lowerBound).copyMemory(from: base, byteCount: d.count) }
         }
     }
 

@@ -485,15 +485,15 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         func defaults(cores: Int, gigabytes: UInt64) -> MachineDefaults {
             MachineDefaults(cores: cores, physicalMemory: gigabytes << 30, modelPath: "", webRoot: "")
         }
-        #expect(defaults(cores: 2, gigabytes: 24).recognizers == 16)  // the cores are the limit
-        #expect(defaults(cores: 64, gigabytes: 8).recognizers == 40)  // memory is: 4 GiB / 100 MiB
-        #expect(defaults(cores: 2, gigabytes: 2).recognizers == 10)  // a small machine: 1 GiB / 100 MiB
-        #expect(defaults(cores: 1, gigabytes: 0).recognizers == 2)  // never below two
+        #expect(defaults(cores: 2, gigabytes: 24).hardware.recognizers == 16)  // the cores are the limit
+        #expect(defaults(cores: 64, gigabytes: 8).hardware.recognizers == 40)  // memory is: 4 GiB / 100 MiB
+        #expect(defaults(cores: 2, gigabytes: 2).hardware.recognizers == 10)  // a small machine: 1 GiB / 100 MiB
+        #expect(defaults(cores: 1, gigabytes: 0).hardware.recognizers == 2)  // never below two
         // All of them made at start unless --spare-recognizers says how many.
         #expect(ServeOptions.defaults(defaults(cores: 2, gigabytes: 24)).spareRecognizers == nil)
         // Connections are light: their limit does not depend on the machine.
         #expect(ServeOptions.defaults(defaults(cores: 1, gigabytes: 0)).maxSessions == 10_000)
-        #expect(MachineDefaults(cores: 0, physicalMemory: 0, modelPath: "", webRoot: "").cores == 1)
+        #expect(MachineDefaults(cores: 0, physicalMemory: 0, modelPath: "", webRoot: "").hardware.cores == 1)
     }
 
     @Test func theWebRootIsLookedForNearTheProgram() {
@@ -515,8 +515,8 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
 
     @Test func detectingTheMachineGivesUsableDefaults() {
         let detected = MachineDefaults.detect()
-        #expect(detected.cores >= 1)
-        #expect(detected.recognizers >= 2)
+        #expect(detected.hardware.cores >= 1)
+        #expect(detected.hardware.recognizers >= 2)
         #expect(detected.webRoot.hasSuffix("web-client"))
         #expect(detected.modelPath == "/usr/share/pocketsphinx/model/en-us")
     }

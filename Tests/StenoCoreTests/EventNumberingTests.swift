@@ -18,6 +18,25 @@ import Testing
         #expect(largest.text.contains(#""seq":18446744073709551615,"#))
     }
 
+    @Test func aSlotWritesTheNumberWhereverTheBytesGo() {
+        let bytes = Array(#"{"n":0,"t":"x"}"#.utf8)
+        let slot = SeqSlot(5..<6)
+        #expect(slot.count(numbering: bytes.count, seq: 42) == bytes.count + 1)
+        let (numbered, moved) = slot.numbered(bytes, seq: 42)
+        #expect(String(decoding: numbered, as: UTF8.self) == #"{"n":42,"t":"x"}"#)
+        #expect(moved == SeqSlot(5..<7))
+        // Into memory of the caller's, behind headroom of its own (as a connection's frame is).
+        let headroom = 16
+        let total = headroom + slot.count(numbering: bytes.count, seq: 7)
+        let out = UnsafeMutableRawPointer.allocate(byteCount: total, alignment: 16)
+        defer { out.deallocate() }
+        #expect(slot.write(bytes, seq: 7, to: out + headroom) == SeqSlot(5..<6))
+        #expect(Array(UnsafeRawBufferPointer(start: out + headroom, count: total - headroom)) == Array(#"{"n":7,"t":"x"}"#.utf8))
+        // An empty slot is an insertion; an empty message is the number alone.
+        #expect(SeqSlot(0..<0).numbered([], seq: 1000).bytes == Array("1000".utf8))
+        #expect(SeqSlot(1..<1).numbered(Array("ab".utf8), seq: 0).bytes == Array("a0b".utf8))
+    }
+
     @Test func errorEventsCarryTheirCode() {
         let event = ServerEvent.error(StenoError(.badAudio, "x")).encoded()
         #expect(event.errorCode == .badAudio)

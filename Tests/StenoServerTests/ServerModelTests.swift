@@ -19,7 +19,7 @@ import Testing
     }()
 
     static func json(_ text: String) throws -> JSONObject {
-        guard case .object(let object) = try JSONParser.messages.parse(text) else {
+        guard case .object(let object) = try JSONParser().parse(text) else {
             throw TestClientError.protocolError("not a JSON object: \(text)")
         }
         return object

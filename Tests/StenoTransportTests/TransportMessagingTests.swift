@@ -160,7 +160,7 @@ import StenoTestSupport
         @Sendable func numbered(_ text: String, replaceable: Bool = false) -> OutgoingMessage {
             let bytes = Array(#"{"n":0,"t":"\#(text)"}"#.utf8)
             return OutgoingMessage(kind: .text, bytes: bytes, delivery: replaceable ? .replaceable(key: "v") : .mustDeliver,
-                                   ordinalSlot: 5..<6)
+                                   ordinalSlot: SeqSlot(5..<6))
         }
         // Queued on the service thread, so nothing is written before all are queued: the
         // replaced message leaves no gap, and unnumbered messages take no number.
@@ -182,7 +182,7 @@ import StenoTestSupport
         #expect(try a.receive() == .text(#"{"n":3,"t":"last"}"#))
         #expect(try b.receive() == .text(#"{"n":1,"t":"other"}"#), "numbers are per connection")
         // Numbers of ten digits and more fit, and an empty slot is an insertion.
-        for _ in 2...1_000 { server.handle.send(bID, OutgoingMessage(kind: .text, bytes: [], ordinalSlot: 0..<0)) }
+        for _ in 2...1_000 { server.handle.send(bID, OutgoingMessage(kind: .text, bytes: [], ordinalSlot: SeqSlot(0..<0))) }
         var last = WebSocketTestClient.Message.text("")
         for _ in 2...1_000 { last = try b.receive() }
         #expect(last == .text("1000"))
@@ -195,7 +195,7 @@ import StenoTestSupport
         let (a, aID) = try server.connect()
         server.handle.retainWritten(aID, bytes: 1 << 16)
         @Sendable func numbered(_ n: Int) -> OutgoingMessage {
-            OutgoingMessage(kind: .text, bytes: Array(#"{"n":0,"m":\#(n)}"#.utf8), ordinalSlot: 5..<6)
+            OutgoingMessage(kind: .text, bytes: Array(#"{"n":0,"m":\#(n)}"#.utf8), ordinalSlot: SeqSlot(5..<6))
         }
         for n in 1...5 { server.handle.send(aID, numbered(n)) }
         for n in 1...5 { #expect(try a.receive() == .text(#"{"n":\#(n),"m":\#(n)}"#)) }
@@ -234,7 +234,7 @@ import StenoTestSupport
         server.handle.retainWritten(aID, bytes: 100)
         let payload = String(repeating: "x", count: 30)
         for _ in 1...10 {
-            server.handle.send(aID, OutgoingMessage(kind: .text, bytes: Array(#"{"n":0,"p":"\#(payload)"}"#.utf8), ordinalSlot: 5..<6))
+            server.handle.send(aID, OutgoingMessage(kind: .text, bytes: Array(#"{"n":0,"p":"\#(payload)"}"#.utf8), ordinalSlot: SeqSlot(5..<6)))
         }
         for _ in 1...10 { _ = try a.receive() }
         let backlog = try #require(server.handle.detach(aID))

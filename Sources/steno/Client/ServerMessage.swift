@@ -38,21 +38,8 @@ struct ServerMessage: Sendable, Equatable {
         return nil
     }
 
-    /// The result a `final` or `volatile` carries: its range, text and words.
-    var result: RecognitionResult? {
-        guard let start = number("start"), let end = number("end"), let text = string("text") else { return nil }
-        var words: [Word] = []
-        if case .array(let items)? = object["words"] {
-            for item in items {
-                guard case .object(let w) = item, case .string(let word)? = w["word"],
-                      case .number(let s)? = w["start"], case .number(let e)? = w["end"] else { continue }
-                var confidence = 0.0
-                if case .number(let c)? = w["confidence"] { confidence = c }
-                words.append(Word(word, range: TimeRange(start: s, end: e), confidence: confidence))
-            }
-        }
-        return RecognitionResult(range: TimeRange(start: start, end: end), text: text, words: words)
-    }
+    /// The result a `final` or `volatile` carries (StenoCore's reading of it, whole or not at all).
+    var result: RecognitionResult? { RecognitionResult(wire: object) }
 
     /// For `error`: its code, message, and whether the session is over.
     var error: (code: String, message: String, fatal: Bool)? {

@@ -1,12 +1,11 @@
 import Foundation
+import StenoServer
 import StenoSpeech
 
 /// What `steno serve`'s defaults depend on: the machine and where the program was built.
 struct MachineDefaults: Sendable, Equatable {
-    /// Active processor cores.
-    var cores: Int
-    /// Physical memory in bytes.
-    var physicalMemory: UInt64
+    /// Cores and memory (the workers and recognizers follow from them).
+    var hardware: ServerOptions.Hardware
     /// The model directory of Debian's `pocketsphinx-en-us` package.
     var modelPath: String
     /// The web client folder (see ``findWebRoot(currentDirectory:executablePath:sourceFile:isDirectory:)``).
@@ -16,13 +15,12 @@ struct MachineDefaults: Sendable, Equatable {
     var whisperWorker: String
     var whisperPython: String
 
-    /// Memory set aside per session: one recognizer (≈95 MB measured) and its buffers.
-    static let bytesPerSession: UInt64 = 100 << 20
+    /// Where the Whisper worker program is, from the package's root.
+    static let whisperWorkerInPackage = "scripts/whisper_worker.py"
 
     init(cores: Int, physicalMemory: UInt64, modelPath: String, webRoot: String,
-         whisperWorker: String = "scripts/whisper_worker.py") {
-        self.cores = max(1, cores)
-        self.physicalMemory = physicalMemory
+         whisperWorker: String = MachineDefaults.whisperWorkerInPackage) {
+        self.hardware = ServerOptions.Hardware(cores: cores, physicalMemory: physicalMemory)
         self.modelPath = modelPath
         self.webRoot = webRoot
         self.whisperWorker = whisperWorker
@@ -30,22 +28,9 @@ struct MachineDefaults: Sendable, Equatable {
         self.whisperPython = Self.join(root, ".venv/bin/python")
     }
 
-    /// The default number of shared decoders: eight per core, and no more than half the
-    /// memory holds at ≈100 MB each. A decoder is held for a whole utterance, most of it
-    /// waiting for the talker (a talker costs a core ≈0.15–0.2 s per second of speech), so
-    /// the decoders run out long before the cores do: with four per core, 19 talkers half the
-    /// time speaking on 2 cores found all 8 held about half the time and lagged 1.5 s p95 at
-    /// 80 % of the CPU; with 16, 18 of them lagged 0.46 s (bench/README.md, "Decoders, not
-    /// cores").
-    var recognizers: Int {
-        let byMemory = Int(clamping: physicalMemory / 2 / Self.bytesPerSession)
-        return max(2, min(8 * cores, byMemory))
-    }
-
     /// The defaults of this machine and program (reads the file system only to find
     /// the web root).
     static func detect() -> MachineDefaults {
-        let info = ProcessInfo.processInfo
         let executable = Bundle.main.executableURL?.resolvingSymlinksInPath().path
         let webRoot = findWebRoot(
             currentDirectory: FileManager.default.currentDirectoryPath,
@@ -55,11 +40,12 @@ struct MachineDefaults: Sendable, Equatable {
                 var directory: ObjCBool = false
                 return FileManager.default.fileExists(atPath: path, isDirectory: &directory) && directory.boolValue
             })
-        let worker = find("scripts/whisper_worker.py", currentDirectory: FileManager.default.currentDirectoryPath,
+        let worker = find(whisperWorkerInPackage, currentDirectory: FileManager.default.currentDirectoryPath,
                           executablePath: executable, sourceFile: #filePath,
                           exists: { FileManager.default.fileExists(atPath: $0) })
+        let hardware = ServerOptions.Hardware.current
         return MachineDefaults(
-            cores: info.activeProcessorCount, physicalMemory: info.physicalMemory,
+            cores: hardware.cores, physicalMemory: hardware.physicalMemory,
             modelPath: PocketSphinxConfiguration.debianModelDirectory, webRoot: webRoot, whisperWorker: worker)
     }
 

@@ -21,8 +21,8 @@ struct ServeOptions {
         let hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts: Flag
 
         init(_ machine: MachineDefaults) {
-            let server = ServerOptions()
-            let limits = SessionLimits()
+            let server = ServeOptions.defaults(machine)
+            let limits = server.limits
             func seconds(_ value: Double) -> String { JSONWriter.secondsText(value) }
             func seconds(_ value: Duration?) -> String { value.map { seconds($0.inSeconds) } ?? "0" }
             host = Flag("host", value: "ADDRESS", help: "address to listen on",
@@ -33,13 +33,13 @@ struct ServeOptions {
                           default: server.engine, environment: "STENO_ENGINE")
             model = Flag("model", value: "PATH",
                          help: "pocketsphinx model: DIR or NAME=DIR[,lm=FILE][,dict=FILE]; whisper:DIR or whisper:NAME=DIR a CTranslate2 Whisper folder; repeatable",
-                         default: machine.modelPath + ", whisper tiny.en", environment: "STENO_MODEL")
+                         default: server.modelPath + ", whisper tiny.en", environment: "STENO_MODEL")
             profanity = Flag("profanity", value: "MODE", help: "what captions do with profanity when a session does not say: keep, mask (f***) or remove",
                              default: server.profanity.rawValue, environment: "STENO_PROFANITY")
             whisperPython = Flag("whisper-python", value: "PATH", help: "Python with the Whisper worker's packages (scripts/bootstrap.sh makes it)",
-                                 default: machine.whisperPython, environment: "STENO_WHISPER_PYTHON")
+                                 default: server.whisper.python, environment: "STENO_WHISPER_PYTHON")
             whisperWorker = Flag("whisper-worker", value: "PATH", help: "the Whisper worker program",
-                                 default: machine.whisperWorker, environment: "STENO_WHISPER_WORKER")
+                                 default: server.whisper.worker, environment: "STENO_WHISPER_WORKER")
             whisperDevice = Flag("whisper-device", value: "DEVICE", help: "where Whisper computes: cpu or cuda",
                                  default: server.whisper.device, environment: "STENO_WHISPER_DEVICE")
             whisperThreads = Flag("whisper-threads", value: "N", help: "Whisper's threads per batch; 0: one per core",
@@ -47,7 +47,7 @@ struct ServeOptions {
             whisperBatch = Flag("whisper-batch", value: "N", help: "most utterances Whisper decodes in one call",
                                 default: "\(server.whisper.batch)", environment: "STENO_WHISPER_BATCH")
             webRoot = Flag("web-root", value: "PATH", help: "folder served at /",
-                           default: machine.webRoot, environment: "STENO_WEB_ROOT")
+                           default: server.webRoot, environment: "STENO_WEB_ROOT")
             maxSessions = Flag("max-sessions", value: "N", help: "most connected sessions at once (talkers are admitted by load)",
                                default: "\(server.maxSessions)", environment: "STENO_MAX_SESSIONS")
             maxFrameBytes = Flag("max-frame-bytes", value: "BYTES", help: "largest WebSocket message, bytes",
@@ -95,12 +95,12 @@ struct ServeOptions {
                              help: "conformance tests only: a WebSocket route that echoes every message (no session, no token)",
                              default: "none", environment: "STENO_ECHO_ROUTE")
             workers = Flag("workers", value: "N", help: "threads for decoding and recognition",
-                           default: "\(machine.cores)", environment: "STENO_WORKERS")
+                           default: "\(server.workers)", environment: "STENO_WORKERS")
             eventLoop = Flag("event-loop", value: "LOOP",
                              help: EventLoop.allCases.map(\.rawValue).joined(separator: "|") + ": what waits on the sockets",
                              default: "libuv (poll if libwebsockets-evlib-uv is missing)", environment: "STENO_EVENT_LOOP")
             recognizers = Flag("recognizers", value: "N", help: "shared decoders: utterances recognized at once (≈95 MB each)",
-                               default: "\(machine.recognizers)", environment: "STENO_RECOGNIZERS")
+                               default: "\(server.recognizers)", environment: "STENO_RECOGNIZERS")
             spareRecognizers = Flag("spare-recognizers", value: "N",
                                     help: "shared decoders kept idle ahead of speech, made at start and again as they are lent; the rest only when speech needs them (less memory, a slower ramp)",
                                     default: "all of --recognizers", environment: "STENO_SPARE_RECOGNIZERS")
@@ -162,13 +162,11 @@ struct ServeOptions {
 
     /// The options when nothing is given, on `machine`.
     static func defaults(_ machine: MachineDefaults) -> ServerOptions {
-        var options = ServerOptions()
+        var options = ServerOptions(hardware: machine.hardware)
         options.modelPath = machine.modelPath
         options.whisper.python = machine.whisperPython
         options.whisper.worker = machine.whisperWorker
         options.webRoot = machine.webRoot
-        options.workers = machine.cores
-        options.recognizers = machine.recognizers
         options.endpointing = EndpointingFlag.serverDefault
         return options
     }

@@ -81,7 +81,7 @@ final class MemoryConnections: ConnectionSink {
             var texts: [String] = []
             while let message = c.queue.dequeue() {
                 if message.ordinalSlot != nil { c.written += 1 }
-                texts.append(String(decoding: message.bytes(numbered: c.written), as: UTF8.self))
+                texts.append(String(decoding: message.ordinalSlot?.numbered(message.bytes, seq: c.written).bytes ?? message.bytes, as: UTF8.self))
             }
             c.received += texts
             s[id] = c

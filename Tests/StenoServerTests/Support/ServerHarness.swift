@@ -314,6 +314,8 @@ final class LiveServer {
         // Many tests stream in parallel on a busy machine; admission by load has its own tests.
         options.lagTarget = 0
         options.workers = 2
+        // Decoders made ahead at start (ServerOptions' default follows the machine).
+        options.recognizers = 4
         configure(&options)
         let lines = log
         server = StenoServer(options: options, engine: engine,
