@@ -368,14 +368,19 @@ public enum LanguageTag {
         (subtags(of: tag).first ?? "").lowercased()
     }
 
+    /// What a multilingual model recognizes (ISO 639's "multiple languages"): a Whisper model
+    /// that hears the session's language, or finds it.
+    public static let multilingual = "mul"
+
     /// Whether an engine recognizing `served` (e.g. "en-US") can serve a request for `requested`.
     ///
     /// Decision: the primary languages must match, case-insensitively ("en", "en-US", "EN_gb"
     /// are all served by an "en-US" model; "fr-FR" is not). A regional variant is served by the
-    /// model's variant, and `ready.engine.language` tells the client which one it got.
+    /// model's variant, and `ready.engine.language` tells the client which one it got. A
+    /// multilingual model (`multilingual`) serves every language (one it lacks is detected).
     public static func serves(_ served: String, requested: String) -> Bool {
         let wanted = primary(requested)
-        return !wanted.isEmpty && wanted == primary(served)
+        return !wanted.isEmpty && (wanted == primary(served) || primary(served) == multilingual)
     }
 
     private static func subtags(of tag: String) -> [Substring] {
