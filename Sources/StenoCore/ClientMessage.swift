@@ -90,11 +90,12 @@ public enum ClientMessage: Sendable, Hashable {
 
     /// The `start` text a client sends (what `parse` reads back): the one writer of it, for
     /// `steno send`, `steno transcribe` and the tests. `phrases` are sent as given (the server
-    /// checks them); `format` is said only when it is not the default (readable).
+    /// checks them); `format` is said only when it is not the default (readable), `profanity`
+    /// only when given (nil: the server's default).
     public static func startText(_ audio: AudioFormat, language: String? = nil, model: String? = nil,
                                  channel: String? = nil, volatile: Bool = true, words: Bool = true,
                                  format: TextFormat = .readable, phrases: [String] = [], boost: Double? = nil,
-                                 alternatives: Int = 0) -> String {
+                                 alternatives: Int = 0, profanity: ProfanityMode? = nil) -> String {
         var w = JSONWriter(capacity: 256)
         w.beginObject()
         w.field("type", "start")
@@ -110,6 +111,7 @@ public enum ClientMessage: Sendable, Hashable {
         w.field("words", words)
         if let channel { w.field("channel", channel) }
         if format != .readable { w.field("format", format.rawValue) }
+        if let profanity { w.field("profanity", profanity.rawValue) }
         if !phrases.isEmpty {
             w.key("phrases")
             w.beginArray()
