@@ -3,9 +3,15 @@
 labelled sets, for several encoder windows and batch sizes, side by side in one run.
 
     .venv/bin/python bench/whisper.py
+    .venv/bin/python bench/whisper.py --finals [--model DIR] [--rounds N]
 
 The floor is the same model's faster-whisper batch transcription of each whole file
-(`WhisperModel.transcribe`, 30 s window, beam 1), run in the same process."""
+(`WhisperModel.transcribe`, 30 s window, beam 1), run in the same process.
+
+--finals: the worker's CPU per final (beam 5, words) of each labelled file, one at a time, with
+and without what a session may ask of it: alternatives (the beam's other hypotheses), and on a
+multilingual model (--model) the language detected or given; the kinds in turn, round after
+round, so the machine's noise falls on all of them."""
 
 import os
 import sys
@@ -47,5 +53,33 @@ def main():
         print(f"{set_name:9} {what:34} {window:20} {batch:5} {wer*100:5.1f}% {cpu:13.3f}")
 
 
+def finals(model, rounds):
+    items = librivox() + cards()
+    worker = Worker(*(["--model", model] if model else []))
+    kinds = {"final": {}, "final, 5 alternatives": {"alternatives": 5}}
+    if worker.hello["multilingual"]:
+        kinds = {"final, language detected": {}, "final, language given": {"language": "en-US"},
+                 "final, detected, 5 alternatives": {"alternatives": 5}}
+    spent = {k: 0.0 for k in kinds}
+    texts = {k: [] for k in kinds}
+    for _ in range(rounds):
+        for kind, options in kinds.items():
+            before = worker.cpu()
+            texts[kind] = [worker.transcribe(s, words=True, beam=5, **options)["text"] for _, s, _ in items]
+            spent[kind] += worker.cpu() - before
+    worker.close()
+    first = next(iter(kinds))
+    print(f"{worker.hello['model']}: {len(items)} files x {rounds} rounds")
+    print(f"{'what':34} {'CPU ms / final':>14} {'texts as ' + first:>24}")
+    for kind in kinds:
+        same = sum(a == b for a, b in zip(texts[kind], texts[first]))
+        print(f"{kind:34} {1000 * spent[kind] / (rounds * len(items)):14.1f} {same:>17}/{len(items)}")
+
+
 if __name__ == "__main__":
-    main()
+    if "--finals" in sys.argv:
+        model = sys.argv[sys.argv.index("--model") + 1] if "--model" in sys.argv else None
+        rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 5
+        finals(model, rounds)
+    else:
+        main()

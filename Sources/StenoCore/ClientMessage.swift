@@ -90,11 +90,12 @@ public enum ClientMessage: Sendable, Hashable {
 
     /// The `start` text a client sends (what `parse` reads back): the one writer of it, for
     /// `steno send`, `steno transcribe` and the tests. `phrases` are sent as given (the server
-    /// checks them); `format` is said only when it is not the default (readable).
+    /// checks them); `format` is said only when it is not the default (readable), `profanity`
+    /// only when given (nil: the server's default).
     public static func startText(_ audio: AudioFormat, language: String? = nil, model: String? = nil,
                                  channel: String? = nil, volatile: Bool = true, words: Bool = true,
                                  format: TextFormat = .readable, phrases: [String] = [], boost: Double? = nil,
-                                 alternatives: Int = 0) -> String {
+                                 alternatives: Int = 0, profanity: ProfanityMode? = nil) -> String {
         var w = JSONWriter(capacity: 256)
         w.beginObject()
         w.field("type", "start")
@@ -110,6 +111,7 @@ public enum ClientMessage: Sendable, Hashable {
         w.field("words", words)
         if let channel { w.field("channel", channel) }
         if format != .readable { w.field("format", format.rawValue) }
+        if let profanity { w.field("profanity", profanity.rawValue) }
         if !phrases.isEmpty {
             w.key("phrases")
             w.beginArray()
@@ -374,14 +376,19 @@ public enum LanguageTag {
         (subtags(of: tag).first ?? "").lowercased()
     }
 
+    /// What a multilingual model recognizes (ISO 639's "multiple languages"): a Whisper model
+    /// that hears the session's language, or finds it.
+    public static let multilingual = "mul"
+
     /// Whether an engine recognizing `served` (e.g. "en-US") can serve a request for `requested`.
     ///
     /// Decision: the primary languages must match, case-insensitively ("en", "en-US", "EN_gb"
     /// are all served by an "en-US" model; "fr-FR" is not). A regional variant is served by the
-    /// model's variant, and `ready.engine.language` tells the client which one it got.
+    /// model's variant, and `ready.engine.language` tells the client which one it got. A
+    /// multilingual model (`multilingual`) serves every language (one it lacks is detected).
     public static func serves(_ served: String, requested: String) -> Bool {
         let wanted = primary(requested)
-        return !wanted.isEmpty && wanted == primary(served)
+        return !wanted.isEmpty && (wanted == primary(served) || primary(served) == multilingual)
     }
 
     private static func subtags(of tag: String) -> [Substring] {

@@ -46,6 +46,10 @@ public final class WhisperRecognizer: SpeechRecognizer {
     private let partialResults: Bool
     /// The session's phrases, as the decoder's prompt (Whisper's way of being told what to expect).
     private let prompt: String?
+    /// Readings each final carries (`RecognizerOptions.alternatives`; guesses carry none), and the
+    /// session's language (BCP 47; a multilingual model detects it without one).
+    private let alternatives: Int
+    private let language: String?
     public let notices: [StenoError]
 
     /// Samples received (the end of the input timeline), and the audio from `bufferStart` on.
@@ -66,12 +70,14 @@ public final class WhisperRecognizer: SpeechRecognizer {
     private var done = false
     private let mailbox = Locked<[Answer]>([])
 
-    init(worker: WhisperWorker, info: SpeechEngineInfo, options: RecognizerOptions,
+    init(worker: WhisperWorker, info: SpeechEngineInfo, options: RecognizerOptions, language: String? = nil,
          makeDetector: @escaping () throws(StenoError) -> PocketSphinxSpeechDetector,
          wake: @escaping @Sendable () -> Void) throws(StenoError) {
         self.worker = worker
         self.info = info
         self.partialResults = options.partialResults
+        self.alternatives = options.alternatives
+        self.language = language
         (self.prompt, self.notices) = Self.prompt(options.vocabulary)
         self.makeDetector = makeDetector
         self.detector = try makeDetector()
@@ -205,7 +211,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
         partialInFlight = true
         lastPartialAt = received
         let long = received - start >= Self.commitAfter
-        let accepted = worker.submit(slice, words: long, priority: 0, prompt: prompt) { [mailbox, wake] result in
+        let accepted = worker.submit(slice, words: long, priority: 0, prompt: prompt, language: language) { [mailbox, wake] result in
             mailbox.withLock { $0.append(Answer(final: false, start: start, end: end, result: result)) }
             wake()
         }
@@ -223,7 +229,8 @@ public final class WhisperRecognizer: SpeechRecognizer {
         guard to > from else { return }
         awaited.append((start, end))
         let slice = buffer[from..<to]
-        let accepted = worker.submit(slice, words: true, priority: 1, prompt: prompt, beam: Self.finalBeam) { [mailbox, wake] result in
+        let accepted = worker.submit(slice, words: true, priority: 1, prompt: prompt, beam: Self.finalBeam,
+                                     alternatives: alternatives, language: language) { [mailbox, wake] result in
             mailbox.withLock { $0.append(Answer(final: true, start: start, end: end, result: result)) }
             wake()
         }
@@ -260,7 +267,8 @@ public final class WhisperRecognizer: SpeechRecognizer {
                      confidence: w.confidence)
             }
             let range = TimeRange(start: words.first?.range.start ?? offset, end: words.last?.range.end ?? limit)
-            events.append(.final(RecognitionResult(range: range, text: result.text, words: words, written: true)))
+            events.append(.final(RecognitionResult(range: range, text: result.text, words: words,
+                                                   alternatives: alternatives > 0 ? result.alternatives : [], written: true)))
         }
         for answer in answers where !answer.final {
             partialInFlight = false
@@ -340,12 +348,26 @@ public final class WhisperEngine: SpeechEngine, Sendable {
     public let worker: WhisperWorker
     private let detectors: PocketSphinxEngine
 
+    /// Whisper's codes of the languages the model has (its hello's; "en" alone for an English model).
+    public let languages: [String]
+
+    /// A multilingual model says so in its language (`LanguageTag.multilingual`), an English one "en-US".
     public init(worker: WhisperWorker, model: String = "whisper-tiny.en", detectors: PocketSphinxEngine) {
         self.worker = worker
         self.detectors = detectors
         var version = "ctranslate2"
-        if case .object(let hello)? = worker.hello, case .string(let v)? = hello["ctranslate2"] { version += " " + v }
-        self.info = SpeechEngineInfo(name: "whisper", version: version, model: model, language: "en-US",
+        var languages = ["en"]
+        var multilingual = false
+        if case .object(let hello)? = worker.hello {
+            if case .string(let v)? = hello["ctranslate2"] { version += " " + v }
+            if case .bool(true)? = hello["multilingual"] { multilingual = true }
+            if multilingual, case .array(let codes)? = hello["languages"] {
+                languages = codes.compactMap { if case .string(let code) = $0 { code } else { nil } }
+            }
+        }
+        self.languages = languages
+        self.info = SpeechEngineInfo(name: "whisper", version: version, model: model,
+                                     language: multilingual ? LanguageTag.multilingual : "en-US",
                                      sampleRate: WhisperRecognizer.sampleRate)
     }
 
@@ -366,8 +388,15 @@ public final class WhisperEngine: SpeechEngine, Sendable {
     }
 
     public func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
+        try makeRecognizer(options: options, language: nil, wake: wake)
+    }
+
+    /// A recognizer for a session that gave `language` (BCP 47), which a multilingual model
+    /// hears its utterances in (an English model hears English whatever it is told).
+    public func makeRecognizer(options: RecognizerOptions, language: String?,
+                               wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
         let detectors = detectors
-        return try WhisperRecognizer(worker: worker, info: info, options: options,
+        return try WhisperRecognizer(worker: worker, info: info, options: options, language: language,
                                      makeDetector: { () throws(StenoError) in try detectors.makeSpeechDetector() }, wake: wake)
     }
 }

@@ -15,6 +15,12 @@ public struct WhisperResult: Sendable, Hashable {
     public var window: Int
     /// The worker's CPU seconds for it (its share of its batch).
     public var seconds: Double
+    /// Readings of the audio when asked for (the beam's hypotheses): the text first with score 0,
+    /// then the others, best first, scored relative to it (≤ 0).
+    public var alternatives: [Alternative]
+    /// Whisper's code of the language it was heard as ("en", "de"), and how likely when detected.
+    public var language: String?
+    public var languageProbability: Double?
 
     init(json: JSONValue) throws(StenoError) {
         guard case .object(let o) = json, case .string(let text)? = o["text"] else {
@@ -34,6 +40,17 @@ public struct WhisperResult: Sendable, Hashable {
         if case .number(let p)? = o["noSpeech"] { noSpeechProbability = p } else { noSpeechProbability = 0 }
         if case .number(let w)? = o["window"] { window = Int(w) } else { window = 0 }
         if case .number(let c)? = o["seconds"], c.isFinite { seconds = max(0, c) } else { seconds = 0 }
+        var alternatives: [Alternative] = []
+        if case .array(let list)? = o["alternatives"] {
+            for item in list {
+                guard case .array(let a) = item, a.count == 2, case .string(let t) = a[0], case .number(let s) = a[1],
+                      s.isFinite else { continue }
+                alternatives.append(Alternative(text: t, score: min(0, s)))
+            }
+        }
+        self.alternatives = alternatives
+        if case .string(let code)? = o["language"] { language = code } else { language = nil }
+        if case .number(let p)? = o["languageProbability"], p.isFinite { languageProbability = p } else { languageProbability = nil }
     }
 }
 
@@ -117,7 +134,7 @@ public final class WhisperWorker: Sendable {
 
     /// Whether a worker has loaded its model and serves (false while one restarts).
     public var isReady: Bool { state.withLock { $0.ready } }
-    /// What the worker said when it had loaded its model (model, path, ctranslate2, multilingual).
+    /// What the worker said when it had loaded its model (model, path, ctranslate2, multilingual, languages).
     public var hello: JSONValue? { state.withLock { $0.hello } }
     /// How many times the worker was started again after it died.
     public var restarts: Int { state.withLock { $0.restarts } }
@@ -128,13 +145,17 @@ public final class WhisperWorker: Sendable {
 
     /// Sends `samples` (16 kHz mono) to be recognized; `completion` is called once, from the
     /// worker's reader thread. Returns false (and does not call it) when `maximumPending`
-    /// requests are outstanding or the worker is stopping.
+    /// requests are outstanding or the worker is stopping. `alternatives`: readings wanted in
+    /// all (the beam's, so at most `beam`); `language`: the session's BCP 47 tag (a multilingual
+    /// model detects the language without one).
     @discardableResult
     public func submit(_ samples: ArraySlice<Float>, words: Bool, priority: Int = 0, prompt: String? = nil, beam: Int = 1,
-                       completion: @escaping Completion) -> Bool {
+                       alternatives: Int = 0, language: String? = nil, completion: @escaping Completion) -> Bool {
         var options = JSONObject()
         options["words"] = .bool(words)
         if beam > 1 { options["beam"] = .number(Double(beam)) }
+        if alternatives > 0 { options["alternatives"] = .number(Double(min(alternatives, 10))) }
+        if let language { options["language"] = .string(language) }
         options["priority"] = .number(Double(priority))
         if let prompt { options["prompt"] = .string(prompt) }
         let json = JSONValue.object(options).jsonText

@@ -292,6 +292,27 @@ import Testing
         #expect(retries.client.format == .srt && retries.client.logLevel == .warning)
     }
 
+    /// `--profanity` goes into the `start` a new session is opened with; without it the start
+    /// says nothing and the server's default applies.
+    @Test func sendsProfanityChoiceIsInItsStart() throws {
+        let audio = try AudioFormat(encoding: .opus, sampleRate: 48000, channels: 1)
+        for mode in ProfanityMode.allCases {
+            let options = try send(["talk.wav", "--profanity", mode.rawValue, "--language", "en-GB", "--text", "raw"])
+            #expect(options.profanity == mode)
+            let start = options.startText(audio)
+            #expect(start.contains(#""profanity":"\#(mode.rawValue)""#), "\(start)")
+            guard case .start(let request) = try ClientMessage.parse(start) else {
+                Issue.record("not a start: \(start)")
+                continue
+            }
+            #expect(request.profanity == mode && request.language == "en-GB" && request.format == .raw)
+        }
+        let plain = try send(["talk.wav"])
+        #expect(plain.profanity == nil && !plain.startText(audio).contains("profanity"))
+        guard case .start(let request) = try ClientMessage.parse(plain.startText(audio)) else { return }
+        #expect(request.profanity == nil)
+    }
+
     @Test func sendRefusesWhatDoesNotFit() {
         #expect(sendProblem([]) == .missingArgument("INPUT (a WAV file, or - for standard input) or --device"))
         #expect(sendProblem(["a.wav", "--device", "hw:0"]) == .conflict("INPUT", "--device"))
@@ -307,6 +328,7 @@ import Testing
         #expect(sendProblem(["a.wav", "--boost", "2"]) == .requires(option: "--boost", other: "--phrases", reason: "it scales the phrases"))
         #expect(sendProblem(["a.wav", "--phrases", "p.txt", "--boost", "0"]) != nil)
         #expect(sendProblem(["a.wav", "--fats"]) == .unknownOption("--fats", suggestion: "--fast"))
+        #expect(sendProblem(["a.wav", "--profanity", "bleep"]) != nil)
     }
 
     @Test func listenNeedsAChannel() throws {

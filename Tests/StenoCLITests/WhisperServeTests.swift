@@ -147,4 +147,30 @@ import Testing
         let reference = "ever tried ever failed no matter try again fail again fail better".split(separator: " ").map(String.init)
         #expect(wordErrorRate(heard, reference) <= 0.1, "heard: \(heard)")
     }
+
+    /// Whisper's finals carry the alternatives asked for, through the session's transcript
+    /// (the final's own text first, score 0; the others scored below it), as pocketsphinx's do.
+    /// (Beckett's two-word utterances have none: their hypotheses differ only in punctuation.)
+    @Test func finalsCarryTheAlternativesAskedFor() throws {
+        let result = try StenoCommand.run(["transcribe", try Self.reading.get().path, "--engine", "whisper", "--alternatives", "3",
+                                           "--format", "jsonl", "--no-progress"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let finals = Self.events(result.stdout).filter { $0["type"] == .string("final") }
+        #expect(!finals.isEmpty)
+        var several = false
+        for final in finals {
+            guard case .array(let alternatives)? = final["alternatives"], case .object(let first)? = alternatives.first else {
+                Issue.record("no alternatives in \(final)")
+                continue
+            }
+            #expect((1...3).contains(alternatives.count))
+            #expect(first["text"] == final["text"] && first["score"] == .number(0))
+            for case .object(let other) in alternatives.dropFirst() {
+                guard case .number(let score)? = other["score"] else { continue }
+                #expect(score <= 0)
+            }
+            several = several || alternatives.count > 1
+        }
+        #expect(several, "\(result.stdout)")
+    }
 }

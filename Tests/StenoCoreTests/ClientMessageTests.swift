@@ -144,5 +144,9 @@ import Testing
         #expect(LanguageTag.serves("en-US", requested: "EN_gb"))
         #expect(!LanguageTag.serves("en-US", requested: "fr-FR"))
         #expect(!LanguageTag.serves("en-US", requested: "eng"))
+        // A multilingual model serves every language.
+        #expect(LanguageTag.serves(LanguageTag.multilingual, requested: "de-DE"))
+        #expect(LanguageTag.serves("mul", requested: "en"))
+        #expect(!LanguageTag.serves("mul", requested: ""))
     }
 }

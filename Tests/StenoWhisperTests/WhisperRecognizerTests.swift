@@ -17,10 +17,10 @@ final class RecognizerRun {
 
     static let detectors = Result { try PocketSphinxEngine() }
 
-    init(options: RecognizerOptions = RecognizerOptions()) throws {
-        let engine = WhisperEngine(worker: try WorkerPaths.worker.get(), detectors: try Self.detectors.get())
+    init(options: RecognizerOptions = RecognizerOptions(), language: String? = nil, worker: WhisperWorker? = nil) throws {
+        let engine = WhisperEngine(worker: try worker ?? WorkerPaths.worker.get(), detectors: try Self.detectors.get())
         let woken = woken
-        recognizer = try engine.makeRecognizer(options: options, wake: { woken.signal() })
+        recognizer = try engine.makeRecognizer(options: options, language: language, wake: { woken.signal() })
     }
 
     /// Feeds `samples` in 100 ms chunks, `speed` times faster than real time (volatile
@@ -206,6 +206,71 @@ extension ModelTests {
             try run.feed(samples)
             try run.finish()
             #expect(run.finals.map(\.text) == [], "\(kind) was heard as text")
+        }
+
+        /// A session that asks for alternatives gets them on its finals (the final's own text
+        /// first, then other readings of the beam, best first), the same finals as without, and
+        /// none on its volatile guesses; one that does not ask gets none.
+        @Test func finalsCarryTheAlternativesAskedForAndNoneOtherwise() throws {
+            let (samples, _) = try Self.reading()
+            let asked = try RecognizerRun(options: RecognizerOptions(alternatives: 3))
+            try asked.feed(samples, speed: 4)
+            try asked.finish()
+            let plain = try RecognizerRun(options: RecognizerOptions(partialResults: false))
+            try plain.feed(samples)
+            try plain.finish()
+            #expect(asked.finals.count >= 3)
+            #expect(asked.finals.map(\.text) == plain.finals.map(\.text))
+            for final in asked.finals {
+                let alternatives = final.alternatives
+                #expect((1...3).contains(alternatives.count), "\(alternatives)")
+                #expect(alternatives.first == Alternative(text: final.text, score: 0))
+                #expect(Set(alternatives.map { WorkerPaths.words($0.text) }).count == alternatives.count, "\(alternatives)")
+                #expect(alternatives.allSatisfy { $0.score <= 0 })
+                #expect(zip(alternatives, alternatives.dropFirst()).allSatisfy { $0.score >= $1.score }, "\(alternatives)")
+            }
+            #expect(asked.finals.contains { $0.alternatives.count > 1 }, "\(asked.finals.map(\.alternatives))")
+            #expect(!asked.partials.isEmpty && asked.partials.allSatisfy { $0.alternatives.isEmpty })
+            #expect(plain.finals.allSatisfy { $0.alternatives.isEmpty })
+        }
+
+        /// The English model says it recognizes English, and hears English whatever a session says.
+        @Test func anEnglishModelIsEnglishWhateverTheSessionSays() throws {
+            let engine = WhisperEngine(worker: try WorkerPaths.worker.get(), detectors: try RecognizerRun.detectors.get())
+            #expect(engine.info.language == "en-US" && engine.languages == ["en"])
+            let sentence = NotSpeech.silence(0.5) + (try WorkerPaths.sentence("0930")) + NotSpeech.silence(1)
+            let runs = try [nil, "de-DE"].map { language in
+                let run = try RecognizerRun(options: RecognizerOptions(partialResults: false), language: language)
+                try run.feed(sentence)
+                try run.finish()
+                return run.words
+            }
+            #expect(runs[0] == Self.reference["0930"]!.split(separator: " ").map(String.init), "\(runs[0])")
+            #expect(runs[1] == runs[0])
+        }
+
+        /// A multilingual model (a CTranslate2 Whisper folder in STENO_WHISPER_MULTILINGUAL_MODEL;
+        /// none is installed, so this is skipped without one) says so in its language, serves every
+        /// language, finds the one spoken when the session gives none, and hears in the session's.
+        @Test(.enabled(if: WorkerPaths.multilingualModel != nil))
+        func aMultilingualModelFindsTheLanguageOrHearsTheSessions() throws {
+            let worker = try WhisperWorker(options: .init(python: WorkerPaths.python, script: WorkerPaths.script,
+                                                          arguments: ["--model", WorkerPaths.multilingualModel!], events: .silent))
+            defer { worker.stop() }
+            let engine = WhisperEngine(worker: worker, model: "multilingual", detectors: try RecognizerRun.detectors.get())
+            #expect(engine.info.language == LanguageTag.multilingual)
+            #expect(engine.languages.first == "en" && engine.languages.contains("de") && engine.languages.count >= 99)
+            #expect(LanguageTag.serves(engine.info.language, requested: "de-DE"))
+            let sentence = NotSpeech.silence(0.5) + (try WorkerPaths.sentence("0930")) + NotSpeech.silence(1)
+            let runs = try [nil, "de-DE"].map { language in
+                let run = try RecognizerRun(options: RecognizerOptions(partialResults: false), language: language, worker: worker)
+                try run.feed(sentence)
+                try run.finish()
+                return run.words
+            }
+            #expect(wordErrorRate(runs[0], Self.reference["0930"]!.split(separator: " ").map(String.init)) <= 0.25, "\(runs[0])")
+            // Told the speech is German, Whisper writes German (it translates what it hears).
+            #expect(!runs[1].isEmpty && runs[1] != runs[0], "\(runs[1])")
         }
 
         @Test func phrasesBecomeThePromptAndPronunciationsANotice() throws {

@@ -14,6 +14,8 @@ enum WorkerPaths {
     static let librivox = "/usr/share/pocketsphinx/test/data/librivox/"
     /// One real worker (one loaded model) for every suite here.
     static let worker = Result { try WhisperWorker(options: .init(python: python, script: script, events: .silent)) }
+    /// A multilingual CTranslate2 Whisper folder for the tests that need one (none is installed).
+    static let multilingualModel = ProcessInfo.processInfo.environment["STENO_WHISPER_MULTILINGUAL_MODEL"]
 
     static func sentence(_ name: String) throws -> [Float] {
         try WAVFile(path: librivox + "sense_and_sensibility_01_austen_64kb-\(name).wav").mono
@@ -51,6 +53,16 @@ final class Outcome: Sendable {
         #expect(back == frame)
         // Full scale is ±32767, out of range is clipped, NaN is silence.
         #expect(back.payload == [0, 0, 0xFF, 0x7F, 0x01, 0x80, 0xFF, 0x7F, 0, 0])
+    }
+
+    @Test func aResultReadsItsAlternativesAndLanguage() throws {
+        let json = try JSONParser().parse(#"{"text":"He was.","words":[],"language":"de","languageProbability":0.93,"alternatives":[["He was.",0],["He is.",-0.25],["bad"],["He saw.",0.5]]}"#)
+        let result = try WhisperResult(json: json)
+        #expect(result.alternatives == [Alternative(text: "He was.", score: 0), Alternative(text: "He is.", score: -0.25),
+                                        Alternative(text: "He saw.", score: 0)])
+        #expect(result.language == "de" && result.languageProbability == 0.93)
+        let plain = try WhisperResult(json: try JSONParser().parse(#"{"text":""}"#))
+        #expect(plain.alternatives.isEmpty && plain.language == nil && plain.languageProbability == nil)
     }
 
     @Test func aFrameTooLongOrOfAnUnknownKindIsRefused() {

@@ -74,6 +74,29 @@ test('phrases go into start, and parsePhrases reads them one per line within the
   assert.match(client.parsePhrases('one two three four five six seven eight nine ten eleven').problem, /more than 10 words/);
 });
 
+test('profanity goes into start when given, and a publisher opens every session with it', async () => {
+  const { socket } = make({ profanity: 'keep' });
+  socket.open();
+  assert.equal(socket.texts[0].profanity, 'keep');
+  const none = make();
+  none.socket.open();
+  assert.equal('profanity' in none.socket.texts[0], false, "the server's default when not given");
+  const { p, nextSocket, admit } = makePublisher({ profanity: 'remove' });
+  p.start();
+  const a = await nextSocket(0);
+  admit(a, 'one'); // a server without resume: the next connection starts a new session
+  assert.equal(a.texts[0].profanity, 'remove');
+  a.drop(1006);
+  const b = await nextSocket(1);
+  admit(b, 'two');
+  assert.equal(b.texts[0].type, 'start');
+  assert.equal(b.texts[0].profanity, 'remove');
+  const ended = p.end();
+  b.emit({ type: 'ended', seq: 2, duration: 0 });
+  b.drop(1000, true);
+  await ended;
+});
+
 test('PCM is re-cut into whole samples and frames of at most maxFrameBytes', async () => {
   const { c, socket } = make({ maxFrameBytes: 1000 });
   socket.open();

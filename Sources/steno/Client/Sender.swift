@@ -187,8 +187,7 @@ final class Sender {
             buffer.withLock { _ = $0.rewind(after: printedThrough ?? -1) }
             session = nil
             timeline = nil
-            client.send(.text(ClientMessage.startText(format, language: options.language, channel: options.channel,
-                                                      format: options.text, phrases: options.phrases, boost: options.boost)))
+            client.send(.text(options.startText(format)))
             phase = .starting
         case .resume(let id, let token, let seq):
             client.send(.text(ClientMessages.resume(session: id, token: token, after: seq)))
