@@ -19,7 +19,8 @@ extension SessionDriver {
                 // Light: a front end of its own; a decoder is borrowed per utterance, and when
                 // none is free the recognizer waits and `wake` brings the jobs back.
                 let options = RecognizerOptions(keepsDecoder: core.options.keepsDecoder, vocabulary: request.vocabulary,
-                                                alternatives: request.alternatives, model: request.model)
+                                                alternatives: request.alternatives, model: request.model,
+                                                language: request.language)
                 let recognizer = try core.engine.makeRecognizer(options: options) { [weak self] in
                     self?.wake()
                 }

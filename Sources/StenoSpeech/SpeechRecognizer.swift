@@ -47,10 +47,14 @@ public struct RecognizerOptions: Sendable, Hashable {
     /// The model to recognize with, by name (`SpeechModelInfo.info.model`); nil: the engine's
     /// default (its first).
     public var model: String?
+    /// The language the session said it speaks (BCP 47, `start`'s `language`); nil: not said.
+    /// A multilingual model hears it in that language (or detects one without it).
+    public var language: String?
 
     public init(partialResults: Bool = true, maxUtteranceSeconds: Double? = nil, keepsDecoder: Bool = false,
-                vocabulary: Vocabulary? = nil, alternatives: Int = 0, model: String? = nil) {
+                vocabulary: Vocabulary? = nil, alternatives: Int = 0, model: String? = nil, language: String? = nil) {
         self.model = model
+        self.language = language
         self.vocabulary = vocabulary
         self.alternatives = alternatives
         self.keepsDecoder = keepsDecoder

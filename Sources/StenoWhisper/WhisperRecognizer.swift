@@ -70,14 +70,14 @@ public final class WhisperRecognizer: SpeechRecognizer {
     private var done = false
     private let mailbox = Locked<[Answer]>([])
 
-    init(worker: WhisperWorker, info: SpeechEngineInfo, options: RecognizerOptions, language: String? = nil,
+    init(worker: WhisperWorker, info: SpeechEngineInfo, options: RecognizerOptions,
          makeDetector: @escaping () throws(StenoError) -> PocketSphinxSpeechDetector,
          wake: @escaping @Sendable () -> Void) throws(StenoError) {
         self.worker = worker
         self.info = info
         self.partialResults = options.partialResults
         self.alternatives = options.alternatives
-        self.language = language
+        self.language = options.language
         (self.prompt, self.notices) = Self.prompt(options.vocabulary)
         self.makeDetector = makeDetector
         self.detector = try makeDetector()
@@ -387,16 +387,11 @@ public final class WhisperEngine: SpeechEngine, Sendable {
                           cpuSeconds: ProcessCPU.seconds(of: worker.processID))
     }
 
+    /// A recognizer for a session; a multilingual model hears its utterances in the session's
+    /// `language` (an English model hears English whatever it is told).
     public func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
-        try makeRecognizer(options: options, language: nil, wake: wake)
-    }
-
-    /// A recognizer for a session that gave `language` (BCP 47), which a multilingual model
-    /// hears its utterances in (an English model hears English whatever it is told).
-    public func makeRecognizer(options: RecognizerOptions, language: String?,
-                               wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
         let detectors = detectors
-        return try WhisperRecognizer(worker: worker, info: info, options: options, language: language,
+        return try WhisperRecognizer(worker: worker, info: info, options: options,
                                      makeDetector: { () throws(StenoError) in try detectors.makeSpeechDetector() }, wake: wake)
     }
 }

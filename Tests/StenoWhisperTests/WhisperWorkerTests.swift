@@ -14,8 +14,6 @@ enum WorkerPaths {
     static let librivox = "/usr/share/pocketsphinx/test/data/librivox/"
     /// One real worker (one loaded model) for every suite here.
     static let worker = Result { try WhisperWorker(options: .init(python: python, script: script, events: .silent)) }
-    /// A multilingual CTranslate2 Whisper folder for the tests that need one (none is installed).
-    static let multilingualModel = ProcessInfo.processInfo.environment["STENO_WHISPER_MULTILINGUAL_MODEL"]
 
     static func sentence(_ name: String) throws -> [Float] {
         try WAVFile(path: librivox + "sense_and_sensibility_01_austen_64kb-\(name).wav").mono

@@ -15,9 +15,6 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from whisper_worker import reading, whisper_language  # noqa: E402
 
 RATE = 16000
-# A multilingual CTranslate2 Whisper folder, for the tests that need one (none is installed by
-# scripts/bootstrap.sh: they are skipped without it).
-MULTILINGUAL = os.environ.get("STENO_WHISPER_MULTILINGUAL_MODEL")
 
 
 @pytest.fixture(scope="module")
@@ -196,44 +193,3 @@ def test_a_request_of_the_wrong_shape_is_refused(worker):
         ident = worker.send(np.zeros(RATE), **options)
         kind, got, body = worker.read()
         assert (kind, got) == (3, ident) and "wrong type" in body["message"], (options, body)
-
-
-@pytest.fixture(scope="module")
-def multilingual():
-    if not MULTILINGUAL:
-        pytest.skip("no multilingual model: set STENO_WHISPER_MULTILINGUAL_MODEL to a CTranslate2 Whisper folder")
-    w = Worker("--model", MULTILINGUAL)
-    yield w
-    w.close()
-
-
-def test_a_multilingual_model_says_so_and_names_its_languages(multilingual):
-    assert multilingual.hello["multilingual"] is True
-    languages = multilingual.hello["languages"]
-    assert languages[0] == "en" and {"de", "fr", "zh", "ja"} <= set(languages) and len(languages) >= 99
-
-
-def test_a_multilingual_model_detects_the_language_or_takes_the_sessions(multilingual):
-    items = librivox()[:3]
-    for _, samples, ref in items:
-        detected = multilingual.transcribe(samples, words=True)
-        assert detected["language"] == "en" and detected["languageProbability"] > 0.5, detected
-        assert errors(ref, normalized(detected["text"])) <= len(ref) // 4
-        assert detected["words"]
-        told = multilingual.transcribe(samples, language="en-GB")
-        assert told["language"] == "en" and "languageProbability" not in told
-        german = multilingual.transcribe(samples, language="de-DE", words=True)
-        assert german["language"] == "de" and "languageProbability" not in german
-    # A batch of two languages is aligned per language: each request's words as alone. (They
-    # queue behind a slower request heard in the same window, so the worker takes them together.)
-    alone = [multilingual.transcribe(items[0][1], words=True, language="de"),
-             multilingual.transcribe(items[1][1], words=True)]
-    blocker = multilingual.send(items[2][1], beam=5, alternatives=5)
-    ids = [multilingual.send(items[0][1], words=True, language="de"), multilingual.send(items[1][1], words=True)]
-    got = {}
-    for _ in ids + [blocker]:
-        kind, ident, body = multilingual.read()
-        assert kind == 2
-        got[ident] = body
-    for a, i in zip(alone, ids):
-        assert got[i]["text"] == a["text"] and [w[0] for w in got[i]["words"]] == [w[0] for w in a["words"]]
