@@ -1,0 +1,169 @@
+import Foundation
+import StenoCore
+import StenoSystem
+import Testing
+@testable import StenoSpeech
+
+// The engine-neutral speech parts on their own, without a model: the pool's lending and line
+// with things that cost nothing to make, and the mailbox.
+
+@Suite struct SharedPoolTests {
+    final class Thing: Sendable {
+        let serial: Int
+        let worn: Bool
+        init(_ serial: Int, worn: Bool = false) {
+            self.serial = serial
+            self.worn = worn
+        }
+    }
+
+    final class Maker: Sendable {
+        let made = Locked(0)
+        let fails = Locked(false)
+        func make() throws(StenoError) -> Thing {
+            if fails.withLock({ $0 }) { throw StenoError(.internal, "cannot make one") }
+            return Thing(made.withLock { $0 += 1; return $0 })
+        }
+    }
+
+    final class Wakes: Sendable {
+        let count = Locked(0)
+        func waiter() -> PoolWaiter<Thing> { PoolWaiter(wake: { self.count.withLock { $0 += 1 } }) }
+        var value: Int { count.withLock { $0 } }
+    }
+
+    static func pool(_ capacity: Int, maker: Maker = Maker(), budget: DecoderBudget? = nil) -> SharedPool<Thing> {
+        SharedPool(capacity: capacity, budget: budget, make: { () throws(StenoError) in try maker.make() },
+                   isWorn: { $0.worn })
+    }
+
+    /// Waits (briefly, polling) for `condition`; false if it did not come.
+    static func eventually(_ condition: () -> Bool) -> Bool {
+        let deadline = SystemClock.now() + 30
+        while !condition() && SystemClock.now() < deadline { usleep(1_000) }
+        return condition()
+    }
+
+    /// First come, first served: each waiter in line is woken once, with the thing given back.
+    @Test func thingsGoToTheWaitersInTheirOrder() throws {
+        let pool = Self.pool(1)
+        try pool.prepare(count: 1)
+        let first = try #require(pool.take(for: PoolWaiter(wake: {})))
+        let wakes = [Wakes(), Wakes()]
+        let waiters = wakes.map { $0.waiter() }
+        for waiter in waiters { #expect(pool.take(for: waiter) == nil) }
+        #expect(pool.stats.waiting == 2)
+        pool.giveBack(first)
+        #expect(wakes.map(\.value) == [1, 0])
+        let second = try #require(try waiters[0].take()?.get())
+        #expect(second === first && waiters[0].take() == nil)
+        pool.giveBack(second)
+        #expect(wakes.map(\.value) == [1, 1])
+        pool.giveBack(try #require(try waiters[1].take()?.get()))
+        #expect(pool.stats == .init(capacity: 1, made: 1, idle: 1, lent: 0, waiting: 0))
+    }
+
+    /// A waiter that withdrew refuses what the pool grants it after, and what was granted and
+    /// not taken goes back: nothing stays lent to a recognizer that is gone.
+    @Test func aWithdrawnWaiterRefusesAndReturnsWhatItWasGranted() throws {
+        let pool = Self.pool(1)
+        try pool.prepare(count: 1)
+        let lent = try #require(pool.take(for: PoolWaiter(wake: {})))
+        let wakes = Wakes()
+        let waiter = wakes.waiter()
+        #expect(pool.take(for: waiter) == nil)
+        pool.giveBack(lent)
+        #expect(wakes.value == 1 && pool.stats.lent == 1)
+        pool.withdraw(waiter)
+        #expect(pool.stats == .init(capacity: 1, made: 1, idle: 1, lent: 0, waiting: 0))
+        #expect(!waiter.grant(.success(lent)) && waiter.take() == nil && wakes.value == 1)
+    }
+
+    /// Under capacity, a waiter gets one made for it in the background; a failure to make the
+    /// only one goes to the waiter, as an error.
+    @Test func oneIsMadeForAWaiterAndAFailureReachesIt() throws {
+        let maker = Maker()
+        let pool = Self.pool(2, maker: maker)
+        let wakes = Wakes()
+        let waiter = wakes.waiter()
+        #expect(pool.take(for: waiter) == nil)
+        #expect(Self.eventually { wakes.value == 1 })
+        #expect(try waiter.take()?.get().serial == 1)
+        #expect(pool.stats == .init(capacity: 2, made: 1, idle: 0, lent: 1, waiting: 0))
+
+        let failing = Maker()
+        failing.fails.withLock { $0 = true }
+        let broken = Self.pool(1, maker: failing)
+        let refused = Wakes()
+        let another = refused.waiter()
+        #expect(broken.take(for: another) == nil)
+        #expect(Self.eventually { refused.value == 1 })
+        #expect(throws: StenoError.self) { try another.take()?.get() }
+    }
+
+    /// Among idle ones, the most recently given back that the first preference accepts; one
+    /// worn out is let go when it comes back, its share of the budget free for a fresh one.
+    @Test func preferencesChooseAmongTheIdleAndWornOnesAreReplaced() throws {
+        let pool = Self.pool(3)
+        try pool.prepare(count: 3)
+        let all = (0..<3).compactMap { _ in pool.take(for: PoolWaiter(wake: {})) }
+        #expect(all.count == 3)
+        for thing in all { pool.giveBack(thing) }
+        let odd = try #require(pool.take(for: PoolWaiter(wake: {}), preferring: [{ $0.serial == 7 }, { $0.serial % 2 == 1 }]))
+        #expect(odd === all.last(where: { $0.serial % 2 == 1 }))
+        pool.giveBack(odd)
+        pool.giveBack(try #require(pool.take(for: PoolWaiter(wake: {}), preferring: [{ $0.serial == 2 }])))
+        #expect(pool.stats.idle == 3)
+
+        let worn = SharedPool<Thing>(capacity: 1, make: { Thing(1, worn: true) }, isWorn: { $0.worn })
+        try worn.prepare(count: 1)
+        let budget = worn.stats
+        worn.giveBack(try #require(worn.take(for: PoolWaiter(wake: {}))))
+        #expect(budget.made == 1 && worn.stats == .init(capacity: 1, made: 0, idle: 0, lent: 0, waiting: 0))
+        try worn.prepare(count: 1)
+        #expect(worn.stats.made == 1, "its share of the budget came back")
+    }
+
+    /// Two pools on one budget: one whose waiter finds the budget spent lets the other's idle
+    /// one go and makes its own.
+    @Test func poolsOfOneBudgetLendEachOtherTheirShare() throws {
+        let budget = DecoderBudget(total: 1)
+        let first = Self.pool(1, budget: budget)
+        let second = Self.pool(1, budget: budget)
+        try first.prepare(count: 1)
+        #expect(budget.used == 1)
+        let wakes = Wakes()
+        let waiter = wakes.waiter()
+        #expect(second.take(for: waiter) == nil)
+        #expect(Self.eventually { wakes.value == 1 })
+        #expect(try waiter.take()?.get() != nil)
+        #expect(first.stats.made == 0 && second.stats.made == 1 && budget.used == 1)
+    }
+
+    /// `keepReady`: spares are made now and again as they are lent, up to the capacity.
+    @Test func sparesAreMadeAgainAsTheyAreLent() throws {
+        let pool = Self.pool(3)
+        try pool.keepReady(1)
+        #expect(pool.stats == .init(capacity: 3, made: 1, idle: 1, lent: 0, waiting: 0))
+        let lent = try #require(pool.take(for: PoolWaiter(wake: {})))
+        #expect(Self.eventually { pool.stats == .init(capacity: 3, made: 2, idle: 1, lent: 1, waiting: 0) }, "\(pool.stats)")
+        pool.giveBack(lent)
+        pool.trimIdle(now: SystemClock.now() + pool.idleLifetime)
+        #expect(pool.stats == .init(capacity: 3, made: 1, idle: 1, lent: 0, waiting: 0), "one beyond the spare let go")
+    }
+}
+
+@Suite struct MailboxTests {
+    @Test func postsWakeKeepsDoNotAndAClosedMailboxRefuses() {
+        let wakes = Locked(0)
+        let mailbox = Mailbox<Int>(wake: { wakes.withLock { $0 += 1 } })
+        #expect(mailbox.post(1))
+        #expect(mailbox.keep(2))
+        #expect(wakes.withLock { $0 } == 1)
+        #expect(mailbox.collect() == [1, 2] && mailbox.collect() == [])
+        mailbox.post(3)
+        #expect(mailbox.close() == [3])
+        #expect(!mailbox.post(4) && !mailbox.keep(5))
+        #expect(mailbox.collect() == [] && wakes.withLock { $0 } == 2)
+    }
+}
