@@ -5,7 +5,7 @@ import Testing
 @testable import StenoSpeech
 
 // The engine-neutral speech parts on their own, without a model: the pool's lending and line
-// with things that cost nothing to make, and the mailbox.
+// with things that cost nothing to make, the mailbox, and the endpointing decision.
 
 @Suite struct SharedPoolTests {
     final class Thing: Sendable {
@@ -165,5 +165,28 @@ import Testing
         #expect(mailbox.close() == [3])
         #expect(!mailbox.post(4) && !mailbox.keep(5))
         #expect(mailbox.collect() == [] && wakes.withLock { $0 } == 2)
+    }
+}
+
+@Suite struct EndpointingDecisionTests {
+    /// Late silence ends whatever the words; early silence only when they could end a
+    /// sentence, and the language model is asked only then.
+    @Test func silenceAfterTheLastWordEndsTheUtterance() {
+        let endpointing = Endpointing(earlySilence: 0.2, sentenceEnd: -1, lateSilence: 0.4)
+        let asked = Locked(0)
+        func ends(_ silence: Double, sentenceEnd: Double) -> Bool {
+            endpointing.endsNow(silence: silence) {
+                asked.withLock { $0 += 1 }
+                return sentenceEnd
+            }
+        }
+        #expect(!ends(0.1, sentenceEnd: 0))
+        #expect(asked.withLock { $0 } == 0)
+        #expect(ends(0.25, sentenceEnd: -0.5))
+        #expect(!ends(0.25, sentenceEnd: -2))
+        #expect(ends(0.45, sentenceEnd: -2))
+        #expect(asked.withLock { $0 } == 2)
+        #expect(!Endpointing.detector.endsUtterances && Endpointing.standard.endsUtterances)
+        #expect(!Endpointing.detector.endsNow(silence: 100) { 0 })
     }
 }
