@@ -5,7 +5,156 @@ import Testing
 @testable import StenoSpeech
 
 // The engine-neutral speech parts on their own, without a model: the pool's lending and line
-// with things that cost nothing to make, the mailbox, and the endpointing decision.
+// with things that cost nothing to make, the mailbox, the utterance gate fed by a scripted
+// detector, and the endpointing decision.
+
+/// A detector that hears speech in every sample louder than 0.1: speech starts at the first
+/// loud sample, and ends at the first quiet one once half a second has been quiet (decided
+/// then, as a real detector decides after the fact).
+final class LoudnessDetector: VoiceDetector {
+    static let hangover = 8000
+    private var fed = 0
+    private var speaking = false
+    /// The first quiet sample after speech, while it is not yet decided.
+    private var quietSince: Int?
+
+    func accept(_ samples: UnsafeBufferPointer<Float>) -> [TranscriberEvent] {
+        var events: [TranscriberEvent] = []
+        for sample in samples {
+            let loud = abs(sample) > 0.1
+            if loud {
+                quietSince = nil
+                if !speaking {
+                    speaking = true
+                    events.append(.speechStarted(at: Double(fed) / 16000))
+                }
+            } else if speaking {
+                let since = quietSince ?? fed
+                quietSince = since
+                if fed + 1 - since >= Self.hangover {
+                    speaking = false
+                    quietSince = nil
+                    events.append(.speechEnded(at: Double(since) / 16000))
+                }
+            }
+            fed += 1
+        }
+        return events
+    }
+}
+
+/// Silence and loud stretches, `seconds` each, in turn from silence.
+private func audio(_ stretches: [Double]) -> [Float] {
+    var samples: [Float] = []
+    for (index, seconds) in stretches.enumerated() {
+        let loud = index % 2 == 1
+        samples += (0..<Int(seconds * 16000)).map { i in loud ? (i % 2 == 0 ? 0.5 : -0.5) : Float(i % 7) * 0.001 }
+    }
+    return samples
+}
+
+@Suite struct UtteranceGateTests {
+    static func gate(maximum: Int = 16000 * 25) throws -> UtteranceGate {
+        try UtteranceGate(sampleRate: 16000, preRoll: 4800, tail: 3200, maximumLength: maximum,
+                          makeDetector: { LoudnessDetector() })
+    }
+
+    /// Feeds `samples` in chunks of `chunk`: the events and the cuts.
+    static func hear(_ gate: UtteranceGate, _ samples: [Float], chunk: Int) -> ([TranscriberEvent], [UtteranceGate.Cut]) {
+        var events: [TranscriberEvent] = []
+        var cuts: [UtteranceGate.Cut] = []
+        var at = 0
+        while at < samples.count {
+            let end = min(samples.count, at + chunk)
+            let heard = Array(samples[at..<end]).withUnsafeBufferPointer { gate.hear($0) }
+            events += heard.events
+            cuts += heard.cuts
+            at = end
+        }
+        return (events, cuts)
+    }
+
+    /// An utterance opens the pre-roll before the onset, closes the tail after the end of
+    /// speech, and carries exactly that audio; what was silent long before is not kept.
+    @Test func anUtteranceIsTheSpeechWithItsPreRollAndTail() throws {
+        let samples = audio([3, 0.5, 1])
+        let gate = try Self.gate()
+        let (events, cuts) = Self.hear(gate, samples, chunk: 1600)
+        #expect(events == [.speechStarted(at: 3), .speechEnded(at: 3.5)])
+        let cut = try #require(cuts.first)
+        #expect(cuts.count == 1)
+        #expect(cut.start == 48000 - 4800 && cut.end == 56000 + 3200)
+        #expect(Array(cut.samples) == Array(samples[cut.start..<cut.end]))
+        #expect(gate.utteranceStart == nil && !gate.isSpeaking)
+        #expect(gate.received == samples.count)
+    }
+
+    /// How the audio is cut into calls changes nothing (the detector decides on whole calls).
+    @Test func chunkingDoesNotChangeTheUtterances() throws {
+        let samples = audio([0.2, 0.7, 0.9, 1.3, 0.4, 0.3, 1])
+        var seen: [[Int]] = []
+        for chunk in [160, 1000, 4096, samples.count] {
+            let (events, cuts) = Self.hear(try Self.gate(), samples, chunk: chunk)
+            #expect(events.count == 4)
+            for cut in cuts { #expect(Array(cut.samples) == Array(samples[cut.start..<min(samples.count, cut.end)])) }
+            seen.append(cuts.flatMap { [$0.start, $0.end] })
+        }
+        #expect(Set(seen).count == 1, "\(seen)")
+        // The onset 0.2 s in: the pre-roll reaches back only as far as the audio does.
+        #expect(seen[0].first == 0)
+    }
+
+    /// Speech longer than the maximum is cut there, and goes on in the next utterance from the
+    /// cut; an utterance cut while speech goes on (a finalize) likewise.
+    @Test func longSpeechIsCutAtTheMaximumAndGoesOn() throws {
+        let gate = try Self.gate(maximum: 16000)
+        let (_, cuts) = Self.hear(gate, audio([1, 2.5]), chunk: 1600)
+        #expect(cuts.map(\.start) == [16000 - 4800, 16000 - 4800 + 16000])
+        #expect(cuts.map(\.end) == [16000 - 4800 + 16000, 16000 - 4800 + 32000])
+        #expect(gate.isSpeaking && gate.utteranceStart == 16000 - 4800 + 32000)
+        let finalized = try #require(gate.cut(at: gate.received))
+        #expect(finalized.start == 16000 - 4800 + 32000 && finalized.end == 56000)
+        #expect(finalized.samples.count == 56000 - finalized.start)
+        #expect(gate.utteranceStart == 56000, "speech goes on: the next utterance starts at the cut")
+        // The end of input: speech ends with the input.
+        #expect(gate.endSpeech() == .speechEnded(at: 3.5))
+        #expect(gate.utteranceStart == nil && gate.endSpeech() == nil)
+    }
+
+    /// Silence the client left out moves the timeline on; a fresh detector hears what follows,
+    /// whose times are on the timeline.
+    @Test func declaredSilenceMovesTheTimeline() throws {
+        let gate = try Self.gate()
+        _ = Self.hear(gate, audio([0.5, 0.25]), chunk: 800)
+        #expect(gate.isSpeaking)
+        let cut = try #require(gate.cut(at: gate.received))
+        #expect(cut.end == 12000)
+        #expect(gate.endSpeech() == .speechEnded(at: 0.75))
+        try gate.skip(16000 * 10)
+        #expect(gate.received == 12000 + 160000)
+        let (events, cuts) = Self.hear(gate, audio([0.5, 0.5, 1]), chunk: 800)
+        #expect(events == [.speechStarted(at: 11.25), .speechEnded(at: 11.75)])
+        #expect(cuts.map(\.start) == [180000 - 4800])
+        #expect(cuts.first?.samples.count == 4800 + 8000 + 3200)
+    }
+
+    /// What an utterance said is done with (its words made final): it goes on from there, and
+    /// what is heard of it from then on is what follows.
+    @Test func anUtteranceGoesOnAfterWordsMadeFinal() throws {
+        let samples = audio([1, 2])
+        let gate = try Self.gate()
+        _ = Self.hear(gate, samples, chunk: 1600)
+        let start = try #require(gate.utteranceStart)
+        #expect(Array(gate.audio(from: start)) == Array(samples[start...]))
+        gate.continueUtterance(from: 30000)
+        #expect(gate.utteranceStart == 30000)
+        #expect(Array(gate.audio(from: 30000)) == Array(samples[30000...]))
+        let cut = try #require(gate.cut(at: gate.received))
+        #expect(cut.start == 30000 && Array(cut.samples) == Array(samples[30000...]))
+        gate.discard()
+        #expect(gate.utteranceStart == nil && gate.cut(at: gate.received) == nil)
+    }
+}
 
 @Suite struct SharedPoolTests {
     final class Thing: Sendable {
