@@ -85,10 +85,9 @@ public protocol SpeechRecognizer: AnyObject {
     var info: SpeechEngineInfo { get }
     /// The rate `accept` expects, in Hz.
     var sampleRate: Int { get }
-    /// Seconds of audio passed to `accept` so far: the end of the input timeline.
-    var receivedSeconds: Double { get }
-    /// Seconds of audio analyzed so far (≤ `receivedSeconds`; the rest waits in a small
-    /// internal buffer until a full analysis block has arrived, or `endUtterance`/`finish`).
+    /// Seconds of audio analyzed so far, on its input timeline (at most what was passed to
+    /// `accept` and `skipSilence`; the rest waits in a small internal buffer until a full
+    /// analysis block has arrived, or `endUtterance`/`finish`).
     var analyzedSeconds: Double { get }
 
     /// Feeds mono samples in -1...1 (values outside are clipped, NaN is read as 0). The events

@@ -35,12 +35,6 @@ public final class PocketSphinxSpeechDetector {
         vad.startStream()
     }
 
-    /// Whether speech is going on (as reported so far).
-    public var isSpeaking: Bool { speechActive }
-
-    /// Seconds of audio fed so far.
-    public var receivedSeconds: Double { Double(fed + pending.count) / Double(Self.sampleRate) }
-
     /// Feeds mono samples in -1...1 (clipped; NaN is 0).
     public func accept(_ samples: UnsafeBufferPointer<Float>) -> [TranscriberEvent] {
         var events: [TranscriberEvent] = []

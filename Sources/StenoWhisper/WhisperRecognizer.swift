@@ -87,7 +87,6 @@ public final class WhisperRecognizer: SpeechRecognizer {
         return (prompt.isEmpty ? nil : prompt + ".", notices)
     }
 
-    public var receivedSeconds: Double { seconds(gate.received) }
     /// Analyzed through the end of the oldest utterance whose final the worker has not given
     /// yet (all received, when none): how far behind the worker is shows as the session's lag.
     public var analyzedSeconds: Double { seconds(awaited.first?.end ?? gate.received) }

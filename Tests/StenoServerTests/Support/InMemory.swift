@@ -158,7 +158,6 @@ final class ScriptedRecognizer: SpeechRecognizer {
     private var decoder: ScriptedDecoders.Decoder?
     private var waiting = false
     private var pending: [Float] = []
-    private var received = 0
     private var fed = 0
     private var words: [Word] = []
     private var endAsked: Bool?  // true: finish
@@ -179,14 +178,12 @@ final class ScriptedRecognizer: SpeechRecognizer {
         decoders.recognizersAlive.subtract(1, ordering: .relaxed)
     }
 
-    var receivedSeconds: Double { Double(received) / 16000 }
     var analyzedSeconds: Double { Double(fed) / 16000 }
     var isWaiting: Bool { waiting }
 
     func accept(_ samples: UnsafeBufferPointer<Float>) throws(StenoError) -> [TranscriberEvent] {
         guard !done else { throw StenoError(.internal, "finished") }
         pending += samples
-        received += samples.count
         return run()
     }
 
@@ -204,7 +201,6 @@ final class ScriptedRecognizer: SpeechRecognizer {
 
     func skipSilence(_ samples: Int) throws(StenoError) -> [TranscriberEvent] {
         let events = try endUtterance()
-        received += samples
         fed += samples
         return events
     }
