@@ -1,6 +1,3 @@
-import CPocketSphinx
-import Foundation
-
 /// When an utterance is over, besides the speech detector's switch.
 ///
 /// pocketsphinx's detector ends an utterance after `-vad_postspeech` frames (0.5 s) of what it
@@ -21,6 +18,10 @@ import Foundation
 /// The decisions are the search's own (the best path the partial results show), at block
 /// boundaries counted from the utterance's start: they do not depend on chunking or on which
 /// pooled decoder searched.
+///
+/// The decision itself (`endsNow(silence:sentenceEndLogProbability:)`) is any engine's that
+/// can tell how long its best reading has been quiet after its last word; pocketsphinx's query
+/// of its best path and language model is in PocketSphinxEndpointing.swift.
 public struct Endpointing: Sendable, Hashable {
     /// Seconds of silence after the best path's last word that end the utterance when the
     /// words could end a sentence (`sentenceEnd`); nil: no such end.
@@ -46,53 +47,17 @@ public struct Endpointing: Sendable, Hashable {
     /// detector's words in every final but Beckett's split at its 1.2 s pause.
     public static let standard = Endpointing(lateSilence: 0.38)
 
-    /// Whether the utterance being searched on `decoder` ends now.
-    func endsNow(_ decoder: PocketSphinxDecoder) -> Bool {
-        guard earlySilence != nil || lateSilence != nil, let tail = decoder.bestPathTail() else { return false }
-        let silence = Double(tail.trailingFrames * decoder.frameShift) / Double(PocketSphinxRecognizer.sampleRate)
+    /// Whether speech at this point has been quiet long enough to be over: the best reading's
+    /// last word ended `silence` seconds ago; `sentenceEndLogProbability`, asked only when it
+    /// decides, is the log10 probability that its words end a sentence.
+    public func endsNow(silence: Double, sentenceEndLogProbability: () -> Double) -> Bool {
         if let late = lateSilence, silence >= late { return true }
         if let early = earlySilence, silence >= early {
-            return decoder.sentenceEndLogProbability(after: tail.words) >= sentenceEnd
+            return sentenceEndLogProbability() >= sentenceEnd
         }
         return false
     }
-}
 
-extension PocketSphinxDecoder {
-    /// The end of the current best path (the first pass's, as partial results read it): how
-    /// many frames it has searched since the end of its last word, and its last two words,
-    /// most recent first. Nil while it has no word.
-    func bestPathTail() -> (trailingFrames: Int, words: [String])? {
-        var words: [String] = []
-        var lastWordEnd: Int32?
-        var pathEnd: Int32 = -1
-        var segment = ps_seg_iter(ps)
-        while let current = segment {
-            var first: Int32 = 0
-            var last: Int32 = 0
-            ps_seg_frames(current, &first, &last)
-            pathEnd = max(pathEnd, last)
-            if let raw = ps_seg_word(current), let word = PocketSphinxRecognizer.spokenWord(String(cString: raw)) {
-                words.append(word)
-                lastWordEnd = last
-            }
-            segment = ps_seg_next(current)  // frees the iterator at the end
-        }
-        guard let lastWordEnd else { return nil }
-        let searched = Int32(ps_get_n_frames(ps)) - 1
-        return (Int(max(pathEnd, searched) - lastWordEnd), Array(words.suffix(2).reversed()))
-    }
-
-    /// log10 of the language model's probability of `</s>` after `history` (most recent
-    /// first), as the model file has it (no language weight or insertion penalty).
-    func sentenceEndLogProbability(after history: [String]) -> Double {
-        guard let name = ps_get_search(ps), let lm = ps_get_lm(ps, name) else { return 0 }
-        let words = (["</s>"] + history).map { strdup($0) }
-        defer { for word in words { free(word) } }
-        var pointers: [UnsafePointer<CChar>?] = words.map { UnsafePointer($0) }
-        let raw = pointers.withUnsafeMutableBufferPointer { buffer in
-            ngram_prob(lm, buffer.baseAddress, Int32(buffer.count))
-        }
-        return logmath_log_to_log10(logmathPointer, raw)
-    }
+    /// Whether it ever ends an utterance (false: the speech detector alone does).
+    public var endsUtterances: Bool { earlySilence != nil || lateSilence != nil }
 }

@@ -151,10 +151,7 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
 
     /// The shared decoders now: how many exist, are idle, are lent, and how many recognizers
     /// wait for one.
-    public var decoderStats: DecoderStats {
-        let s = pool.stats
-        return DecoderStats(capacity: s.capacity, made: s.made, idle: s.idle, lent: s.lent, waiting: s.waiting)
-    }
+    public var decoderStats: DecoderStats { pool.stats }
 
     public var load: RecognizerLoad {
         let s = pool.stats
@@ -193,18 +190,6 @@ public struct LanguageModelAdditions: Sendable, Hashable {
     public init() {}
 
     public var added: Int { fromDictionary.count + fromLetterToSound.count }
-}
-
-/// The shared decoders of an engine, at one moment.
-public struct DecoderStats: Sendable, Hashable {
-    /// The most there will be (`recognizers`).
-    public var capacity: Int
-    public var made: Int
-    public var idle: Int
-    /// Lent to a session for its utterance in progress.
-    public var lent: Int
-    /// Sessions with speech to search that wait for one.
-    public var waiting: Int
 }
 
 /// What every decoder of an engine has in common, known from the first: frame geometry, voice

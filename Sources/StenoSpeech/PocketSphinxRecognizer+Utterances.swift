@@ -4,11 +4,6 @@
 // (`skip`), or at the end of input; its final, its timing, and the decoder given back.
 
 import StenoCore
-import StenoSystem
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 extension PocketSphinxRecognizer {
     // MARK: - The end of an utterance
@@ -42,13 +37,12 @@ extension PocketSphinxRecognizer {
     /// last frame, if it made one.
     private func endSearch(last: inout CepstralFrames, cut: Bool, stillSpeaking: Bool,
                            into events: inout [TranscriberEvent]) throws(StenoError) {
-        let began = SystemClock.now()
-        let cpuBegan = threadCPUSeconds()
+        var stopwatch = UtteranceStopwatch()
         if utteranceHasSpeech, let decoder {
             mean = try decoder.endUtterance(last: &last)
-            let searched = SystemClock.now()
+            let searchSeconds = stopwatch.lap()
             let words = self.words(decoder, final: true)
-            let read = SystemClock.now()
+            let wordsSeconds = stopwatch.lap()
             var result = Self.result(words)
             if let text = result?.text, alternativesLimit > 0 {
                 result?.alternatives = alternatives(decoder, finalText: text)
@@ -57,8 +51,8 @@ extension PocketSphinxRecognizer {
             if result != nil || !continuesEarlyEnd {
                 lastUtteranceTiming = UtteranceTiming(
                     detectorDecidedAt: (cut ? earlyEndSample : silenceSample).map(seconds), closedAt: seconds(fed),
-                    closeBegan: began, endSearchSeconds: searched - began, wordsSeconds: read - searched,
-                    alternativesSeconds: SystemClock.now() - read, cpuSeconds: threadCPUSeconds() - cpuBegan)
+                    closeBegan: stopwatch.began, endSearchSeconds: searchSeconds, wordsSeconds: wordsSeconds,
+                    alternativesSeconds: stopwatch.lap(), cpuSeconds: stopwatch.cpuSeconds)
             }
             if earlyEndSample != nil && !keepsDecoder && pool.hasLine {
                 // The detector's wait goes on (`endEarly`), but others wait for a decoder: a
@@ -181,12 +175,5 @@ extension PocketSphinxRecognizer {
             cutWhileSpeaking = nil
         }
         release()
-    }
-
-    /// CPU seconds of the calling thread (what ending an utterance costs, whatever the load).
-    private func threadCPUSeconds() -> Double {
-        var spec = timespec()
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &spec)
-        return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
     }
 }

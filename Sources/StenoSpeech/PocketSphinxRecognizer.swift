@@ -43,7 +43,6 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
 
     public let info: SpeechEngineInfo
     public var sampleRate: Int { Self.sampleRate }
-    public var receivedSeconds: Double { seconds(received) }
     public var analyzedSeconds: Double { seconds(fed) }
     public var isWaiting: Bool { suspended != nil || yielded }
     public internal(set) var lastUtteranceTiming: UtteranceTiming?
@@ -87,8 +86,6 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
     let alternativesLimit: Int
     public let notices: [StenoError]
 
-    /// Samples accepted so far.
-    private var received = 0
     /// Samples analyzed so far (front end and search).
     var fed = 0
     /// Samples accepted and not yet given to the front end; `input[inputHead...]`. Sample
@@ -187,7 +184,6 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
         try usable()
         input.reserveCapacity(input.count + samples.count)
         for sample in samples { input.append(Self.pcm16(sample)) }
-        received += samples.count
         return try run()
     }
 
@@ -219,7 +215,6 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
         guard samples > 0 else { return [] }
         // Where the hole falls among the samples accepted (holes are not in `input`).
         holes.append((inputBase + input.count, samples))
-        received += samples
         return try run()
     }
 

@@ -89,10 +89,9 @@ public protocol SpeechRecognizer: AnyObject {
     var info: SpeechEngineInfo { get }
     /// The rate `accept` expects, in Hz.
     var sampleRate: Int { get }
-    /// Seconds of audio passed to `accept` so far: the end of the input timeline.
-    var receivedSeconds: Double { get }
-    /// Seconds of audio analyzed so far (≤ `receivedSeconds`; the rest waits in a small
-    /// internal buffer until a full analysis block has arrived, or `endUtterance`/`finish`).
+    /// Seconds of audio analyzed so far, on its input timeline (at most what was passed to
+    /// `accept` and `skipSilence`; the rest waits in a small internal buffer until a full
+    /// analysis block has arrived, or `endUtterance`/`finish`).
     var analyzedSeconds: Double { get }
 
     /// Feeds mono samples in -1...1 (values outside are clipped, NaN is read as 0). The events
@@ -148,40 +147,6 @@ extension SpeechRecognizer {
     public var notices: [StenoError] { [] }
     public var lastUtteranceTiming: UtteranceTiming? { nil }
     public var samplesToNextBlock: Int? { nil }
-}
-
-/// Where and how an utterance ended: the parts of a final's latency that are the engine's.
-/// Times on the recognizer's input timeline (seconds) unless said otherwise.
-public struct UtteranceTiming: Sendable, Hashable {
-    /// After which sample (as a time) the speech detector had seen enough silence to end the
-    /// utterance; nil when something else ended it (a finalize, the end, the maximum length).
-    public var detectorDecidedAt: Double?
-    /// How far analysis had got when the utterance closed: the end of the block that showed
-    /// the detector's decision (or of the audio a finalize or end took).
-    public var closedAt: Double
-    /// Monotonic clock (`SystemClock.now()`) when closing the utterance began.
-    public var closeBegan: Double
-    /// Wall seconds of `ps_end_utt` (the end of the search; with `-fwdflat yes` its second pass).
-    public var endSearchSeconds: Double
-    /// Wall seconds of reading the final's words: the lattice, its best path (`-bestpath`) and
-    /// the word posteriors that are the confidences.
-    public var wordsSeconds: Double
-    /// Wall seconds of the alternatives (n-best), 0 without.
-    public var alternativesSeconds: Double
-    /// CPU seconds of the thread for all of it (the wall times above include waiting for a
-    /// core on a busy machine).
-    public var cpuSeconds: Double
-
-    public init(detectorDecidedAt: Double?, closedAt: Double, closeBegan: Double, endSearchSeconds: Double,
-                wordsSeconds: Double, alternativesSeconds: Double, cpuSeconds: Double) {
-        self.detectorDecidedAt = detectorDecidedAt
-        self.closedAt = closedAt
-        self.closeBegan = closeBegan
-        self.endSearchSeconds = endSearchSeconds
-        self.wordsSeconds = wordsSeconds
-        self.alternativesSeconds = alternativesSeconds
-        self.cpuSeconds = cpuSeconds
-    }
 }
 
 extension SpeechRecognizer {

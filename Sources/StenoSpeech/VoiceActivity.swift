@@ -7,7 +7,8 @@ import StenoCore
 /// recognizer is not finalized or cut by the maximum utterance length, which restart the
 /// detector. (With the search's early end, the default, a recognizer reports the end of speech
 /// with the last word instead, sooner than this detector's switch; Endpointing.swift.) Cheap:
-/// no acoustic or language model (make it with `PocketSphinxEngine.makeSpeechDetector()`).
+/// no acoustic or language model (make it with `PocketSphinxEngine.makeSpeechDetector()`). It
+/// is a `VoiceDetector`: Whisper's recognizer finds its utterances with one (`UtteranceGate`).
 ///
 /// Like a recognizer, one is used from one thread at a time; times are seconds from the first
 /// sample fed, and chunking does not change the events.
@@ -34,12 +35,6 @@ public final class PocketSphinxSpeechDetector {
         vad.startStream()
     }
 
-    /// Whether speech is going on (as reported so far).
-    public var isSpeaking: Bool { speechActive }
-
-    /// Seconds of audio fed so far.
-    public var receivedSeconds: Double { Double(fed + pending.count) / Double(Self.sampleRate) }
-
     /// Feeds mono samples in -1...1 (clipped; NaN is 0).
     public func accept(_ samples: UnsafeBufferPointer<Float>) -> [TranscriberEvent] {
         var events: [TranscriberEvent] = []
@@ -50,10 +45,6 @@ public final class PocketSphinxSpeechDetector {
             }
         }
         return events
-    }
-
-    public func accept(_ samples: [Float]) -> [TranscriberEvent] {
-        samples.withUnsafeBufferPointer { accept($0) }
     }
 
     /// End of input: analyzes what is pending and closes a speech segment still open.

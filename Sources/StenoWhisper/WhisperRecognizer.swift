@@ -4,14 +4,15 @@ import StenoSystem
 
 /// One session's recognizer on the Whisper worker. Whisper is not a streaming model, so the
 /// session's own speech detector (pocketsphinx's voice activity detector, no model) finds
-/// utterances, and only their audio goes to the worker: each utterance is heard whole for its
-/// final, and, while it goes on, what there is of it for a volatile guess (one request in
-/// flight at a time, so the cadence follows the worker's load). While a final is awaited the
-/// recognizer waits (`isWaiting`) and `wake` is called when the worker answers; audio fed
-/// meanwhile is heard as usual, and finals are reported in the order of their utterances. A
-/// finalize or the maximum length cuts an utterance while speech goes on: what follows is the
-/// next one's. Times are samples counted here; the worker's are relative to each request's
-/// first sample. Its text is Whisper's own (`RecognitionResult.written`).
+/// utterances (`UtteranceGate`, with pre-roll and tail), and only their audio goes to the
+/// worker: each utterance is heard whole for its final, and, while it goes on, what there is
+/// of it for a volatile guess (one request in flight at a time, so the cadence follows the
+/// worker's load). While a final is awaited the recognizer waits (`isWaiting`) and `wake` is
+/// called when the worker answers (its answers come through a `Mailbox`); audio fed meanwhile
+/// is heard as usual, and finals are reported in the order of their utterances. A finalize or
+/// the maximum length cuts an utterance while speech goes on: what follows is the next one's.
+/// Times are samples counted by the gate; the worker's are relative to each request's first
+/// sample. Its text is Whisper's own (`RecognitionResult.written`).
 public final class WhisperRecognizer: SpeechRecognizer {
     public let info: SpeechEngineInfo
     public var sampleRate: Int { Self.sampleRate }
@@ -38,11 +39,8 @@ public final class WhisperRecognizer: SpeechRecognizer {
     static let commitMargin = 1.0
 
     private let worker: WhisperWorker
-    private let makeDetector: () throws(StenoError) -> PocketSphinxSpeechDetector
-    private var detector: PocketSphinxSpeechDetector
-    /// Where the detector's time 0 is, in samples.
-    private var detectorBase = 0
-    private let wake: @Sendable () -> Void
+    /// The session's utterances, their audio and its timeline.
+    private let gate: UtteranceGate
     private let partialResults: Bool
     /// The session's phrases, as the decoder's prompt (Whisper's way of being told what to expect).
     private let prompt: String?
@@ -52,13 +50,6 @@ public final class WhisperRecognizer: SpeechRecognizer {
     private let language: String?
     public let notices: [StenoError]
 
-    /// Samples received (the end of the input timeline), and the audio from `bufferStart` on.
-    private var received = 0
-    private var buffer: [Float] = []
-    private var bufferStart = 0
-    /// The first sample of the utterance going on (nil: none).
-    private var utteranceStart: Int?
-    private var speaking = false
     /// The finals asked for and not yet reported, by their utterance's first sample (and
     /// through which sample), in order; and answers that came before an earlier one's.
     private var awaited: [(start: Int, end: Int)] = []
@@ -68,7 +59,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
     /// The last guess's words for the utterance going on (times from its start), for LocalAgreement.
     private var lastGuess: [Word] = []
     private var done = false
-    private let mailbox = Locked<[Answer]>([])
+    private let mailbox: Mailbox<Answer>
 
     init(worker: WhisperWorker, info: SpeechEngineInfo, options: RecognizerOptions,
          makeDetector: @escaping () throws(StenoError) -> PocketSphinxSpeechDetector,
@@ -79,9 +70,10 @@ public final class WhisperRecognizer: SpeechRecognizer {
         self.alternatives = options.alternatives
         self.language = options.language
         (self.prompt, self.notices) = Self.prompt(options.vocabulary)
-        self.makeDetector = makeDetector
-        self.detector = try makeDetector()
-        self.wake = wake
+        self.gate = try UtteranceGate(sampleRate: Self.sampleRate, preRoll: Self.preRoll, tail: Self.tail,
+                                      maximumLength: Self.maximumUtterance,
+                                      makeDetector: { () throws(StenoError) in try makeDetector() })
+        self.mailbox = Mailbox(wake: wake)
     }
 
     /// The phrases as a prompt ("Steno, Hummingbird, CTranslate2."), and what the session is told
@@ -101,10 +93,9 @@ public final class WhisperRecognizer: SpeechRecognizer {
         return (prompt.isEmpty ? nil : prompt + ".", notices)
     }
 
-    public var receivedSeconds: Double { seconds(received) }
     /// Analyzed through the end of the oldest utterance whose final the worker has not given
     /// yet (all received, when none): how far behind the worker is shows as the session's lag.
-    public var analyzedSeconds: Double { seconds(awaited.first?.end ?? received) }
+    public var analyzedSeconds: Double { seconds(awaited.first?.end ?? gate.received) }
     /// The worker's CPU seconds for this session's requests, answered so far.
     public private(set) var engineSeconds = 0.0
     /// Whether a final is still to come from the worker: `wake` says when to `proceed`.
@@ -119,7 +110,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
 
     public func endUtterance() throws(StenoError) -> [TranscriberEvent] {
         var events = try drain()
-        close(at: received)
+        if let cut = gate.cut(at: gate.received) { askForFinal(cut) }
         events += try drain()
         return events
     }
@@ -127,11 +118,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
     public func finish() throws(StenoError) -> [TranscriberEvent] {
         guard !done else { return try drain() }
         var events = try endUtterance()
-        if speaking {
-            speaking = false
-            utteranceStart = nil
-            events.append(.speechEnded(at: seconds(received)))
-        }
+        if let ended = gate.endSpeech() { events.append(ended) }
         done = true
         return events
     }
@@ -140,58 +127,24 @@ public final class WhisperRecognizer: SpeechRecognizer {
         done = true
         awaited.removeAll()
         answered.removeAll()
-        buffer.removeAll()
-        utteranceStart = nil
+        gate.discard()
     }
 
     public func proceed() throws(StenoError) -> [TranscriberEvent] { try drain() }
 
     public func skipSilence(_ samples: Int) throws(StenoError) -> [TranscriberEvent] {
         var events = try endUtterance()
-        if speaking {
-            speaking = false
-            utteranceStart = nil
-            events.append(.speechEnded(at: seconds(received)))
-        }
-        received += max(0, samples)
-        buffer.removeAll()
-        bufferStart = received
-        detector = try makeDetector()
-        detectorBase = received
+        if let ended = gate.endSpeech() { events.append(ended) }
+        try gate.skip(samples)
         return events
     }
 
     // MARK: -
 
-    /// New audio through the detector; utterances opened and closed where it says.
+    /// New audio through the gate; the utterances it closed go for their finals.
     private func hear(_ samples: UnsafeBufferPointer<Float>) -> [TranscriberEvent] {
-        var events: [TranscriberEvent] = []
-        buffer.append(contentsOf: samples)
-        received += samples.count
-        for event in detector.accept(samples) {
-            switch event {
-            case .speechStarted(let at):
-                let onset = detectorBase + Int((at * Double(Self.sampleRate)).rounded())
-                if utteranceStart == nil { utteranceStart = max(bufferStart, onset - Self.preRoll) }
-                speaking = true
-                events.append(.speechStarted(at: seconds(max(0, onset))))
-            case .speechEnded(let at):
-                let end = detectorBase + Int((at * Double(Self.sampleRate)).rounded())
-                speaking = false
-                events.append(.speechEnded(at: seconds(end)))
-                close(at: min(received, end + Self.tail))
-            default:
-                break
-            }
-        }
-        if let start = utteranceStart, received - start >= Self.maximumUtterance {
-            close(at: received)
-        }
-        if utteranceStart == nil, buffer.count > Self.preRoll {
-            // Nothing to hear: keep only the pre-roll.
-            buffer.removeFirst(buffer.count - Self.preRoll)
-            bufferStart = received - buffer.count
-        }
+        let (events, cuts) = gate.hear(samples)
+        for cut in cuts { askForFinal(cut) }
         askForGuess()
         return events
     }
@@ -203,54 +156,43 @@ public final class WhisperRecognizer: SpeechRecognizer {
     /// second of speech as a short one's); none while the worker has a backlog of its own
     /// (`guessBacklog` requests unanswered): finals first.
     private func askForGuess() {
-        guard partialResults, !partialInFlight, awaited.isEmpty, let start = utteranceStart,
+        let received = gate.received
+        guard partialResults, !partialInFlight, awaited.isEmpty, let start = gate.utteranceStart,
               received - max(start, lastPartialAt) >= max(Self.partialEvery, (received - start) / 4),
               worker.pendingCount < Self.guessBacklog else { return }
-        let slice = buffer[(start - bufferStart)...]
+        let slice = gate.audio(from: start)
         let end = received
         partialInFlight = true
         lastPartialAt = received
         let long = received - start >= Self.commitAfter
-        let accepted = worker.submit(slice, words: long, priority: 0, prompt: prompt, language: language) { [mailbox, wake] result in
-            mailbox.withLock { $0.append(Answer(final: false, start: start, end: end, result: result)) }
-            wake()
+        let accepted = worker.submit(slice, words: long, priority: 0, prompt: prompt, language: language) { [mailbox] result in
+            mailbox.post(Answer(final: false, start: start, end: end, result: result))
         }
         if !accepted { partialInFlight = false }  // the worker is full: no guess this time
     }
 
-    /// Sends the utterance through `end` for its final. If speech goes on (a finalize, or the
-    /// maximum length, cut it), what follows is the next utterance's, from `end` on.
-    private func close(at end: Int) {
-        guard let start = utteranceStart else { return }
-        utteranceStart = speaking ? end : nil
+    /// Sends an utterance the gate cut for its final (if it kept any of its audio). If speech
+    /// goes on (a finalize, or the maximum length, cut it), what follows is the next utterance's.
+    private func askForFinal(_ cut: UtteranceGate.Cut) {
         lastGuess = []
-        let from = start - bufferStart
-        let to = min(buffer.count, end - bufferStart)
-        guard to > from else { return }
+        guard !cut.samples.isEmpty else { return }
+        let (start, end) = (cut.start, cut.end)
         awaited.append((start, end))
-        let slice = buffer[from..<to]
-        let accepted = worker.submit(slice, words: true, priority: 1, prompt: prompt, beam: Self.finalBeam,
-                                     alternatives: alternatives, language: language) { [mailbox, wake] result in
-            mailbox.withLock { $0.append(Answer(final: true, start: start, end: end, result: result)) }
-            wake()
+        let accepted = worker.submit(cut.samples, words: true, priority: 1, prompt: prompt, beam: Self.finalBeam,
+                                     alternatives: alternatives, language: language) { [mailbox] result in
+            mailbox.post(Answer(final: true, start: start, end: end, result: result))
         }
         if !accepted {
+            // Collected at the recognizer's next call (no wake: it is not the worker's answer).
             let full = StenoError(.internal, "the Whisper worker is full")
-            mailbox.withLock { $0.append(Answer(final: true, start: start, end: end, result: .failure(full))) }
+            mailbox.keep(Answer(final: true, start: start, end: end, result: .failure(full)))
         }
-        // What follows the utterance stays, for the next one's pre-roll.
-        let keepFrom = max(0, min(to - Self.preRoll, (utteranceStart ?? Int.max) - bufferStart))
-        buffer.removeFirst(keepFrom)
-        bufferStart += keepFrom
     }
 
     /// The worker's answers that have come: finals in the order of their utterances; a guess
     /// for the utterance still going on, if no final is awaited.
     private func drain() throws(StenoError) -> [TranscriberEvent] {
-        let answers = mailbox.withLock { m in
-            defer { m.removeAll() }
-            return m
-        }
+        let answers = mailbox.collect()
         var events: [TranscriberEvent] = []
         for answer in answers {
             if case .success(let result) = answer.result { engineSeconds += result.seconds }
@@ -272,7 +214,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
         }
         for answer in answers where !answer.final {
             partialInFlight = false
-            guard case .success(let result) = answer.result, awaited.isEmpty, answer.start == utteranceStart,
+            guard case .success(let result) = answer.result, awaited.isEmpty, answer.start == gate.utteranceStart,
                   !result.text.isEmpty else { continue }
             if let (commit, rest) = commitAgreed(result, answer) {
                 events.append(commit)
@@ -306,11 +248,8 @@ public final class WhisperRecognizer: SpeechRecognizer {
             Word(w.text, range: TimeRange(start: offset + w.range.start, end: offset + w.range.end), confidence: w.confidence)
         }
         let end = answer.start + Int((result.words[count - 1].range.end * Double(Self.sampleRate)).rounded())
-        utteranceStart = end
+        gate.continueUtterance(from: end)
         lastGuess = []
-        let keepFrom = max(0, min(buffer.count, end - bufferStart))
-        buffer.removeFirst(keepFrom)
-        bufferStart += keepFrom
         lastPartialAt = end
         let range = TimeRange(start: words[0].range.start, end: words[words.count - 1].range.end)
         let final = TranscriberEvent.final(RecognitionResult(range: range, text: words.map(\.text).joined(separator: " "),

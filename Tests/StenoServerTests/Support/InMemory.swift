@@ -100,8 +100,9 @@ final class MemoryConnections: ConnectionSink {
 /// Recognizes "speech" without a model: 16 kHz audio in blocks of 2048 samples, a block is
 /// speech when a sample's magnitude exceeds 0.1. An utterance is the speech blocks in a row;
 /// each adds a word `wN` covering its block; a silent block after speech ends it as a final.
-/// Utterances need one of the engine's `capacity` decoders, lent first come first served, as
-/// pocketsphinx's are: a recognizer that finds none waits (keeping its audio) until woken.
+/// Utterances need one of the engine's `capacity` decoders, lent first come first served by the
+/// pool pocketsphinx's are lent by: a recognizer that finds none waits (keeping its audio)
+/// until woken.
 final class ScriptedEngine: SpeechEngine {
     let info = SpeechEngineInfo(name: "scripted", version: "1", model: "test", language: "en-US", sampleRate: 16000)
     fileprivate let decoders: ScriptedDecoders
@@ -126,48 +127,25 @@ final class ScriptedEngine: SpeechEngine {
     var recognizersAlive: Int { decoders.recognizersAlive.load(ordering: .relaxed) }
 }
 
+/// The scripted engine's "decoders": nothing in them, lent and waited for through the pool
+/// pocketsphinx's decoders are shared with (`SharedPool`), all made at once.
 final class ScriptedDecoders: Sendable {
-    private struct State {
-        var free: Int
-        var waiting: [@Sendable () -> Bool] = []
-    }
+    final class Decoder: Sendable {}
 
     let capacity: Int
-    private let state: Locked<State>
+    let pool: SharedPool<Decoder>
     /// Recognizers made and not yet freed.
     let recognizersAlive = Atomic<Int>(0)
 
     init(capacity: Int) {
         self.capacity = capacity
-        state = Locked(State(free: capacity))
+        pool = SharedPool(capacity: capacity, make: { Decoder() })
+        try? pool.prepare(count: capacity)
     }
 
     var load: RecognizerLoad {
-        state.withLock { RecognizerLoad(capacity: capacity, busy: capacity - $0.free, waiting: $0.waiting.count) }
-    }
-
-    /// A decoder now, or a place in line: `grant` is called (and returns true if it took it)
-    /// when one comes free.
-    func take(orWait grant: @escaping @Sendable () -> Bool) -> Bool {
-        state.withLock { s in
-            if s.free > 0 && s.waiting.isEmpty {
-                s.free -= 1
-                return true
-            }
-            s.waiting.append(grant)
-            return false
-        }
-    }
-
-    func giveBack() {
-        let next = state.withLock { s -> (@Sendable () -> Bool)? in
-            if s.waiting.isEmpty {
-                s.free += 1
-                return nil
-            }
-            return s.waiting.removeFirst()
-        }
-        if let next, !next() { giveBack() }
+        let stats = pool.stats
+        return RecognizerLoad(capacity: capacity, busy: stats.lent, waiting: stats.waiting)
     }
 }
 
@@ -175,17 +153,11 @@ final class ScriptedRecognizer: SpeechRecognizer {
     let info = SpeechEngineInfo(name: "scripted", version: "1", model: "test", language: "en-US", sampleRate: 16000)
     let sampleRate = 16000
     private let decoders: ScriptedDecoders
-    private let wake: @Sendable () -> Void
+    private let waiter: PoolWaiter<ScriptedDecoders.Decoder>
     private let partials: Bool
-    private final class Flags: Sendable {
-        let granted = Locked(false)
-        let withdrawn = Locked(false)
-    }
-    private let flags = Flags()
-    private var hasDecoder = false
+    private var decoder: ScriptedDecoders.Decoder?
     private var waiting = false
     private var pending: [Float] = []
-    private var received = 0
     private var fed = 0
     private var words: [Word] = []
     private var endAsked: Bool?  // true: finish
@@ -196,7 +168,7 @@ final class ScriptedRecognizer: SpeechRecognizer {
     init(decoders: ScriptedDecoders, wake: @escaping @Sendable () -> Void, partials: Bool, engineCost: Double = 0) {
         self.engineCost = engineCost
         self.decoders = decoders
-        self.wake = wake
+        self.waiter = PoolWaiter(wake: wake)
         self.partials = partials
         decoders.recognizersAlive.add(1, ordering: .relaxed)
     }
@@ -206,14 +178,12 @@ final class ScriptedRecognizer: SpeechRecognizer {
         decoders.recognizersAlive.subtract(1, ordering: .relaxed)
     }
 
-    var receivedSeconds: Double { Double(received) / 16000 }
     var analyzedSeconds: Double { Double(fed) / 16000 }
     var isWaiting: Bool { waiting }
 
     func accept(_ samples: UnsafeBufferPointer<Float>) throws(StenoError) -> [TranscriberEvent] {
         guard !done else { throw StenoError(.internal, "finished") }
         pending += samples
-        received += samples.count
         return run()
     }
 
@@ -231,44 +201,31 @@ final class ScriptedRecognizer: SpeechRecognizer {
 
     func skipSilence(_ samples: Int) throws(StenoError) -> [TranscriberEvent] {
         let events = try endUtterance()
-        received += samples
         fed += samples
         return events
     }
 
     func cancel() {
-        if hasDecoder {
-            hasDecoder = false
-            decoders.giveBack()
-        }
-        flags.withdrawn.withLock { $0 = true }
+        release()
+        decoders.pool.withdraw(waiter)
         done = true
     }
 
     private func run() -> [TranscriberEvent] {
         var events: [TranscriberEvent] = []
         if waiting {
-            guard flags.granted.withLock({ $0 }) else { return events }
-            flags.granted.withLock { $0 = false }
+            guard case .success(let granted)? = waiter.take() else { return events }
             waiting = false
-            hasDecoder = true
+            decoder = granted
         }
         while !waiting && !done {
             let take = pending.count >= 2048 ? 2048 : (endAsked != nil ? pending.count : 0)
             if take == 0 && endAsked == nil { break }
             let block = Array(pending.prefix(take))
             let speech = block.contains { abs($0) > 0.1 }
-            if speech && !hasDecoder {
-                let flags = self.flags
-                let wake = self.wake
-                if decoders.take(orWait: {
-                    if flags.withdrawn.withLock({ $0 }) { return false }
-                    flags.granted.withLock { $0 = true }
-                    wake()
-                    return true
-                }) {
-                    hasDecoder = true
-                } else {
+            if speech && decoder == nil {
+                decoder = decoders.pool.take(for: waiter)
+                if decoder == nil {
                     waiting = true
                     break
                 }
@@ -302,9 +259,9 @@ final class ScriptedRecognizer: SpeechRecognizer {
     }
 
     private func release() {
-        if hasDecoder {
-            hasDecoder = false
-            decoders.giveBack()
+        if let decoder {
+            self.decoder = nil
+            decoders.pool.giveBack(decoder)
         }
     }
 
