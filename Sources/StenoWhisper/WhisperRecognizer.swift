@@ -183,9 +183,10 @@ public final class WhisperRecognizer: SpeechRecognizer {
             mailbox.post(Answer(final: true, start: start, end: end, result: result))
         }
         if !accepted {
-            // Collected at the recognizer's next call (no wake: it is not the worker's answer).
+            // Posted as an answer would be, waking the session: a recognizer that asked for this
+            // final while hearing audio waits for it (`isWaiting`), and nothing else would come.
             let full = StenoError(.internal, "the Whisper worker is full")
-            mailbox.keep(Answer(final: true, start: start, end: end, result: .failure(full)))
+            mailbox.post(Answer(final: true, start: start, end: end, result: .failure(full)))
         }
     }
 

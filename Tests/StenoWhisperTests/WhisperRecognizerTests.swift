@@ -184,6 +184,26 @@ extension ModelTests {
             #expect(wordErrorRate(run.words, reference) <= 0.15, "heard: \(run.words)")
         }
 
+        /// A final the worker cannot take (its requests are all another session's) fails the
+        /// session at once: it was waiting for that final, and nothing else would wake it.
+        @Test func aFinalTheFullWorkerRefusesFailsTheSessionInsteadOfWaiting() throws {
+            let worker = try WhisperWorker(options: .init(python: WorkerPaths.python, script: WorkerPaths.script,
+                                                          maximumPending: 1, events: .silent))
+            defer { worker.stop() }
+            let sentence = try WorkerPaths.sentence("0930")
+            // Another session's long final holds the worker's only place for a second or so.
+            let other = try RecognizerRun(options: RecognizerOptions(partialResults: false), worker: worker)
+            _ = try other.recognizer.accept(NotSpeech.silence(0.5) + sentence + sentence + sentence)
+            _ = try other.recognizer.endUtterance()
+            #expect(worker.pendingCount == 1)
+            let run = try RecognizerRun(options: RecognizerOptions(partialResults: false), worker: worker)
+            let began = SystemClock.now()
+            #expect(throws: StenoError(.internal, "the Whisper worker is full")) {
+                try run.feed(NotSpeech.silence(0.5) + sentence + NotSpeech.silence(1))
+            }
+            #expect(SystemClock.now() - began < 60, "it waited for a wake")
+        }
+
         @Test func aFinalizeMidSpeechLosesNothingThatFollows() throws {
             let sentence = try WorkerPaths.sentence("0890")
             let run = try RecognizerRun(options: RecognizerOptions(partialResults: false))
