@@ -9,9 +9,7 @@ import Testing
     static let quiet = SessionLimits(idleTimeoutSeconds: 0, stallSeconds: 0)
 
     @Test func audioGoesToThePipelineInBlocksNotMessages() throws {
-        let engine = TapeEngine()
-        let host = RecordingHost(engine: engine, limits: Self.quiet)
-        try host.start()
+        let (engine, host) = try RecordingHost.started(Self.quiet)
         // 20 ms messages: nothing reaches the recognizer until a block's worth (0.128 s) is in.
         for _ in 0..<6 { host.send(seconds: 0.02, loud: false) }
         host.executor.runUntilIdle()
@@ -31,9 +29,7 @@ import Testing
     }
 
     @Test func aShortBatchGoesAfterItsLingerAndTheSessionSaysWhen() throws {
-        let engine = TapeEngine()
-        let host = RecordingHost(engine: engine, limits: Self.quiet)
-        try host.start()
+        let (engine, host) = try RecordingHost.started(Self.quiet)
         let linger = DriverOptions().batchLinger
         let sent = host.clock.now()
         host.send(seconds: 0.02, loud: false)
@@ -43,52 +39,42 @@ import Testing
         host.tick()
         #expect(host.due == sent + linger)
         host.clock.advance(linger / 2)
-        host.tick()
-        host.executor.runUntilIdle()
+        host.tickAndRun()
         #expect(engine.tape.samples == 0)
         host.clock.advance(to: sent + linger)
-        host.tick()
-        host.executor.runUntilIdle()
+        host.tickAndRun()
         #expect(engine.tape.samples == 640)
     }
 
     @Test func withoutBatchesEachMessageGoesAsItComes() throws {
-        let engine = TapeEngine()
-        let host = RecordingHost(engine: engine, limits: Self.quiet, options: .inline)
-        try host.start()
+        let (engine, host) = try RecordingHost.started(Self.quiet, options: .inline)
         host.send(seconds: 0.02, loud: false)
         host.executor.runUntilIdle()
         #expect(engine.tape.all == [.accept(320)])
     }
 
     @Test func aQuietSessionEndsAtItsIdleTimeoutNotBefore() throws {
-        let engine = TapeEngine()
-        let host = RecordingHost(engine: engine, limits: SessionLimits(idleTimeoutSeconds: 5, stallSeconds: 0))
-        try host.start()
+        let (_, host) = try RecordingHost.started(SessionLimits(idleTimeoutSeconds: 5, stallSeconds: 0))
         let started = host.clock.now()
         host.send(seconds: 0.128, loud: false)
         host.executor.runUntilIdle()
         // Ticked whenever it says it is due, up to just before the timeout: it goes on.
         while true {
-            host.tick()
-            host.executor.runUntilIdle()
+            host.tickAndRun()
             guard let due = host.due, due.isFinite, due < started + 5 else { break }
             host.clock.advance(to: due)
         }
         #expect(host.due == started + 5)
         #expect(host.record.close == nil)
         host.clock.advance(to: started + 5)
-        host.tick()
-        host.executor.runUntilIdle()
+        host.tickAndRun()
         #expect(host.record.close != nil)
         #expect(host.kinds.last == "error")
         #expect(host.record.events.last?.contains("no audio and no message for 5 s") == true)
     }
 
     @Test func anUtteranceWhoseAudioStopsIsMadeFinalAfterTheStall() throws {
-        let engine = TapeEngine()
-        let host = RecordingHost(engine: engine, limits: SessionLimits(idleTimeoutSeconds: 0, stallSeconds: 2))
-        try host.start()
+        let (engine, host) = try RecordingHost.started(SessionLimits(idleTimeoutSeconds: 0, stallSeconds: 2))
         let spoke = host.clock.now()
         host.send(seconds: 0.128, loud: true)
         host.send(seconds: 0.128, loud: true)
@@ -98,28 +84,23 @@ import Testing
         // Due at the stall (or sooner, for progress), never later.
         #expect((host.due ?? .infinity) <= spoke + 2)
         host.clock.advance(1.99)
-        host.tick()
-        host.executor.runUntilIdle()
+        host.tickAndRun()
         #expect(!engine.tape.all.contains(.endUtterance))
         #expect(!host.kinds.contains("final"))
         host.clock.advance(to: spoke + 2)
-        host.tick()
-        host.executor.runUntilIdle()
+        host.tickAndRun()
         #expect(engine.tape.all.contains(.endUtterance))
         #expect(host.kinds.contains("final"))
         let stalls = host.notes.compactMap { if case .stallFinalized(let s) = $0 { s } else { nil } }
         #expect(stalls.count == 1 && abs(stalls[0] - 2) < 1e-9)
         // Released once: later ticks do not finalize again until audio comes.
         host.clock.advance(5)
-        host.tick()
-        host.executor.runUntilIdle()
+        host.tickAndRun()
         #expect(engine.tape.all.filter { $0 == .endUtterance }.count == 1)
     }
 
     @Test func aFinalizeTheClientWaitsForIsNotAStall() throws {
-        let engine = TapeEngine()
-        let host = RecordingHost(engine: engine, limits: SessionLimits(idleTimeoutSeconds: 0, stallSeconds: 2))
-        try host.start()
+        let (engine, host) = try RecordingHost.started(SessionLimits(idleTimeoutSeconds: 0, stallSeconds: 2))
         host.send(seconds: 0.256, loud: true)
         host.executor.runUntilIdle()
         host.receivedText(#"{"type":"finalize"}"#)
@@ -128,8 +109,7 @@ import Testing
         let finalsAfterFinalize = engine.tape.all.filter { $0 == .endUtterance }.count
         // Quiet for longer than the stall: speech ended with the finalize, nothing to release.
         host.clock.advance(3)
-        host.tick()
-        host.executor.runUntilIdle()
+        host.tickAndRun()
         #expect(engine.tape.all.filter { $0 == .endUtterance }.count == finalsAfterFinalize)
         #expect(host.notes.allSatisfy { if case .stallFinalized = $0 { false } else { true } })
     }

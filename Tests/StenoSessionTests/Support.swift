@@ -57,6 +57,20 @@ final class RecordingHost: SessionDriver, @unchecked Sendable {
     /// When the session last said it next needs a tick.
     var due: Double? { record.dues.last }
 
+    /// A started session on a fresh tape engine.
+    static func started(_ limits: SessionLimits, options: DriverOptions = DriverOptions()) throws -> (TapeEngine, RecordingHost) {
+        let engine = TapeEngine()
+        let host = RecordingHost(engine: engine, limits: limits, options: options)
+        try host.start()
+        return (engine, host)
+    }
+
+    /// A tick at the clock's time, and the jobs it queued run.
+    func tickAndRun() {
+        tick()
+        executor.runUntilIdle()
+    }
+
     /// Starts a 16 kHz PCM session and runs its first jobs.
     func start() throws {
         let format = try AudioFormat(encoding: .pcmS16LE, sampleRate: 16000, channels: 1)
