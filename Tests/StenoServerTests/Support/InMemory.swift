@@ -113,6 +113,9 @@ final class ScriptedEngine: SpeechEngine {
 
     /// While set, recognizers cannot be made (as when a model fails to load): sessions fail.
     let refusesRecognizers = Atomic<Bool>(false)
+    /// While set, recognizers made fail (throw `internal`) once they have analyzed this many
+    /// blocks: an engine that breaks in the middle of a session.
+    let failsAfterBlocks = Locked<Int?>(nil)
     /// CPU seconds each speech block costs "elsewhere" (as a worker process's would be), in
     /// `engineSeconds`: 0, an engine that works in the lane.
     let engineSecondsPerSpeechBlock = Locked(0.0)
@@ -120,7 +123,8 @@ final class ScriptedEngine: SpeechEngine {
     func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
         if refusesRecognizers.load(ordering: .relaxed) { throw StenoError(.internal, "the scripted engine refuses") }
         return ScriptedRecognizer(decoders: decoders, wake: wake, partials: options.partialResults,
-                                  engineCost: engineSecondsPerSpeechBlock.withLock { $0 })
+                                  engineCost: engineSecondsPerSpeechBlock.withLock { $0 },
+                                  failsAfter: failsAfterBlocks.withLock { $0 })
     }
 
     var load: RecognizerLoad { decoders.load }
@@ -164,9 +168,13 @@ final class ScriptedRecognizer: SpeechRecognizer {
     private var done = false
     private let engineCost: Double
     private(set) var engineSeconds = 0.0
+    /// Blocks after which `accept` fails (`ScriptedEngine.failsAfterBlocks`).
+    private let failsAfter: Int?
 
-    init(decoders: ScriptedDecoders, wake: @escaping @Sendable () -> Void, partials: Bool, engineCost: Double = 0) {
+    init(decoders: ScriptedDecoders, wake: @escaping @Sendable () -> Void, partials: Bool, engineCost: Double = 0,
+         failsAfter: Int? = nil) {
         self.engineCost = engineCost
+        self.failsAfter = failsAfter
         self.decoders = decoders
         self.waiter = PoolWaiter(wake: wake)
         self.partials = partials
@@ -184,7 +192,9 @@ final class ScriptedRecognizer: SpeechRecognizer {
     func accept(_ samples: UnsafeBufferPointer<Float>) throws(StenoError) -> [TranscriberEvent] {
         guard !done else { throw StenoError(.internal, "finished") }
         pending += samples
-        return run()
+        let events = run()
+        if let failsAfter, fed >= failsAfter * 2048 { throw StenoError(.internal, "the scripted engine broke") }
+        return events
     }
 
     func endUtterance() throws(StenoError) -> [TranscriberEvent] {
