@@ -100,7 +100,7 @@ let package = Package(
 
         .testTarget(name: "StenoCoreTests", dependencies: ["StenoCore", "StenoTestSupport"]),
         .testTarget(name: "StenoWorkersTests", dependencies: ["StenoWorkers"]),
-        .testTarget(name: "StenoSessionTests", dependencies: ["StenoSession", "StenoSpeech", "StenoCore", "StenoSystem"]),
+        .testTarget(name: "StenoSessionTests", dependencies: ["StenoSession", "StenoSpeech", "StenoCore", "StenoSystem", "StenoWorkers"]),
         .testTarget(name: "StenoWhisperTests",
                     dependencies: ["StenoWhisper", "StenoSpeech", "StenoAudio", "StenoCore", "StenoSystem", "StenoTestSupport"]),
         .testTarget(name: "StenoPrometheusTests", dependencies: ["StenoPrometheus"]),

@@ -1,5 +1,4 @@
-// Lanes: the serial queue a session submits its jobs to (`Lane`), the value only its jobs
-// may touch (`LaneLocal`), and the pool's side of each lane operation (submit, close, park,
+// Lanes: the serial queue a session submits its jobs to (`Lane`), and the pool's side of each lane operation (submit, close, park,
 // unpark), which only `Lane` calls.
 
 import Synchronization
@@ -209,33 +208,5 @@ public final class Lane: Sendable {
     /// to ``work``, so that the lane's work is all its session costs the machine.
     public func charge(busy seconds: Double) {
         meter.add(busy: seconds, cpu: seconds)
-    }
-}
-
-/// A value that only the jobs of one lane use, such as a session's decoder and recognizer.
-///
-/// The lane runs its jobs one at a time and orders them, so the value needs no lock even
-/// if it is not `Sendable`. `LaneLocal` lets such a value be captured by the `@Sendable`
-/// job closures and checks, on each access, that the caller really is a job of that lane:
-/// access from anywhere else is a programming error and stops the process.
-public final class LaneLocal<Value>: @unchecked Sendable {
-    // Safety: `value` is only read or written inside `withValue`, which requires the
-    // calling thread to be running a job of `lane`; a lane's jobs never overlap and are
-    // ordered by the pool's lock, so accesses never race.
-    private var value: Value
-    /// The lane whose jobs may use the value.
-    public let lane: Lane
-
-    /// Hands `value` to `lane`'s jobs; the caller gives up its own access to it.
-    public init(_ value: sending Value, lane: Lane) {
-        self.value = value
-        self.lane = lane
-    }
-
-    /// Runs `body` with the value. Call it only from a job of ``lane``.
-    public func withValue<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        let allowed = lane.isCurrent
-        precondition(allowed, "LaneLocal used outside a job of lane '\(lane.label)'")
-        return try body(&value)
     }
 }

@@ -14,8 +14,8 @@ import StenoSystem
 /// Work is submitted to a ``Lane``; a session owns one. The jobs of one lane run one at a
 /// time, in the order they were submitted, never two at once, on whichever thread is free.
 /// A session's decoder and recognizer are therefore only ever touched by one thread at a
-/// time and need no lock of their own (``LaneLocal`` makes that usable under Swift 6 strict
-/// concurrency). Different lanes run in parallel, one lane per thread.
+/// time and need no lock of their own (StenoSession's `PipelineLocal` makes that usable under
+/// Swift 6 strict concurrency). Different lanes run in parallel, one lane per thread.
 ///
 /// ## Fairness
 /// Lanes that have work wait in a round-robin queue. A thread takes the lane at the head,

@@ -404,26 +404,6 @@ private final class AtomicCounter: Sendable {
         #expect(lane.depth == 0)
     }
 
-    @Test func laneLocalIsOnlyReachableFromTheLanesJobs() {
-        let pool = WorkerPool(workers: 2)
-        let lane = pool.makeLane()
-        let state = LaneLocal([Int](), lane: lane)
-        let sawCurrent = Atomic<Int>(0)
-        #expect(!lane.isCurrent)
-        #expect(pool.currentThreadKind == nil)
-        for index in 0..<100 {
-            lane.submit {
-                if lane.isCurrent { sawCurrent.add(1, ordering: .relaxed) }
-                state.withValue { $0.append(index) }
-            }
-        }
-        let result = Locked<[Int]>([])
-        lane.close { state.withValue { values in result.withLock { $0 = values } } }
-        #expect(pool.shutdown(.drain, timeout: .seconds(60)))
-        #expect(sawCurrent.load(ordering: .relaxed) == 100)
-        #expect(result.withLock { $0 } == Array(0..<100))
-    }
-
     @Test func aLaneReleasedWithoutCloseStillRunsItsJobs() {
         let pool = WorkerPool(workers: 1)
         let ran = Atomic<Int>(0)
@@ -445,18 +425,18 @@ private final class AtomicCounter: Sendable {
         let allDone = DispatchSemaphore(value: 0)
         DispatchQueue.concurrentPerform(iterations: laneCount) { index in
             let lane = pool.makeLane(label: "s\(index)")
-            let seen = LaneLocal([Int](), lane: lane)
+            let seen = Locked([Int]())
             // Every tenth session starts with a preparation job, as a real one would.
             if index % 10 == 0 {
-                lane.submit(kind: .preparation) { seen.withValue { $0.append(-1) } }
+                lane.submit(kind: .preparation) { seen.withLock { $0.append(-1) } }
             }
             for job in 0..<jobsPerLane {
-                lane.submit { seen.withValue { $0.append(job) } }
+                lane.submit { seen.withLock { $0.append(job) } }
             }
             // Some sessions are cancelled; they must still run their final job.
             let cancel = index % 7 == 0
             lane.close(cancel ? .cancel : .drain) {
-                seen.withValue { values in
+                seen.withLock { values in
                     let jobs = values.filter { $0 >= 0 }
                     let inOrder = jobs == Array(0..<jobs.count)
                     let complete = cancel || jobs.count == jobsPerLane
