@@ -2,7 +2,6 @@ import Foundation
 import StenoSession
 import StenoSystem
 import StenoWorkers
-import Synchronization
 import Testing
 
 /// Where a session's jobs run: in order on a worker lane or inline, and its pipeline reachable
@@ -10,12 +9,12 @@ import Testing
 @Suite struct ExecutorTests {
     /// Queues 100 jobs that each add their number to a value only the jobs may touch, and reads
     /// it from the last one.
-    static func hundredJobs(on executor: any PipelineExecutor, done: @escaping @Sendable ([Int]) -> Void) -> Atomic<Int> {
+    static func hundredJobs(on executor: any PipelineExecutor, done: @escaping @Sendable ([Int]) -> Void) -> Locked<Int> {
         let state = PipelineLocal([Int](), executor: executor)
-        let current = Atomic<Int>(0)
+        let current = Locked(0)
         for index in 0..<100 {
             executor.enqueue {
-                if executor.isCurrent { current.add(1, ordering: .relaxed) }
+                if executor.isCurrent { current.withLock { $0 += 1 } }
                 state.withValue { $0.append(index) }
             }
         }
@@ -30,7 +29,7 @@ import Testing
         #expect(!lane.isCurrent)
         let current = Self.hundredJobs(on: lane) { values in result.withLock { $0 = values } }
         #expect(pool.shutdown(.drain, timeout: .seconds(60)))
-        #expect(current.load(ordering: .relaxed) == 100)
+        #expect(current.withLock { $0 } == 100)
         #expect(result.withLock { $0 } == Array(0..<100))
     }
 
@@ -41,7 +40,7 @@ import Testing
         #expect(executor.queuedCount == 101)
         executor.runUntilIdle()
         #expect(!executor.isCurrent)
-        #expect(current.load(ordering: .relaxed) == 100)
+        #expect(current.withLock { $0 } == 100)
         #expect(result.withLock { $0 } == Array(0..<100))
         #expect(!executor.enqueue {})
     }
