@@ -14,7 +14,8 @@ its standard output. Both directions use one framing (little-endian):
 
 A request's JSON: {"words": bool, "prompt": str|null, "beam": int, "priority": int,
 "alternatives": int, "language": str|null} (higher priority first; a session's final has
-priority over volatile guesses; "alternatives": readings wanted in all, 0-10; "language": the
+priority over volatile guesses, which are heard in shorter windows (--guess-min-window) and
+dropped rather than heard again when they repeat themselves; "alternatives": readings wanted in all, 0-10; "language": the
 session's BCP 47 tag, for a multilingual model: without one, or one the model lacks, the
 language is detected).
 A result's JSON: {"text": str, "heard": what was decoded (also when dropped), "words": [[text, start, end, probability], ...],
@@ -102,7 +103,7 @@ class Recognizer:
     """The model and how one batch of requests is recognized."""
 
     def __init__(self, model_path, device, compute_type, intra_threads, inter_threads,
-                 min_window, margin, no_speech_threshold, logprob_threshold):
+                 min_window, margin, no_speech_threshold, logprob_threshold, guess_min_window=None):
         import numpy as np
         from faster_whisper import WhisperModel
         from faster_whisper.tokenizer import Tokenizer
@@ -117,6 +118,7 @@ class Recognizer:
         self.tokenizers = {}
         self.tokenizer = self.tokenizer_for("en")
         self.min_window = min_window
+        self.guess_min_window = min_window if guess_min_window is None else guess_min_window
         self.margin = margin
         self.no_speech_threshold = no_speech_threshold
         self.logprob_threshold = logprob_threshold
@@ -239,10 +241,12 @@ class Recognizer:
         return results
 
     def run_one_beam(self, batch, window=None):
-        """`run` for requests of one beam size. A text that repeats itself in a short window
-        (Whisper loops more often there) is heard again in the full 30 s one."""
+        """`run` for requests of one beam size. A final whose text repeats itself in a short
+        window (Whisper loops more often there) is heard again in the full 30 s one; a guess's
+        is dropped (the next guess, or the final, comes soon)."""
         results = self.recognize(batch, window)
-        again = [i for i, r in enumerate(results) if r["dropped"] == "repetitive" and r["window"] < FULL_WINDOW]
+        again = [i for i, r in enumerate(results) if r["dropped"] == "repetitive" and r["window"] < FULL_WINDOW
+                 and not is_guess(batch[i][0])]
         if again:
             for i, r in zip(again, self.recognize([batch[i] for i in again], FULL_WINDOW)):
                 r["seconds"] += results[i]["seconds"]
@@ -261,7 +265,10 @@ class Recognizer:
             content = min(f.shape[-1], len(samples) // HOP)
             feats.append(f[:, :content])
             contents.append(content)
-        window = fixed_window or max(window_frames(c, self.min_window, self.margin) for c in contents)
+        # Guesses are heard in shorter windows: most of a talker's cost is its guesses
+        # (bench/README.md, "Whisper's guesses").
+        minimum = self.guess_min_window if all(is_guess(o) for o, _ in batch) else self.min_window
+        window = fixed_window or max(window_frames(c, minimum, self.margin) for c in contents)
         stacked = np.zeros((len(batch), feats[0].shape[0], window), dtype=np.float32)
         for i, f in enumerate(feats):
             stacked[i, :, : f.shape[-1]] = f[:, :window]
@@ -321,6 +328,11 @@ class Recognizer:
         for r in results:
             r["seconds"] = round(spent / len(results), 4)
         return results
+
+
+def is_guess(options):
+    """A volatile guess (priority 0), not a final."""
+    return int(options.get("priority", 0)) <= 0
 
 
 def wanted_alternatives(options):
@@ -393,6 +405,8 @@ def main():
     parser.add_argument("--batch", type=int, default=4, help="most requests run together")
     parser.add_argument("--queue", type=int, default=64, help="most requests read ahead")
     parser.add_argument("--min-window", type=int, default=1000, help="least encoder frames (3000: always 30 s)")
+    parser.add_argument("--guess-min-window", type=int, default=500,
+                        help="least encoder frames for volatile guesses (priority 0)")
     parser.add_argument("--margin", type=int, default=200, help="encoder frames of padding after the audio")
     parser.add_argument("--no-speech-threshold", type=float, default=0.6)
     parser.add_argument("--logprob-threshold", type=float, default=-1.0)
@@ -406,7 +420,8 @@ def main():
     out = sys.stdout.buffer
     try:
         recognizer = Recognizer(model, args.device, args.compute_type, args.intra_threads, args.inter_threads,
-                                args.min_window, args.margin, args.no_speech_threshold, args.logprob_threshold)
+                                args.min_window, args.margin, args.no_speech_threshold, args.logprob_threshold,
+                                args.guess_min_window)
     except Exception as error:  # a model the package cannot load: say why, once
         sys.stderr.write(f"whisper worker: cannot load {model}: {error}\n")
         return 2

@@ -22,8 +22,10 @@ public final class WhisperRecognizer: SpeechRecognizer {
     static let preRoll = 4_800
     /// Audio kept after the detector's end of speech.
     static let tail = 3_200
-    /// Least new audio between two volatile guesses.
-    static let partialEvery = 8_000
+    /// Least new audio between two volatile guesses, and before the first (counted from the
+    /// utterance's start, pre-roll included), as whisper_streaming's shortest chunk: guesses are
+    /// most of a talker's cost (bench/README.md, "Whisper's guesses").
+    static let partialEvery = 16_000
     /// Unanswered requests in the worker past which no guess is asked for.
     static let guessBacklog = 16
     /// An utterance is heard in pieces of at most this much (Whisper's window is 30 s).
