@@ -96,8 +96,11 @@ def stream(steno, port, path, launched=None):
     """The words of the finals, and the lags of volatiles and finals (seconds); with
     `launched`, a dict that is given the seconds from launch to `ready` under "wait"."""
     started = time.monotonic()
+    # Every frame at its time: with pauses left out, steno send holds frames until its silence
+    # gate has judged them, and audio time t would no longer be sent at ready + t.
     send = subprocess.Popen([steno, "send", path, "--server", f"ws://127.0.0.1:{port}", "--format", "jsonl",
-                             "--log-level", "error"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                             "--log-level", "error", "--no-silence-suppression"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     ready = None
     words, volatile, final = [], [], []
     for line in send.stdout:
