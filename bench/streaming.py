@@ -4,7 +4,7 @@ talker at a time, by each engine, beside the same Whisper model's batch transcri
 whole file (the floor), in one run. Prints WER per set, the latency of volatiles and finals,
 and CPU per audio second.
 
-    .venv/bin/python bench/streaming.py [--steno .build/release/steno] [--engines whisper,pocketsphinx]
+    .venv/bin/python bench/streaming.py [--steno .build/release/steno] [--engines whisper,pocketsphinx] [--phrases]
     .venv/bin/python bench/streaming.py --talkers 1,2,4,6 [--engine whisper] [--admission]
 
 `--talkers` measures capacity instead: for each N, a fresh server and N talkers at once, each
@@ -92,14 +92,15 @@ def serve(steno, engine, extra=()):
     raise RuntimeError("steno serve did not start")
 
 
-def stream(steno, port, path, launched=None):
+def stream(steno, port, path, launched=None, phrases=None):
     """The words of the finals, and the lags of volatiles and finals (seconds); with
     `launched`, a dict that is given the seconds from launch to `ready` under "wait"."""
     started = time.monotonic()
     # Every frame at its time: with pauses left out, steno send holds frames until its silence
     # gate has judged them, and audio time t would no longer be sent at ready + t.
     send = subprocess.Popen([steno, "send", path, "--server", f"ws://127.0.0.1:{port}", "--format", "jsonl",
-                             "--log-level", "error", "--no-silence-suppression"],
+                             "--log-level", "error", "--no-silence-suppression"]
+                            + (["--phrases", phrases] if phrases else []),
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     ready = None
     words, volatile, final = [], [], []
@@ -217,6 +218,8 @@ def main():
     parser.add_argument("--talkers", default=None, help="capacity rounds of these many talkers at once, e.g. 1,2,4,6")
     parser.add_argument("--engine", default="whisper", help="the engine of the --talkers rounds")
     parser.add_argument("--admission", action="store_true", help="--talkers with admission on (default options)")
+    parser.add_argument("--phrases", action="store_true",
+                        help="also stream librivox and synthetic with their phrase lists (bench/phrases)")
     args = parser.parse_args()
     if args.talkers:
         capacity(args)
@@ -236,29 +239,34 @@ def main():
         try:
             time.sleep(1)
             pids = [process.pid] + children(process.pid)
-            for name, items in labelled.items():
+            runs = [(name, items, None) for name, items in labelled.items()]
+            if args.phrases:
+                runs += [(name, labelled[name], os.path.join(ROOT, "bench", "phrases", f"phrases-{file}.txt"))
+                         for name, file in (("librivox", "librivox"), ("synthetic", "tts"))]
+            for name, items, phrases in runs:
                 before = sum(cpu_seconds(p) for p in pids)
                 errs = total = 0
                 audio = 0.0
                 volatiles, finals = [], []
                 for path, ref in items:
-                    heard, volatile, final = stream(args.steno, port, path)
+                    heard, volatile, final = stream(args.steno, port, path, phrases=phrases)
                     errs += errors(ref, heard)
                     total += len(ref)
                     audio += len(read_wav(path)) / 16000
                     volatiles += volatile
                     finals += final
                 spent = sum(cpu_seconds(p) for p in pids) - before
-                rows.append((name, f"{engine} through steno serve", errs / total, volatiles, finals, spent / audio))
+                what = f"{engine} through steno serve" + (", phrases" if phrases else "")
+                rows.append((name, what, errs / total, volatiles, finals, spent / audio))
         finally:
             process.terminate()
             process.wait()
 
-    print(f"{'set':10} {'what':30} {'WER':>6} {'volatile p50/p95 s':>19} {'final p50/p95 s':>16} {'CPU s/audio s':>13}")
+    print(f"{'set':10} {'what':39} {'WER':>6} {'volatile p50/p95 s':>19} {'final p50/p95 s':>16} {'CPU s/audio s':>13}")
     for name, what, wer, volatile, final, cpu in rows:
         v = f"{percentile(volatile, 50):.2f}/{percentile(volatile, 95):.2f}" if volatile else "-"
         f = f"{percentile(final, 50):.2f}/{percentile(final, 95):.2f}" if final else "-"
-        print(f"{name:10} {what:30} {wer*100:5.1f}% {v:>19} {f:>16} {cpu:13.3f}")
+        print(f"{name:10} {what:39} {wer*100:5.1f}% {v:>19} {f:>16} {cpu:13.3f}")
 
 
 if __name__ == "__main__":
