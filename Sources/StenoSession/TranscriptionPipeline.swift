@@ -131,16 +131,16 @@ public final class TranscriptionPipeline {
         return try result.get()
     }
 
-    /// Ends the utterance in progress at `through` (seconds on the session timeline; the end
-    /// of the audio received if nil or later). Returns the final it produced, if any, and the
-    /// events of re-recognizing what follows `through`.
+    /// Ends the utterance in progress at `through` (seconds on the session timeline, as the
+    /// session machine received it; the end of the audio if nil or later). Returns the final it
+    /// produced, if any, and the events of re-recognizing what follows `through`.
     public func finalize(through: Double? = nil) throws(StenoError) -> [TranscriberEvent] {
         var events = try flushIngest()
         let end = ingest.outputSamples
-        let cutTime = min(through ?? .infinity, receivedSeconds)
-        let cut = ingest.clock.outputSample(atSeconds: cutTime)
-        // The whole input (a frame of slack covers rounding of `through`): end the utterance.
-        if cut >= end - 1 || !(cutTime < receivedSeconds) {
+        let cutTime = through ?? receivedSeconds
+        // The whole input (what is not before its end, and a frame of slack for the rounding of
+        // `through`): end the utterance.
+        guard cutTime < receivedSeconds, case let cut = ingest.clock.outputSample(atSeconds: cutTime), cut < end - 1 else {
             events += map(try recognizer.endUtterance())
             return events
         }
