@@ -22,11 +22,17 @@ import StenoSystem
 ///
 /// Thread-safe: every operation takes the pool's lock for a few instructions; making one
 /// happens outside it, on a background queue.
-public final class SharedPool<Resource: Sendable>: Sendable {
-    private struct State {
+public final class SharedPool<Resource: AnyObject & Sendable>: Sendable {
+    fileprivate struct State {
         /// Oldest first (lent from the end, given back at the end).
         var idle: [Idle] = []
         var lent = 0
+        /// Which are lent now: one is lent to one recognizer at a time, checked on every lend
+        /// and every return (a decoder searched by two sessions at once corrupts pocketsphinx's
+        /// search and aborts the process).
+        var out: Set<ObjectIdentifier> = []
+        /// Returns of one that was not lent (given back twice, or never taken), refused.
+        var strayReturns = 0
         var making = 0
         var made = 0
         var waiting: [PoolWaiter<Resource>] = []
@@ -36,7 +42,7 @@ public final class SharedPool<Resource: Sendable>: Sendable {
         var trimming = false
     }
 
-    private struct Idle {
+    fileprivate struct Idle {
         let resource: Resource
         /// When it was last given back (or made).
         let since: Double
@@ -142,7 +148,9 @@ public final class SharedPool<Resource: Sendable>: Sendable {
                     }
                 }
                 s.lent += 1
-                return (s.idle.remove(at: index).resource, s.idle.count + s.making < s.spares)
+                let resource = s.idle.remove(at: index).resource
+                s.out.insert(ObjectIdentifier(resource))
+                return (resource, s.idle.count + s.making < s.spares)
             }
             if !s.waiting.contains(where: { $0 === waiter }) { s.waiting.append(waiter) }
             return (nil, s.making < s.waiting.count)
@@ -167,6 +175,7 @@ public final class SharedPool<Resource: Sendable>: Sendable {
             let every = s.idle.map(\.resource)
             s.idle = []
             s.lent = every.count
+            s.out = Set(every.map(ObjectIdentifier.init))
             return every
         }
     }
@@ -175,6 +184,7 @@ public final class SharedPool<Resource: Sendable>: Sendable {
     /// pool of the budget has waiters the budget has no room for, it is let go so that they
     /// get one).
     public func giveBack(_ resource: Resource) {
+        guard state.withLock({ s in s.takeBack(resource) }) else { return }
         if isWorn(resource) {
             // Worn out (pocketsphinx: its dictionary has grown with many sessions' entries):
             // a fresh one replaces it.
@@ -186,17 +196,23 @@ public final class SharedPool<Resource: Sendable>: Sendable {
             if makeOne { makeReserved() } else { budget.release() }
             return
         }
+        hand(resource)
+    }
+
+    /// One taken back (or made for the line): to the first waiter in line, or idle.
+    private func hand(_ resource: Resource) {
         let next = state.withLock { s -> PoolWaiter<Resource>? in
             if s.waiting.isEmpty {
                 s.lent -= 1
                 s.idle.append(Idle(resource))
                 return nil
             }
+            s.out.insert(ObjectIdentifier(resource))
             return s.waiting.removeFirst()
         }
         if let next {
             // A waiter that withdrew after it left the line refuses it: on to the next.
-            if !next.grant(.success(resource)) { giveBack(resource) }
+            if !next.grant(.success(resource)), state.withLock({ s in s.takeBack(resource) }) { hand(resource) }
         } else {
             budget.offer(from: self)
         }
@@ -205,10 +221,12 @@ public final class SharedPool<Resource: Sendable>: Sendable {
     /// One that failed (its engine reported an error with it) is let go, not reused; the pool
     /// may make another.
     public func discard(_ resource: Resource) {
-        state.withLock { s in
+        guard state.withLock({ s in
+            guard s.takeBack(resource) else { return false }
             s.lent -= 1
             s.made -= 1
-        }
+            return true
+        }) else { return }
         budget.release()
         _ = resource
     }
@@ -225,7 +243,8 @@ public final class SharedPool<Resource: Sendable>: Sendable {
 
     public var stats: Stats {
         state.withLock { s in
-            Stats(capacity: capacity, made: s.made, idle: s.idle.count, lent: s.lent, waiting: s.waiting.count)
+            Stats(capacity: capacity, made: s.made, idle: s.idle.count, lent: s.lent, waiting: s.waiting.count,
+                  strayReturns: s.strayReturns)
         }
     }
 
@@ -253,6 +272,7 @@ public final class SharedPool<Resource: Sendable>: Sendable {
                     return (nil, result)
                 }
                 s.lent += 1
+                s.out.insert(ObjectIdentifier(resource))
                 return (s.waiting.removeFirst(), result)
             case .failure(let error):
                 s.lastError = error
@@ -264,6 +284,18 @@ public final class SharedPool<Resource: Sendable>: Sendable {
         if let waiter = next.0, !waiter.grant(next.1), case .success(let resource) = next.1 {
             giveBack(resource)  // it withdrew meanwhile (see `withdraw`)
         }
+    }
+}
+
+extension SharedPool.State {
+    /// `resource` comes back from a recognizer: true if it was lent; a stray return (given back
+    /// twice, or never lent) is counted and refused, so that the pool never holds it twice.
+    fileprivate mutating func takeBack(_ resource: Resource) -> Bool {
+        guard out.remove(ObjectIdentifier(resource)) != nil else {
+            strayReturns += 1
+            return false
+        }
+        return true
     }
 }
 
@@ -298,6 +330,8 @@ public struct DecoderStats: Sendable, Hashable {
     public var lent: Int
     /// Sessions with speech to search that wait for one.
     public var waiting: Int
+    /// Returns refused because what came back was not lent (a bug elsewhere, made harmless).
+    public var strayReturns: Int = 0
 }
 
 /// A recognizer's place in a `SharedPool`'s line: what the pool grants it, and how it is woken.

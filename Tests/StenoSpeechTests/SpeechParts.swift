@@ -212,6 +212,22 @@ private func audio(_ stretches: [Double]) -> [Float] {
         #expect(pool.stats == .init(capacity: 1, made: 1, idle: 1, lent: 0, waiting: 0))
     }
 
+    /// One thing, one recognizer at a time: a thing given back twice (or one never lent) is
+    /// refused, so the pool never holds it twice and never lends it to two recognizers at once.
+    @Test func aThingGivenBackTwiceIsLentToOneRecognizerOnly() throws {
+        let pool = Self.pool(2)
+        try pool.prepare(count: 2)
+        let thing = try #require(pool.take(for: PoolWaiter(wake: {})))
+        pool.giveBack(thing)
+        pool.giveBack(thing)
+        pool.discard(thing)
+        #expect(pool.stats == .init(capacity: 2, made: 2, idle: 2, lent: 0, waiting: 0, strayReturns: 2))
+        let lent = [pool.take(for: PoolWaiter(wake: {})), pool.take(for: PoolWaiter(wake: {}))].compactMap { $0 }
+        #expect(lent.count == 2 && lent[0] !== lent[1])
+        pool.giveBack(Thing(99))
+        #expect(pool.stats.strayReturns == 3 && pool.stats.lent == 2)
+    }
+
     /// A waiter that withdrew refuses what the pool grants it after, and what was granted and
     /// not taken goes back: nothing stays lent to a recognizer that is gone.
     @Test func aWithdrawnWaiterRefusesAndReturnsWhatItWasGranted() throws {
