@@ -145,8 +145,12 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
 
     /// A standalone speech detector with the decoders' voice activity settings (no model:
     /// cheap to make and to run).
-    public func makeSpeechDetector() throws(StenoError) -> PocketSphinxSpeechDetector {
-        try PocketSphinxSpeechDetector(frontEnd: shape.makeFrontEnd(), shape: shape, blockSamples: configuration.blockSamples)
+    /// A standalone speech detector with this engine's voice activity settings; `settling`:
+    /// seconds heard first for the noise estimate alone (`PocketSphinxSpeechDetector`), 0 for a
+    /// detector that decides exactly as this engine's recognizers do.
+    public func makeSpeechDetector(settling: Double = 0) throws(StenoError) -> PocketSphinxSpeechDetector {
+        try PocketSphinxSpeechDetector(frontEnd: shape.makeFrontEnd(), shape: shape, blockSamples: configuration.blockSamples,
+                                       settleSamples: Int(max(0, settling) * Double(PocketSphinxRecognizer.sampleRate)))
     }
 
     /// The shared decoders now: how many exist, are idle, are lent, and how many recognizers

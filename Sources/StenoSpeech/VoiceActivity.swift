@@ -25,8 +25,13 @@ public final class PocketSphinxSpeechDetector {
     private var utteranceStart = 0
     private var utteranceHasSpeech = false
     private var speechActive = false
+    /// Samples heard first only to settle the noise estimate (`settling`), then heard again.
+    private let settleSamples: Int
+    private var settling: Bool
 
-    init(frontEnd: SpeechFrontEnd, shape: DecoderShape, blockSamples: Int) {
+    init(frontEnd: SpeechFrontEnd, shape: DecoderShape, blockSamples: Int, settleSamples: Int = 0) {
+        self.settleSamples = settleSamples
+        self.settling = settleSamples > 0
         self.vad = frontEnd
         self.discarded = CepstralFrames(length: frontEnd.cepstrumLength)
         self.blockSamples = blockSamples
@@ -40,16 +45,43 @@ public final class PocketSphinxSpeechDetector {
         var events: [TranscriberEvent] = []
         for sample in samples {
             pending.append(PocketSphinxRecognizer.pcm16(sample))
-            if pending.count == blockSamples {
+            if settling {
+                if pending.count >= settleSamples { settle(into: &events) }
+            } else if pending.count == blockSamples {
                 analyzePending(into: &events)
             }
         }
         return events
     }
 
+    /// The front end's noise estimate starts from the first frame and follows the lowest power
+    /// down at once but up only slowly, so any steady sound at the start of a stream (a quiet
+    /// room's hiss, at any level) looks like speech for its first half second or so
+    /// (measured: -70 to -40 dBFS of noise all did). Settling hears the first `settleSamples`
+    /// once for the estimate alone, then again from the start, for real: a quiet room then
+    /// starts quiet, and speech that starts at once is heard as it comes (its onset found as
+    /// the estimate falls in its first pause).
+    private func settle(into events: inout [TranscriberEvent]) {
+        settling = false
+        let heard = pending
+        pending.removeAll(keepingCapacity: true)
+        heard.withUnsafeBufferPointer { block in
+            guard let base = block.baseAddress else { return }
+            vad.process(base, count: block.count, into: &discarded) { _, _ in false }
+        }
+        vad.endUtterance(into: &discarded)
+        discarded.removeAll()
+        vad.startUtterance()
+        for sample in heard {
+            pending.append(sample)
+            if pending.count == blockSamples { analyzePending(into: &events) }
+        }
+    }
+
     /// End of input: analyzes what is pending and closes a speech segment still open.
     public func finish() -> [TranscriberEvent] {
         var events: [TranscriberEvent] = []
+        if settling && !pending.isEmpty { settle(into: &events) }
         analyzePending(into: &events)
         if speechActive {
             speechActive = false

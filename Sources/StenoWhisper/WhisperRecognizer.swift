@@ -331,9 +331,15 @@ public final class WhisperEngine: SpeechEngine, Sendable {
 
     /// A recognizer for a session; a multilingual model hears its utterances in the session's
     /// `language` (an English model hears English whatever it is told).
+    /// Seconds each session's detector hears first for its noise estimate alone: a quiet room
+    /// would otherwise start every session with half a second of "speech", sent to the worker
+    /// and counted by admission as a talker (`PocketSphinxSpeechDetector`).
+    static let settling = 0.64
+
     public func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
         let detectors = detectors
         return try WhisperRecognizer(worker: worker, info: info, options: options,
-                                     makeDetector: { () throws(StenoError) in try detectors.makeSpeechDetector() }, wake: wake)
+                                     makeDetector: { () throws(StenoError) in try detectors.makeSpeechDetector(settling: Self.settling) },
+                                     wake: wake)
     }
 }

@@ -40,4 +40,48 @@ import Testing
             #expect(events.speech.map(\.at) == recognized.map(\.at))
         }
     }
+
+    /// Steady white noise, `dBFS` RMS, from a fixed seed.
+    static func noise(_ seconds: Double, dBFS: Double, seed: UInt64) -> [Float] {
+        var state = seed
+        let amplitude = Float(pow(10, dBFS / 20) * 3.0.squareRoot())  // uniform in ±a has RMS a/√3
+        return (0..<Int(seconds * 16000)).map { _ in
+            state = state &* 6364136223846793005 &+ 1442695040888963407
+            return Float(Int64(bitPattern: state) >> 11) / Float(1 << 52) * amplitude
+        }
+    }
+
+    static func speech(_ detector: PocketSphinxSpeechDetector, _ audio: [Float]) -> [(started: Bool, at: Double)] {
+        (detector.accept(audio) + detector.finish()).speech.map { ($0.started, $0.at) }
+    }
+
+    /// A quiet room's hiss at any level looks like speech for the first half second of a stream
+    /// to pocketsphinx's detector (its noise estimate starts at the first frame and rises
+    /// slowly); settled on its first 0.64 s, the detector hears none in it.
+    @Test(arguments: [-70.0, -60.0, -50.0, -40.0])
+    func aSettledDetectorHearsNoSpeechInSteadyNoise(_ level: Double) throws {
+        let engine = try SharedEngine.get(cliDefaults: true)
+        for seed: UInt64 in [1, 2, 3] {
+            let audio = Self.noise(5, dBFS: level, seed: seed)
+            #expect(Self.speech(try engine.makeSpeechDetector(), audio).first?.at == 0, "unsettled, \(level) dBFS")
+            #expect(Self.speech(try engine.makeSpeechDetector(settling: 0.64), audio).isEmpty, "\(level) dBFS")
+        }
+    }
+
+    /// Speech from the first sample is still found, at most a little after it starts (the
+    /// pre-roll of whoever gates utterances on it covers that), and later changes of voice
+    /// activity come where they did, give or take a frame or two (the noise estimate differs).
+    @Test func aSettledDetectorFindsSpeechThatStartsAtOnce() throws {
+        let engine = try SharedEngine.get(cliDefaults: true)
+        for name in ["beckett.wav", "librivox/sense_and_sensibility_01_austen_64kb-0930.wav"] {
+            let audio = try TestAudio.load(name).floats
+            let onset = audio.firstIndex { abs($0) > 0.05 } ?? 0
+            let abrupt = Array(audio[max(0, onset - 800)...])
+            let plain = Self.speech(try engine.makeSpeechDetector(), abrupt)
+            let settled = Self.speech(try engine.makeSpeechDetector(settling: 0.64), abrupt)
+            #expect(settled.map(\.started) == plain.map(\.started), "\(name)")
+            #expect(settled.first.map { $0.at <= 0.3 } == true, "\(name)")
+            for (a, b) in zip(settled.dropFirst(), plain.dropFirst()) { #expect(abs(a.at - b.at) <= 0.03, "\(name)") }
+        }
+    }
 }
