@@ -3,12 +3,14 @@
 #   make test   install what is missing, build, run every test (Swift suites, the Whisper worker's, then the browser test)
 #   make bench  build in release mode and print the benchmark tables
 #   make conformance  Autobahn|Testsuite against the real transport (needs Python 2.7; not in make test)
+#   make sanitize  AddressSanitizer and ThreadSanitizer over the stress suites (two instrumented builds)
+#   make soak   10 minutes of sessions and viewers churning against a release server: memory and descriptors flat
 
 HOST ?= 127.0.0.1
 PORT ?= 8080
 SWIFT ?= swift
 
-.PHONY: run test bench conformance build clean
+.PHONY: run test bench conformance sanitize soak build clean
 
 run:
 	scripts/bootstrap.sh run
@@ -27,6 +29,16 @@ bench:
 	$(SWIFT) build -c release --product steno
 	$(SWIFT) build -c release --product steno-bench
 	.build/release/steno-bench all
+
+sanitize:
+	scripts/bootstrap.sh test
+	scripts/asan.sh
+	scripts/tsan.sh
+
+soak:
+	scripts/bootstrap.sh test
+	$(SWIFT) build -c release --product steno
+	STENO=.build/release/steno MINUTES=$${MINUTES:-10} scripts/soak.sh
 
 conformance:
 	$(SWIFT) build --product steno
