@@ -1,3 +1,4 @@
+import Dispatch
 import StenoCore
 import StenoPrometheus
 import StenoTransport
@@ -54,7 +55,7 @@ final class ChannelHub: Sendable {
         var finals: Int
     }
 
-    private struct Channel {
+    struct Channel {
         var current: Broadcast?
         /// Older broadcasts, oldest first.
         var past: [Broadcast] = []
@@ -71,16 +72,19 @@ final class ChannelHub: Sendable {
         var followsTheRelay: Bool { current.map { $0.origin != nil || $0.state != .live } ?? true }
     }
 
-    private struct State {
+    struct State {
         var channels: [String: Channel] = [:]
         var viewerChannel: [ConnectionID: String] = [:]
         var idleCounter: UInt64 = 0
         /// The relay's reader has lost Redis (its `relayChanged`): kept here, under the lock
         /// that adds viewers, so that a viewer joining meanwhile is told exactly once.
         var relayDown = false
+        /// Local sessions that asked for a channel another instance's publisher had: each is
+        /// called (outside the lock) once that broadcast is over, to claim it again.
+        var waiting: [String: [@Sendable () -> Void]] = [:]
     }
 
-    private let state = Locked(State())
+    let state = Locked(State())
     private let handle: any ConnectionSink
     private let metrics: StenoMetrics
     let maxIdleChannels: Int
@@ -114,7 +118,7 @@ final class ChannelHub: Sendable {
     }
 
     /// `claim` for a local session (`origin` nil) or another instance's broadcast `id`.
-    private func claim(_ name: String, session: String, startedAt: UTCTime, includeWords: Bool, origin: String?,
+    func claim(_ name: String, session: String, startedAt: UTCTime, includeWords: Bool, origin: String?,
                        id: String?, relay: ChannelRelay?, _ s: inout State) -> Bool {
         var channel = s.channels[name] ?? Channel(counters: metrics.channelCounters(name))
         if let current = channel.current, current.state == .live, current.session != session,
@@ -197,9 +201,9 @@ final class ChannelHub: Sendable {
     /// audio, `ended` or `lost` (`PublisherState.after`), and its viewers are told so.
     func release(_ name: String, session: String, state outcome: PublisherState, duration: Double, now: UTCTime) {
         let relay = self.relay
-        state.withLock { s in
+        let waiting = state.withLock { s -> [@Sendable () -> Void] in
             guard var channel = s.channels[name], var broadcast = channel.current, broadcast.session == session,
-                  broadcast.state == .live else { return }
+                  broadcast.state == .live else { return [] }
             broadcast.state = outcome == .live ? .lost : outcome
             if broadcast.origin == nil {
                 relay?.enqueue(.end(state: broadcast.state, duration: duration, endedAt: now), channel: name, session: session)
@@ -214,7 +218,11 @@ final class ChannelHub: Sendable {
             let event = ServerEvent.publisher(broadcast.state, broadcast: broadcast.id, startedAt: broadcast.startedAt).encoded()
             for viewer in channel.viewers { deliver(event, to: viewer, counters: channel.counters) }
             markIdleIfUnused(name, &s)
+            return takeWaiting(name, &s)
         }
+        // Local sessions that waited for the channel try again, on a thread of their own: this
+        // may run under a session's lock, and they take theirs.
+        for retry in waiting { DispatchQueue.global().async(execute: retry) }
     }
 
     /// A viewer connected: `joined`, the broadcast's state, backfill, and from now on the live events.
@@ -338,87 +346,10 @@ final class ChannelHub: Sendable {
         state.withLock { s in s.channels.compactMap { $0.value.viewers.isEmpty ? nil : $0.key } }
     }
 
-    /// Whether the channel's broadcast from another instance writes words (how to read its events).
-    func remoteIncludesWords(_ name: String) -> Bool {
-        state.withLock { $0.channels[name]?.current?.includeWords ?? true }
-    }
-
-    /// An entry another instance wrote for its publisher `session` on `name`.
-    func applyRemote(_ entry: RelayEntry, channel name: String, session: String, instance: String) {
-        switch entry {
-        case .live(let id, let startedAt, let includeWords):
-            state.withLock { s in
-                // Said again (after Redis came back): nothing new.
-                if let current = s.channels[name]?.current, current.session == session, current.id == id { return }
-                _ = claim(name, session: session, startedAt: startedAt, includeWords: includeWords, origin: instance,
-                          id: id, relay: nil, &s)
-            }
-        case .event(let event, let result):
-            guard isRemote(name, session: session) else { return }
-            publish(event, final: event.kind == .final ? result : nil, volatile: event.kind == .volatile ? result : nil,
-                    on: name, from: session)
-        case .floor(let floor):
-            guard isRemote(name, session: session) else { return }
-            advance(name, session: session, floor: floor)
-        case .end(let outcome, let duration, let endedAt):
-            guard isRemote(name, session: session) else { return }
-            release(name, session: session, state: outcome, duration: duration, now: endedAt ?? SystemClock.wall())
-        }
-    }
-
-    private func isRemote(_ name: String, session: String) -> Bool {
-        state.withLock { s in
-            guard let current = s.channels[name]?.current else { return false }
-            return current.session == session && current.origin != nil
-        }
-    }
-
-    /// The relay no longer follows `name` (no viewers here): its other instances' broadcasts
-    /// are forgotten, so that following it again starts from the stream afresh.
-    func forgetRemote(_ name: String) {
-        state.withLock { s in
-            guard var channel = s.channels[name] else { return }
-            channel.past.removeAll { $0.origin != nil }
-            if channel.current?.origin != nil { channel.current = channel.past.popLast() }
-            s.channels[name] = channel
-            if channel.current == nil && channel.past.isEmpty && channel.viewers.isEmpty { s.channels[name] = nil }
-        }
-    }
-
-    /// A local broadcast another instance's publisher holds the channel for: it ends here,
-    /// `lost` to its viewers, and nothing of it goes to the relay.
-    func withdraw(_ name: String, session: String) {
-        state.withLock { s in
-            guard var channel = s.channels[name], var broadcast = channel.current, broadcast.session == session,
-                  broadcast.origin == nil, broadcast.state == .live else { return }
-            broadcast.state = .lost
-            broadcast.endedAt = SystemClock.wall()
-            broadcast.showingVolatile = nil
-            channel.current = broadcast
-            s.channels[name] = channel
-            let event = ServerEvent.publisher(.lost, broadcast: broadcast.id, startedAt: broadcast.startedAt).encoded()
-            for viewer in channel.viewers { deliver(event, to: viewer, counters: channel.counters) }
-        }
-    }
-
-    /// The relay lost (or got back) Redis: the viewers that follow another instance's
-    /// broadcast (or none yet) are told, and so is every viewer that joins such a channel
-    /// until the link is back.
-    func relayChanged(up: Bool) {
-        let event = ServerEvent.relay(up: up).encoded()
-        state.withLock { s in
-            guard s.relayDown == up else { return }
-            s.relayDown = !up
-            for channel in s.channels.values where channel.followsTheRelay {
-                for viewer in channel.viewers { deliver(event, to: viewer, counters: channel.counters) }
-            }
-        }
-    }
-
     // MARK: -
 
     /// Queues an event for a viewer; a viewer whose queue is full is closed with 4008.
-    private func deliver(_ event: EncodedEvent, to viewer: ConnectionID, counters: StenoMetrics.ChannelCounters) {
+    func deliver(_ event: EncodedEvent, to viewer: ConnectionID, counters: StenoMetrics.ChannelCounters) {
         let result = handle.send(viewer, OutgoingMessage(event))
         if result == .overflow {
             metrics.closeSlowConsumer(viewer, on: handle)

@@ -13,8 +13,12 @@ import Synchronization
 ///   that long and then go.
 /// - **One publisher per channel across the cluster.** Before its first entry, a broadcast takes
 ///   the lease `steno:lease:NAME` (`SET NX PX`), renewed every `leaseRenewal`. When another
-///   instance holds it, the broadcast is withdrawn here (`conflict`: the session is told, as a
-///   second publisher on one instance is) and none of its entries are written.
+///   instance holds it, the broadcast waits, its entries kept in order and none written, for
+///   as long as a lease lasts and one renewal more: a publisher whose instance died (killed,
+///   its machine gone) holds it until it expires, and the talker that came back here through
+///   the balancer goes on publishing once it has. If the holder keeps it that long, it is alive:
+///   the broadcast is withdrawn here (`conflict`: the session is told, as a second publisher on
+///   one instance is) and its entries dropped. Viewers on this instance follow it meanwhile.
 /// - **Viewing.** The *reader* thread follows the stream of every channel in Redis (found by
 ///   `SCAN` every `discovery` seconds, and at once for a channel a viewer joins here), with
 ///   blocking `XREAD`s on its own connection, never on the lws thread, and plays other
@@ -27,8 +31,8 @@ import Synchronization
 ///   (the reader goes on from the last entry it read).
 final class ChannelRelay: Sendable {
     struct Settings: Sendable {
-        var lease: Double = 15
-        var leaseRenewal: Double = 5
+        var lease: Double = 6
+        var leaseRenewal: Double = 2
         var streamMaxLength = 10_000
         var streamTTL = 3600
         var maxQueued = 100_000
@@ -45,14 +49,14 @@ final class ChannelRelay: Sendable {
     /// skips them and in its leases).
     let instance: String
     let settings: Settings
-    private let log: Log
+    let log: Log
     /// Set once, before `start`.
-    private let hooks = Locked<Hooks?>(nil)
-    private let outbox = Locked(Outbox())
-    private let wake = DispatchSemaphore(value: 0)
-    private let stopping = Atomic<Bool>(false)
+    let hooks = Locked<Hooks?>(nil)
+    let outbox = Locked(Outbox())
+    let wake = DispatchSemaphore(value: 0)
+    let stopping = Atomic<Bool>(false)
     private let threadsDone = DispatchSemaphore(value: 0)
-    private let isUp = Atomic<Bool>(true)
+    let isUp = Atomic<Bool>(true)
 
     struct Hooks: Sendable {
         let hub: ChannelHub
@@ -60,7 +64,7 @@ final class ChannelRelay: Sendable {
         let conflict: @Sendable (_ session: String, _ channel: String) -> Void
     }
 
-    private struct Pending {
+    struct Pending {
         /// The order entries were queued in.
         let number: UInt64
         let channel: String
@@ -68,14 +72,16 @@ final class ChannelRelay: Sendable {
         let entry: RelayEntry
     }
 
-    private struct Lease {
+    struct Lease {
         let session: String
         let live: RelayEntry
         /// Taken (or confirmed) on the current connection.
         var held = false
+        /// Since when another instance's publisher has held it (its entries wait meanwhile).
+        var waitingSince: Double?
     }
 
-    private struct Outbox {
+    struct Outbox {
         var entries: [Pending] = []
         var head = 0
         var dropped = 0
@@ -83,6 +89,12 @@ final class ChannelRelay: Sendable {
         /// Live local broadcasts by channel.
         var leases: [String: Lease] = [:]
         var count: Int { entries.count - head }
+
+        /// Whether `pending`'s broadcast waits for its lease (another instance holds it).
+        func waits(_ pending: Pending) -> Bool {
+            guard let lease = leases[pending.channel], lease.session == pending.session else { return false }
+            return lease.waitingSince != nil
+        }
     }
 
     init(url: RedisURL, instance: String = ChannelRelay.makeInstanceName(), settings: Settings = Settings(), log: Log) {
@@ -136,7 +148,8 @@ final class ChannelRelay: Sendable {
             case .live:
                 o.leases[channel] = Lease(session: session, live: entry)
             case .end:
-                if o.leases[channel]?.session == session { o.leases[channel] = nil }
+                // One that waits for its lease keeps waiting until its entries are written.
+                if o.leases[channel]?.session == session && o.leases[channel]?.waitingSince == nil { o.leases[channel] = nil }
             default:
                 break
             }
@@ -154,163 +167,6 @@ final class ChannelRelay: Sendable {
         wake.signal()
     }
 
-    // MARK: - Writer
-
-    private func writerLoop() {
-        var redis: RedisConnection?
-        var lastRenewal = 0.0
-        var down = false
-        while !stopping.load(ordering: .relaxed) {
-            if redis == nil {
-                do {
-                    redis = try RedisConnection(url)
-                    outbox.withLock { o in for key in o.leases.keys { o.leases[key]?.held = false } }
-                    if down { log.info("redis: publishing to \(url) again") }
-                    down = false
-                    isUp.store(true, ordering: .relaxed)
-                } catch {
-                    if !down {
-                        let queued = outbox.withLock { $0.count }
-                        log.warning("redis: cannot publish to \(url) (\(error)); captioning goes on here, "
-                                    + "\(queued) events wait for it")
-                    }
-                    down = true
-                    isUp.store(false, ordering: .relaxed)
-                    _ = wake.wait(timeout: .now() + settings.retry)
-                    continue
-                }
-            }
-            guard let connection = redis else { continue }
-            do throws(RedisError) {
-                let now = SystemClock.now()
-                if now - lastRenewal >= settings.leaseRenewal {
-                    try renewLeases(connection)
-                    lastRenewal = now
-                }
-                let wrote = try writeQueued(connection)
-                if !wrote { _ = wake.wait(timeout: .now() + min(1, settings.leaseRenewal)) }
-            } catch {
-                log.warning("redis: lost the connection to \(url) (\(error)); captioning goes on here")
-                down = true
-                isUp.store(false, ordering: .relaxed)
-                redis = nil
-                lastRenewal = 0
-            }
-        }
-    }
-
-    /// Takes or keeps the lease of every live local broadcast; a broadcast whose lease another
-    /// instance holds is withdrawn.
-    private func renewLeases(_ redis: RedisConnection) throws(RedisError) {
-        let leases = outbox.withLock { $0.leases }
-        for (channel, lease) in leases {
-            _ = try acquire(channel, lease, redis: redis)
-        }
-    }
-
-    /// The lease of `channel` for `lease.session`: taken, or kept when it is ours already.
-    /// False (and the broadcast withdrawn) when another instance holds it.
-    private func acquire(_ channel: String, _ lease: Lease, redis: RedisConnection) throws(RedisError) -> Bool {
-        let key = Self.leaseKey(channel)
-        let value = instance + "/" + lease.session
-        let ms = String(Int(settings.lease * 1000))
-        // Take it if nobody has it; lengthen it only if it is ours (the script runs in one step).
-        let renew = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"
-        let replies = try redis.pipeline([
-            ["SET", key, value, "NX", "PX", ms].map { Array($0.utf8) },
-            ["EVAL", renew, "1", key, value, ms].map { Array($0.utf8) },
-            ["GET", key].map { Array($0.utf8) },
-        ])
-        guard replies[1] == .integer(1) else {
-            withdraw(channel, session: lease.session, holder: replies[2].text)
-            return false
-        }
-        let taken = replies[0] == .simple("OK")
-        let stream = Self.streamKey(channel)
-        if taken && lease.held == false {
-            // A new lease (a broadcast's first, or Redis lost it): say again that it is live, for
-            // instances that come to it with nothing (a restarted Redis has no stream).
-            let wasHeld = outbox.withLock { o -> Bool in
-                let held = o.leases[channel]?.held ?? false
-                o.leases[channel]?.held = true
-                return held
-            }
-            if !wasHeld { try redis.command(xadd(stream, lease.live, session: lease.session)) }
-        } else {
-            outbox.withLock { $0.leases[channel]?.held = true }
-        }
-        try redis.command(["EXPIRE", stream, String(settings.streamTTL)])
-        return true
-    }
-
-    private func withdraw(_ channel: String, session: String, holder: String?) {
-        log.warning("redis: channel \(channel) has a publisher on another instance (\(holder ?? "?")); session \(session) is not published")
-        outbox.withLock { o in
-            if o.leases[channel]?.session == session { o.leases[channel] = nil }
-            o.entries = o.entries[o.head...].filter { !($0.channel == channel && $0.session == session) }
-            o.head = 0
-        }
-        guard let hooks = hooks.withLock({ $0 }) else { return }
-        hooks.hub.withdraw(channel, session: session)
-        hooks.conflict(session, channel)
-    }
-
-    private func xadd(_ stream: String, _ entry: RelayEntry, session: String, number: UInt64 = 0) -> [String] {
-        ["XADD", stream, "MAXLEN", "~", String(settings.streamMaxLength), "*"]
-            + entry.fields(instance: instance, session: session, number: number)
-    }
-
-    /// Writes up to 256 queued entries in one pipeline; false when there was nothing to write.
-    private func writeQueued(_ redis: RedisConnection) throws(RedisError) -> Bool {
-        let (batch, dropped) = outbox.withLock { o -> ([Pending], Int) in
-            let end = min(o.entries.count, o.head + 256)
-            let dropped = o.dropped
-            o.dropped = 0
-            return (Array(o.entries[o.head..<end]), dropped)
-        }
-        if dropped > 0 { log.warning("redis: \(dropped) channel events were dropped while Redis was away") }
-        guard !batch.isEmpty else { return false }
-        // Each broadcast's lease first (its `live` entry comes with it), in queue order.
-        var commands: [[[UInt8]]] = []
-        var leased: Set<String> = []
-        var skipped: Set<String> = []
-        for pending in batch {
-            let key = pending.channel + "\u{0}" + pending.session
-            if skipped.contains(key) { continue }
-            if case .live = pending.entry, !leased.contains(key) {
-                if !commands.isEmpty { try flush(&commands, redis) }
-                let lease = Lease(session: pending.session, live: pending.entry)
-                if try !acquire(pending.channel, lease, redis: redis) { skipped.insert(key); continue }
-                leased.insert(key)
-                continue
-            }
-            let stream = Self.streamKey(pending.channel)
-            commands.append(xadd(stream, pending.entry, session: pending.session, number: pending.number).map { Array($0.utf8) })
-            if case .end = pending.entry {
-                // The broadcast is over: its lease goes (if still ours), its stream expires later.
-                let release = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
-                commands.append(["EVAL", release, "1", Self.leaseKey(pending.channel), instance + "/" + pending.session]
-                    .map { Array($0.utf8) })
-                commands.append(["EXPIRE", stream, String(settings.streamTTL)].map { Array($0.utf8) })
-            }
-        }
-        if !commands.isEmpty { try flush(&commands, redis) }
-        let through = batch[batch.count - 1].number
-        outbox.withLock { o in
-            // Entries queued meanwhile come after these; a withdrawal or a drop may have removed some.
-            while o.head < o.entries.count && o.entries[o.head].number <= through { o.head += 1 }
-        }
-        return true
-    }
-
-    private func flush(_ commands: inout [[[UInt8]]], _ redis: RedisConnection) throws(RedisError) {
-        let replies = try redis.pipeline(commands)
-        for reply in replies {
-            if case .error(let message) = reply { log.warning("redis: \(message)") }
-        }
-        commands.removeAll()
-    }
-
     // MARK: - Reader
 
     private func readerLoop() {
@@ -320,6 +176,7 @@ final class ChannelRelay: Sendable {
         var down = false
         var discovered: Set<String> = []   // the channels with a stream in Redis, at the last look
         var lastDiscovery = -Double.infinity
+        var leaseless: Set<String> = []   // remote publishers whose lease was gone at the last look
         while !stopping.load(ordering: .relaxed) {
             guard let hooks = hooks.withLock({ $0 }) else { return }
             let discover = settings.discovery > 0 && SystemClock.now() - lastDiscovery >= settings.discovery
@@ -346,6 +203,7 @@ final class ChannelRelay: Sendable {
                 if discover {
                     discovered = try Self.channelsWithStreams(connection)
                     lastDiscovery = SystemClock.now()
+                    try checkLeases(Array(followed.keys), connection, hub: hooks.hub, leaseless: &leaseless)
                     wanted.formUnion(discovered)
                     if wanted.isEmpty { continue }
                 }
@@ -378,6 +236,29 @@ final class ChannelRelay: Sendable {
                 usleep(UInt32(settings.retry * 1_000_000))
             }
         }
+    }
+
+    /// Whether the other instances' live broadcasts followed here still hold their channels'
+    /// leases: a publisher whose instance died (killed, its machine gone) leaves its broadcast
+    /// live in every stream and hub, and only its lease expires. One whose lease is gone (or
+    /// another's) at two looks in a row (so that a broadcast ending normally, which lets its
+    /// lease go with its `end` entry, is read as ended first) is over here (`remoteGone`).
+    private func checkLeases(_ channels: [String], _ redis: RedisConnection, hub: ChannelHub,
+                             leaseless: inout Set<String>) throws(RedisError) {
+        let live = channels.compactMap { channel in hub.remotePublisher(channel).map { (channel, $0) } }
+        var missing: Set<String> = []
+        if !live.isEmpty {
+            let replies = try redis.pipeline(live.map { ["GET", Self.leaseKey($0.0)].map { Array($0.utf8) } })
+            for ((channel, session), reply) in zip(live, replies) where !(reply.text?.hasSuffix("/" + session) ?? false) {
+                let key = channel + "\u{0}" + session
+                missing.insert(key)
+                if leaseless.contains(key) {
+                    log.info("redis: channel \(channel)'s publisher \(session) no longer holds it (its instance is gone); its broadcast is lost here")
+                    hub.remoteGone(channel, session: session)
+                }
+            }
+        }
+        leaseless = missing
     }
 
     /// The channels that have a stream in Redis (live, or ended less than `streamTTL` ago), by

@@ -18,6 +18,13 @@ extension StreamSession {
             if server.channels.claim(channel, session: sessionID, startedAt: s.machine.startedAt ?? core.clock.wall(),
                                      includeWords: request.words) {
                 s.local.channel = channel
+            } else if server.channels.waitForRemotePublisher(channel, retry: { [weak self] in self?.claimWaitedChannel() }) {
+                // Another instance's publisher has it, perhaps one whose instance has just died
+                // (its talker may be this very client, come back here): this one publishes
+                // once that broadcast is over, what it said meanwhile included.
+                s.local.waitingFor = (channel, request.words)
+                actions = s.machine.handle(.pipelineWarning(StenoError(.badMessage,
+                    "channel \"\(channel)\" already has a publisher on another instance; this session is published once that one is gone")))
             } else {
                 actions = s.machine.handle(.pipelineWarning(StenoError(.badMessage,
                     "channel \"\(channel)\" already has a publisher; this session is not published")))
@@ -44,6 +51,29 @@ extension StreamSession {
     func protocolClosed(_ s: inout SessionState<Link>) {
         releaseChannel(&s)
         if leaveLiveCount() { server.sessions.closed(self) }
+    }
+
+    /// The channel this session waited for is free here now (its other instance's publisher
+    /// is gone): it claims it, and its finals so far are the broadcast's first.
+    func claimWaitedChannel() {
+        mutate { s in
+            guard let (channel, words) = s.local.waitingFor, s.local.channel == nil, !s.machine.isClosed else { return }
+            guard server.channels.claim(channel, session: sessionID, startedAt: s.machine.startedAt ?? core.clock.wall(),
+                                        includeWords: words) else {
+                // Another instance's publisher again: wait for it too; a local one: give up.
+                if !server.channels.waitForRemotePublisher(channel, retry: { [weak self] in self?.claimWaitedChannel() }) {
+                    s.local.waitingFor = nil
+                }
+                return
+            }
+            s.local.channel = channel
+            s.local.waitingFor = nil
+            for final in s.machine.finals {
+                server.channels.publish(ServerEvent.final(final, includeWords: words).encoded(), final: final, volatile: nil,
+                                        on: channel, from: sessionID)
+            }
+            server.log.info("session \(sessionID) publishes on channel \(channel) now (\(s.machine.finals.count) finals so far)")
+        }
     }
 
     /// Frees the session's channel for the next publisher (once its last event is published).

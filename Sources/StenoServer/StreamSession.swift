@@ -49,6 +49,9 @@ final class StreamSession: SessionDriver {
         var maxLag = 0.0
         /// The channel this session publishes to, until it closes.
         var channel: String?
+        /// The channel it asked for while another instance's publisher had it, and whether its
+        /// events carry words: it publishes there once that publisher is gone.
+        var waitingFor: (channel: String, words: Bool)?
     }
 
     /// How a session takes the end of its connection.

@@ -187,6 +187,52 @@ struct ClusterTests {
         }
     }
 
+    /// The instance a talker publishes from is killed (SIGKILL) in the middle of its speech: the
+    /// talker goes on through HAProxy on the other instance, whose relay waits for the dead
+    /// publisher's lease to expire and then publishes there, and the viewer gets every final
+    /// the talker printed, once each.
+    @Test(.enabled(if: TestRedisServer.isInstalled, "\(TestRedisServer.missing)"))
+    func aPublishersInstanceKilledMidSpeechCostsItsViewerNoFinal() throws {
+        let redis = try TestRedisServer()
+        defer { redis.remove() }
+        let arguments = Self.instanceArguments + ["--redis", redis.url]
+        let instances = try (0..<2).map { _ in try ServeInstance(arguments) }
+        defer { for instance in instances { instance.stop() } }
+        let proxy = try HAProxy(instances: instances.map(\.port))
+        defer { proxy.stop() }
+
+        let viewer = try StenoCommand(["listen", "--channel", "hall", "--server", proxy.url, "--ca", proxy.caPath,
+                                       "--retry-max", "0.5"])
+        defer { if viewer.isRunning { kill(viewer.pid, SIGKILL) } }
+        try viewer.wait(for: "the viewer to join") { instances.contains { $0.log.contains("joined channel hall") } }
+        // At real time, so that the kill comes in the middle of the speech.
+        let send = try StenoCommand(["send", TestAudio.beckett, "--channel", "hall", "--server", proxy.url, "--ca", proxy.caPath,
+                                     "--encoding", "pcm", "--retry-max", "0.5"])
+        try send.waitForStdout(lines: 1)
+        try viewer.wait(for: "the viewer's first final") { viewer.stdout.lines.count >= 1 }
+        let publishing = try #require(instances.first { $0.sessionsStarted == 1 })
+        publishing.stop()
+        let status = try? send.finish(timeout: 60)
+        #expect(status == 0, "\(send.stderr.text)\nproxy: \(proxy.log.suffix(20).joined(separator: "\n"))\nsurvivor: \(instances.first { $0 !== publishing }?.log ?? "")")
+        #expect(send.stderr.text.contains("new session"), "\(send.stderr.text)")
+        let survivor = try #require(instances.first { $0 !== publishing })
+        #expect(survivor.sessionsStarted == 1, "\(survivor.log)")
+        let spoken = Self.texts(send.stdout.text)
+        #expect(spoken.count >= 3, "\(send.stdout.text)")
+        try? viewer.wait(for: "the viewer's finals", timeout: 60) { Self.texts(viewer.stdout.text).count >= spoken.count }
+        #expect(Self.texts(viewer.stdout.text) == spoken, "viewer:\n\(viewer.stdout.text)\ntalker:\n\(send.stdout.text)\nviewer's log: \(viewer.stderr.text)\nsurvivor: \(survivor.log)")
+        viewer.interrupt()
+        #expect(try viewer.finish() == 0, "\(viewer.stderr.text)")
+    }
+
+    /// The texts of `[start → end] text` lines, without their times (a talker's and a viewer's
+    /// timelines differ once the talker has gone on in a new session).
+    static func texts(_ output: String) -> [String] {
+        output.split(separator: "\n").map { line in
+            line.firstIndex(of: "]").map { String(line[line.index(after: $0)...]).trimmingCharacters(in: .whitespaces) } ?? String(line)
+        }
+    }
+
     static func words(_ text: String) -> [String] {
         text.split(separator: "\n").flatMap { line -> [String] in
             let body = line.split(separator: "]", maxSplits: 1).last ?? ""

@@ -199,6 +199,7 @@ final class Sender {
         connection.retire()
         status.show("")
         let hadSession = phase != .idle && { if case .connecting = phase { false } else { true } }()
+        let wasResuming = { if case .connecting(.resume) = phase { true } else { false } }()
         phase = .idle
         let now = SystemClock.now()
         if ended {
@@ -212,6 +213,15 @@ final class Sender {
         }
         fatalError = nil
         session?.lostAt = now
+        if wasResuming, case .refused(503, _) = event {
+            // A server refuses a resume only while it drains (it admits its own sessions whatever
+            // its load), and a balancer answers 503 when the instance that ran the session is
+            // gone: either way it will not be resumed. The next session, now, on whoever has room.
+            log.warning("the session's server is gone or draining (503); starting a new one")
+            session?.resumeToken = nil
+            retryAt = now
+            return
+        }
         if case .closed(let code?, _, _) = event {
             // A close frame means the server ended the session (only a dropped connection
             // leaves it waiting to be resumed), except for a connection it cut for not reading.
