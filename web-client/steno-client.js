@@ -186,8 +186,10 @@
  *   `progress.received` covers it, and what it was given meanwhile — declaring with `gap`
  *   first any audio it no longer has, so the session's timeline stays the publisher's. A
  *   finalize the server may not have got is sent again in its place. A refused resume
- *   (`resume_failed`, 4404), a session the server closed (1001, 4008, 4009, 1011…) or one kept
- *   too long gives a new session instead, which gets the audio after the old one's last final.
+ *   (`resume_failed`, 4404), a resume whose handshake fails while the server answers (the
+ *   instance that ran the session is gone behind a balancer, or drains), a session the server
+ *   closed (1001, 4008, 4009, 1011…) or one kept too long gives a new session instead, which
+ *   gets the audio after the old one's last final.
  *   Why it waits (state 'reconnecting', `reason`): 'full' (503 full: waits Retry-After, again
  *   and again, never giving up), 'restarting' (close 1001/1012 or 503 draining: waits until
  *   the server is back, however long), 'lost' (a drop: backoff, up to maxAttempts),
@@ -1715,7 +1717,7 @@ export class StenoPublisher extends EventOwner {
       return;
     }
     if (error?.code === 'connection_failed') {
-      this._afterRefusal(info);
+      this._afterRefusal(info, Boolean(client.options.resume));
       return;
     }
     if (code === 4010 && !this._live) {
@@ -1743,7 +1745,7 @@ export class StenoPublisher extends EventOwner {
   }
 
   /** The connection never opened: ask the server why (a plain GET of the same address). */
-  async _afterRefusal(info) {
+  async _afterRefusal(info, resuming = false) {
     const answer = this.options.probe ? await probeStream(this.url, { fetch: this.options.fetch }) : { reason: 'unknown' };
     if (this.state !== 'connecting' || this.client !== null || this._ending) {
       if (this._ending && this.state !== 'closed') this._finish(info, null);
@@ -1751,6 +1753,15 @@ export class StenoPublisher extends EventOwner {
     }
     const details = { ...info, status: answer.status, retryAfter: answer.retryAfter };
     const refused = answer.reason === 'unauthorized' || answer.reason === 'forbidden';
+    if (resuming && !refused && answer.reason !== 'unreachable' && answer.reason !== 'unknown') {
+      // The server answers, but the resume's handshake failed: the instance that ran the
+      // session is gone (a balancer still sends the resume there, and answers 503) or drains.
+      // It will not be resumed: the next session, now, with the audio after the last final.
+      this._endSession();
+      this._resumeRefused = true;
+      this._connect();
+      return;
+    }
     if (!refused && !this._live && this._heldSeconds === 0) {
       this._setIdle(); // nothing to send: try again when audio comes
       return;
