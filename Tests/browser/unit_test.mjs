@@ -1025,6 +1025,34 @@ test('publisher: a refused resume, a server restart or too late a reconnect star
   await p.close();
 });
 
+test('publisher: a resume refused at the handshake while the server answers starts a new session; with no answer it resumes', async () => {
+  // The probe answers (426: a new session would be taken), as a balancer does when the instance
+  // that ran the session is gone; then, for the second drop, nothing answers (the network is down).
+  const { p, nextSocket } = makePublisher({ minDelay: 0.003, maxDelay: 0.003 }, [{ status: 426 }, 'unreachable']);
+  p.start();
+  const a = await nextSocket(0);
+  a.open();
+  a.emit(resumable('one'));
+  p.sendAudio(pcm(0.1, 1));
+  a.emit({ type: 'final', seq: 2, start: 0, end: 0.05, text: 'one' });
+  a.drop(1006);
+  const b = await nextSocket(1);
+  assert.match(b.url, /resume=one/);
+  b.drop(1006); // refused before it opened
+  const c = await nextSocket(2);
+  c.open();
+  assert.equal(c.texts[0].type, 'start', 'a new session, not the dead one again');
+  c.emit(resumable('two'));
+  assert.deepEqual(firstBytes(c), ['start', 1], 'the audio no final covered');
+  c.drop(1006);
+  const d = await nextSocket(3);
+  assert.match(d.url, /resume=two/);
+  d.drop(1006); // refused, and the probe gets no answer: the network, not the server
+  const e = await nextSocket(4);
+  assert.match(e.url, /resume=two/, 'still resuming');
+  await p.close();
+});
+
 test('publisher: Opus is sent again packet by packet from where the server is', async () => {
   const { p, nextSocket } = makePublisher({ audio: { encoding: 'opus', sampleRate: 48000, channels: 1 } });
   p.start();
