@@ -107,6 +107,9 @@ public struct ServerOptions: Sendable, Equatable {
     /// The Redis server that carries channels across instances (`--redis`); nil: channels
     /// live in this process only.
     public var redis: RedisURL?
+    /// Seconds a channel's publisher holds its lease in Redis (renewed every third of it): how
+    /// long the channels of an instance that died stay claimed before another takes them.
+    public var channelLease: Double = ChannelRelay.Settings().lease
     /// TLS certificate and key; nil: plain HTTP and WebSocket.
     public var tls: TLS?
     /// How long a shutdown waits for sessions to finalize before closing them anyway.

@@ -68,7 +68,9 @@ public final class StenoServer: Sendable {
         context.driver = DriverOptions(batchSeconds: options.audioBatchSeconds, keepsDecoder: options.dedicatedRecognizers)
         context.resumeRetainedBytes = options.resumeRetainedBytes
         self.context = context
-        relay = options.redis.map { ChannelRelay(url: $0, log: log) }
+        relay = options.redis.map {
+            ChannelRelay(url: $0, settings: .init(lease: options.channelLease, leaseRenewal: options.channelLease / 3), log: log)
+        }
         context.channels.relay = relay
     }
 

@@ -3,6 +3,7 @@
 // channel, the channel claimed when the session starts and freed when it closes, reading paused
 // and resumed, the close.
 
+import Dispatch
 import StenoCore
 import StenoSession
 import StenoSystem
@@ -50,14 +51,33 @@ extension StreamSession {
     /// counts among the live ones.
     func protocolClosed(_ s: inout SessionState<Link>) {
         releaseChannel(&s)
+        if s.local.waitingFor != nil { waitForChannelAfterClose() }
         if leaveLiveCount() { server.sessions.closed(self) }
     }
 
+    /// A talker whose instance died may finish its speech here before the dead publisher's lease
+    /// has expired: its finals still reach the channel's viewers once the channel is free. The
+    /// session is kept for that until twice the lease and 10 s more have passed (a dead
+    /// instance's lease is noticed expired within a lease and two looks, later on a loaded
+    /// machine; a publisher still there after that is alive, and this session not published).
+    private func waitForChannelAfterClose() {
+        let wait = 2 * (server.channels.relay?.settings.lease ?? 0) + 10
+        DispatchQueue.global().asyncAfter(deadline: .now() + wait) { [self] in
+            mutate { s in
+                if let (channel, _) = s.local.waitingFor {
+                    server.log.info("session \(sessionID) was not published: channel \(channel) still has a publisher on another instance")
+                }
+                s.local.waitingFor = nil
+            }
+        }
+    }
+
     /// The channel this session waited for is free here now (its other instance's publisher
-    /// is gone): it claims it, and its finals so far are the broadcast's first.
+    /// is gone): it claims it, and its finals so far are the broadcast's first. A session that
+    /// has closed meanwhile publishes all its finals and its end at once.
     func claimWaitedChannel() {
         mutate { s in
-            guard let (channel, words) = s.local.waitingFor, s.local.channel == nil, !s.machine.isClosed else { return }
+            guard let (channel, words) = s.local.waitingFor, s.local.channel == nil else { return }
             guard server.channels.claim(channel, session: sessionID, startedAt: s.machine.startedAt ?? core.clock.wall(),
                                         includeWords: words) else {
                 // Another instance's publisher again: wait for it too; a local one: give up.
@@ -73,6 +93,7 @@ extension StreamSession {
                                         on: channel, from: sessionID)
             }
             server.log.info("session \(sessionID) publishes on channel \(channel) now (\(s.machine.finals.count) finals so far)")
+            if s.machine.isClosed { releaseChannel(&s) }
         }
     }
 

@@ -15,7 +15,7 @@ struct ServeOptions {
     struct Flags {
         let engine, profanity, whisperPython, whisperWorker, whisperDevice, whisperThreads, whisperBatch: Flag
         let host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes: Flag
-        let idleTimeout, maxSessionSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, cert, key: Flag
+        let idleTimeout, maxSessionSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, channelLease, cert, key: Flag
         let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, writeStall, echoRoute, workers, eventLoop, recognizers, spareRecognizers, dedicatedRecognizers, audioBatch, decoder, endpointing, lagTarget, admitUtilization, logLevel: Flag
         let captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds: Flag
         let hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts: Flag
@@ -73,6 +73,9 @@ struct ServeOptions {
                                 default: "none (the header is ignored)", environment: "STENO_TRUSTED_PROXIES", repeatable: true)
             redis = Flag("redis", value: "URL", help: "redis://HOST[:PORT][/DB]: channels across instances through this Redis",
                          default: "none (channels in this process only)", environment: "STENO_REDIS")
+            channelLease = Flag("channel-lease", value: "SECONDS",
+                                help: "with --redis: a publisher's hold on its channel; a dead instance's channels are free this long after it died",
+                                default: seconds(server.channelLease), environment: "STENO_CHANNEL_LEASE")
             cert = Flag("cert", value: "PATH", help: "TLS certificate (PEM); needs --key",
                         default: "none (plain HTTP)", environment: "STENO_CERT")
             key = Flag("key", value: "PATH", help: "TLS private key (PEM); needs --cert",
@@ -143,7 +146,7 @@ struct ServeOptions {
 
         var all: [Flag] {
             [host, port, engine, model, profanity, whisperPython, whisperWorker, whisperDevice, whisperThreads, whisperBatch, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes, idleTimeout,
-             maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, cert, key, drainTimeout, keepAlive, writeStall, echoRoute, workers,
+             maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, channelLease, cert, key, drainTimeout, keepAlive, writeStall, echoRoute, workers,
              eventLoop, recognizers, spareRecognizers, dedicatedRecognizers, audioBatch, decoder, endpointing, lagTarget, admitUtilization, captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds,
              hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts, logLevel]
         }
@@ -230,6 +233,9 @@ struct ServeOptions {
                 throw given.error(.invalidValue(source: value.source, value: value.text,
                                                 expected: "redis://HOST[:PORT][/DB] (\(problem.reason))"))
             }
+        }
+        if let value = given.single(flags.channelLease) {
+            options.channelLease = try given.seconds(value, in: 1...300)
         }
         let certificate = try given.single(flags.cert).map { (value) throws(UsageError) in try given.path(value) }
         let key = try given.single(flags.key).map { (value) throws(UsageError) in try given.path(value) }
