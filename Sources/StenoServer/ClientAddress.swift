@@ -1,3 +1,5 @@
+import StenoTransport
+
 /// Who a connection comes from, for the log: its peer, or, when the peer is a proxy the server
 /// was told to trust (`--trusted-proxy`), the client address that proxy put in
 /// `X-Forwarded-For`.
@@ -10,7 +12,7 @@ public struct ClientAddress: Sendable, Equatable {
     public let trustedProxies: Set<String>
 
     public init(trustedProxies: [String]) {
-        self.trustedProxies = Set(trustedProxies.map(Self.normalized))
+        self.trustedProxies = Set(trustedProxies.map(PeerAddress.normalized))
     }
 
     /// The client's address as the log writes it: `ADDRESS`, or `ADDRESS via PROXY` when a
@@ -22,19 +24,12 @@ public struct ClientAddress: Sendable, Equatable {
 
     /// The forwarded client address, when `peer` is trusted and the header names one.
     public func client(peer: String, forwardedFor: String?) -> String? {
-        guard !trustedProxies.isEmpty, let forwardedFor, trustedProxies.contains(Self.normalized(peer)) else { return nil }
+        guard !trustedProxies.isEmpty, let forwardedFor, trustedProxies.contains(PeerAddress.normalized(peer)) else { return nil }
         // lws joins repeated header lines with commas, so the last entry is the nearest proxy's.
         guard let last = forwardedFor.split(separator: ",").last.map(Self.trimmed), Self.looksLikeAddress(last) else {
             return nil
         }
-        return Self.normalized(String(last))
-    }
-
-    /// Lowercased, an IPv4-mapped IPv6 address as its IPv4 form (a dual-stack socket's view).
-    static func normalized(_ address: String) -> String {
-        let lower = address.lowercased()
-        if lower.hasPrefix("::ffff:"), lower.dropFirst(7).contains(".") { return String(lower.dropFirst(7)) }
-        return lower
+        return PeerAddress.normalized(String(last))
     }
 
     private static func trimmed(_ text: Substring) -> Substring {

@@ -93,6 +93,10 @@ final class Router: TransportDelegate {
         context.metrics.handshakesRefused.labels(status == 431 ? "header_too_large" : "malformed").increment()
     }
 
+    func refusedConnection(_ refusal: ConnectionRefusal) {
+        context.metrics.handshakesRefused.labels(refusal == .addressLimit ? "address_limit" : "handshake_budget").increment()
+    }
+
     /// What an upgrade to `path` would get now: the one place that decides routes, tokens,
     /// origins, capacity and draining, for handshakes and for the plain-GET diagnosis.
     private func admission(path: String, query: [QueryItem], headers: HTTPHeaders) -> UpgradeDecision {

@@ -107,6 +107,12 @@ public struct ServerOptions: Sendable, Equatable {
     /// The Redis server that carries channels across instances (`--redis`); nil: channels
     /// live in this process only.
     public var redis: RedisURL?
+    /// Connections from one address still sending their first request head, at most
+    /// (`--max-handshaking-per-address`; trusted proxies are exempt); 0: no limit.
+    public var maxHandshakingPerAddress = TransportConfiguration.defaultUnfinishedHeadsPerAddress
+    /// Memory all connections still sending their first request head may hold, bytes
+    /// (`--handshake-memory`); 0: no limit.
+    public var handshakeMemory = TransportConfiguration.defaultUnfinishedHeadsMemory
     /// Seconds a channel's publisher holds its lease in Redis (renewed every third of it): how
     /// long the channels of an instance that died stay claimed before another takes them.
     public var channelLease: Double = ChannelRelay.Settings().lease

@@ -109,7 +109,8 @@ public final class StenoMetrics: Sendable {
     public static let eventTypes = ServerEventKind.allCases.map(\.rawValue)
     /// Handshake refusal reasons; their series exist from the start at 0.
     public static let refusalReasons = ["unauthorized", "forbidden_origin", "capacity", "overload", "draining",
-                                        "malformed", "header_too_large"]
+                                        "malformed", "header_too_large",
+                                        "address_limit", "handshake_budget"]
 
     /// Buckets for lag and latency: 50 ms to 30 s.
     public static let latencyBuckets: [Double] = [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30]

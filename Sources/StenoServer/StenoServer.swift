@@ -46,6 +46,9 @@ public final class StenoServer: Sendable {
         configuration.keepAliveSeconds = options.keepAlive.map { Int($0.inSeconds.rounded()) } ?? 0
         configuration.writeStallSeconds = options.writeStall?.inSeconds ?? 0
         configuration.serverName = "steno/\(Self.version)"
+        configuration.maxUnfinishedHeadsPerAddress = options.maxHandshakingPerAddress
+        configuration.unfinishedHeadsMemory = options.handshakeMemory
+        configuration.unlimitedAddresses += options.trustedProxies
         if let loop = options.eventLoop { configuration.eventLoop = loop }
         configuration.log = log
         let transport = WebSocketTransport(configuration: configuration)

@@ -167,7 +167,7 @@ final class LwsContextStorage {
         }
         // Room for a request head of `maxRequestHeaderBytes` (lws's default is 4 KB, under what
         // browsers send with big cookies); Steno answers 431 above that limit itself.
-        info.max_http_header_data2 = UInt32(max(4096, cfg.maxRequestHeaderBytes + TransportConfiguration.requestHeaderSlack))
+        info.max_http_header_data2 = UInt32(cfg.headBufferBytes)
         info.pcontext = contextSlot
         info.options = options
         // No lws keepalive: its validity timers (and, without a policy, its default one of

@@ -14,8 +14,17 @@ extension ServiceLoop {
             drainCommands()
             return 0
 
+        case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+            // On the listening socket's wsi; the accepted socket's descriptor comes as `in`.
+            return admitSocket(Int32(truncatingIfNeeded: Int(bitPattern: input)))
+
+        case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
+            if let wsi { adoptedSocket(wsi) }
+            return 0
+
         case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
             guard let wsi else { return -1 }
+            headFinished(wsi)
             return confirmUpgrade(wsi, upgrade: input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "")
 
         case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
@@ -75,6 +84,7 @@ extension ServiceLoop {
 
         case LWS_CALLBACK_HTTP:
             guard let wsi else { return -1 }
+            headFinished(wsi)
             return http(wsi)
 
         case LWS_CALLBACK_HTTP_WRITEABLE:
@@ -85,6 +95,7 @@ extension ServiceLoop {
             if let wsi {
                 httpResponses[wsi] = nil
                 pendingUpgrades[wsi] = nil
+                headFinished(wsi)
             }
             return 0
 
@@ -93,6 +104,7 @@ extension ServiceLoop {
             if let wsi {
                 httpResponses[wsi] = nil
                 pendingUpgrades[wsi] = nil
+                headFinished(wsi)
                 finish(wsi)
             }
             return 0

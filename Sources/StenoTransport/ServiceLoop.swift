@@ -70,6 +70,8 @@ final class ServiceLoop: @unchecked Sendable {
     var closing: Set<ConnectionID> = []
     /// Accepted upgrades between HTTP_CONFIRM_UPGRADE and ESTABLISHED, by wsi.
     var pendingUpgrades: [OpaquePointer: UpgradeRequest] = [:]
+    /// Connections still sending their first request head (`ServiceLoop+Heads`).
+    var heads: HeadBudget
     var httpResponses: [OpaquePointer: PendingHTTPResponse] = [:]
     var nextID: UInt64 = 1
     private var drainingCommands = false
@@ -95,6 +97,9 @@ final class ServiceLoop: @unchecked Sendable {
         self.configuration = configuration
         self.handle = handle
         self.delegate = delegate
+        self.heads = HeadBudget(perAddress: configuration.maxUnfinishedHeadsPerAddress,
+                                total: configuration.unfinishedHeadsMemory > 0 ? max(1, configuration.unfinishedHeadsMemory / configuration.headBufferBytes) : 0,
+                                exempt: Set(configuration.unlimitedAddresses))
     }
 
     // MARK: - Life cycle (on the service thread)

@@ -69,6 +69,22 @@ public struct TransportConfiguration: Sendable {
     /// has no hook for it: docs/reliability.md).
     public var maxRequestHeaderBytes: Int = 16 * 1024
     public static let requestHeaderSlack = 8 * 1024
+    /// The buffer libwebsockets keeps per connection while it reads a request head.
+    public var headBufferBytes: Int { max(4096, maxRequestHeaderBytes + Self.requestHeaderSlack) }
+    /// Connections from one peer address that have not yet sent a whole first request head
+    /// (slow or silent ones: slowloris), at most, at once: one more gets 429 and is closed
+    /// before anything is read. 0: no limit. Browsers open a few at a time; a busy NAT's
+    /// clients each finish theirs within a round trip.
+    public var maxUnfinishedHeadsPerAddress = Self.defaultUnfinishedHeadsPerAddress
+    public static let defaultUnfinishedHeadsPerAddress = 64
+    /// Memory all unfinished first request heads may hold at once (`headBufferBytes` each):
+    /// past it a new connection gets 503 and is closed. 0: no limit. 128 MB is 5,461 heads.
+    public var unfinishedHeadsMemory = Self.defaultUnfinishedHeadsMemory
+    public static let defaultUnfinishedHeadsMemory = 128 * 1024 * 1024
+    /// Peer addresses neither limit applies to: this machine (a local proxy, health checks,
+    /// benchmarks), and proxies, whose clients all come from their address (and which read a
+    /// request head whole before forwarding it).
+    public var unlimitedAddresses: [String] = ["127.0.0.1", "::1"]
     /// A connection whose outbound data (queued, or held by libwebsockets after a partial
     /// write) has waited this many seconds with nothing written is reported to the delegate
     /// (`TransportDelegate.writeStalled`): its peer does not read. 0: never. Checked once a

@@ -15,6 +15,10 @@ public protocol TransportDelegate: AnyObject {
     /// WebSocket handshake (`status` 400 or 426) or a request head over the limit (431).
     func refusedMalformedUpgrade(status: Int)
 
+    /// The transport refused a new connection before reading from it (too many unfinished
+    /// request heads from its address, or in all), with 429 or 503.
+    func refusedConnection(_ refusal: ConnectionRefusal)
+
     /// An accepted upgrade completed; `id` is now open.
     func opened(_ id: ConnectionID, request: UpgradeRequest)
 
@@ -48,6 +52,7 @@ extension TransportDelegate {
     public func tooLarge(_ id: ConnectionID, limit: Int) {}
     public func writeStalled(_ id: ConnectionID) {}
     public func refusedMalformedUpgrade(status: Int) {}
+    public func refusedConnection(_ refusal: ConnectionRefusal) {}
     public func http(_ request: HTTPRequest) -> HTTPResponse? { nil }
     public func tick() {}
 }

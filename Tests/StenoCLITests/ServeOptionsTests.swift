@@ -164,7 +164,8 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         ("buffer-seconds", "5", "6"), ("outbound-bytes", "8192", "16384"), ("idle-timeout", "5", "6"),
         ("max-session-seconds", "5", "6"), ("resume-seconds", "5", "6"), ("start-timeout", "5", "6"), ("stall-seconds", "5", "6"), ("token", "env", "flag"),
         ("metrics-token", "env", "flag"), ("allowed-origin", "https://env.example", "https://flag.example"), ("trusted-proxy", "10.0.0.5", "fd00::5"),
-        ("redis", "redis://10.0.0.7", "redis://10.0.0.8:6380/1"),
+        ("redis", "redis://10.0.0.7", "redis://10.0.0.8:6380/1"), ("channel-lease", "10", "20"),
+        ("max-handshaking-per-address", "8", "0"), ("handshake-memory", "64", "0"),
         ("drain-timeout", "5", "6"),
         ("keepalive", "5", "6"), ("write-stall-seconds", "5", "6"), ("echo-route", "/env", "/flag"), ("workers", "5", "6"), ("event-loop", "poll", "libuv"), ("recognizers", "5", "6"), ("spare-recognizers", "0", "3"), ("decoder", "-fwdflat no", "-maxwpf 10"), ("endpointing", "detector", "search=0.3"), ("lag-target", "2", "0"), ("admit-utilization", "0.8", "0.95"),
         ("caption-line-length", "30", "32"), ("caption-lines", "1", "3"), ("caption-min-seconds", "0.5", "1.5"),
@@ -467,6 +468,20 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         #expect(problem(["--redis", "10.0.0.7:6379"]) == .invalidValue(
             source: "--redis", value: "10.0.0.7:6379", expected: "redis://HOST[:PORT][/DB] (it does not start with redis://)"))
         #expect(failure(["--redis", "redis://h:99999"]) != nil)
+    }
+
+    @Test func theChannelLeaseAndTheHandshakeLimits() throws {
+        let defaults = try parse([])
+        #expect(defaults.channelLease == 6)
+        #expect(defaults.maxHandshakingPerAddress == 64)
+        #expect(defaults.handshakeMemory == 128 << 20)
+        let given = try parse(["--channel-lease", "12", "--max-handshaking-per-address", "0", "--handshake-memory", "32"])
+        #expect(given.channelLease == 12)
+        #expect(given.maxHandshakingPerAddress == 0)
+        #expect(given.handshakeMemory == 32 << 20)
+        #expect(failure(["--channel-lease", "0.5"]) != nil)
+        #expect(failure(["--handshake-memory", "-1"]) != nil)
+        #expect(failure(["--max-handshaking-per-address", "many"]) != nil)
     }
 
     @Test func trustedProxiesAreIPAddresses() throws {

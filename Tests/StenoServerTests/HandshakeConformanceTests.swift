@@ -186,6 +186,23 @@ extension HandshakeTests {
         #expect(metrics["steno_sessions_total"] == 0)
     }
 
+    /// Slowloris from one address: past `--max-handshaking-per-address` silent connections, the
+    /// next gets 429 before anything is read, counted in metrics; the server's own machine is
+    /// not limited.
+    @Test func silentConnectionsPastTheAddressLimitGet429AndAreCounted() throws {
+        let server = try LiveServer { $0.maxHandshakingPerAddress = 2 }
+        let silent = try (0..<2).map { _ in try TestStream.tcp(port: server.port, source: "127.0.0.2") }
+        defer { for s in silent { s.close() } }
+        let third = try TestStream.tcp(port: server.port, source: "127.0.0.2")
+        defer { third.close() }
+        #expect(try TestHTTPResponse.readHead(from: third, deadline: Deadline(10)).status == 429)
+        let local = try (0..<3).map { _ in try TestStream.tcp(port: server.port) }
+        defer { for s in local { s.close() } }
+        let metrics = try server.metrics()
+        #expect(metrics[#"steno_handshakes_refused_total{reason="address_limit"}"#] == 1)
+        #expect(metrics[#"steno_handshakes_refused_total{reason="handshake_budget"}"#] == 0)
+    }
+
     /// Pinned (docs/reliability.md): past the buffer libwebsockets 4.1.6 keeps for a request head
     /// (`maxRequestHeaderBytes` + `requestHeaderSlack`) its parser fails the connection
     /// ("Ran out of header data space", lib/roles/http/parsers.c `lws_pos_in_bounds`) and closes

@@ -53,9 +53,28 @@ public final class TestStream {
 
     /// A TCP connection to `host:port`. `receiveBufferSize`/`sendBufferSize` set
     /// SO_RCVBUF/SO_SNDBUF before connecting (small values make a slow reader).
-    public static func tcp(host: String = "127.0.0.1", port: Int, receiveBufferSize: Int? = nil, sendBufferSize: Int? = nil) throws -> TestStream {
+    /// `source`: the local address to connect from (any of 127.0.0.0/8 on loopback), so that a
+    /// test can be several clients.
+    public static func tcp(host: String = "127.0.0.1", port: Int, source: String? = nil,
+                           receiveBufferSize: Int? = nil, sendBufferSize: Int? = nil) throws -> TestStream {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestClientError.io("socket", errno) }
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            guard inet_pton(AF_INET, source, &local.sin_addr) == 1 else {
+                Glibc.close(fd)
+                throw TestClientError.protocolError("not an IPv4 address: \(source)")
+            }
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else {
+                let e = errno
+                Glibc.close(fd)
+                throw TestClientError.io("bind to \(source)", e)
+            }
+        }
         if var size = receiveBufferSize.map(Int32.init) {
             setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         }

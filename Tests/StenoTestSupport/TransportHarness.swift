@@ -169,10 +169,11 @@ public final class TestServer {
 
     /// A client connected to `path`, and the server-side id of its connection.
     public func connect(path: String = "/v1/stream", headers: [(String, String)] = [], receiveBufferSize: Int? = nil,
-                 sendBufferSize: Int? = nil, tls: Bool = false) throws -> (WebSocketTestClient, ConnectionID) {
+                 sendBufferSize: Int? = nil, tls: Bool = false, source: String? = nil) throws -> (WebSocketTestClient, ConnectionID) {
         let before = control.openedIDs.count
         let client = try WebSocketTestClient.connect(port: port, path: path, headers: headers, tls: tls,
-                                                     receiveBufferSize: receiveBufferSize, sendBufferSize: sendBufferSize)
+                                                     receiveBufferSize: receiveBufferSize, sendBufferSize: sendBufferSize,
+                                                     source: source)
         let id = try control.awaitOpened(count: before + 1)
         return (client, id)
     }

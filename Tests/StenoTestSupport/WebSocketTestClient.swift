@@ -64,8 +64,8 @@ public final class WebSocketTestClient {
     /// Connects and upgrades; throws `.refused(response)` unless the server answers 101.
     public static func connect(port: Int, path: String = "/v1/stream", headers: [(String, String)] = [],
                         tls: Bool = false, receiveBufferSize: Int? = nil, sendBufferSize: Int? = nil,
-                        timeout: Double = 5) throws -> WebSocketTestClient {
-        switch try attempt(port: port, path: path, headers: headers, tls: tls,
+                        timeout: Double = 5, source: String? = nil) throws -> WebSocketTestClient {
+        switch try attempt(port: port, path: path, headers: headers, tls: tls, source: source,
                            receiveBufferSize: receiveBufferSize, sendBufferSize: sendBufferSize, timeout: timeout) {
         case .upgraded(let c): return c
         case .refused(let r): throw TestClientError.refused(r)
@@ -75,11 +75,11 @@ public final class WebSocketTestClient {
     /// Connects and asks for an upgrade; returns the client, or the HTTP response of
     /// a refusal (with its body).
     public static func attempt(port: Int, path: String = "/v1/stream", headers: [(String, String)] = [],
-                        tls: Bool = false, receiveBufferSize: Int? = nil, sendBufferSize: Int? = nil,
+                        tls: Bool = false, source: String? = nil, receiveBufferSize: Int? = nil, sendBufferSize: Int? = nil,
                         timeout: Double = 5) throws -> Outcome {
         let stream = tls
             ? try TestStream.tls(port: port)
-            : try TestStream.tcp(port: port, receiveBufferSize: receiveBufferSize, sendBufferSize: sendBufferSize)
+            : try TestStream.tcp(port: port, source: source, receiveBufferSize: receiveBufferSize, sendBufferSize: sendBufferSize)
         let key = Data((0..<16).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
         var text = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         text += "Sec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n"

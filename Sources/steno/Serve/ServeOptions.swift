@@ -15,7 +15,7 @@ struct ServeOptions {
     struct Flags {
         let engine, profanity, whisperPython, whisperWorker, whisperDevice, whisperThreads, whisperBatch: Flag
         let host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes: Flag
-        let idleTimeout, maxSessionSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, channelLease, cert, key: Flag
+        let idleTimeout, maxSessionSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, channelLease, handshakingPerAddress, handshakeMemory, cert, key: Flag
         let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, writeStall, echoRoute, workers, eventLoop, recognizers, spareRecognizers, dedicatedRecognizers, audioBatch, decoder, endpointing, lagTarget, admitUtilization, logLevel: Flag
         let captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds: Flag
         let hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts: Flag
@@ -73,6 +73,12 @@ struct ServeOptions {
                                 default: "none (the header is ignored)", environment: "STENO_TRUSTED_PROXIES", repeatable: true)
             redis = Flag("redis", value: "URL", help: "redis://HOST[:PORT][/DB]: channels across instances through this Redis",
                          default: "none (channels in this process only)", environment: "STENO_REDIS")
+            handshakingPerAddress = Flag("max-handshaking-per-address", value: "N",
+                                         help: "connections from one address still sending their request head, at most (trusted proxies exempt); one more gets 429; 0 no limit",
+                                         default: "\(server.maxHandshakingPerAddress)", environment: "STENO_MAX_HANDSHAKING_PER_ADDRESS")
+            handshakeMemory = Flag("handshake-memory", value: "MB",
+                                   help: "memory all connections still sending their request head may hold (24 KB each); past it a new one gets 503; 0 no limit",
+                                   default: "\(server.handshakeMemory >> 20)", environment: "STENO_HANDSHAKE_MEMORY")
             channelLease = Flag("channel-lease", value: "SECONDS",
                                 help: "with --redis: a publisher's hold on its channel; a dead instance's channels are free this long after it died",
                                 default: seconds(server.channelLease), environment: "STENO_CHANNEL_LEASE")
@@ -146,7 +152,7 @@ struct ServeOptions {
 
         var all: [Flag] {
             [host, port, engine, model, profanity, whisperPython, whisperWorker, whisperDevice, whisperThreads, whisperBatch, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes, idleTimeout,
-             maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, channelLease, cert, key, drainTimeout, keepAlive, writeStall, echoRoute, workers,
+             maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, channelLease, handshakingPerAddress, handshakeMemory, cert, key, drainTimeout, keepAlive, writeStall, echoRoute, workers,
              eventLoop, recognizers, spareRecognizers, dedicatedRecognizers, audioBatch, decoder, endpointing, lagTarget, admitUtilization, captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds,
              hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts, logLevel]
         }
@@ -233,6 +239,12 @@ struct ServeOptions {
                 throw given.error(.invalidValue(source: value.source, value: value.text,
                                                 expected: "redis://HOST[:PORT][/DB] (\(problem.reason))"))
             }
+        }
+        if let value = given.single(flags.handshakingPerAddress) {
+            options.maxHandshakingPerAddress = try given.integer(value, in: 0...1_000_000)
+        }
+        if let value = given.single(flags.handshakeMemory) {
+            options.handshakeMemory = try given.integer(value, in: 0...1_000_000) << 20
         }
         if let value = given.single(flags.channelLease) {
             options.channelLease = try given.seconds(value, in: 1...300)
