@@ -1,8 +1,7 @@
 // New connections counted until their first request head is complete (`HeadBudget`), and the
 // ones past its limits refused as they are accepted, before lws makes anything of them: the
 // answer is written straight to the fresh socket (its send buffer is empty, so the write does
-// not block) and lws closes it. (Refusing later, when lws has made a connection of the socket,
-// costs lws's failure path ≈ 160 KB per refusal, measured.)
+// not block) and lws closes it, with no connection made and none to unmake.
 
 import CLibWebSockets
 import CLwsShims
