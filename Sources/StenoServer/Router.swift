@@ -93,6 +93,11 @@ final class Router: TransportDelegate {
         context.metrics.handshakesRefused.labels(status == 431 ? "header_too_large" : "malformed").increment()
     }
 
+    func refusedMessage(_ id: ConnectionID) {
+        context.metrics.messagesRefused.increment()
+        context.log.warning("connection \(id) closed (1013): the memory for unfinished messages is full")
+    }
+
     func refusedConnection(_ refusal: ConnectionRefusal) {
         context.metrics.handshakesRefused.labels(refusal == .addressLimit ? "address_limit" : "handshake_budget").increment()
     }

@@ -113,6 +113,10 @@ public struct ServerOptions: Sendable, Equatable {
     /// Memory all connections still sending their first request head may hold, bytes
     /// (`--handshake-memory`); 0: no limit.
     public var handshakeMemory = TransportConfiguration.defaultUnfinishedHeadsMemory
+    /// Memory all WebSocket messages still being assembled may hold, bytes (`--message-memory`),
+    /// and those of one address (`--message-memory-per-address`); 0: no limit.
+    public var messageMemory = TransportConfiguration.defaultUnfinishedMessagesMemory
+    public var messageMemoryPerAddress = TransportConfiguration.defaultUnfinishedMessagesPerAddress
     /// Seconds a channel's publisher holds its lease in Redis (renewed every third of it): how
     /// long the channels of an instance that died stay claimed before another takes them.
     public var channelLease: Double = ChannelRelay.Settings().lease

@@ -19,8 +19,12 @@ public final class StenoMetrics: Sendable {
     /// `steno_handshakes_refused_total{reason}`: WebSocket upgrades refused before a
     /// session existed; reasons `unauthorized`, `forbidden_origin`, `capacity`, `overload`,
     /// `draining`, and (by the transport, before any route) `malformed` (400 or 426: not a
-    /// well-formed WebSocket handshake) and `header_too_large` (431).
+    /// well-formed WebSocket handshake), `header_too_large` (431), `address_limit` (429) and
+    /// `handshake_budget` (503; connections refused as they were accepted).
     public let handshakesRefused: MetricFamily<Counter>
+    /// `steno_messages_refused_total`: WebSockets closed with 1013 because a message's next
+    /// piece would have taken the memory of unfinished messages past its budget.
+    public let messagesRefused: Counter
     /// `steno_viewers_active`: broadcast viewers connected now.
     public let viewersActive: Gauge
     /// `steno_audio_received_seconds_total`: audio received from clients.
@@ -129,6 +133,8 @@ public final class StenoMetrics: Sendable {
         sessionsTotal = registry.counter("steno_sessions_total", help: "Connections opened on /v1/stream (sessions, started or not).")
         handshakesRefused = registry.counter(
             "steno_handshakes_refused_total", help: "WebSocket handshakes refused, by reason.", labels: ["reason"])
+        messagesRefused = registry.counter(
+            "steno_messages_refused_total", help: "WebSockets closed 1013: the memory for unfinished messages was full.")
         viewersActive = registry.gauge("steno_viewers_active", help: "Broadcast viewers connected now.")
         audioReceivedSeconds = registry.counter(
             "steno_audio_received_seconds_total", help: "Seconds of audio received from clients.")

@@ -48,6 +48,8 @@ public final class StenoServer: Sendable {
         configuration.serverName = "steno/\(Self.version)"
         configuration.maxUnfinishedHeadsPerAddress = options.maxHandshakingPerAddress
         configuration.unfinishedHeadsMemory = options.handshakeMemory
+        configuration.unfinishedMessagesMemory = options.messageMemory
+        configuration.unfinishedMessagesPerAddress = options.messageMemoryPerAddress
         configuration.unlimitedAddresses += options.trustedProxies
         if let loop = options.eventLoop { configuration.eventLoop = loop }
         configuration.log = log

@@ -23,6 +23,17 @@ struct MessageAssembler {
         self.limit = limit
     }
 
+    /// Bytes held for the message in progress.
+    var buffered: Int { buffer.count }
+
+    /// How many bytes more `receive` would hold for this piece until the message is whole: none
+    /// for a message whole in one piece, the last piece of one, or one being dropped.
+    func growth(_ count: Int, final: Bool, remaining: Int) -> Int {
+        if final || discarding { return 0 }
+        if buffer.count + count > limit || remaining > limit - buffer.count - count { return 0 }
+        return count
+    }
+
     /// One piece of a message: `binary` is the message's type (read with its first piece),
     /// `final` whether this piece ends it.
     /// `remaining` is how many more bytes the piece's frame announced (its header's length

@@ -109,7 +109,7 @@ extension ServiceLoop {
         let id = ConnectionID(rawValue: nextID)
         nextID += 1
         lws_set_opaque_user_data(wsi, UnsafeMutableRawPointer(bitPattern: UInt(id.rawValue)))
-        let c = LiveConnection(id: id, wsi: wsi, maxMessageSize: configuration.maxMessageSize)
+        let c = LiveConnection(id: id, wsi: wsi, address: request.remoteAddress, maxMessageSize: configuration.maxMessageSize)
         connections[id] = c
         handle.register(id)
         delegate.opened(id, request: request)
@@ -134,7 +134,21 @@ extension ServiceLoop {
         // 2^32 bytes is too large with its first piece, not once 64 KB of it have arrived.
         // (lws 4.1.6 calls nothing for a frame before its first payload byte.)
         let announced = Int(clamping: lws_remaining_packet_payload(wsi))
-        switch c.assembler.receive(piece, binary: lws_frame_is_binary(wsi) != 0, final: lws_is_final_fragment(wsi) != 0,
+        let final = lws_is_final_fragment(wsi) != 0
+        // A piece to hold past the memory for unfinished messages: the connection is closed
+        // with 1013 (try again later); its session may be resumed.
+        let growth = c.assembler.growth(piece.count, final: final, remaining: announced)
+        guard messages.allows(growth, from: c.address) else {
+            messages.change(-c.assembler.buffered, for: c.address)
+            c.assembler.reset()
+            delegate.refusedMessage(id)
+            handle.close(id, code: 1013, reason: "the server's memory for unfinished messages is full; try again later")
+            drainCommands()
+            return 0
+        }
+        let before = c.assembler.buffered
+        defer { messages.change(c.assembler.buffered - before, for: c.address) }
+        switch c.assembler.receive(piece, binary: lws_frame_is_binary(wsi) != 0, final: final,
                                    remaining: announced) {
         case .pending:
             break
@@ -193,6 +207,7 @@ extension ServiceLoop {
         guard let id = connectionID(of: wsi) else { return }
         lws_set_opaque_user_data(wsi, nil)
         guard let c = connections.removeValue(forKey: id) else { return }
+        messages.change(-c.assembler.buffered, for: c.address)
         closing.remove(id)
         let handshakeStarted = handshakesUnderWay.remove(id) != nil
         if handshakeStarted && !handshakesToStart.isEmpty { scheduleCloseTimer() }

@@ -9,6 +9,8 @@ import Synchronization
 final class LiveConnection {
     let id: ConnectionID
     let wsi: OpaquePointer
+    /// The peer's address, normalized (`MessageBudget`).
+    let address: String
     /// The message being received, in pieces.
     var assembler: MessageAssembler
     /// How far a requested close has got on this thread (the request itself, code and reason,
@@ -38,9 +40,10 @@ final class LiveConnection {
         case cut
     }
 
-    init(id: ConnectionID, wsi: OpaquePointer, maxMessageSize: Int) {
+    init(id: ConnectionID, wsi: OpaquePointer, address: String = "", maxMessageSize: Int) {
         self.id = id
         self.wsi = wsi
+        self.address = PeerAddress.normalized(address)
         self.assembler = MessageAssembler(limit: maxMessageSize)
         self.lastHeard = .now
     }
@@ -72,6 +75,8 @@ final class ServiceLoop: @unchecked Sendable {
     var pendingUpgrades: [OpaquePointer: UpgradeRequest] = [:]
     /// Connections still sending their first request head (`ServiceLoop+Heads`).
     var heads: HeadBudget
+    /// Bytes of messages being assembled (`ServiceLoop+WebSocket`'s `receive`).
+    var messages: MessageBudget
     var httpResponses: [OpaquePointer: PendingHTTPResponse] = [:]
     var nextID: UInt64 = 1
     private var drainingCommands = false
@@ -100,6 +105,9 @@ final class ServiceLoop: @unchecked Sendable {
         self.heads = HeadBudget(perAddress: configuration.maxUnfinishedHeadsPerAddress,
                                 total: configuration.unfinishedHeadsMemory > 0 ? max(1, configuration.unfinishedHeadsMemory / configuration.headBufferBytes) : 0,
                                 exempt: Set(configuration.unlimitedAddresses))
+        self.messages = MessageBudget(total: configuration.unfinishedMessagesMemory,
+                                      perAddress: configuration.unfinishedMessagesPerAddress,
+                                      exempt: Set(configuration.unlimitedAddresses))
     }
 
     // MARK: - Life cycle (on the service thread)
@@ -277,6 +285,7 @@ final class ServiceLoop: @unchecked Sendable {
                     guard let c = connections[id], c.closing == nil else { continue }
                     c.closing = .flushing(deadline: ContinuousClock.now + .milliseconds(Int(configuration.closeFlushTimeout * 1000)))
                     closing.insert(id)
+                    messages.change(-c.assembler.buffered, for: c.address)
                     c.assembler.reset()
                     // Read again (and discard) so the client's close frame is seen and
                     // the closing handshake can finish.

@@ -81,6 +81,14 @@ public struct TransportConfiguration: Sendable {
     /// past it a new connection gets 503 and is closed. 0: no limit. 128 MB is 5,461 heads.
     public var unfinishedHeadsMemory = Self.defaultUnfinishedHeadsMemory
     public static let defaultUnfinishedHeadsMemory = 128 * 1024 * 1024
+    /// Bytes all WebSocket messages still being assembled may hold at once (each is at most
+    /// `maxMessageSize`): a connection whose next piece would go over is closed with 1013.
+    /// 0: no limit.
+    public var unfinishedMessagesMemory = Self.defaultUnfinishedMessagesMemory
+    public static let defaultUnfinishedMessagesMemory = 64 * 1024 * 1024
+    /// The same for one peer address's connections. 0: no limit.
+    public var unfinishedMessagesPerAddress = Self.defaultUnfinishedMessagesPerAddress
+    public static let defaultUnfinishedMessagesPerAddress = 4 * 1024 * 1024
     /// Peer addresses neither limit applies to: this machine (a local proxy, health checks,
     /// benchmarks), and proxies, whose clients all come from their address (and which read a
     /// request head whole before forwarding it).

@@ -19,6 +19,10 @@ public protocol TransportDelegate: AnyObject {
     /// request heads from its address, or in all), with 429 or 503.
     func refusedConnection(_ refusal: ConnectionRefusal)
 
+    /// `id` was closed with 1013: a piece of a message would have taken the memory of
+    /// unfinished messages past its budget (`TransportConfiguration.unfinishedMessagesMemory`).
+    func refusedMessage(_ id: ConnectionID)
+
     /// An accepted upgrade completed; `id` is now open.
     func opened(_ id: ConnectionID, request: UpgradeRequest)
 
@@ -53,6 +57,7 @@ extension TransportDelegate {
     public func writeStalled(_ id: ConnectionID) {}
     public func refusedMalformedUpgrade(status: Int) {}
     public func refusedConnection(_ refusal: ConnectionRefusal) {}
+    public func refusedMessage(_ id: ConnectionID) {}
     public func http(_ request: HTTPRequest) -> HTTPResponse? { nil }
     public func tick() {}
 }

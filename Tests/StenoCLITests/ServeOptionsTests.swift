@@ -166,6 +166,7 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         ("metrics-token", "env", "flag"), ("allowed-origin", "https://env.example", "https://flag.example"), ("trusted-proxy", "10.0.0.5", "fd00::5"),
         ("redis", "redis://10.0.0.7", "redis://10.0.0.8:6380/1"), ("channel-lease", "10", "20"),
         ("max-handshaking-per-address", "8", "0"), ("handshake-memory", "64", "0"),
+        ("message-memory", "32", "0"), ("message-memory-per-address", "2", "0"),
         ("drain-timeout", "5", "6"),
         ("keepalive", "5", "6"), ("write-stall-seconds", "5", "6"), ("echo-route", "/env", "/flag"), ("workers", "5", "6"), ("event-loop", "poll", "libuv"), ("recognizers", "5", "6"), ("spare-recognizers", "0", "3"), ("decoder", "-fwdflat no", "-maxwpf 10"), ("endpointing", "detector", "search=0.3"), ("lag-target", "2", "0"), ("admit-utilization", "0.8", "0.95"),
         ("caption-line-length", "30", "32"), ("caption-lines", "1", "3"), ("caption-min-seconds", "0.5", "1.5"),
@@ -475,6 +476,8 @@ private func problem(_ arguments: [String], _ environment: [String: String] = [:
         #expect(defaults.channelLease == 6)
         #expect(defaults.maxHandshakingPerAddress == 64)
         #expect(defaults.handshakeMemory == 128 << 20)
+        #expect(defaults.messageMemory == 64 << 20)
+        #expect(defaults.messageMemoryPerAddress == 4 << 20)
         let given = try parse(["--channel-lease", "12", "--max-handshaking-per-address", "0", "--handshake-memory", "32"])
         #expect(given.channelLease == 12)
         #expect(given.maxHandshakingPerAddress == 0)

@@ -15,7 +15,7 @@ struct ServeOptions {
     struct Flags {
         let engine, profanity, whisperPython, whisperWorker, whisperDevice, whisperThreads, whisperBatch: Flag
         let host, port, model, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes: Flag
-        let idleTimeout, maxSessionSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, channelLease, handshakingPerAddress, handshakeMemory, cert, key: Flag
+        let idleTimeout, maxSessionSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, channelLease, handshakingPerAddress, handshakeMemory, messageMemory, messageMemoryPerAddress, cert, key: Flag
         let resumeSeconds, startTimeout, stallSeconds, drainTimeout, keepAlive, writeStall, echoRoute, workers, eventLoop, recognizers, spareRecognizers, dedicatedRecognizers, audioBatch, decoder, endpointing, lagTarget, admitUtilization, logLevel: Flag
         let captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds: Flag
         let hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts: Flag
@@ -79,6 +79,12 @@ struct ServeOptions {
             handshakeMemory = Flag("handshake-memory", value: "MB",
                                    help: "memory all connections still sending their request head may hold (24 KB each); past it a new one gets 503; 0 no limit",
                                    default: "\(server.handshakeMemory >> 20)", environment: "STENO_HANDSHAKE_MEMORY")
+            messageMemory = Flag("message-memory", value: "MB",
+                                 help: "memory all WebSocket messages still arriving may hold; a connection whose next piece would go over is closed 1013; 0 no limit",
+                                 default: "\(server.messageMemory >> 20)", environment: "STENO_MESSAGE_MEMORY")
+            messageMemoryPerAddress = Flag("message-memory-per-address", value: "MB",
+                                           help: "the same for one address's connections (trusted proxies exempt); 0 no limit",
+                                           default: "\(server.messageMemoryPerAddress >> 20)", environment: "STENO_MESSAGE_MEMORY_PER_ADDRESS")
             channelLease = Flag("channel-lease", value: "SECONDS",
                                 help: "with --redis: a publisher's hold on its channel; a dead instance's channels are free this long after it died",
                                 default: seconds(server.channelLease), environment: "STENO_CHANNEL_LEASE")
@@ -152,7 +158,7 @@ struct ServeOptions {
 
         var all: [Flag] {
             [host, port, engine, model, profanity, whisperPython, whisperWorker, whisperDevice, whisperThreads, whisperBatch, webRoot, maxSessions, maxFrameBytes, bufferSeconds, outboundBytes, idleTimeout,
-             maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, channelLease, handshakingPerAddress, handshakeMemory, cert, key, drainTimeout, keepAlive, writeStall, echoRoute, workers,
+             maxSessionSeconds, resumeSeconds, startTimeout, stallSeconds, token, viewerToken, metricsToken, allowedOrigin, trustedProxy, redis, channelLease, handshakingPerAddress, handshakeMemory, messageMemory, messageMemoryPerAddress, cert, key, drainTimeout, keepAlive, writeStall, echoRoute, workers,
              eventLoop, recognizers, spareRecognizers, dedicatedRecognizers, audioBatch, decoder, endpointing, lagTarget, admitUtilization, captionLineLength, captionLines, captionMinSeconds, captionMaxSeconds,
              hlsSegmentSeconds, hlsWindow, hlsMpegtsOffset, pastBroadcasts, logLevel]
         }
@@ -245,6 +251,12 @@ struct ServeOptions {
         }
         if let value = given.single(flags.handshakeMemory) {
             options.handshakeMemory = try given.integer(value, in: 0...1_000_000) << 20
+        }
+        if let value = given.single(flags.messageMemory) {
+            options.messageMemory = try given.integer(value, in: 0...1_000_000) << 20
+        }
+        if let value = given.single(flags.messageMemoryPerAddress) {
+            options.messageMemoryPerAddress = try given.integer(value, in: 0...1_000_000) << 20
         }
         if let value = given.single(flags.channelLease) {
             options.channelLease = try given.seconds(value, in: 1...300)
