@@ -28,6 +28,7 @@ import Glibc
 //
 //   steno-bench connections [--count 1000,10000] [--loops libuv,poll] [--talkers 2]
 //                           [--interval 20] [--keepalive 10] [--sparse 0] [--in-flight 128]
+//                           [--noise DBFS] [--engine pocketsphinx|whisper]
 //                           [--steno .build/release/steno] [--baseline OTHER/steno]
 //                           [--log-level warning]
 //   steno-bench connections --wakeups 1,2,4 [--rounds 2] [--steno .build/release/steno]
@@ -42,7 +43,10 @@ import Glibc
 // connection upgrades to /v1/stream, sends `start` (16 kHz PCM), reads `ready`, and then sends
 // nothing but the pongs the server's keepalive pings ask for (with `--sparse S`, also a
 // `silence` message of S seconds every S seconds, as a quiet client that suppresses silence
-// does). At most `--in-flight` handshakes are under way at once, so that the listen backlog
+// does; with `--noise DBFS`, instead, 100 ms of PCM noise at that level every 100 ms, as a
+// quiet room's microphone that does not suppress silence sends, from once all are ready and
+// settled: a crowd of quiet clients that admission must not take for talkers). At most
+// `--in-flight` handshakes are under way at once, so that the listen backlog
 // never overflows into SYN retries (which would measure the kernel's 1 s retry timer, not the
 // server). The talkers are threads of their own with blocking sockets.
 
@@ -53,6 +57,8 @@ func runConnectionsBench(_ arguments: [String]) {
     var keepalive = 10
     var talkers = 2
     var sparse = 0.0
+    var noise: Double?
+    var engine = "pocketsphinx"
     var inFlight = 128
     var steno = ".build/release/steno"
     var baseline: String?
@@ -71,6 +77,8 @@ func runConnectionsBench(_ arguments: [String]) {
         case "--keepalive": keepalive = max(0, Int(value) ?? keepalive); index += 1
         case "--talkers": talkers = max(0, Int(value) ?? talkers); index += 1
         case "--sparse": sparse = max(0, Double(value) ?? sparse); index += 1
+        case "--noise": noise = Double(value); index += 1
+        case "--engine": engine = value; index += 1
         case "--in-flight": inFlight = max(1, Int(value) ?? inFlight); index += 1
         case "--steno": steno = value; index += 1
         case "--baseline": baseline = value; index += 1
@@ -104,7 +112,8 @@ func runConnectionsBench(_ arguments: [String]) {
     let limit = OpenFileLimit.raise()
     let largest = counts.max() ?? 0
     print("connections benchmark: N silent sessions (start, 16 kHz PCM, then "
-        + (sparse > 0 ? "a \(format(sparse, 0)) s silence message every \(format(sparse, 0)) s" : "nothing")
+        + (noise.map { "100 ms of noise at \(format($0, 0)) dBFS every 100 ms" }
+           ?? (sparse > 0 ? "a \(format(sparse, 0)) s silence message every \(format(sparse, 0)) s" : "nothing"))
         + "), keepalive \(keepalive) s, \(talkers) of them talking")
     print("  (\(format(Double(speech.count) / 32000, 1)) s of speech each, in real time); CPU measured over \(format(interval, 0)) s;"
         + " \(ProcessInfo.processInfo.activeProcessorCount) cores shared by the server and this client")
@@ -121,7 +130,8 @@ func runConnectionsBench(_ arguments: [String]) {
             for (binary, label) in (baseline.map { [($0, " base")] } ?? []) + [(steno, "")] {
                 guard var row = measureConnections(
                     steno: binary, loop: loop, count: count, talkers: talkers, speech: speech, interval: interval,
-                    keepalive: keepalive, sparse: sparse, inFlight: inFlight, logLevel: logLevel) else {
+                    keepalive: keepalive, sparse: sparse, noise: noise, engine: engine, inFlight: inFlight,
+                    logLevel: logLevel) else {
                     print("  \(loop)\(label), \(count) sessions: failed")
                     continue
                 }
@@ -250,19 +260,20 @@ func loadTalkerSpeech() -> [UInt8]? {
 }
 
 private func measureConnections(steno: String, loop: String, count: Int, talkers: Int, speech: [UInt8],
-                                interval: Double, keepalive: Int, sparse: Double, inFlight: Int,
+                                interval: Double, keepalive: Int, sparse: Double, noise: Double? = nil,
+                                engine: String = "pocketsphinx", inFlight: Int,
                                 logLevel: String) -> ConnectionsRow? {
     let logPath = NSTemporaryDirectory() + "steno-bench-connections-\(getpid())-\(loop)-\(count).log"
     unlink(logPath)
     // Room for the N sessions, the talkers and one more: readiness says 200 with all of them
     // connected, and "full" once one more has come.
     let maxSessions = count + talkers + 1
-    var arguments = ["serve", "--engine", "pocketsphinx", "--port", "0", "--event-loop", loop, "--max-sessions", "\(maxSessions)",
+    var arguments = ["serve", "--engine", engine, "--port", "0", "--event-loop", loop, "--max-sessions", "\(maxSessions)",
                      "--keepalive", "\(keepalive)", "--drain-timeout", "30",
                      "--log-level", logLevel, "--web-root", "/nonexistent"]
     // A silent session that sends nothing would be closed by the idle timeout; one that sends
     // silence messages is active.
-    if sparse == 0 { arguments += ["--idle-timeout", "0"] }
+    if sparse == 0 && noise == nil { arguments += ["--idle-timeout", "0"] }
     guard let server = Child.spawn(steno, arguments, stdout: true, stderrPath: logPath),
           let port = server.readPort() else {
         print("  \(loop): the server did not start (log: \(logPath))")
@@ -309,7 +320,11 @@ private func measureConnections(steno: String, loop: String, count: Int, talkers
     // Settled: what N silent sessions hold, then what they cost over the interval.
     client.run(until: monotonicSeconds() + 3) { false }
     row.rssWithMB = server.residentMB()
-    if sparse > 0 { client.startSparse(every: sparse) }
+    if let noise {
+        client.startSparse(every: 0.1, frame: maskedFrame(opcode: 2, noisePCM(seconds: 0.1, dBFS: noise)))
+    } else if sparse > 0 {
+        client.startSparse(every: sparse)
+    }
     let loadedStart = (server.cpuSeconds(), monotonicSeconds())
     client.run(until: loadedStart.1 + interval) { false }
     let loadedEnd = (server.cpuSeconds(), monotonicSeconds())
@@ -633,11 +648,11 @@ private final class SilentClients {
 
     /// From now on each silent session sends a `silence` message of `seconds` every `seconds`
     /// (spread evenly over the interval).
-    func startSparse(every seconds: Double) {
+    func startSparse(every seconds: Double, frame: [UInt8]? = nil) {
         sparseEvery = seconds
         sparseStart = monotonicSeconds()
         sparseSent = 0
-        sparseFrame = maskedFrame(opcode: 1, Array(#"{"type":"silence","duration":\#(seconds)}"#.utf8))
+        sparseFrame = frame ?? maskedFrame(opcode: 1, Array(#"{"type":"silence","duration":\#(seconds)}"#.utf8))
     }
 
     /// Ends the last session that became ready with `cancel` (the server closes it, 1000).
@@ -1095,4 +1110,20 @@ private func measureServerWakeups(steno: String, unbatched: Bool, talkerCounts: 
         _ = waitUntilQuiet(server)
     }
     return rows
+}
+
+/// `seconds` of 16 kHz PCM white noise whose RMS is `dBFS` (a quiet room's hiss), seeded.
+func noisePCM(seconds: Double, dBFS: Double) -> [UInt8] {
+    var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+    let rms = pow(10, dBFS / 20) * 32768
+    var out: [UInt8] = []
+    for _ in 0..<Int(seconds * 16000) {
+        state = state &* 6364136223846793005 &+ 1442695040888963407
+        // Uniform in [-1, 1) has an RMS of 1/sqrt(3).
+        let uniform = Double(Int64(bitPattern: state) >> 11) / Double(1 << 52)
+        let sample = Int16(clamping: Int((uniform * rms * 3.0.squareRoot()).rounded()))
+        out.append(UInt8(truncatingIfNeeded: sample))
+        out.append(UInt8(truncatingIfNeeded: sample >> 8))
+    }
+    return out
 }
