@@ -43,11 +43,18 @@ public final class PocketSphinxSpeechDetector {
     /// Feeds mono samples in -1...1 (clipped; NaN is 0).
     public func accept(_ samples: UnsafeBufferPointer<Float>) -> [TranscriberEvent] {
         var events: [TranscriberEvent] = []
-        for sample in samples {
-            pending.append(PocketSphinxRecognizer.pcm16(sample))
+        // A block (or the settling span) at a time, converted in one go: sample by sample, the
+        // checks of each access to this object's state cost more than the conversion (a
+        // quiet crowd's intake is mostly this detector).
+        var index = samples.startIndex
+        while index < samples.endIndex {
+            let goal = settling ? settleSamples : blockSamples
+            let count = min(samples.endIndex - index, max(1, goal - pending.count))
+            pending.append(contentsOf: samples[index..<(index + count)].lazy.map(PocketSphinxRecognizer.pcm16))
+            index += count
             if settling {
                 if pending.count >= settleSamples { settle(into: &events) }
-            } else if pending.count == blockSamples {
+            } else if pending.count >= blockSamples {
                 analyzePending(into: &events)
             }
         }
