@@ -13,24 +13,17 @@ the defaults (`--max-handshaking-per-address 64`, `--handshake-memory 128`) and 
 
 import argparse
 import os
-import re
 import resource
 import socket
-import subprocess
 import time
+
+import steno_serve
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def serve(steno, extra):
-    process = subprocess.Popen([steno, "serve", "--engine", "pocketsphinx", "--port", "0", "--log-level", "warning",
-                                "--web-root", "/nonexistent", *extra],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
-    for line in process.stdout:
-        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
-        if m:
-            return process, int(m.group(1))
-    raise RuntimeError("steno serve did not start")
+    return steno_serve.serve(steno, ["--engine", "pocketsphinx", *extra])
 
 
 def rss_mb(pid):

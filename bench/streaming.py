@@ -28,6 +28,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "Tests", "whisper"))
+import steno_serve  # noqa: E402
 from worker_client import TESTDATA, cards, default_model, errors, floor, librivox, normalized, read_wav  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -82,14 +83,7 @@ def percentile(values, p):
 
 
 def serve(steno, engine, extra=()):
-    process = subprocess.Popen([steno, "serve", "--engine", engine, "--port", "0", "--idle-timeout", "0",
-                                "--log-level", "warning", "--web-root", "/nonexistent", *extra],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
-    for line in process.stdout:
-        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
-        if m:
-            return process, int(m.group(1))
-    raise RuntimeError("steno serve did not start")
+    return steno_serve.serve(steno, ["--engine", engine, "--idle-timeout", "0", *extra])
 
 
 def stream(steno, port, path, launched=None, phrases=None):

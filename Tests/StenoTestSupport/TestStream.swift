@@ -53,6 +53,27 @@ public final class TestStream {
 
     /// A TCP connection to `host:port`. `receiveBufferSize`/`sendBufferSize` set
     /// SO_RCVBUF/SO_SNDBUF before connecting (small values make a slow reader).
+    /// Binds or connects `fd` (`call`) to the IPv4 address `text`, `port`; on failure closes it
+    /// and throws, naming `what`.
+    private static func attach(_ fd: Int32, to text: String, port: Int, _ what: String,
+                               _ call: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Int32) throws {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        guard inet_pton(AF_INET, text, &address.sin_addr) == 1 else {
+            Glibc.close(fd)
+            throw TestClientError.protocolError("not an IPv4 address: \(text)")
+        }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { call(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard result == 0 else {
+            let e = errno
+            Glibc.close(fd)
+            throw TestClientError.io(what, e)
+        }
+    }
+
     /// `source`: the local address to connect from (any of 127.0.0.0/8 on loopback), so that a
     /// test can be several clients.
     public static func tcp(host: String = "127.0.0.1", port: Int, source: String? = nil,
@@ -60,20 +81,7 @@ public final class TestStream {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestClientError.io("socket", errno) }
         if let source {
-            var local = sockaddr_in()
-            local.sin_family = sa_family_t(AF_INET)
-            guard inet_pton(AF_INET, source, &local.sin_addr) == 1 else {
-                Glibc.close(fd)
-                throw TestClientError.protocolError("not an IPv4 address: \(source)")
-            }
-            let bound = withUnsafePointer(to: &local) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            guard bound == 0 else {
-                let e = errno
-                Glibc.close(fd)
-                throw TestClientError.io("bind to \(source)", e)
-            }
+            try attach(fd, to: source, port: 0, "bind to \(source)") { Glibc.bind($0, $1, $2) }
         }
         if var size = receiveBufferSize.map(Int32.init) {
             setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
@@ -83,21 +91,7 @@ public final class TestStream {
         }
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        guard inet_pton(AF_INET, host, &addr.sin_addr) == 1 else {
-            Glibc.close(fd)
-            throw TestClientError.protocolError("not an IPv4 address: \(host)")
-        }
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard rc == 0 else {
-            let e = errno
-            Glibc.close(fd)
-            throw TestClientError.io("connect to \(host):\(port)", e)
-        }
+        try attach(fd, to: host, port: port, "connect to \(host):\(port)") { Glibc.connect($0, $1, $2) }
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
         return TestStream(readFD: fd, writeFD: fd, child: nil)
     }
