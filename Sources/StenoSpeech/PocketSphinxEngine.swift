@@ -143,14 +143,15 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
         try pool.keepReady(sessions)
     }
 
-    /// A standalone speech detector with the decoders' voice activity settings (no model:
-    /// cheap to make and to run).
-    /// A standalone speech detector with this engine's voice activity settings; `settling`:
-    /// seconds heard first for the noise estimate alone (`PocketSphinxSpeechDetector`), 0 for a
-    /// detector that decides exactly as this engine's recognizers do.
-    public func makeSpeechDetector(settling: Double = 0) throws(StenoError) -> PocketSphinxSpeechDetector {
+    /// A standalone speech detector with this engine's voice activity settings (no model: cheap
+    /// to make and to run); `settling`: seconds heard first for the noise estimate alone
+    /// (`PocketSphinxSpeechDetector`), 0 for a detector that decides exactly as this engine's
+    /// recognizers do; `quietBelow`: dBFS under which a block heard while no speech is open is
+    /// passed over (nil: none is).
+    public func makeSpeechDetector(settling: Double = 0, quietBelow: Double? = nil) throws(StenoError) -> PocketSphinxSpeechDetector {
         try PocketSphinxSpeechDetector(frontEnd: shape.makeFrontEnd(), shape: shape, blockSamples: configuration.blockSamples,
-                                       settleSamples: Int(max(0, settling) * Double(PocketSphinxRecognizer.sampleRate)))
+                                       settleSamples: Int(max(0, settling) * Double(PocketSphinxRecognizer.sampleRate)),
+                                       quietBelow: quietBelow)
     }
 
     /// The shared decoders now: how many exist, are idle, are lent, and how many recognizers

@@ -1,4 +1,5 @@
 import CPocketSphinx
+import Glibc
 import StenoCore
 
 /// A standalone speech detector: `.speechStarted`/`.speechEnded` events from pocketsphinx's
@@ -28,10 +29,14 @@ public final class PocketSphinxSpeechDetector {
     /// Samples heard first only to settle the noise estimate (`settling`), then heard again.
     private let settleSamples: Int
     private var settling: Bool
+    /// Blocks whose RMS (Int16 units) is below this, while no speech is open, are not
+    /// analyzed (`quietBelow`); 0: every block is.
+    private let quietLevel: Float
 
-    init(frontEnd: SpeechFrontEnd, shape: DecoderShape, blockSamples: Int, settleSamples: Int = 0) {
+    init(frontEnd: SpeechFrontEnd, shape: DecoderShape, blockSamples: Int, settleSamples: Int = 0, quietBelow: Double? = nil) {
         self.settleSamples = settleSamples
         self.settling = settleSamples > 0
+        self.quietLevel = quietBelow.map { Float(pow(10, $0 / 20) * 32768) } ?? 0
         self.vad = frontEnd
         self.discarded = CepstralFrames(length: frontEnd.cepstrumLength)
         self.blockSamples = blockSamples
@@ -99,6 +104,10 @@ public final class PocketSphinxSpeechDetector {
 
     private func analyzePending(into events: inout [TranscriberEvent]) {
         guard !pending.isEmpty else { return }
+        if quietLevel > 0 && !speechActive && !utteranceHasSpeech && !vad.inSpeech && Self.rms(pending) < quietLevel {
+            skipQuietBlock()
+            return
+        }
         var switchedOff: Int?
         pending.withUnsafeBufferPointer { block in
             guard let base = block.baseAddress else { return }
@@ -133,6 +142,30 @@ public final class PocketSphinxSpeechDetector {
             utteranceStart = fed
             utteranceHasSpeech = false
         }
+    }
+
+    /// A block far below any speech, heard while none is open, is passed over: the front end
+    /// (most of a quiet session's cost) does not compute its spectrum, and its noise estimate
+    /// keeps what it had. Its frames count from the next block heard, so its utterance starts
+    /// again there.
+    private func skipQuietBlock() {
+        fed += pending.count
+        pending.removeAll(keepingCapacity: true)
+        if vad.utteranceSamples > 0 {
+            vad.endUtterance(into: &discarded)
+            discarded.removeAll()
+            vad.startUtterance()
+        }
+        utteranceStart = fed
+    }
+
+    private static func rms(_ samples: [Int16]) -> Float {
+        var sum: Float = 0
+        for sample in samples {
+            let value = Float(sample)
+            sum += value * value
+        }
+        return (sum / Float(max(1, samples.count))).squareRoot()
     }
 
     private func seconds(_ samples: Int) -> Double { Double(samples) / Double(Self.sampleRate) }

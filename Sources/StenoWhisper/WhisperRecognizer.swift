@@ -335,11 +335,16 @@ public final class WhisperEngine: SpeechEngine, Sendable {
     /// would otherwise start every session with half a second of "speech", sent to the worker
     /// and counted by admission as a talker (`PocketSphinxSpeechDetector`).
     static let settling = 0.64
+    /// Blocks below this (dBFS RMS) heard while no speech is open are passed over by the
+    /// detector: a quiet session then costs almost nothing (the detector's front end was ≈1 ms
+    /// of CPU per second of a quiet room's audio, the most of a quiet crowd's cost). Speech is
+    /// far above it (−20 to −35 dBFS; a soft voice at a distance −45).
+    static let quietBelow = -50.0
 
     public func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
         let detectors = detectors
         return try WhisperRecognizer(worker: worker, info: info, options: options,
-                                     makeDetector: { () throws(StenoError) in try detectors.makeSpeechDetector(settling: Self.settling) },
+                                     makeDetector: { () throws(StenoError) in try detectors.makeSpeechDetector(settling: Self.settling, quietBelow: Self.quietBelow) },
                                      wake: wake)
     }
 }

@@ -68,6 +68,27 @@ import Testing
         }
     }
 
+    /// A detector that passes over blocks below −50 dBFS while no speech is open hears no
+    /// speech in a quiet room either, and finds the speech that follows one where a detector
+    /// that heard every block does, within 0.1 s (the noise estimate differs, and the front
+    /// end's frames start again after each block passed over; the pre-roll of whoever gates
+    /// utterances on it covers that).
+    @Test func aQuietGatedDetectorFindsTheSpeechAfterAQuietRoom() throws {
+        let engine = try SharedEngine.get(cliDefaults: true)
+        for name in ["beckett.wav", "librivox/sense_and_sensibility_01_austen_64kb-0930.wav"] {
+            let speech = try TestAudio.load(name).floats
+            let room = Self.noise(3, dBFS: -60, seed: 7)
+            let audio = room + zip(speech, Self.noise(Double(speech.count) / 16000 + 1, dBFS: -60, seed: 8)).map { $0 + $1 }
+            let plain = Self.speech(try engine.makeSpeechDetector(settling: 0.64), audio)
+            let gated = Self.speech(try engine.makeSpeechDetector(settling: 0.64, quietBelow: -50), audio)
+            #expect(!plain.isEmpty, "\(name)")
+            #expect(gated.map(\.started) == plain.map(\.started), "\(name)")
+            for (a, b) in zip(gated, plain) { #expect(abs(a.at - b.at) <= 0.1, "\(name): \(a.at) vs \(b.at)") }
+            #expect(gated.first.map { $0.at >= 2.9 } == true, "\(name): \(gated.prefix(4))")
+            #expect(Self.speech(try engine.makeSpeechDetector(settling: 0.64, quietBelow: -50), room + room).isEmpty)
+        }
+    }
+
     /// Speech from the first sample is still found, at most a little after it starts (the
     /// pre-roll of whoever gates utterances on it covers that), and later changes of voice
     /// activity come where they did, give or take a frame or two (the noise estimate differs).
