@@ -80,9 +80,11 @@ public final class UtteranceGate {
         if let start = utteranceStart, received - start >= maximumLength, let cut = cut(at: received) {
             cuts.append(cut)
         }
-        if utteranceStart == nil, buffer.count > preRoll {
-            // Nothing to hear: keep only the pre-roll.
-            buffer.removeFirst(buffer.count - preRoll)
+        let keep = preRoll + detector.undecidedSamples
+        if utteranceStart == nil, buffer.count > keep {
+            // Nothing to hear: keep only the pre-roll of an onset the detector may still report
+            // (its report comes some time after the onset: a block, or the span it settles on).
+            buffer.removeFirst(buffer.count - keep)
             bufferStart = received - buffer.count
         }
         return (events, cuts)
@@ -98,7 +100,7 @@ public final class UtteranceGate {
         guard to > from else { return Cut(start: start, end: end, samples: []) }
         let cut = Cut(start: start, end: end, samples: buffer[from..<to])
         // What follows the utterance stays, for the next one's pre-roll.
-        let keepFrom = max(0, min(to - preRoll, (utteranceStart ?? Int.max) - bufferStart))
+        let keepFrom = max(0, min(to - preRoll - detector.undecidedSamples, (utteranceStart ?? Int.max) - bufferStart))
         buffer.removeFirst(keepFrom)
         bufferStart += keepFrom
         return cut

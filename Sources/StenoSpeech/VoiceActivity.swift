@@ -168,5 +168,12 @@ public final class PocketSphinxSpeechDetector {
         return (sum / Float(max(1, samples.count))).squareRoot()
     }
 
+    /// While it settles, all it has heard: it decides on none of it until it has heard the
+    /// whole span (0.64 s), and the onset of speech that starts with the stream is then in the
+    /// past by that much. Afterwards 0: its decisions come a block late at most, which the
+    /// pre-roll of whoever gates on it was chosen with (keeping more lets noise bursts open
+    /// longer utterances, in which Whisper invents "Thank you.": measured).
+    public var undecidedSamples: Int { settling ? pending.count : 0 }
+
     private func seconds(_ samples: Int) -> Double { Double(samples) / Double(Self.sampleRate) }
 }

@@ -13,9 +13,16 @@ import StenoCore
 public protocol VoiceDetector: AnyObject {
     /// Feeds samples; the changes of voice activity decided with them.
     func accept(_ samples: UnsafeBufferPointer<Float>) -> [TranscriberEvent]
+
+    /// How far back from the last sample fed an onset it has not reported yet may still lie
+    /// (what it holds undecided, and how far its onsets reach back): whoever keeps the audio
+    /// for a pre-roll keeps this much more.
+    var undecidedSamples: Int { get }
 }
 
 extension VoiceDetector {
+    public var undecidedSamples: Int { 0 }
+
     public func accept(_ samples: [Float]) -> [TranscriberEvent] {
         samples.withUnsafeBufferPointer { accept($0) }
     }
