@@ -58,17 +58,22 @@ extension ChannelHub {
     /// A local broadcast another instance's publisher holds the channel for: it ends here,
     /// `lost` to its viewers, and nothing of it goes to the relay.
     func withdraw(_ name: String, session: String) {
-        state.withLock { s in
-            guard var channel = s.channels[name], var broadcast = channel.current, broadcast.session == session,
-                  broadcast.origin == nil, broadcast.state == .live else { return }
-            broadcast.state = .lost
-            broadcast.endedAt = SystemClock.wall()
-            broadcast.showingVolatile = nil
-            channel.current = broadcast
-            s.channels[name] = channel
-            let event = ServerEvent.publisher(.lost, broadcast: broadcast.id, startedAt: broadcast.startedAt).encoded()
-            for viewer in channel.viewers { deliver(event, to: viewer, counters: channel.counters) }
-        }
+        state.withLock { s in _ = markLost(name, session: session, remote: false, &s) }
+    }
+
+    /// `session`'s live broadcast on `name` (another instance's if `remote`, a local one if
+    /// not) is over: `lost` to its viewers. False if there is no such broadcast.
+    private func markLost(_ name: String, session: String, remote: Bool, _ s: inout State) -> Bool {
+        guard var channel = s.channels[name], var broadcast = channel.current, broadcast.session == session,
+              (broadcast.origin != nil) == remote, broadcast.state == .live else { return false }
+        broadcast.state = .lost
+        broadcast.endedAt = SystemClock.wall()
+        broadcast.showingVolatile = nil
+        channel.current = broadcast
+        s.channels[name] = channel
+        let event = ServerEvent.publisher(.lost, broadcast: broadcast.id, startedAt: broadcast.startedAt).encoded()
+        for viewer in channel.viewers { deliver(event, to: viewer, counters: channel.counters) }
+        return true
     }
 
     /// The relay lost (or got back) Redis: the viewers that follow another instance's
@@ -99,16 +104,8 @@ extension ChannelHub {
     /// viewers, and the local sessions waiting for the channel are called to claim it.
     func remoteGone(_ name: String, session: String) {
         let callbacks = state.withLock { s -> [@Sendable () -> Void] in
-            guard var channel = s.channels[name], var broadcast = channel.current, broadcast.session == session,
-                  broadcast.origin != nil, broadcast.state == .live else { return [] }
-            broadcast.state = .lost
-            broadcast.endedAt = SystemClock.wall()
-            broadcast.showingVolatile = nil
-            channel.current = broadcast
-            s.channels[name] = channel
-            let event = ServerEvent.publisher(.lost, broadcast: broadcast.id, startedAt: broadcast.startedAt).encoded()
-            for viewer in channel.viewers { deliver(event, to: viewer, counters: channel.counters) }
-            return s.waiting.removeValue(forKey: name) ?? []
+            guard markLost(name, session: session, remote: true, &s) else { return [] }
+            return takeWaiting(name, &s)
         }
         for callback in callbacks { DispatchQueue.global().async(execute: callback) }
     }

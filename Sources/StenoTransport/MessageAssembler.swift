@@ -29,9 +29,12 @@ struct MessageAssembler {
     /// How many bytes more `receive` would hold for this piece until the message is whole: none
     /// for a message whole in one piece, the last piece of one, or one being dropped.
     func growth(_ count: Int, final: Bool, remaining: Int) -> Int {
-        if final || discarding { return 0 }
-        if buffer.count + count > limit || remaining > limit - buffer.count - count { return 0 }
-        return count
+        final || discarding || !fits(count, remaining: remaining) ? 0 : count
+    }
+
+    /// Whether a piece of `count` bytes, with `remaining` more announced, fits the limit.
+    private func fits(_ count: Int, remaining: Int) -> Bool {
+        buffer.count + count <= limit && remaining <= limit - buffer.count - count
     }
 
     /// One piece of a message: `binary` is the message's type (read with its first piece),
@@ -52,7 +55,7 @@ struct MessageAssembler {
         }
         var outcome = Outcome.pending
         if !discarding {
-            if buffer.count + piece.count > limit || remaining > limit - buffer.count - piece.count {
+            if !fits(piece.count, remaining: remaining) {
                 discarding = true
                 buffer = []
                 outcome = .tooLarge

@@ -208,8 +208,6 @@ extension ServiceLoop {
     }
 
     func peerAddress(_ wsi: OpaquePointer) -> String {
-        var buffer = [CChar](repeating: 0, count: 64)
-        guard lws_get_peer_simple(wsi, &buffer, buffer.count) != nil else { return "" }
-        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        Self.address { lws_get_peer_simple(wsi, $0, $1) }
     }
 }

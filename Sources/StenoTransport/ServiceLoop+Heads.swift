@@ -39,31 +39,16 @@ extension ServiceLoop {
             + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)").utf8)
     }
 
-    /// The socket's peer address, as lws writes it (IPv4 dotted, IPv6 as `inet_ntop` does).
+    /// The socket's peer address, written by lws as it writes a connection's
+    /// (`ServiceLoop.peerAddress(_:)`), so that both compare alike.
     static func peerAddress(_ socket: Int32) -> String {
-        var storage = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let got = withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(socket, $0, &length) }
-        }
-        guard got == 0 else { return "" }
-        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
-        let family = Int32(storage.ss_family)
-        let written: UnsafePointer<CChar>? = withUnsafePointer(to: &storage) { pointer in
-            switch family {
-            case AF_INET:
-                pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { address in
-                    withUnsafePointer(to: address.pointee.sin_addr) { inet_ntop(AF_INET, $0, &text, socklen_t(text.count)) }
-                }
-            case AF_INET6:
-                pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { address in
-                    withUnsafePointer(to: address.pointee.sin6_addr) { inet_ntop(AF_INET6, $0, &text, socklen_t(text.count)) }
-                }
-            default:
-                nil
-            }
-        }
-        guard written != nil else { return "" }
-        return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        address { lws_get_peer_simple_fd(socket, $0, $1) }
+    }
+
+    /// What lws writes into a buffer for an address ("" if it writes none).
+    static func address(_ write: (UnsafeMutablePointer<CChar>, Int) -> UnsafePointer<CChar>?) -> String {
+        var buffer = [CChar](repeating: 0, count: 64)
+        guard buffer.withUnsafeMutableBufferPointer({ write($0.baseAddress!, $0.count) }) != nil else { return "" }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
