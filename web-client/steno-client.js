@@ -881,7 +881,9 @@ export class StenoClient extends EventOwner {
   _send(item) {
     const size = typeof item === 'string' ? 0 : item.byteLength;
     if (this.state === 'ready' || this.state === 'ending') {
-      this._socket.send(item);
+      // The server may have closed already (a drain: 1001) while `close` has not reached
+      // us yet: a send then only makes the browser log an error; the session is over.
+      if (this._socket.readyState === 1) this._socket.send(item);
     } else {
       this._outbox.push(item);
       this._outboxBytes += size;
