@@ -882,8 +882,8 @@ export class StenoClient extends EventOwner {
     const size = typeof item === 'string' ? 0 : item.byteLength;
     if (this.state === 'ready' || this.state === 'ending') {
       // The server may have closed already (a drain: 1001) while `close` has not reached
-      // us yet: a send then only makes the browser log an error; the session is over.
-      if (this._socket.readyState === 1) this._socket.send(item);
+      // us yet (CLOSING or CLOSED): a send then only makes the browser log an error.
+      if (!(this._socket.readyState >= 2)) this._socket.send(item);
     } else {
       this._outbox.push(item);
       this._outboxBytes += size;
