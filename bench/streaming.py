@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -163,7 +164,7 @@ def capacity(args):
     print(f"{'talkers':>7} {'served':>6} {'refused':>7} {'WER':>6} {'volatile p50/p95 s':>19} {'final p50/p95 s':>16}"
           f" {'CPU s/audio s':>13} {'projected':>9} {'speech cost':>11}")
     for n in counts:
-        extra = () if args.admission else ("--admit-utilization", "0", "--lag-target", "0")
+        extra = (() if args.admission else ("--admit-utilization", "0", "--lag-target", "0")) + tuple(shlex.split(args.serve_args))
         process, port = serve(args.steno, args.engine, extra)
         try:
             time.sleep(1)
@@ -212,6 +213,8 @@ def main():
     parser.add_argument("--talkers", default=None, help="capacity rounds of these many talkers at once, e.g. 1,2,4,6")
     parser.add_argument("--engine", default="whisper", help="the engine of the --talkers rounds")
     parser.add_argument("--admission", action="store_true", help="--talkers with admission on (default options)")
+    parser.add_argument("--serve-args", default="", help="more options for steno serve, e.g. \"--decoder '-vad_postspeech 30'\"")
+    parser.add_argument("--no-floor", action="store_true", help="leave out the batch floor (its rows of another run stand)")
     parser.add_argument("--phrases", action="store_true",
                         help="also stream librivox and synthetic with their phrase lists (bench/phrases)")
     args = parser.parse_args()
@@ -221,15 +224,16 @@ def main():
     labelled = sets()
     rows = []
 
-    from faster_whisper import WhisperModel
-    model = WhisperModel(default_model(), device="cpu", compute_type="int8", local_files_only=True)
-    for name, items in labelled.items():
-        wer, cpu = floor(model, [(read_wav(path), ref) for path, ref in items])
-        rows.append((name, "whisper batch (floor)", wer, None, None, cpu))
-    del model
+    if not args.no_floor:
+        from faster_whisper import WhisperModel
+        model = WhisperModel(default_model(), device="cpu", compute_type="int8", local_files_only=True)
+        for name, items in labelled.items():
+            wer, cpu = floor(model, [(read_wav(path), ref) for path, ref in items])
+            rows.append((name, "whisper batch (floor)", wer, None, None, cpu))
+        del model
 
     for engine in args.engines.split(","):
-        process, port = serve(args.steno, engine)
+        process, port = serve(args.steno, engine, shlex.split(args.serve_args))
         try:
             time.sleep(1)
             pids = [process.pid] + children(process.pid)
