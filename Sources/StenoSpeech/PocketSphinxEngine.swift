@@ -147,11 +147,15 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
     /// to make and to run); `settling`: seconds heard first for the noise estimate alone
     /// (`PocketSphinxSpeechDetector`), 0 for a detector that decides exactly as this engine's
     /// recognizers do; `quietBelow`: dBFS under which a block heard while no speech is open is
-    /// passed over (nil: none is).
-    public func makeSpeechDetector(settling: Double = 0, quietBelow: Double? = nil) throws(StenoError) -> PocketSphinxSpeechDetector {
-        try PocketSphinxSpeechDetector(frontEnd: shape.makeFrontEnd(), shape: shape, blockSamples: configuration.blockSamples,
-                                       settleSamples: Int(max(0, settling) * Double(PocketSphinxRecognizer.sampleRate)),
-                                       quietBelow: quietBelow)
+    /// passed over (nil: none is); `postSpeech`: seconds of silence that end speech, instead of
+    /// the engine's `-vad_postspeech` (nil).
+    public func makeSpeechDetector(settling: Double = 0, quietBelow: Double? = nil,
+                                   postSpeech: Double? = nil) throws(StenoError) -> PocketSphinxSpeechDetector {
+        let frames = postSpeech.map { max(1, Int(($0 * Double(PocketSphinxRecognizer.sampleRate) / Double(shape.frameShift)).rounded())) }
+        return try PocketSphinxSpeechDetector(frontEnd: shape.makeFrontEnd(postSpeechFrames: frames), shape: shape,
+                                              blockSamples: configuration.blockSamples,
+                                              settleSamples: Int(max(0, settling) * Double(PocketSphinxRecognizer.sampleRate)),
+                                              quietBelow: quietBelow, postSpeechFrames: frames)
     }
 
     /// The shared decoders now: how many exist, are idle, are lent, and how many recognizers
@@ -222,10 +226,18 @@ final class DecoderShape: Sendable {
     var config: OpaquePointer { configuration.config }
 
     /// A front end with the decoders' configuration, under the lock that serializes
-    /// sphinxbase object creation (a configuration's reference count is not atomic).
-    func makeFrontEnd() throws(StenoError) -> SpeechFrontEnd {
+    /// sphinxbase object creation (a configuration's reference count is not atomic);
+    /// `postSpeechFrames`: its detector's own `-vad_postspeech`. sphinxbase has no copy of a
+    /// configuration, and a front end reads its settings once, as it is made: the value is
+    /// set for that moment and put back, under the same lock (decoders are made under it too).
+    func makeFrontEnd(postSpeechFrames: Int? = nil) throws(StenoError) -> SpeechFrontEnd {
         PocketSphinxDecoder.lifecycleLock.lock()
         defer { PocketSphinxDecoder.lifecycleLock.unlock() }
+        guard let postSpeechFrames, postSpeechFrames != self.postSpeechFrames else {
+            return try SpeechFrontEnd(config: configuration.config)
+        }
+        cmd_ln_set_int_r(configuration.config, "-vad_postspeech", postSpeechFrames)
+        defer { cmd_ln_set_int_r(configuration.config, "-vad_postspeech", self.postSpeechFrames) }
         return try SpeechFrontEnd(config: configuration.config)
     }
 }

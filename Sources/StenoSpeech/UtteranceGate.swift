@@ -1,3 +1,4 @@
+import Glibc
 import StenoCore
 
 /// Finds a session's utterances with a speech detector (`VoiceDetector`) for an engine that
@@ -6,6 +7,14 @@ import StenoCore
 /// is clipped), closes `tail` samples after its end of speech, and is cut at
 /// `maximumLength`, speech going on in the next one. While nobody speaks only the pre-roll is
 /// kept.
+///
+/// With a `hangover`, the detector's end of speech opens a pause instead (`pauseStart`, where
+/// it says speech ended), and the utterance closes only once the detector has decided
+/// `hangover` samples past that start with no speech: speech that comes back sooner goes on in
+/// the same utterance. A detector made to decide sooner (a shorter silence ends its speech)
+/// with the slower one's silence as the hangover cuts utterances as the slower one alone would,
+/// and tells of every pause early: an engine can start on the utterance's final as the pause
+/// begins (`pauseCut`).
 ///
 /// It counts the session's timeline in samples: 0 is the first sample heard, and it moves on
 /// with every sample heard and every sample of silence the client left out (`skip`). The
@@ -26,6 +35,7 @@ public final class UtteranceGate {
     public let preRoll: Int
     public let tail: Int
     public let maximumLength: Int
+    public let hangover: Int
 
     private let makeDetector: () throws(StenoError) -> any VoiceDetector
     private var detector: any VoiceDetector
@@ -39,16 +49,20 @@ public final class UtteranceGate {
     private var bufferStart = 0
     /// The first sample of the utterance going on (nil: none).
     public private(set) var utteranceStart: Int?
-    /// Whether speech goes on, as the detector reported it.
+    /// Whether speech goes on, as the detector reported it (a pause included).
     public private(set) var isSpeaking = false
+    /// Where the pause going on began (the detector's end of speech), while the hangover has
+    /// not passed.
+    public private(set) var pauseStart: Int?
 
     /// `makeDetector`: a fresh detector, now and after each silence the client left out.
-    public init(sampleRate: Int, preRoll: Int, tail: Int, maximumLength: Int,
+    public init(sampleRate: Int, preRoll: Int, tail: Int, maximumLength: Int, hangover: Int = 0,
                 makeDetector: @escaping () throws(StenoError) -> any VoiceDetector) throws(StenoError) {
         self.sampleRate = sampleRate
         self.preRoll = preRoll
         self.tail = tail
         self.maximumLength = maximumLength
+        self.hangover = max(0, hangover)
         self.makeDetector = makeDetector
         self.detector = try makeDetector()
     }
@@ -65,17 +79,28 @@ public final class UtteranceGate {
             switch event {
             case .speechStarted(let at):
                 let onset = detectorBase + sample(atSeconds: at)
+                if let pause = pauseStart {
+                    pauseStart = nil
+                    if onset < pause + hangover { continue }  // speech came back: the utterance goes on
+                    endPause(pause, events: &events, cuts: &cuts)
+                }
                 if utteranceStart == nil { utteranceStart = max(bufferStart, onset - preRoll) }
                 isSpeaking = true
                 events.append(.speechStarted(at: seconds(max(0, onset))))
             case .speechEnded(let at):
                 let end = detectorBase + sample(atSeconds: at)
-                isSpeaking = false
-                events.append(.speechEnded(at: seconds(end)))
-                if let cut = cut(at: min(received, end + tail)) { cuts.append(cut) }
+                if hangover > 0 {
+                    pauseStart = end
+                } else {
+                    endPause(end, events: &events, cuts: &cuts)
+                }
             default:
                 break
             }
+        }
+        if let pause = pauseStart, detectorBase + detector.decidedSamples >= pause + hangover {
+            pauseStart = nil
+            endPause(pause, events: &events, cuts: &cuts)
         }
         if let start = utteranceStart, received - start >= maximumLength, let cut = cut(at: received) {
             cuts.append(cut)
@@ -88,6 +113,46 @@ public final class UtteranceGate {
             bufferStart = received - buffer.count
         }
         return (events, cuts)
+    }
+
+    /// Speech ended at `end`: the utterance closes after the tail.
+    private func endPause(_ end: Int, events: inout [TranscriberEvent], cuts: inout [Cut]) {
+        isSpeaking = false
+        events.append(.speechEnded(at: seconds(end)))
+        // A cut made during the pause (the maximum length, a finalize) may have started the
+        // utterance after the tail: then the piece cut here is empty.
+        if let cut = cut(at: max(utteranceStart ?? 0, min(received, end + tail))) { cuts.append(cut) }
+    }
+
+    /// The utterance going on as it will be cut if the pause going on ends it (its audio
+    /// through the tail after the pause's start); nil when there is no pause.
+    public func pauseCut() -> Cut? {
+        guard let pause = pauseStart, let start = utteranceStart else { return nil }
+        let end = min(received, pause + tail)
+        let from = start - bufferStart
+        let to = min(buffer.count, end - bufferStart)
+        return Cut(start: start, end: end, samples: to > from ? buffer[from..<to] : [])
+    }
+
+    /// Whether the audio from `sample` to the last heard is quiet against the utterance before
+    /// it: no 50 ms in it comes within `decibels` of the utterance's loudest 50 ms.
+    public func isQuiet(from sample: Int, decibels: Double = 20) -> Bool {
+        guard let start = utteranceStart, sample >= start, sample >= bufferStart else { return false }
+        func loudest(_ from: Int, _ to: Int) -> Float {
+            var most: Float = 0
+            var at = from
+            while at < to {
+                let end = min(to, at + 800)
+                var sum: Float = 0
+                for i in at..<end { sum += buffer[i] * buffer[i] }
+                most = max(most, sum / Float(end - at))
+                at = end
+            }
+            return most
+        }
+        let split = min(buffer.count, sample - bufferStart)
+        let before = loudest(max(0, start - bufferStart), split)
+        return loudest(split, buffer.count) < before * Float(pow(10, -decibels / 10))
     }
 
     /// Cuts the utterance going on at `end` (a finalize, the end of input: `received`); nil if
@@ -126,13 +191,15 @@ public final class UtteranceGate {
         guard isSpeaking else { return nil }
         isSpeaking = false
         utteranceStart = nil
-        return .speechEnded(at: seconds(received))
+        defer { pauseStart = nil }
+        return .speechEnded(at: seconds(pauseStart ?? received))
     }
 
     /// `samples` of silence the client left out (end speech and cut the utterance first): the
     /// timeline moves on, nothing before it is kept, and a fresh detector hears what follows.
     public func skip(_ samples: Int) throws(StenoError) {
         received += max(0, samples)
+        pauseStart = nil
         buffer.removeAll()
         bufferStart = received
         detector = try makeDetector()
@@ -143,6 +210,7 @@ public final class UtteranceGate {
     public func discard() {
         buffer.removeAll()
         utteranceStart = nil
+        pauseStart = nil
     }
 
     public func seconds(_ samples: Int) -> Double { Double(samples) / Double(sampleRate) }

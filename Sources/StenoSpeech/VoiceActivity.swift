@@ -33,7 +33,8 @@ public final class PocketSphinxSpeechDetector {
     /// analyzed (`quietBelow`); 0: every block is.
     private let quietLevel: Float
 
-    init(frontEnd: SpeechFrontEnd, shape: DecoderShape, blockSamples: Int, settleSamples: Int = 0, quietBelow: Double? = nil) {
+    init(frontEnd: SpeechFrontEnd, shape: DecoderShape, blockSamples: Int, settleSamples: Int = 0, quietBelow: Double? = nil,
+         postSpeechFrames: Int? = nil) {
         self.settleSamples = settleSamples
         self.settling = settleSamples > 0
         self.quietLevel = quietBelow.map { Float(pow(10, $0 / 20) * 32768) } ?? 0
@@ -41,7 +42,7 @@ public final class PocketSphinxSpeechDetector {
         self.discarded = CepstralFrames(length: frontEnd.cepstrumLength)
         self.blockSamples = blockSamples
         self.startSpeechFrames = shape.startSpeechFrames
-        self.postSpeechFrames = shape.postSpeechFrames
+        self.postSpeechFrames = postSpeechFrames ?? shape.postSpeechFrames
         vad.startStream()
     }
 
@@ -174,6 +175,9 @@ public final class PocketSphinxSpeechDetector {
     /// pre-roll of whoever gates on it was chosen with (keeping more lets noise bursts open
     /// longer utterances, in which Whisper invents "Thank you.": measured).
     public var undecidedSamples: Int { settling ? pending.count : 0 }
+
+    /// Samples whose voice activity it has decided (analyzed, or passed over as quiet).
+    public var decidedSamples: Int { fed }
 
     private func seconds(_ samples: Int) -> Double { Double(samples) / Double(Self.sampleRate) }
 }

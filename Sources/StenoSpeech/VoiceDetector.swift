@@ -18,6 +18,10 @@ public protocol VoiceDetector: AnyObject {
     /// (what it holds undecided, and how far its onsets reach back): whoever keeps the audio
     /// for a pre-roll keeps this much more.
     var undecidedSamples: Int { get }
+
+    /// How many of the samples fed it has decided on: no change it reports later lies before
+    /// this (a gate that waits for speech to come back knows when it will not).
+    var decidedSamples: Int { get }
 }
 
 extension VoiceDetector {

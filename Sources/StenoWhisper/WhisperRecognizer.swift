@@ -39,6 +39,12 @@ public final class WhisperRecognizer: SpeechRecognizer {
     static let finalBeam = 5
     /// Words this close to a guess's end are not committed: the next guess may still change them.
     static let commitMargin = 1.0
+    /// Silence that ends speech for the detector (a pause: its final is asked for at once), and
+    /// the silence from the pause's start that ends the utterance (`UtteranceGate.hangover`):
+    /// pocketsphinx's detector's 0.5 s, so utterances are cut as they were, but each final's
+    /// answer is mostly back when the utterance ends (≈ 0.3 s off every final's wait).
+    static let pauseAfter = 0.2
+    static let hangover = 8_000
 
     private let worker: WhisperWorker
     /// The session's utterances, their audio and its timeline.
@@ -61,10 +67,22 @@ public final class WhisperRecognizer: SpeechRecognizer {
     /// The last guess's words for the utterance going on (times from its start), for LocalAgreement.
     private var lastGuess: [Word] = []
     private var done = false
+    /// The pause a final was last asked for early in (its start).
+    private var askedInPause: Int?
+    /// The final asked for early in a pause of the utterance going on: its first sample, through
+    /// which sample, and its answer once come; while in flight no guess is asked for (it shows
+    /// as one if speech goes on).
+    private var early: (start: Int, end: Int, answer: Answer?)?
+    private var earlyInFlight = false
+    /// An early final an utterance's cut took before its answer came: its start, its request's
+    /// end, the cut's end.
+    private var earlyTaken: (start: Int, asked: Int, end: Int)?
+    /// Finals that came from a request asked for early (tests, and what it saves).
+    public private(set) var earlyFinals = 0
     private let mailbox: Mailbox<Answer>
 
     init(worker: WhisperWorker, info: SpeechEngineInfo, options: RecognizerOptions,
-         makeDetector: @escaping () throws(StenoError) -> PocketSphinxSpeechDetector,
+         makeDetector: @escaping () throws(StenoError) -> any VoiceDetector,
          wake: @escaping @Sendable () -> Void) throws(StenoError) {
         self.worker = worker
         self.info = info
@@ -73,7 +91,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
         self.language = options.language
         (self.prompt, self.notices) = Self.prompt(options.vocabulary)
         self.gate = try UtteranceGate(sampleRate: Self.sampleRate, preRoll: Self.preRoll, tail: Self.tail,
-                                      maximumLength: Self.maximumUtterance,
+                                      maximumLength: Self.maximumUtterance, hangover: Self.hangover,
                                       makeDetector: { () throws(StenoError) in try makeDetector() })
         self.mailbox = Mailbox(wake: wake)
     }
@@ -107,12 +125,20 @@ public final class WhisperRecognizer: SpeechRecognizer {
         guard !done else { throw StenoError(.internal, "the recognizer has finished") }
         var events = try drain()
         events += hear(samples)
+        // A final a pause asked for early may have come already: reported now (its wake came
+        // before it was the final awaited, and no other will).
+        events += try drain()
         return events
     }
 
+    /// In a pause whose audio since is all quiet the utterance ends where the pause would end it
+    /// (its final may be asked for already); else with all received (the detector may not have
+    /// decided on a word that began at the very end, which ending it at the pause would lose).
     public func endUtterance() throws(StenoError) -> [TranscriberEvent] {
         var events = try drain()
-        if let cut = gate.cut(at: gate.received) { askForFinal(cut) }
+        var end = gate.received
+        if let pause = gate.pauseCut(), gate.isQuiet(from: pause.end) { end = pause.end }
+        if let cut = gate.cut(at: end) { askForFinal(cut) }
         events += try drain()
         return events
     }
@@ -129,6 +155,8 @@ public final class WhisperRecognizer: SpeechRecognizer {
         done = true
         awaited.removeAll()
         answered.removeAll()
+        early = nil
+        earlyTaken = nil
         gate.discard()
     }
 
@@ -147,8 +175,28 @@ public final class WhisperRecognizer: SpeechRecognizer {
     private func hear(_ samples: UnsafeBufferPointer<Float>) -> [TranscriberEvent] {
         let (events, cuts) = gate.hear(samples)
         for cut in cuts { askForFinal(cut) }
+        askInPause()
         askForGuess()
         return events
+    }
+
+    /// In a pause, the utterance's final as it will be cut if the pause ends it (once a pause,
+    /// when the worker has no backlog, and room left for the final itself if speech comes back).
+    private func askInPause() {
+        let pending = worker.pendingCount
+        guard let pause = gate.pauseStart, pause != askedInPause, !earlyInFlight,
+              pending < Self.guessBacklog, pending + 1 < worker.options.maximumPending,
+              gate.received >= pause + Self.tail, let cut = gate.pauseCut(), !cut.samples.isEmpty else { return }
+        askedInPause = pause
+        let (start, end) = (cut.start, cut.end)
+        let accepted = worker.submit(cut.samples, words: true, priority: 1, prompt: prompt, beam: Self.finalBeam,
+                                     alternatives: alternatives, language: language) { [mailbox] result in
+            mailbox.post(Answer(final: false, early: true, start: start, end: end, result: result))
+        }
+        guard accepted else { return }
+        earlyInFlight = true
+        early = (start, end, nil)
+        lastPartialAt = end
     }
 
     /// A volatile guess of the utterance so far, when none is in flight, no final is awaited
@@ -159,7 +207,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
     /// (`guessBacklog` requests unanswered): finals first.
     private func askForGuess() {
         let received = gate.received
-        guard partialResults, !partialInFlight, awaited.isEmpty, let start = gate.utteranceStart,
+        guard partialResults, !partialInFlight, !earlyInFlight, awaited.isEmpty, let start = gate.utteranceStart,
               received - max(start, lastPartialAt) >= max(Self.partialEvery, (received - start) / 4),
               worker.pendingCount < Self.guessBacklog else { return }
         let slice = gate.audio(from: start)
@@ -168,27 +216,40 @@ public final class WhisperRecognizer: SpeechRecognizer {
         lastPartialAt = received
         let long = received - start >= Self.commitAfter
         let accepted = worker.submit(slice, words: long, priority: 0, prompt: prompt, language: language) { [mailbox] result in
-            mailbox.post(Answer(final: false, start: start, end: end, result: result))
+            mailbox.post(Answer(final: false, early: false, start: start, end: end, result: result))
         }
         if !accepted { partialInFlight = false }  // the worker is full: no guess this time
     }
 
     /// Sends an utterance the gate cut for its final (if it kept any of its audio). If speech
     /// goes on (a finalize, or the maximum length, cut it), what follows is the next utterance's.
+    /// The final asked for early in this utterance's last pause stands for it if it heard all of
+    /// it (the pause ended it).
     private func askForFinal(_ cut: UtteranceGate.Cut) {
         lastGuess = []
+        let asked = early
+        early = nil
         guard !cut.samples.isEmpty else { return }
         let (start, end) = (cut.start, cut.end)
         awaited.append((start, end))
+        if let asked, asked.start == start, asked.end >= end {
+            earlyFinals += 1
+            if let answer = asked.answer {
+                answered[start] = Answer(final: true, early: false, start: start, end: end, result: answer.result)
+            } else {
+                earlyTaken = (start, asked.end, end)
+            }
+            return
+        }
         let accepted = worker.submit(cut.samples, words: true, priority: 1, prompt: prompt, beam: Self.finalBeam,
                                      alternatives: alternatives, language: language) { [mailbox] result in
-            mailbox.post(Answer(final: true, start: start, end: end, result: result))
+            mailbox.post(Answer(final: true, early: false, start: start, end: end, result: result))
         }
         if !accepted {
             // Posted as an answer would be, waking the session: a recognizer that asked for this
             // final while hearing audio waits for it (`isWaiting`), and nothing else would come.
             let full = StenoError(.internal, "the Whisper worker is full")
-            mailbox.post(Answer(final: true, start: start, end: end, result: .failure(full)))
+            mailbox.post(Answer(final: true, early: false, start: start, end: end, result: .failure(full)))
         }
     }
 
@@ -200,6 +261,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
         for answer in answers {
             if case .success(let result) = answer.result { engineSeconds += result.seconds }
             if answer.final { answered[answer.start] = answer }
+            if answer.early { takeEarly(answer) }
         }
         while let first = awaited.first, let answer = answered.removeValue(forKey: first.start) {
             awaited.removeFirst()
@@ -216,7 +278,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
                                                    alternatives: alternatives > 0 ? result.alternatives : [], written: true)))
         }
         for answer in answers where !answer.final {
-            partialInFlight = false
+            if !answer.early { partialInFlight = false }
             guard case .success(let result) = answer.result, awaited.isEmpty, answer.start == gate.utteranceStart,
                   !result.text.isEmpty else { continue }
             if let (commit, rest) = commitAgreed(result, answer) {
@@ -234,6 +296,18 @@ public final class WhisperRecognizer: SpeechRecognizer {
             events.append(.partial(RecognitionResult(range: range, text: result.text, written: true)))
         }
         return events
+    }
+
+    /// An early final's answer: the final of the utterance whose cut took it, or kept in case
+    /// the cut still comes (and, while speech goes on, shown as a guess).
+    private func takeEarly(_ answer: Answer) {
+        earlyInFlight = false
+        if let taken = earlyTaken, taken.start == answer.start, taken.asked == answer.end {
+            earlyTaken = nil
+            answered[taken.start] = Answer(final: true, early: false, start: taken.start, end: taken.end, result: answer.result)
+        } else if let asked = early, asked.start == answer.start, asked.end == answer.end {
+            early?.answer = answer
+        }
     }
 
     /// LocalAgreement: of a long utterance, the words this guess and the last agree on, up to
@@ -278,6 +352,8 @@ public final class WhisperRecognizer: SpeechRecognizer {
 /// One answer of the worker: for which utterance (its first sample), through which sample.
 private struct Answer: Sendable {
     var final: Bool
+    /// A final asked for early, in a pause (`WhisperRecognizer.pauseAfter`).
+    var early: Bool
     var start: Int
     var end: Int
     var result: Result<WhisperResult, StenoError>
@@ -344,7 +420,10 @@ public final class WhisperEngine: SpeechEngine, Sendable {
     public func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
         let detectors = detectors
         return try WhisperRecognizer(worker: worker, info: info, options: options,
-                                     makeDetector: { () throws(StenoError) in try detectors.makeSpeechDetector(settling: Self.settling, quietBelow: Self.quietBelow) },
+                                     makeDetector: { () throws(StenoError) in
+                                         try detectors.makeSpeechDetector(settling: Self.settling, quietBelow: Self.quietBelow,
+                                                                          postSpeech: WhisperRecognizer.pauseAfter)
+                                     },
                                      wake: wake)
     }
 }

@@ -18,6 +18,8 @@ final class LoudnessDetector: VoiceDetector {
     /// The first quiet sample after speech, while it is not yet decided.
     private var quietSince: Int?
 
+    var decidedSamples: Int { fed }
+
     func accept(_ samples: UnsafeBufferPointer<Float>) -> [TranscriberEvent] {
         var events: [TranscriberEvent] = []
         for sample in samples {
@@ -53,6 +55,7 @@ final class LateDetector: VoiceDetector {
     init(delay: Int) { self.delay = delay }
 
     var undecidedSamples: Int { delay }
+    var decidedSamples: Int { inner.decidedSamples }
 
     func accept(_ samples: UnsafeBufferPointer<Float>) -> [TranscriberEvent] {
         held += samples
@@ -123,6 +126,50 @@ private func audio(_ stretches: [Double]) -> [Float] {
         let cut = try #require(cuts.first)
         #expect(cut.start == 8000 - 4800)
         #expect(Array(cut.samples) == Array(samples[cut.start..<cut.end]))
+    }
+
+    /// With a hangover, the detector's end of speech (here after 0.5 s of quiet) opens a pause
+    /// whose cut is known at once; speech back within the hangover (0.8 s from the pause's
+    /// start) goes on in the same utterance, with no events; past it, the utterance closes
+    /// with its end of speech where the pause began, the cut being the one the pause showed.
+    @Test func aHangoverJoinsSpeechThatComesBackAndClosesOnTheRest() throws {
+        let gate = try UtteranceGate(sampleRate: 16000, preRoll: 4800, tail: 3200, maximumLength: 16000 * 25,
+                                     hangover: 12800, makeDetector: { LoudnessDetector() })
+        // Speech 1–2 s, 0.6 s quiet, speech 2.6–3.6 s, then 2 s quiet.
+        let samples = audio([1, 1, 0.6, 1, 2])
+        var events: [TranscriberEvent] = []
+        var cuts: [UtteranceGate.Cut] = []
+        var pauses: [UtteranceGate.Cut] = []
+        var at = 0
+        while at < samples.count {
+            let end = min(samples.count, at + 800)
+            let heard = Array(samples[at..<end]).withUnsafeBufferPointer { gate.hear($0) }
+            events += heard.events
+            cuts += heard.cuts
+            if let pause = gate.pauseCut(), pauses.last?.end != pause.end { pauses.append(pause) }
+            at = end
+        }
+        #expect(events == [.speechStarted(at: 1), .speechEnded(at: 3.6)])
+        // Two pauses told: the one speech came back after, and the last.
+        #expect(pauses.map(\.end) == [32000 + 3200, 57600 + 3200])
+        let cut = try #require(cuts.first)
+        #expect(cuts.count == 1)
+        #expect(cut.start == 16000 - 4800 && cut.end == 57600 + 3200)
+        #expect(Array(cut.samples) == Array(pauses[1].samples))
+        #expect(gate.pauseStart == nil && !gate.isSpeaking && gate.utteranceStart == nil)
+
+        // What followed a pause's cut is quiet, against the utterance, until speech comes back.
+        let again = try UtteranceGate(sampleRate: 16000, preRoll: 4800, tail: 3200, maximumLength: 16000 * 25,
+                                      hangover: 12800, makeDetector: { LoudnessDetector() })
+        _ = Self.hear(again, audio([1, 1, 0.6]), chunk: 800)
+        let pause = try #require(again.pauseCut())
+        #expect(again.isQuiet(from: pause.end))
+        _ = Self.hear(again, Array(audio([0, 0.05]).suffix(800)), chunk: 800)
+        #expect(!again.isQuiet(from: pause.end))
+
+        // Without the hangover the same audio is two utterances.
+        let (plain, plainCuts) = Self.hear(try Self.gate(), samples, chunk: 800)
+        #expect(plain.count == 4 && plainCuts.count == 2)
     }
 
     /// How the audio is cut into calls changes nothing (the detector decides on whole calls).

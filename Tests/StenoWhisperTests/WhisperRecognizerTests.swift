@@ -1,4 +1,5 @@
 import Foundation
+import StenoAudio
 import StenoCore
 import StenoSpeech
 import StenoSystem
@@ -27,6 +28,14 @@ final class RecognizerRun {
         recognizer = try engine.makeRecognizer(options: options, wake: { woken.signal() })
     }
 
+    /// A recognizer whose utterances a scripted detector finds.
+    init(options: RecognizerOptions, detector: @escaping () -> any VoiceDetector) throws {
+        let engine = WhisperEngine(worker: try WorkerPaths.worker.get(), detectors: try Self.detectors.get())
+        let woken = woken
+        recognizer = try WhisperRecognizer(worker: engine.worker, info: engine.info, options: options,
+                                           makeDetector: { () throws(StenoError) in detector() }, wake: { woken.signal() })
+    }
+
     /// Feeds `samples` in 100 ms chunks, `speed` times faster than real time (volatile
     /// guesses need time to come back while the talker goes on).
     func feed(_ samples: [Float], speed: Double = .infinity) throws {
@@ -34,6 +43,9 @@ final class RecognizerRun {
         let began = SystemClock.now()
         while at < samples.count {
             let end = min(samples.count, at + 1_600)
+            // As a server does: wakes that came before this call are answered by it (it
+            // collects what came); a recognizer that waits after it must have a wake to come.
+            while woken.wait(timeout: .now()) == .success {}
             let accepted = try recognizer.accept(Array(samples[at..<end]))
             fed += end - at
             try take(accepted)
@@ -47,7 +59,7 @@ final class RecognizerRun {
         events += more
         if recognizer.isWaiting { onWaiting(self) }
         while recognizer.isWaiting {
-            guard woken.wait(timeout: .now() + 120) == .success else { throw StenoError(.internal, "no wake") }
+            guard woken.wait(timeout: .now() + 30) == .success else { throw StenoError(.internal, "no wake") }
             events += try recognizer.proceed()
         }
     }
@@ -61,6 +73,19 @@ final class RecognizerRun {
         events.compactMap { if case .partial(let r) = $0 { r } else { nil } }
     }
     var words: [String] { finals.flatMap { WorkerPaths.words($0.text) } }
+}
+
+/// A detector that hears speech from `sample` on, to the end.
+final class SpeechFrom: VoiceDetector {
+    private let sample: Int
+    private var fed = 0
+    init(sample: Int) { self.sample = sample }
+    var decidedSamples: Int { fed }
+
+    func accept(_ samples: UnsafeBufferPointer<Float>) -> [TranscriberEvent] {
+        defer { fed += samples.count }
+        return fed <= sample && fed + samples.count > sample ? [.speechStarted(at: Double(sample) / 16_000)] : []
+    }
 }
 
 /// Deterministic noise and sounds with no speech in them.
@@ -162,6 +187,47 @@ extension ModelTests {
             #expect(voice.first == true)
             #expect(zip(voice, voice.dropFirst()).allSatisfy { $0 != $1 })
             #expect(voice.last == false)
+        }
+
+        /// A final is asked for in the pause after speech, before the detector's 0.5 s of
+        /// silence ends the utterance, and stands for it when the detector ends it there; a
+        /// pause too short to end it (speech goes on) leaves the final to hear the whole.
+        @Test func finalsAskedForInAPauseStandOnlyForWhatTheyHeard() throws {
+            let (samples, reference) = try Self.reading()
+            let run = try RecognizerRun()
+            try run.feed(samples)
+            try run.finish()
+            #expect(wordErrorRate(run.words, reference) <= 0.15, "heard: \(run.words)")
+            let early = try #require(run.recognizer as? WhisperRecognizer).earlyFinals
+            #expect(early >= 1 && early <= run.finals.count, "\(early) of \(run.finals.count)")
+
+            // A pause the meter finds quiet (0.6 s between two sentences) that the detector does
+            // not take for the end of speech, and a finalize just after the second: the final
+            // asked for in the pause heard only the first, so it does not stand for the utterance.
+            let first = try WorkerPaths.sentence("0880")
+            let second = try WorkerPaths.sentence("0930").dropLast(3_200)
+            let joined = try RecognizerRun(options: RecognizerOptions(partialResults: false),
+                                           detector: { SpeechFrom(sample: 16_000) })
+            try joined.feed(NotSpeech.silence(1) + first + NotSpeech.silence(0.6) + second)
+            try joined.take(joined.recognizer.endUtterance())
+            try joined.finish()
+            let both = (Self.reference["0880"]! + " " + Self.reference["0930"]!).split(separator: " ").map(String.init)
+            #expect(wordErrorRate(joined.words, both) <= 0.15, "heard: \(joined.words)")
+            #expect(joined.words.suffix(2) == ["amiable", "himself"], "heard: \(joined.words)")
+            #expect(try #require(joined.recognizer as? WhisperRecognizer).earlyFinals == 0)
+        }
+
+        /// Short phrases and pauses at twice real time: a pause's final, asked for early, is
+        /// mostly back before the pause ends the utterance, and is reported then (no wake comes
+        /// for an answer already collected: the server waited for ever on one).
+        @Test func finalsBackBeforeTheirPauseEndsAreReportedAtOnce() throws {
+            let samples = try WAVFile(path: WorkerPaths.root + "/Tests/StenoSpeechTests/Resources/beckett.wav").mono
+            let run = try RecognizerRun()
+            try run.feed(samples, speed: 2)
+            try run.finish()
+            let reference = "ever tried ever failed no matter try again fail again fail better"
+            #expect(wordErrorRate(run.words, reference.split(separator: " ").map(String.init)) <= 0.1, "heard: \(run.words)")
+            #expect(try #require(run.recognizer as? WhisperRecognizer).earlyFinals >= 3)
         }
 
         @Test func killedMidUtteranceNoFinalIsLost() throws {
