@@ -20,6 +20,9 @@ public enum ChildStream: Sendable {
     case pipe
     /// A file, created if missing, appended to or truncated.
     case file(String, append: Bool)
+    /// This process's own, shared (opening /dev/stderr instead fails where it is a socket, as
+    /// under systemd's journal).
+    case inherit
 }
 
 /// A program just started: its pid, and this process's ends of the pipes asked for (which
@@ -93,6 +96,8 @@ public func spawnChild(_ path: String, _ arguments: [String], stdin: ChildStream
             posix_spawn_file_actions_adddup2(&actions, pipes[fd]![0], target)
         case .file(let file, let append):
             posix_spawn_file_actions_addopen(&actions, target, file, O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC), 0o644)
+        case .inherit:
+            break
         }
     }
     // Files opened elsewhere without close-on-exec (by lws, by Foundation) stay out too.

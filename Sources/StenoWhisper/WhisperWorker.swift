@@ -70,7 +70,7 @@ public final class WhisperWorker: Sendable {
         public var arguments: [String]
         /// Requests sent and not answered, at most.
         public var maximumPending: Int
-        /// Where the worker's standard error goes (nil: nowhere).
+        /// Where the worker's standard error goes: a file, "-" for this process's own (nil: nowhere).
         public var log: String?
         /// Where the supervisor says that the worker died and was restarted.
         public var events: Log
@@ -195,7 +195,7 @@ public final class WhisperWorker: Sendable {
         let child: SpawnedChild
         do {
             child = try spawnChild(options.python, [options.script] + options.arguments, stdin: .pipe, stdout: .pipe,
-                                   stderr: options.log.map { .file($0, append: true) } ?? .pipe)
+                                   stderr: options.log.map { $0 == "-" ? .inherit : .file($0, append: true) } ?? .pipe)
         } catch {
             throw StenoError(.internal, "cannot start the Whisper worker (\(options.python) \(options.script)): \(error); "
                              + "scripts/bootstrap.sh run installs it")

@@ -46,7 +46,7 @@ enum Serve {
         if settings.threads > 0 { arguments += ["--intra-threads", String(settings.threads)] }
         if let model = settings.model { arguments += ["--model", model] }
         return try WhisperWorker(options: .init(python: settings.python, script: settings.worker, arguments: arguments,
-                                                log: log.isEnabled(.debug) ? "/dev/stderr" : nil, events: log))
+                                                log: log.isEnabled(.debug) ? "-" : nil, events: log))
     }
 
     /// Each `--model`'s configuration, with the options every model shares (`--decoder`,
