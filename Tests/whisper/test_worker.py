@@ -115,6 +115,24 @@ def test_finals_go_before_volatile_guesses(worker):
     assert order.index(high) < len(low), order
 
 
+def test_a_final_that_comes_while_a_batch_runs_goes_next():
+    # One request a batch: the worker weighs what has come before each batch, so a final sent
+    # while the first of five guesses is heard goes before the guesses still waiting (it used
+    # to wait for all those read with the first).
+    w = Worker("--batch", "1")
+    try:
+        items = librivox()
+        low = [w.send(s, priority=0) for _, s, _ in items]
+        first = w.read()[1]
+        high = w.send(items[0][1], priority=1)
+        order = [first] + [w.read()[1] for _ in range(len(low))]
+        assert set(order) == set(low) | {high}
+        # The final may come after the guess being heard when it came, not after the rest.
+        assert order.index(high) <= 2, order
+    finally:
+        w.close()
+
+
 def test_a_bad_request_is_answered_and_the_worker_goes_on(worker):
     # A frame of another kind: an error for that id, then service as usual.
     ident = worker.send(np.zeros(RATE), kind=7)
