@@ -162,7 +162,7 @@ def capacity(args):
     print(f"{args.engine}, {os.cpu_count()} cores; each talker: the {count} LibriVox sentences, 1.5 s pauses, at real time;"
           f" admission {'on (default options)' if args.admission else 'off'}")
     print(f"{'talkers':>7} {'served':>6} {'refused':>7} {'WER':>6} {'volatile p50/p95 s':>19} {'final p50/p95 s':>16}"
-          f" {'CPU s/audio s':>13} {'projected':>9} {'speech cost':>11}")
+          f" {'s of speech/volatile':>20} {'CPU s/audio s':>13} {'projected':>9} {'speech cost':>11}")
     for n in counts:
         extra = (() if args.admission else ("--admit-utilization", "0", "--lag-target", "0")) + tuple(shlex.split(args.serve_args))
         process, port = serve(args.steno, args.engine, extra)
@@ -195,8 +195,10 @@ def capacity(args):
             final = [f for k in served for f in results[k][2]]
             v = f"{percentile(volatile, 50):.2f}/{percentile(volatile, 95):.2f}" if volatile else "-"
             f = f"{percentile(final, 50):.2f}/{percentile(final, 95):.2f}" if final else "-"
+            # How often a reader's volatile words change: seconds of speech per volatile shown.
+            speech = len(served) * sum(len(samples) for _, samples, _ in librivox()) / 16000
             print(f"{n:7d} {len(served):6d} {int(refused):7d} {errs / total * 100:5.1f}% {v:>19} {f:>16}"
-                  f" {spent / audio:13.3f} {seen.get('steno_admission_utilization', float('nan')):9.2f}"
+                  f" {speech / max(1, len(volatile)):20.2f} {spent / audio:13.3f} {seen.get('steno_admission_utilization', float('nan')):9.2f}"
                   f" {seen.get('steno_admission_speech_cost', float('nan')):11.3f}", flush=True)
             for path, _ in talkers:
                 os.unlink(path)

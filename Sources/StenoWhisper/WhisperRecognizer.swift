@@ -200,16 +200,16 @@ public final class WhisperRecognizer: SpeechRecognizer {
     }
 
     /// A volatile guess of the utterance so far, when none is in flight, no final is awaited
-    /// (a guess shown before an earlier final would break their order) and enough is new:
-    /// `partialEvery`, or a quarter of the utterance so far when that is more (each guess
-    /// hears all of it again, so a long one's guesses are spaced out to cost about as much per
-    /// second of speech as a short one's); none while the worker has a backlog of its own
-    /// (`guessBacklog` requests unanswered): finals first.
+    /// (a guess shown before an earlier final would break their order) and enough is new
+    /// (`guessSpacing`: each guess hears all of the utterance again, so a long one's guesses are
+    /// spaced out to cost about as much per second of speech as a short one's); none while the
+    /// worker has a backlog of its own (`guessBacklog` requests unanswered): finals first.
     private func askForGuess() {
         let received = gate.received
+        let pending = worker.pendingCount
         guard partialResults, !partialInFlight, !earlyInFlight, awaited.isEmpty, let start = gate.utteranceStart,
-              received - max(start, lastPartialAt) >= max(Self.partialEvery, (received - start) / 4),
-              worker.pendingCount < Self.guessBacklog else { return }
+              received - max(start, lastPartialAt) >= Self.guessSpacing(utterance: received - start, pending: pending),
+              pending < Self.guessBacklog else { return }
         let slice = gate.audio(from: start)
         let end = received
         partialInFlight = true
@@ -219,6 +219,15 @@ public final class WhisperRecognizer: SpeechRecognizer {
             mailbox.post(Answer(final: false, early: false, start: start, end: end, result: result))
         }
         if !accepted { partialInFlight = false }  // the worker is full: no guess this time
+    }
+
+    /// New audio (samples) a guess waits for: `partialEvery`, or a quarter of the utterance so
+    /// far when that is more, and `partialEvery` twice more for each request the worker has not
+    /// answered yet (other sessions'). Guesses are most of the worker's work, and a final that
+    /// comes while one is heard waits for it: under load they thin out and finals stay prompt
+    /// (bench/README.md, "Guesses that give way").
+    static func guessSpacing(utterance: Int, pending: Int) -> Int {
+        max(partialEvery * (1 + 2 * max(0, pending)), utterance / 4)
     }
 
     /// Sends an utterance the gate cut for its final (if it kept any of its audio). If speech

@@ -369,6 +369,17 @@ extension ModelTests {
             #expect(WhisperRecognizer.agreed([], b, before: 10) == 0)
         }
 
+        /// Guesses come every second of new speech on a free worker (or a quarter of a long
+        /// utterance), and give way as requests wait in it, so finals are not kept waiting.
+        @Test func guessesThinOutWhileTheWorkerHasWaitingRequests() {
+            let second = 16_000
+            #expect(WhisperRecognizer.guessSpacing(utterance: 2 * second, pending: 0) == second)
+            #expect(WhisperRecognizer.guessSpacing(utterance: 12 * second, pending: 0) == 3 * second)
+            #expect(WhisperRecognizer.guessSpacing(utterance: 2 * second, pending: 1) == 3 * second)
+            #expect(WhisperRecognizer.guessSpacing(utterance: 2 * second, pending: 2) == 5 * second)
+            #expect(WhisperRecognizer.guessSpacing(utterance: 40 * second, pending: 1) == 10 * second)
+        }
+
         /// Twenty-five seconds of reading with no pause the detector ends: its first words are final
         /// long before the end of its speech, and nothing is lost or doubled on the way.
         @Test func aLongUtteranceIsCommittedInPieces() throws {
