@@ -131,13 +131,18 @@ public final class WhisperRecognizer: SpeechRecognizer {
         return events
     }
 
-    /// In a pause whose audio since is all quiet the utterance ends where the pause would end it
-    /// (its final may be asked for already); else with all received (the detector may not have
-    /// decided on a word that began at the very end, which ending it at the pause would lose).
+    /// In a pause whose audio since is all quiet, and whose early final is back with words, the
+    /// utterance ends where the pause would end it (that final stands at once); else with all
+    /// received: the detector may not have decided on a word that began at the very end, and
+    /// Whisper may hear words in the whole that it dropped as no speech in the shorter cut
+    /// (cards 004, "five five", heard to the pause's cut: "5", no-speech 0.73, dropped).
     public func endUtterance() throws(StenoError) -> [TranscriberEvent] {
         var events = try drain()
         var end = gate.received
-        if let pause = gate.pauseCut(), gate.isQuiet(from: pause.end) { end = pause.end }
+        if let pause = gate.pauseCut(), gate.isQuiet(from: pause.end), let early, early.start == pause.start,
+           early.end == pause.end, case .success(let heard)? = early.answer?.result, !heard.text.isEmpty {
+            end = pause.end
+        }
         if let cut = gate.cut(at: end) { askForFinal(cut) }
         events += try drain()
         return events
@@ -366,73 +371,4 @@ private struct Answer: Sendable {
     var start: Int
     var end: Int
     var result: Result<WhisperResult, StenoError>
-}
-
-/// The Whisper engine: one supervised worker for every session, and each session's own
-/// speech detector (made by the pocketsphinx engine served beside it: no model is loaded for it).
-public final class WhisperEngine: SpeechEngine, Sendable {
-    public let info: SpeechEngineInfo
-    public let worker: WhisperWorker
-    private let detectors: PocketSphinxEngine
-
-    /// Whisper's codes of the languages the model has (its hello's; "en" alone for an English model).
-    public let languages: [String]
-
-    /// A multilingual model says so in its language (`LanguageTag.multilingual`), an English one "en-US".
-    public init(worker: WhisperWorker, model: String = "whisper-tiny.en", detectors: PocketSphinxEngine) {
-        self.worker = worker
-        self.detectors = detectors
-        var version = "ctranslate2"
-        var languages = ["en"]
-        var multilingual = false
-        if case .object(let hello)? = worker.hello {
-            if case .string(let v)? = hello["ctranslate2"] { version += " " + v }
-            if case .bool(true)? = hello["multilingual"] { multilingual = true }
-            if multilingual, case .array(let codes)? = hello["languages"] {
-                languages = codes.compactMap { if case .string(let code) = $0 { code } else { nil } }
-            }
-        }
-        self.languages = languages
-        self.info = SpeechEngineInfo(name: "whisper", version: version, model: model,
-                                     language: multilingual ? LanguageTag.multilingual : "en-US",
-                                     sampleRate: WhisperRecognizer.sampleRate)
-    }
-
-    public var models: [SpeechModelInfo] {
-        var sources: [SpeechModelInfo.Source] = []
-        if case .object(let hello)? = worker.hello, case .string(let path)? = hello["path"] {
-            sources.append(.init(name: "model", path: path))
-        }
-        return [SpeechModelInfo(info: info, sources: sources)]
-    }
-
-    /// Ready while a worker has its model loaded (not while one restarts).
-    public var isReady: Bool { worker.isReady }
-
-    public var workerStats: EngineWorkerStats? {
-        EngineWorkerStats(ready: worker.isReady, restarts: worker.restarts, pending: worker.pendingCount,
-                          cpuSeconds: ProcessCPU.seconds(of: worker.processID))
-    }
-
-    /// A recognizer for a session; a multilingual model hears its utterances in the session's
-    /// `language` (an English model hears English whatever it is told).
-    /// Seconds each session's detector hears first for its noise estimate alone: a quiet room
-    /// would otherwise start every session with half a second of "speech", sent to the worker
-    /// and counted by admission as a talker (`PocketSphinxSpeechDetector`).
-    static let settling = 0.64
-    /// Blocks below this (dBFS RMS) heard while no speech is open are passed over by the
-    /// detector: a quiet session then costs almost nothing (the detector's front end was ≈1 ms
-    /// of CPU per second of a quiet room's audio, the most of a quiet crowd's cost). Speech is
-    /// far above it (−20 to −35 dBFS; a soft voice at a distance −45).
-    static let quietBelow = -50.0
-
-    public func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
-        let detectors = detectors
-        return try WhisperRecognizer(worker: worker, info: info, options: options,
-                                     makeDetector: { () throws(StenoError) in
-                                         try detectors.makeSpeechDetector(settling: Self.settling, quietBelow: Self.quietBelow,
-                                                                          postSpeech: WhisperRecognizer.pauseAfter)
-                                     },
-                                     wake: wake)
-    }
 }

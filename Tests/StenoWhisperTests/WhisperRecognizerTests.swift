@@ -217,6 +217,18 @@ extension ModelTests {
             #expect(try #require(joined.recognizer as? WhisperRecognizer).earlyFinals == 0)
         }
 
+        /// Input that ends in a pause: the final asked for in it stands only if it heard words.
+        /// Whisper hears cards 004 ("five five") to the pause's cut as "5" with a no-speech
+        /// probability of 0.73 (dropped), and the whole file as "5 5.": the end hears it all.
+        @Test func inputEndingInAPauseIsHeardWholeWhenThePausesFinalHeardNothing() throws {
+            let samples = try WAVFile(path: WorkerPaths.root + "/Tests/StenoSpeechTests/Resources/cards/004.wav").mono
+            let run = try RecognizerRun(options: RecognizerOptions(partialResults: false))
+            try run.feed(samples)
+            try run.finish()
+            let text = run.finals.map(\.text).joined(separator: " ")
+            #expect(text.filter { $0 == "5" }.count == 2 || WorkerPaths.words(text) == ["five", "five"], "heard: \(text)")
+        }
+
         /// Short phrases and pauses at twice real time: a pause's final, asked for early, is
         /// mostly back before the pause ends the utterance, and is reported then (no wake comes
         /// for an answer already collected: the server waited for ever on one).
