@@ -75,8 +75,9 @@ public final class WhisperRecognizer: SpeechRecognizer {
     private var early: (start: Int, end: Int, answer: Answer?)?
     private var earlyInFlight = false
     /// An early final an utterance's cut took before its answer came: its start, its request's
-    /// end, the cut's end.
-    private var earlyTaken: (start: Int, asked: Int, end: Int)?
+    /// end, the cut's end, and at the end of input all the audio received, heard instead if
+    /// the early final heard no words.
+    private var earlyTaken: (start: Int, asked: Int, end: Int, whole: ArraySlice<Float>?)?
     /// Finals that came from a request asked for early (tests, and what it saves).
     public private(set) var earlyFinals = 0
     private let mailbox: Mailbox<Answer>
@@ -131,19 +132,25 @@ public final class WhisperRecognizer: SpeechRecognizer {
         return events
     }
 
-    /// In a pause whose audio since is all quiet, and whose early final is back with words, the
-    /// utterance ends where the pause would end it (that final stands at once); else with all
-    /// received: the detector may not have decided on a word that began at the very end, and
-    /// Whisper may hear words in the whole that it dropped as no speech in the shorter cut
-    /// (cards 004, "five five", heard to the pause's cut: "5", no-speech 0.73, dropped).
+    /// In a pause whose audio since is all quiet the utterance ends where the pause would end it,
+    /// so its early final stands, unless that final heard no words: then all received is heard
+    /// (at once, or when the early final's answer comes). Whisper may hear words in the whole
+    /// that it dropped as no speech in the shorter cut (cards 004, "five five", heard to the
+    /// pause's cut: "5", no-speech 0.73, dropped). Not in a quiet pause, all received is heard:
+    /// the detector may not have decided on a word that began at the very end.
     public func endUtterance() throws(StenoError) -> [TranscriberEvent] {
         var events = try drain()
         var end = gate.received
+        var whole: ArraySlice<Float>?
         if let pause = gate.pauseCut(), gate.isQuiet(from: pause.end), let early, early.start == pause.start,
-           early.end == pause.end, case .success(let heard)? = early.answer?.result, !heard.text.isEmpty {
-            end = pause.end
+           early.end == pause.end {
+            switch early.answer?.result {
+            case .success(let heard)? where heard.text.isEmpty: break
+            case nil: (end, whole) = (pause.end, gate.audio(from: pause.start))
+            default: end = pause.end
+            }
         }
-        if let cut = gate.cut(at: end) { askForFinal(cut) }
+        if let cut = gate.cut(at: end) { askForFinal(cut, whole: whole) }
         events += try drain()
         return events
     }
@@ -239,7 +246,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
     /// goes on (a finalize, or the maximum length, cut it), what follows is the next utterance's.
     /// The final asked for early in this utterance's last pause stands for it if it heard all of
     /// it (the pause ended it).
-    private func askForFinal(_ cut: UtteranceGate.Cut) {
+    private func askForFinal(_ cut: UtteranceGate.Cut, whole: ArraySlice<Float>? = nil) {
         lastGuess = []
         let asked = early
         early = nil
@@ -251,11 +258,15 @@ public final class WhisperRecognizer: SpeechRecognizer {
             if let answer = asked.answer {
                 answered[start] = Answer(final: true, early: false, start: start, end: end, result: answer.result)
             } else {
-                earlyTaken = (start, asked.end, end)
+                earlyTaken = (start, asked.end, end, whole)
             }
             return
         }
-        let accepted = worker.submit(cut.samples, words: true, priority: 1, prompt: prompt, beam: Self.finalBeam,
+        submitFinal(cut.samples, start: start, end: end)
+    }
+
+    private func submitFinal(_ samples: ArraySlice<Float>, start: Int, end: Int) {
+        let accepted = worker.submit(samples, words: true, priority: 1, prompt: prompt, beam: Self.finalBeam,
                                      alternatives: alternatives, language: language) { [mailbox] result in
             mailbox.post(Answer(final: true, early: false, start: start, end: end, result: result))
         }
@@ -318,6 +329,13 @@ public final class WhisperRecognizer: SpeechRecognizer {
         earlyInFlight = false
         if let taken = earlyTaken, taken.start == answer.start, taken.asked == answer.end {
             earlyTaken = nil
+            if let whole = taken.whole, case .success(let heard) = answer.result, heard.text.isEmpty,
+               let index = awaited.firstIndex(where: { $0.start == taken.start }) {
+                let end = taken.start + whole.count
+                awaited[index].end = end
+                submitFinal(whole, start: taken.start, end: end)
+                return
+            }
             answered[taken.start] = Answer(final: true, early: false, start: taken.start, end: taken.end, result: answer.result)
         } else if let asked = early, asked.start == answer.start, asked.end == answer.end {
             early?.answer = answer
