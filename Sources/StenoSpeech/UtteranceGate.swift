@@ -129,9 +129,14 @@ public final class UtteranceGate {
     public func pauseCut() -> Cut? {
         guard let pause = pauseStart, let start = utteranceStart else { return nil }
         let end = min(received, pause + tail)
+        return Cut(start: start, end: end, samples: kept(from: start, to: end))
+    }
+
+    /// The audio kept from `start` to `end` (timeline samples), empty if none of it is.
+    private func kept(from start: Int, to end: Int) -> ArraySlice<Float> {
         let from = start - bufferStart
         let to = min(buffer.count, end - bufferStart)
-        return Cut(start: start, end: end, samples: to > from ? buffer[from..<to] : [])
+        return to > from ? buffer[from..<to] : []
     }
 
     /// Whether the audio from `sample` to the last heard is quiet against the utterance before
@@ -160,10 +165,9 @@ public final class UtteranceGate {
     public func cut(at end: Int) -> Cut? {
         guard let start = utteranceStart else { return nil }
         utteranceStart = isSpeaking ? end : nil
-        let from = start - bufferStart
+        let cut = Cut(start: start, end: end, samples: kept(from: start, to: end))
+        guard !cut.samples.isEmpty else { return cut }
         let to = min(buffer.count, end - bufferStart)
-        guard to > from else { return Cut(start: start, end: end, samples: []) }
-        let cut = Cut(start: start, end: end, samples: buffer[from..<to])
         // What follows the utterance stays, for the next one's pre-roll.
         let keepFrom = max(0, min(to - preRoll - detector.undecidedSamples, (utteranceStart ?? Int.max) - bufferStart))
         buffer.removeFirst(keepFrom)

@@ -193,7 +193,9 @@ public final class WhisperRecognizer: SpeechRecognizer {
     }
 
     /// In a pause, the utterance's final as it will be cut if the pause ends it (once a pause,
-    /// when the worker has no backlog, and room left for the final itself if speech comes back).
+    /// when the worker has no backlog, and room left for the final itself if speech comes back),
+    /// once the tail after the pause's start is heard (the detector's pause, `pauseAfter`, is
+    /// that long already: were it shorter, a final asked sooner would not hear the whole cut).
     private func askInPause() {
         let pending = worker.pendingCount
         guard let pause = gate.pauseStart, pause != askedInPause, !earlyInFlight,
