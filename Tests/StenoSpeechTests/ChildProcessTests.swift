@@ -36,4 +36,16 @@ import Testing
         #expect(run.stdout.count == 200_000 && run.stdout.allSatisfy { $0 == "a" })
         #expect(run.stderr.count == 200_000 && run.stderr.allSatisfy { $0 == "b" })
     }
+
+    /// `.inherit` gives the child this process's own stream, not a file opened by name (opening
+    /// /dev/stderr fails where it is a socket, as under systemd's journal).
+    @Test func anInheritedStreamIsThisProcesssOwn() throws {
+        let child = try spawnChild("/bin/readlink", ["/proc/self/fd/2"], stdout: .pipe, stderr: .inherit)
+        let read = FileHandle(fileDescriptor: child.stdout!, closeOnDealloc: true)
+        let said = String(decoding: read.readDataToEndOfFile(), as: UTF8.self)
+        var status: Int32 = 0
+        _ = waitpid(child.pid, &status, 0)
+        let ours = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/2")
+        #expect(said == ours + "\n", "the child's: \(said), ours: \(ours)")
+    }
 }
