@@ -127,8 +127,9 @@ def test_a_final_that_comes_while_a_batch_runs_goes_next():
         high = w.send(items[0][1], priority=1)
         order = [first] + [w.read()[1] for _ in range(len(low))]
         assert set(order) == set(low) | {high}
-        # The final may come after the guess being heard when it came, not after the rest.
-        assert order.index(high) <= 2, order
+        # The final may come after the guess being heard when it came (or the next, should this
+        # process be slow to send it), not after the rest: the old loop put it last (index 5).
+        assert order.index(high) <= 3, order
     finally:
         w.close()
 
