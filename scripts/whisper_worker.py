@@ -474,7 +474,6 @@ def main():
     except Exception as error:  # a model the package cannot load: say why, once
         sys.stderr.write(f"whisper worker: cannot load {model}: {error}\n")
         return 2
-    import numpy as np
     import ctranslate2
     out.write(encode_frame(0, 0, {"ready": True, "model": os.path.basename(os.path.normpath(model)),
                                   "path": model, "ctranslate2": ctranslate2.__version__,

@@ -239,7 +239,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
     /// far when that is more, and `partialEvery` twice more for each request the worker has not
     /// answered yet (other sessions'). Guesses are most of the worker's work, and a final that
     /// comes while one is heard waits for it: under load they thin out and finals stay prompt
-    /// (bench/README.md, "Guesses that give way").
+    /// (bench/README.md, "Finals first at six and seven talkers").
     static func guessSpacing(utterance: Int, pending: Int) -> Int {
         max(partialEvery * (1 + 2 * max(0, pending)), utterance / 4)
     }
