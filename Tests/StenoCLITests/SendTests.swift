@@ -34,7 +34,7 @@ import Testing
         let sent = try StenoCommand.run(["send", TestAudio.clip, "--server", Self.server, "--fast", "--encoding", "pcm",
                                          "--phrases", path, "--boost", "4"])
         #expect(sent.status == 0, "\(sent.stderr)")
-        let transcribed = try StenoCommand.run(["transcribe", TestAudio.clip, "--phrases", path, "--boost", "4", "--no-progress"])
+        let transcribed = try StenoCommand.run(["transcribe", "--engine", "pocketsphinx", TestAudio.clip, "--phrases", path, "--boost", "4", "--no-progress"])
         #expect(transcribed.status == 0, "\(transcribed.stderr)")
         #expect(sent.stdout == transcribed.stdout)
         #expect(sent.stdout.lowercased().contains("] ever tried"), "\(sent.stdout)")

@@ -187,7 +187,7 @@ def parse_transcript(text: str) -> list[str]:
 @pytest.fixture(scope="session")
 def reference(steno_bin) -> list[str]:
     """What the server transcribes for the test file, one final per item."""
-    args = [str(steno_bin), "transcribe", str(SPEECH_WAV), "--format", "text"]
+    args = [str(steno_bin), "transcribe", str(SPEECH_WAV), "--engine", "pocketsphinx", "--format", "text"]
     args += shlex.split(os.environ.get("STENO_TRANSCRIBE_ARGS", ""))
     result = subprocess.run(args, capture_output=True, text=True, timeout=TRANSCRIBE_TIMEOUT)
     assert result.returncode == 0, f"steno transcribe failed:\n{result.stderr[-4000:]}"

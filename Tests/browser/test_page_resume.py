@@ -83,7 +83,7 @@ def wait_until(condition, what: str, timeout: float = WAIT_MS / 1000):
 
 
 def transcribe_jsonl(steno_bin, wav_path) -> list[dict]:
-    args = [str(steno_bin), "transcribe", str(wav_path), "--format", "jsonl", "--no-progress"]
+    args = [str(steno_bin), "transcribe", str(wav_path), "--engine", "pocketsphinx", "--format", "jsonl", "--no-progress"]
     args += shlex.split(os.environ.get("STENO_TRANSCRIBE_ARGS", ""))
     result = subprocess.run(args, capture_output=True, text=True, timeout=TRANSCRIBE_TIMEOUT)
     assert result.returncode == 0, f"steno transcribe failed:\n{result.stderr[-4000:]}"

@@ -1,5 +1,6 @@
 import StenoAudio
 import StenoCore
+import StenoServer
 import StenoSession
 import StenoSpeech
 import StenoSystem
@@ -18,9 +19,11 @@ enum Transcribe {
     struct Options {
         var file = ""
         var format = Format.text
-        var model = PocketSphinxConfiguration.debianModelDirectory
-        /// `--engine`: pocketsphinx (this command's default for now) or whisper (`steno serve`'s).
-        var engine = "pocketsphinx"
+        /// `--model`; nil: the engine's own (Whisper's tiny.en, or Debian's pocketsphinx model).
+        var model: String?
+        /// `--engine`; nil: the model's (a `whisper:` folder is Whisper's, any other pocketsphinx's),
+        /// or when no model is given `steno serve`'s default (`ServerOptions.engine`).
+        var engine: String?
         var chunkMilliseconds = 100
         var maxUtterance = 15.0
         var words = true
@@ -34,15 +37,23 @@ enum Transcribe {
         var decoderArguments: [String] = []
         /// `--endpointing`; nil: the engine's default.
         var endpointing: Endpointing?
+
+        /// The engine that transcribes: `--engine`, else the model's, else `steno serve`'s default.
+        var engineName: String {
+            if let engine { return engine }
+            if let model { return model.hasPrefix("whisper:") ? "whisper" : "pocketsphinx" }
+            return ServerOptions().engine
+        }
     }
 
     enum Flags {
         static let format = Flag("format", value: "F", help: "text: one final per line, [start → end] text; jsonl: the wire events; vtt, srt: captions",
                                  default: Format.text.rawValue)
         static let model = Flag("model", value: "DIR", help: "pocketsphinx model directory, or NAME=DIR[,lm=FILE][,dict=FILE]; whisper:DIR a CTranslate2 Whisper folder",
-                                default: PocketSphinxConfiguration.debianModelDirectory)
-        static let engine = Flag("engine", value: "NAME", help: "pocketsphinx, or whisper (the worker of scripts/bootstrap.sh's .venv, as steno serve runs it)",
-                                 default: "pocketsphinx")
+                                default: "whisper tiny.en; pocketsphinx " + PocketSphinxConfiguration.debianModelDirectory)
+        static let engine = Flag("engine", value: "NAME", help: "whisper (the worker of scripts/bootstrap.sh's .venv, as steno serve runs it) or pocketsphinx; "
+                                     + "a --model names its own",
+                                 default: ServerOptions().engine)
         static let phrases = Flag("phrases", value: "FILE", help: PhraseFile.help)
         static let boost = Flag("boost", value: "B", help: PhraseFile.boostHelp, default: "1")
         static let alternatives = Flag("alternatives", value: "N", help: "jsonl: finals carry up to N alternative texts (0-\(StartRequest.maxAlternatives))",
@@ -75,7 +86,7 @@ enum Transcribe {
             options.format = Format(rawValue: try given.choice(value, Format.allCases.map(\.rawValue)))!
         }
         if let value = given.single(Flags.model) { options.model = try given.path(value) }
-        if let value = given.single(Flags.engine) { options.engine = try given.choice(value, ["pocketsphinx", "whisper"]) }
+        if let value = given.single(Flags.engine) { options.engine = try given.choice(value, ["whisper", "pocketsphinx"]) }
         if let value = given.single(Flags.phrases) { options.phrasesFile = try given.path(value) }
         options.boost = try PhraseFile.boost(given, Flags.boost, phrases: Flags.phrases)
         if let value = given.single(Flags.alternatives) {
@@ -144,11 +155,12 @@ enum Transcribe {
                                              maxUtteranceSeconds: options.maxUtterance)
         if let endpointing = options.endpointing { base.endpointing = endpointing }
         // `--model whisper:DIR` is Whisper's; the detector is pocketsphinx's, with its default model.
-        let whisperModel = options.model.hasPrefix("whisper:") ? String(options.model.dropFirst("whisper:".count)) : nil
-        let pocketsphinxModel = whisperModel == nil ? options.model : PocketSphinxConfiguration.debianModelDirectory
+        let whisperModel = options.model.flatMap { $0.hasPrefix("whisper:") ? String($0.dropFirst("whisper:".count)) : nil }
+        let pocketsphinxModel = whisperModel == nil ? options.model ?? PocketSphinxConfiguration.debianModelDirectory
+                                                    : PocketSphinxConfiguration.debianModelDirectory
         let pocketsphinx = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(modelSpec: pocketsphinxModel, base: base))
         var engine: any SpeechEngine = pocketsphinx
-        if options.engine == "whisper" || whisperModel != nil {
+        if options.engineName == "whisper" || whisperModel != nil {
             let machine = MachineDefaults.detect()
             var settings = ServeOptions.defaults(machine).whisper
             settings.model = whisperModel

@@ -235,7 +235,7 @@ enum TestAudio {
     static func transcribed(_ path: String, format: String = "text", endpointing: String? = nil) throws -> String {
         let key = path + "|" + format + "|" + (endpointing ?? "")
         if let known = transcripts.withLock({ $0[key] }) { return known }
-        let result = try StenoCommand.run(["transcribe", path, "--format", format, "--no-progress"]
+        let result = try StenoCommand.run(["transcribe", "--engine", "pocketsphinx", path, "--format", format, "--no-progress"]
                                           + (endpointing.map { ["--endpointing", $0] } ?? []))
         guard result.status == 0 else { throw TestClientError.protocolError("transcribe failed: \(result.stderr)") }
         transcripts.withLock { $0[key] = result.stdout }
