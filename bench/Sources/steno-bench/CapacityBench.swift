@@ -120,8 +120,8 @@ func runCapacityBench(_ arguments: [String]) {
         return
     }
     let cores = ProcessInfo.processInfo.activeProcessorCount
-    print("capacity benchmark: \(speech.count) utterances with references (\(fixed(speech.map(\.seconds).reduce(0, +), 1)) s), "
-        + "each session \(fixed(seconds, 0)) s together after a ramp of \(fixed(stagger, 1)) s per session, real time, 20 ms PCM messages")
+    print("capacity benchmark: \(speech.count) utterances with references (\(format(speech.map(\.seconds).reduce(0, +), 1)) s), "
+        + "each session \(format(seconds, 0)) s together after a ramp of \(format(stagger, 1)) s per session, real time, 20 ms PCM messages")
     print("  steno: \(steno), \(cores) cores, load average \(loadAverage()) at the start, client: "
         + (client == .epoll ? "one thread (epoll)" : "a thread per session") + (admission ? "" : "; no load admission (--lag-target 0)")
         + (serveOptions.isEmpty ? "" : "; " + serveOptions.joined(separator: " ")))
@@ -130,8 +130,8 @@ func runCapacityBench(_ arguments: [String]) {
     // The engine's own cost on this speech, in this run.
     let rtf = measureEngineRTF(speech: speech, seconds: rtfSeconds)
     if let rtf {
-        print("  engine: pocketsphinx_continuous (Steno's decoder options) fed \(fixed(rtf.audioSeconds, 1)) s of the speech "
-            + "through a pipe in real time: RTF \(fixed(rtf.value, 3)) (model loading of \(fixed(rtf.loading, 2)) s CPU left out)")
+        print("  engine: pocketsphinx_continuous (Steno's decoder options) fed \(format(rtf.audioSeconds, 1)) s of the speech "
+            + "through a pipe in real time: RTF \(format(rtf.value, 3)) (model loading of \(format(rtf.loading, 2)) s CPU left out)")
     } else {
         print("  engine: pocketsphinx_continuous could not be run; no compute bound")
     }
@@ -170,8 +170,8 @@ func runCapacityBench(_ arguments: [String]) {
         print("  CPU against the engine fed the same streams at the same time, in real time (the floor; --floor-counts):")
         for row in rows {
             guard let floor = row.floorCPUPerAudioSecond else { continue }
-            print("    \(row.sessions) \(row.design.rawValue): \(fixed(row.cpuPerAudioSecond * 1000, 1)) ms per audio s against "
-                + "\(fixed(floor * 1000, 1)) ms: \(fixed(row.cpuPerAudioSecond / floor, 2))×"
+            print("    \(row.sessions) \(row.design.rawValue): \(format(row.cpuPerAudioSecond * 1000, 1)) ms per audio s against "
+                + "\(format(floor * 1000, 1)) ms: \(format(row.cpuPerAudioSecond / floor, 2))×"
                 + (row.refused > 0 ? " (\(row.refused) refused: their attempts are in the server's CPU)" : ""))
         }
         print("")
@@ -187,17 +187,17 @@ func runCapacityBench(_ arguments: [String]) {
         // the most admitted in a round still within 1 s is what the machine serves.
         let held = mine.filter { $0.lagP95 < 1 }.map(\.admitted).max()
         var text = "  \(design.rawValue): largest N served whole with lag p95 < 1 s: \(within.map(String.init) ?? "none")"
-        if let bound, let within { text += " (\(fixed(Double(within) / bound, 2)) of the compute bound)" }
+        if let bound, let within { text += " (\(format(Double(within) / bound, 2)) of the compute bound)" }
         text += "; most admitted in a round within 1 s: \(held.map(String.init) ?? "none")"
-        if let bound, let held { text += " (\(fixed(Double(held) / bound, 2)) of the bound)" }
+        if let bound, let held { text += " (\(format(Double(held) / bound, 2)) of the bound)" }
         text += "; most sessions admitted at once: \(admitted)"
         let overloaded = mine.filter { $0.refused > 0 && $0.lagP95 >= 1 }.map { "\($0.sessions)" }
         if !overloaded.isEmpty { text += "; refused some and still over 1 s at N = " + overloaded.joined(separator: ", ") }
         print(text)
     }
     if let bound, let rtf, let rtfMean {
-        print("  compute bound: \(cores) cores ÷ (speech fraction \(fixed(fraction, 2)) × RTF \(fixed(rtfMean, 3))) = \(fixed(bound, 1)) sessions"
-            + " (RTF \(fixed(rtf.value, 3)) before the rounds, " + (rtfAfter.map { fixed($0.value, 3) } ?? "not measured") + " after)")
+        print("  compute bound: \(cores) cores ÷ (speech fraction \(format(fraction, 2)) × RTF \(format(rtfMean, 3))) = \(format(bound, 1)) sessions"
+            + " (RTF \(format(rtf.value, 3)) before the rounds, " + (rtfAfter.map { format($0.value, 3) } ?? "not measured") + " after)")
     }
     print("  load average at the end: \(loadAverage())")
     print("")
@@ -428,21 +428,21 @@ private struct CapacityRow {
     var wer: Double { referenceWords > 0 ? Double(wordErrors) / Double(referenceWords) : 0 }
 
     var line: String {
-        [padLeft("\(sessions)", 2), pad(design.rawValue, 10), padLeft("\(admitted)", 9),
+        [rightAligned("\(sessions)", 2), pad(design.rawValue, 10), rightAligned("\(admitted)", 9),
          pad("  \(refused)\(refusalText.isEmpty ? "" : " (\(refusalText))")" + (failed > 0 ? ", \(failed) failed" : ""), 27),
-         padLeft(fixed(lagP50, 2) + " s", 7), padLeft(fixed(lagP95, 2) + " s", 8),
-         padLeft(fixed(sessionLagP95Low, 2) + "–" + fixed(sessionLagP95High, 2) + " s", 13),
-         padLeft(fixed(finalP50, 2) + " s", 9), padLeft(fixed(finalP95, 2) + " s", 10),
-         padLeft(fixed(cpuPerAudioSecond * 1000, 0), 15), padLeft(fixed(rssMB, 0), 7), padLeft(fixed(rssPerSessionMB, 1), 11),
-         pad(padLeft(fixed(wer * 100, 1) + " % (\(wordErrors)/\(referenceWords))", 16), 18),
-         padLeft(fixed(busyOverCPU, 2), 8), padLeft(fixed(clientCPU, 2) + " s", 11)].joined(separator: " ")
+         rightAligned(format(lagP50, 2) + " s", 7), rightAligned(format(lagP95, 2) + " s", 8),
+         rightAligned(format(sessionLagP95Low, 2) + "–" + format(sessionLagP95High, 2) + " s", 13),
+         rightAligned(format(finalP50, 2) + " s", 9), rightAligned(format(finalP95, 2) + " s", 10),
+         rightAligned(format(cpuPerAudioSecond * 1000, 0), 15), rightAligned(format(rssMB, 0), 7), rightAligned(format(rssPerSessionMB, 1), 11),
+         pad(rightAligned(format(wer * 100, 1) + " % (\(wordErrors)/\(referenceWords))", 16), 18),
+         rightAligned(format(busyOverCPU, 2), 8), rightAligned(format(clientCPU, 2) + " s", 11)].joined(separator: " ")
             + (finalsOutOfOrder > 0 ? "  finals out of order in \(finalsOutOfOrder) sessions" : "")
     }
 
     var admissionLine: String {
-        "\(sessions) \(design.rawValue): projected utilization at most \(fixed(peakUtilization, 2)) (a talker then "
-            + "\(fixed(talkerDemandAtPeak, 3)) of a worker); at the end a talker \(fixed(talkerDemandAtEnd, 3)) = "
-            + "\(fixed(speechCost, 3)) per speech second × \(fixed(speechFraction, 2)) speech; workers' busy ÷ CPU time \(fixed(busyOverCPU, 2))"
+        "\(sessions) \(design.rawValue): projected utilization at most \(format(peakUtilization, 2)) (a talker then "
+            + "\(format(talkerDemandAtPeak, 3)) of a worker); at the end a talker \(format(talkerDemandAtEnd, 3)) = "
+            + "\(format(speechCost, 3)) per speech second × \(format(speechFraction, 2)) speech; workers' busy ÷ CPU time \(format(busyOverCPU, 2))"
     }
 }
 
@@ -725,17 +725,17 @@ private func capacitySVG(rows: [CapacityRow], designs: [CapacityDesign], bound: 
     svg += svgLine(x(0), y(1), x(maxN), y(1), "#2ca02c", dash: true) + svgText(x(maxN) - 4, y(1) - 4, "1 s target", anchor: "end", colour: "#2ca02c")
     if let bound {
         svg += svgLine(x(bound), y(0), x(bound), y(maxLag), "#7f7f7f", dash: true)
-        svg += svgText(x(bound) - 4, y(maxLag) + 12, "compute bound \(fixed(bound, 1))", anchor: "end", colour: "#7f7f7f")
+        svg += svgText(x(bound) - 4, y(maxLag) + 12, "compute bound \(format(bound, 1))", anchor: "end", colour: "#7f7f7f")
     }
     // One line per design.
     for (i, design) in designs.enumerated() {
         let colour = colours[design] ?? "black"
         let mine = rows.filter { $0.design == design }.sorted { $0.sessions < $1.sessions }
-        let points = mine.map { "\(fixed(x(Double($0.sessions)), 1)),\(fixed(y($0.lagP95), 1))" }.joined(separator: " ")
+        let points = mine.map { "\(format(x(Double($0.sessions)), 1)),\(format(y($0.lagP95), 1))" }.joined(separator: " ")
         svg += "<polyline fill=\"none\" stroke=\"\(colour)\" stroke-width=\"2\" points=\"\(points)\"/>\n"
         for row in mine {
             let fill = row.refused > 0 ? "white" : colour
-            svg += "<circle cx=\"\(fixed(x(Double(row.sessions)), 1))\" cy=\"\(fixed(y(row.lagP95), 1))\" r=\"4\" fill=\"\(fill)\" stroke=\"\(colour)\" stroke-width=\"2\"/>\n"
+            svg += "<circle cx=\"\(format(x(Double(row.sessions)), 1))\" cy=\"\(format(y(row.lagP95), 1))\" r=\"4\" fill=\"\(fill)\" stroke=\"\(colour)\" stroke-width=\"2\"/>\n"
             if row.refused > 0 {
                 svg += svgText(x(Double(row.sessions)), y(row.lagP95) - 8, "\(row.refused) refused", anchor: "middle", colour: colour, size: 10)
             }
@@ -751,13 +751,13 @@ private func capacitySVG(rows: [CapacityRow], designs: [CapacityDesign], bound: 
 
 private func svgLine(_ x1: Double, _ y1: Double, _ x2: Double, _ y2: Double, _ colour: String, dash: Bool = false,
                   widthValue: Double = 1) -> String {
-    "<line x1=\"\(fixed(x1, 1))\" y1=\"\(fixed(y1, 1))\" x2=\"\(fixed(x2, 1))\" y2=\"\(fixed(y2, 1))\" stroke=\"\(colour)\" stroke-width=\"\(fixed(widthValue, 0))\""
+    "<line x1=\"\(format(x1, 1))\" y1=\"\(format(y1, 1))\" x2=\"\(format(x2, 1))\" y2=\"\(format(y2, 1))\" stroke=\"\(colour)\" stroke-width=\"\(format(widthValue, 0))\""
         + (dash ? " stroke-dasharray=\"6 4\"" : "") + "/>\n"
 }
 
 private func svgText(_ x: Double, _ y: Double, _ content: String, anchor: String, colour: String = "black", size: Int = 12) -> String {
     let escaped = content.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-    return "<text x=\"\(fixed(x, 1))\" y=\"\(fixed(y, 1))\" text-anchor=\"\(anchor)\" fill=\"\(colour)\" font-size=\"\(size)\">\(escaped)</text>\n"
+    return "<text x=\"\(format(x, 1))\" y=\"\(format(y, 1))\" text-anchor=\"\(anchor)\" fill=\"\(colour)\" font-size=\"\(size)\">\(escaped)</text>\n"
 }
 
 // MARK: - Small things
@@ -770,6 +770,3 @@ private func percentile(_ values: [Double], _ p: Double) -> Double {
     return sorted[max(0, min(sorted.count - 1, rank - 1))]
 }
 
-private func fixed(_ value: Double, _ decimals: Int) -> String { String(format: "%.\(decimals)f", value) }
-private func pad(_ text: String, _ width: Int) -> String { text.count >= width ? text : text + String(repeating: " ", count: width - text.count) }
-private func padLeft(_ text: String, _ width: Int) -> String { text.count >= width ? text : String(repeating: " ", count: width - text.count) + text }

@@ -144,22 +144,22 @@ func runConnectionsBench(_ arguments: [String]) {
     print("")
     print("  loop         sessions   handshakes/s (first, last 1,000)   RSS/session   CPU idle   CPU with N   per 1,000")
     for r in rows {
-        print("  " + [pad(r.loop, 10), pad("\(r.ready)/\(r.count)", 11),
-                      pad("\(format(r.handshakeRate, 0)) (\(format(r.firstThousandRate, 0)), \(format(r.lastThousandRate, 0)))", 34),
-                      pad(format(r.kbPerSession, 1) + " KB", 13), pad(format(r.idleCPUms, 1) + " ms/s", 10),
-                      pad(format(r.loadedCPUms, 1) + " ms/s", 12), pad(format(r.cpuPerThousandMs, 1) + " ms/s", 11)]
+        print("  " + [rightAligned(r.loop, 10), rightAligned("\(r.ready)/\(r.count)", 11),
+                      rightAligned("\(format(r.handshakeRate, 0)) (\(format(r.firstThousandRate, 0)), \(format(r.lastThousandRate, 0)))", 34),
+                      rightAligned(format(r.kbPerSession, 1) + " KB", 13), rightAligned(format(r.idleCPUms, 1) + " ms/s", 10),
+                      rightAligned(format(r.loadedCPUms, 1) + " ms/s", 12), rightAligned(format(r.cpuPerThousandMs, 1) + " ms/s", 11)]
             .joined(separator: " "))
     }
     print("")
     print("  loop         sessions   talkers: lag p95  max   final p50  p95  max   end→ended   /readyz: ramp  with N  at limit  after   drain   exit")
     for r in rows {
-        print("  " + [pad(r.loop, 10), pad("\(r.count)", 11),
-                      pad(r.talk.map { format($0.lagP95, 2) } ?? "-", 18), pad(r.talk.map { format($0.lagMax, 2) } ?? "-", 5),
-                      pad(r.talk.map { format($0.finalP50, 2) } ?? "-", 11), pad(r.talk.map { format($0.finalP95, 2) } ?? "-", 5),
-                      pad(r.talk.map { format($0.finalMax, 2) } ?? "-", 5), pad(r.talk.map { format($0.endLatency, 2) + " s" } ?? "-", 11),
-                      pad(r.readiness.ramp, 15), pad(r.readiness.withN, 7), pad(r.readiness.atLimit, 9),
-                      pad(r.readiness.afterOneEnded, 6), pad(format(r.drainSeconds, 1) + " s", 7),
-                      pad(r.exitStatus.map(String.init) ?? "-", 5)].joined(separator: " "))
+        print("  " + [rightAligned(r.loop, 10), rightAligned("\(r.count)", 11),
+                      rightAligned(r.talk.map { format($0.lagP95, 2) } ?? "-", 18), rightAligned(r.talk.map { format($0.lagMax, 2) } ?? "-", 5),
+                      rightAligned(r.talk.map { format($0.finalP50, 2) } ?? "-", 11), rightAligned(r.talk.map { format($0.finalP95, 2) } ?? "-", 5),
+                      rightAligned(r.talk.map { format($0.finalMax, 2) } ?? "-", 5), rightAligned(r.talk.map { format($0.endLatency, 2) + " s" } ?? "-", 11),
+                      rightAligned(r.readiness.ramp, 15), rightAligned(r.readiness.withN, 7), rightAligned(r.readiness.atLimit, 9),
+                      rightAligned(r.readiness.afterOneEnded, 6), rightAligned(format(r.drainSeconds, 1) + " s", 7),
+                      rightAligned(r.exitStatus.map(String.init) ?? "-", 5)].joined(separator: " "))
     }
     print("")
     print("  handshakes/s: upgrades (101) per second from the first connect to the last 101 (the client shares")
@@ -823,14 +823,7 @@ private final class SilentClients {
     }
 }
 
-private func format(_ value: Double, _ decimals: Int) -> String {
-    String(format: "%.\(decimals)f", value)
-}
 
-/// Right-aligned in `width` columns.
-private func pad(_ text: String, _ width: Int) -> String {
-    text.count >= width ? text : String(repeating: " ", count: width - text.count) + text
-}
 
 // MARK: - Fewer wake-ups (`--wakeups`)
 
@@ -956,9 +949,9 @@ func runWakeupsBench(talkerCounts: [Int], rounds: Int, steno: String, speech: [U
             guard let r = best["\(t) \(mode)"] else { continue }
             let ratio = floor.map { r.cpuPerAudioSecondMs / $0.cpuPerAudioSecondMs } ?? 0
             let csRatio = floor.map { r.voluntaryPerAudioSecond / max(1e-9, $0.voluntaryPerAudioSecond) } ?? 0
-            print("  " + [pad("\(t)", 7), pad(mode, 10) + " ", pad(format(r.cpuPerAudioSecondMs, 1), 14),
-                          pad(format(ratio, 2) + "×", 9), pad(format(r.voluntaryPerAudioSecond, 1), 22),
-                          pad(format(r.involuntaryPerAudioSecond, 1), 24), pad(format(csRatio, 2) + "×", 21)]
+            print("  " + [rightAligned("\(t)", 7), rightAligned(mode, 10) + " ", rightAligned(format(r.cpuPerAudioSecondMs, 1), 14),
+                          rightAligned(format(ratio, 2) + "×", 9), rightAligned(format(r.voluntaryPerAudioSecond, 1), 22),
+                          rightAligned(format(r.involuntaryPerAudioSecond, 1), 24), rightAligned(format(csRatio, 2) + "×", 21)]
                 .joined(separator: " "))
         }
     }

@@ -555,7 +555,6 @@ private func pair(_ values: [Double]) -> String {
     values.isEmpty ? "-" : "\(format(percentile(values, 0.5), 3)) / \(format(percentile(values, 0.95), 3))"
 }
 
-private func format(_ value: Double, _ decimals: Int) -> String { String(format: "%.\(decimals)f", value) }
 
 private func printTable(_ header: [String], _ rows: [[String]]) {
     let columns = max(header.count, rows.map(\.count).max() ?? 0)

@@ -120,11 +120,11 @@ func runServerBench(_ arguments: [String]) {
     print("  sessions   design      lag mean   lag p95   lag max   end→ended   CPU ms/audio s   ×floor   RSS MB   RSS/session   finals   pool made in")
     for (n, design, row) in rows {
         let cpu = row.cpuSeconds / (duration * Double(n))
-        print("  " + [pad("\(n)", 8), pad(design.rawValue, 11), pad(format(row.lagMean, 3) + " s", 10), pad(format(row.lagP95, 3) + " s", 9),
-                      pad(format(row.lagMax, 3) + " s", 9), pad(format(row.endLatencyMean, 3) + " s", 11),
-                      pad(format(cpu * 1000, 0), 16), pad(format(cpu / floor.cpuPerAudioSecond, 2) + "×", 8),
-                      pad(format(row.rssMB, 0), 8), pad(format(row.rssMB / Double(n), 0), 13),
-                      pad("\(row.finals)", 8), pad(row.poolMadeIn.map { format($0, 1) + " s" } ?? "—", 12)].joined(separator: " "))
+        print("  " + [rightAligned("\(n)", 8), rightAligned(design.rawValue, 11), rightAligned(format(row.lagMean, 3) + " s", 10), rightAligned(format(row.lagP95, 3) + " s", 9),
+                      rightAligned(format(row.lagMax, 3) + " s", 9), rightAligned(format(row.endLatencyMean, 3) + " s", 11),
+                      rightAligned(format(cpu * 1000, 0), 16), rightAligned(format(cpu / floor.cpuPerAudioSecond, 2) + "×", 8),
+                      rightAligned(format(row.rssMB, 0), 8), rightAligned(format(row.rssMB / Double(n), 0), 13),
+                      rightAligned("\(row.finals)", 8), rightAligned(row.poolMadeIn.map { format($0, 1) + " s" } ?? "—", 12)].joined(separator: " "))
     }
     print("")
     print("  lag: received − analyzed in each progress event, all sessions; end→ended: from sending end to")
@@ -269,13 +269,7 @@ private func runSession(port: Int, pcm: [UInt8], realTime: Bool) -> SessionResul
 // MARK: - Processes
 
 
-private func format(_ value: Double, _ decimals: Int) -> String {
-    String(format: "%.\(decimals)f", value)
-}
 
-private func pad(_ text: String, _ width: Int) -> String {
-    text.count >= width ? text : String(repeating: " ", count: width - text.count) + text
-}
 
 extension Array {
     subscript(safe index: Int) -> Element? { indices.contains(index) ? self[index] : nil }

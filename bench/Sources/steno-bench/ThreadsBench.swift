@@ -195,6 +195,4 @@ private func measureThreads(steno: String, label: String, count: Int, seconds: D
         + "\(format(lags.isEmpty ? 0 : lags[min(lags.count - 1, Int(Double(lags.count) * 0.95))], 2)) s")
 }
 
-private func format(_ value: Double, _ decimals: Int) -> String { String(format: "%.\(decimals)f", value) }
-private func pad(_ text: String, _ width: Int) -> String { text.count >= width ? text : text + String(repeating: " ", count: width - text.count) }
 private func lpad(_ text: String, _ width: Int) -> String { text.count >= width ? text : String(repeating: " ", count: width - text.count) + text }
