@@ -24,6 +24,21 @@ public struct StartRequest: Sendable, Hashable {
     /// The model asked for by name, or nil. The session machine sets it to the model that
     /// serves the session (by `model`, else `language`, else the server's first).
     public var model: String?
+    /// The session this one goes on from (`continues`), a session the client lost: with its
+    /// resume token, the proof that lets this session take over that one's channel at once
+    /// when that session's instance is gone (`ChannelRelay`). Nothing without `channel`.
+    public var continues: Continuation?
+
+    /// `start`'s `continues`: `{"session":ID,"resumeToken":T}` of the lost session.
+    public struct Continuation: Sendable, Hashable {
+        public var session: String
+        public var resumeToken: String
+
+        public init(session: String, resumeToken: String) {
+            self.session = session
+            self.resumeToken = resumeToken
+        }
+    }
 
     /// The most alternatives a final may carry.
     public static let maxAlternatives = 10
@@ -95,7 +110,8 @@ public enum ClientMessage: Sendable, Hashable {
     public static func startText(_ audio: AudioFormat, language: String? = nil, model: String? = nil,
                                  channel: String? = nil, volatile: Bool = true, words: Bool = true,
                                  format: TextFormat = .readable, phrases: [String] = [], boost: Double? = nil,
-                                 alternatives: Int = 0, profanity: ProfanityMode? = nil) -> String {
+                                 alternatives: Int = 0, profanity: ProfanityMode? = nil,
+                                 continues: StartRequest.Continuation? = nil) -> String {
         var w = JSONWriter(capacity: 256)
         w.beginObject()
         w.field("type", "start")
@@ -120,6 +136,13 @@ public enum ClientMessage: Sendable, Hashable {
         }
         if let boost { w.key("boost"); w.number(boost) }
         if alternatives > 0 { w.field("alternatives", integer: alternatives) }
+        if let continues {
+            w.key("continues")
+            w.beginObject()
+            w.field("session", continues.session)
+            w.field("resumeToken", continues.resumeToken)
+            w.endObject()
+        }
         w.endObject()
         return w.text
     }
@@ -244,6 +267,10 @@ public enum ClientMessage: Sendable, Hashable {
         var request = StartRequest(audio: audioFormat, language: language, volatile: volatile, words: words, channel: channel,
                                    format: format)
         request.profanity = profanity
+        if let continues = try fields.optionalObject("continues") {
+            request.continues = StartRequest.Continuation(session: try continues.requiredString("session"),
+                                                          resumeToken: try continues.requiredString("resumeToken"))
+        }
         try parseVocabularyOptions(fields, into: &request)
         return request
     }
@@ -314,6 +341,12 @@ private struct Fields {
         guard case .number(let n) = value else { throw wrongType(key, "a number") }
         guard CoreMath.isIntegral(n) else { throw wrongType(key, "an integer") }
         return CoreMath.exactInteger(n).flatMap { Int(exactly: $0) }
+    }
+
+    func optionalObject(_ key: String) throws(StenoError) -> Fields? {
+        guard let value = object[key], value != .null else { return nil }
+        guard case .object(let o) = value else { throw wrongType(key, "an object") }
+        return Fields(object: o, path: name(key))
     }
 
     func requiredObject(_ key: String) throws(StenoError) -> Fields {

@@ -109,17 +109,19 @@ final class ChannelHub: Sendable {
         self.hls = hls
     }
 
-    /// A session wants to publish on `name`. False if another live session holds it.
-    func claim(_ name: String, session: String, startedAt: UTCTime, includeWords: Bool) -> Bool {
+    /// A session wants to publish on `name`. False if another live session holds it. `proof`:
+    /// the digest of the session's resume token, kept with its lease in the cluster.
+    func claim(_ name: String, session: String, startedAt: UTCTime, includeWords: Bool, proof: String? = nil) -> Bool {
         let relay = self.relay
         return state.withLock { s in
-            claim(name, session: session, startedAt: startedAt, includeWords: includeWords, origin: nil, id: nil, relay: relay, &s)
+            claim(name, session: session, startedAt: startedAt, includeWords: includeWords, origin: nil, id: nil, relay: relay,
+                  proof: proof, &s)
         }
     }
 
     /// `claim` for a local session (`origin` nil) or another instance's broadcast `id`.
     func claim(_ name: String, session: String, startedAt: UTCTime, includeWords: Bool, origin: String?,
-                       id: String?, relay: ChannelRelay?, _ s: inout State) -> Bool {
+               id: String?, relay: ChannelRelay?, proof: String? = nil, _ s: inout State) -> Bool {
         var channel = s.channels[name] ?? Channel(counters: metrics.channelCounters(name))
         if let current = channel.current, current.state == .live, current.session != session,
            origin == nil || current.origin == nil { return false }
@@ -137,7 +139,7 @@ final class ChannelHub: Sendable {
         s.channels[name] = channel
         if origin == nil {
             relay?.enqueue(.live(broadcast: broadcast.id, startedAt: startedAt, includeWords: includeWords),
-                           channel: name, session: session)
+                           channel: name, session: session, proof: proof)
         }
         let welcome = ViewerWelcome.events(channel: name, startedAt: startedAt, backfill: [], includeWords: includeWords,
                                            publisher: (.live, broadcast.id))

@@ -37,6 +37,7 @@ extension ChannelRelay {
             }
             guard let connection = redis else { continue }
             do throws(RedisError) {
+                if try takeOver(connection) { lastRenewal = 0 }
                 let now = SystemClock.now()
                 if now - lastRenewal >= settings.leaseRenewal {
                     try renewLeases(connection)
@@ -61,6 +62,33 @@ extension ChannelRelay {
         for (channel, lease) in leases {
             _ = try acquire(channel, lease, redis: redis)
         }
+    }
+
+    /// The takeovers asked for: a lease held by the session a local one goes on from, whose
+    /// proof (the digest of its resume token) matches the token the talker gave, is set to the
+    /// local session in one step, and that broadcast is over here (its viewers follow the new
+    /// one as soon as it says it is live). True if any was taken.
+    private func takeOver(_ redis: RedisConnection) throws(RedisError) -> Bool {
+        let asked = outbox.withLock { o -> [Takeover] in
+            defer { o.takeovers = [] }
+            return o.takeovers
+        }
+        var any = false
+        let script = "local v = redis.call('get', KEYS[1]) "
+            + "if v and string.sub(v, -string.len(ARGV[1])) == ARGV[1] and redis.call('get', KEYS[2]) == ARGV[2] then "
+            + "redis.call('set', KEYS[1], ARGV[3], 'PX', ARGV[4]) redis.call('del', KEYS[2]) return 1 end return 0"
+        for takeover in asked {
+            let reply = try redis.command(["EVAL", script, "2", Self.leaseKey(takeover.channel), Self.proofKey(takeover.channel),
+                                           "/" + takeover.previous.session, SHA256.hex(takeover.previous.resumeToken),
+                                           instance + "/" + takeover.session, String(Int(settings.lease * 1000))])
+            guard reply == .integer(1) else { continue }
+            any = true
+            outbox.withLock { _ = $0.takenOver.insert(takeover.channel + "\u{0}" + takeover.session) }
+            log.info("redis: channel \(takeover.channel) taken over from session \(takeover.previous.session), "
+                     + "whose talker goes on in session \(takeover.session)")
+            hooks.withLock { $0 }?.hub.remoteGone(takeover.channel, session: takeover.previous.session)
+        }
+        return any
     }
 
     /// The lease of `channel` for `lease.session`: taken, or kept when it is ours already.
@@ -98,7 +126,12 @@ extension ChannelRelay {
                 log.info("redis: channel \(channel) is session \(lease.session)'s now")
             }
         }
-        let taken = replies[0] == .simple("OK")
+        // A lease a takeover set is new to its broadcast as one taken now is.
+        let takenOver = outbox.withLock { $0.takenOver.remove(channel + "\u{0}" + lease.session) != nil }
+        let taken = replies[0] == .simple("OK") || takenOver
+        if let proof = outbox.withLock({ $0.proofs[lease.session] }) {
+            try redis.command(["SET", Self.proofKey(channel), proof, "PX", ms])
+        }
         let stream = Self.streamKey(channel)
         if taken && lease.held == false {
             // A new lease (a broadcast's first, or Redis lost it): say again that it is live, for
@@ -170,10 +203,14 @@ extension ChannelRelay {
             commands.append(xadd(stream, pending.entry, session: pending.session, number: pending.number).map { Array($0.utf8) })
             if case .end = pending.entry {
                 // The broadcast is over: its lease goes (if still ours), its stream expires later.
-                outbox.withLock { o in if o.leases[pending.channel]?.session == pending.session { o.leases[pending.channel] = nil } }
-                let release = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
-                commands.append(["EVAL", release, "1", Self.leaseKey(pending.channel), instance + "/" + pending.session]
-                    .map { Array($0.utf8) })
+                outbox.withLock { o in
+                    if o.leases[pending.channel]?.session == pending.session { o.leases[pending.channel] = nil }
+                    o.proofs[pending.session] = nil
+                }
+                let release = "if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[2]) "
+                    + "return redis.call('del', KEYS[1]) else return 0 end"
+                commands.append(["EVAL", release, "2", Self.leaseKey(pending.channel), Self.proofKey(pending.channel),
+                                 instance + "/" + pending.session].map { Array($0.utf8) })
                 commands.append(["EXPIRE", stream, String(settings.streamTTL)].map { Array($0.utf8) })
             }
         }

@@ -81,6 +81,14 @@ final class ChannelRelay: Sendable {
         var waitingSince: Double?
     }
 
+    /// A local session that goes on from `previous`, a session of its talker's that another
+    /// instance ran (`start`'s `continues`).
+    struct Takeover {
+        let channel: String
+        let session: String
+        let previous: StartRequest.Continuation
+    }
+
     struct Outbox {
         var entries: [Pending] = []
         var head = 0
@@ -88,6 +96,14 @@ final class ChannelRelay: Sendable {
         var nextNumber: UInt64 = 0
         /// Live local broadcasts by channel.
         var leases: [String: Lease] = [:]
+        /// The digest of each live local publisher's resume token (by session), kept beside its
+        /// lease in Redis so that its talker, gone on in a session elsewhere, can prove it is
+        /// the same talker and take the channel over at once.
+        var proofs: [String: String] = [:]
+        /// Takeovers asked for and not yet tried, and the leases (channel and session) a
+        /// takeover gave, whose broadcast still has to say it is live.
+        var takeovers: [Takeover] = []
+        var takenOver: Set<String> = []
         var count: Int { entries.count - head }
 
         /// Whether `pending`'s broadcast waits for its lease (another instance holds it).
@@ -110,6 +126,9 @@ final class ChannelRelay: Sendable {
     }
 
     static func streamKey(_ channel: String) -> String { "steno:channel:" + channel }
+    /// The lease holder's proof: the digest of its session's resume token (channel names
+    /// have no `:`).
+    static func proofKey(_ channel: String) -> String { "steno:lease:" + channel + ":proof" }
     static func leaseKey(_ channel: String) -> String { "steno:lease:" + channel }
 
     func start(hub: ChannelHub, conflict: @escaping @Sendable (String, String) -> Void) {
@@ -142,11 +161,13 @@ final class ChannelRelay: Sendable {
 
     // MARK: - From the hub (under its lock: appends only)
 
-    func enqueue(_ entry: RelayEntry, channel: String, session: String) {
+    /// `proof`: for a `live` entry, the digest of the publisher's resume token (nil: none).
+    func enqueue(_ entry: RelayEntry, channel: String, session: String, proof: String? = nil) {
         outbox.withLock { o in
             switch entry {
             case .live:
                 o.leases[channel] = Lease(session: session, live: entry)
+                if let proof { o.proofs[session] = proof }
             case .end:
                 // One that waits for its lease keeps waiting until its entries are written.
                 if o.leases[channel]?.session == session && o.leases[channel]?.waitingSince == nil { o.leases[channel] = nil }
@@ -164,6 +185,14 @@ final class ChannelRelay: Sendable {
                 o.head = 0
             }
         }
+        wake.signal()
+    }
+
+    /// `session` goes on from `previous` (its talker lost that session with its instance): if
+    /// `previous` still holds `channel`'s lease and the token proves it, the lease is
+    /// `session`'s at once, instead of after it expires.
+    func takeOver(_ channel: String, for session: String, from previous: StartRequest.Continuation) {
+        outbox.withLock { $0.takeovers.append(Takeover(channel: channel, session: session, previous: previous)) }
         wake.signal()
     }
 

@@ -16,8 +16,13 @@ extension StreamSession {
     func starting(_ request: StartRequest, _ s: inout SessionState<Link>) -> [SessionAction] {
         var actions: [SessionAction] = []
         if let channel = request.channel {
+            if let previous = request.continues {
+                // Its talker lost `previous` with its instance: that broadcast's lease is this
+                // session's at once if the token proves it (else it expires as it would).
+                server.channels.relay?.takeOver(channel, for: sessionID, from: previous)
+            }
             if server.channels.claim(channel, session: sessionID, startedAt: s.machine.startedAt ?? core.clock.wall(),
-                                     includeWords: request.words) {
+                                     includeWords: request.words, proof: channelProof) {
                 s.local.channel = channel
             } else if server.channels.waitForRemotePublisher(channel, retry: { [weak self] in self?.claimWaitedChannel() }) {
                 // Another instance's publisher has it, perhaps one whose instance has just died
@@ -79,7 +84,7 @@ extension StreamSession {
         mutate { s in
             guard let (channel, words) = s.local.waitingFor, s.local.channel == nil else { return }
             guard server.channels.claim(channel, session: sessionID, startedAt: s.machine.startedAt ?? core.clock.wall(),
-                                        includeWords: words) else {
+                                        includeWords: words, proof: channelProof) else {
                 // Another instance's publisher again: wait for it too; a local one: give up.
                 if !server.channels.waitForRemotePublisher(channel, retry: { [weak self] in self?.claimWaitedChannel() }) {
                     s.local.waitingFor = nil

@@ -26,6 +26,9 @@ import Synchronization
 /// lock and returns. Lock order: session → transport, session → pool; never the other way.
 final class StreamSession: SessionDriver {
     let sessionID: String
+    /// The digest of the session's resume token, kept with its channel's lease in the cluster
+    /// (`ChannelRelay.takeOver`); nil when sessions cannot be resumed.
+    let channelProof: String?
     let remoteAddress: String
     let server: ServerContext
     let lane: Lane
@@ -69,8 +72,11 @@ final class StreamSession: SessionDriver {
         self.lane = server.pool.makeLane(label: "session \(sessionID)")
         let limits = server.sessionConfiguration.limits
         let now = server.clock.now()
+        let resumeToken = Self.makeID(length: 24)
+        // Only a token the client is given (`ready` has one when sessions can be resumed) proves anything.
+        channelProof = limits.resumeSeconds > 0 ? SHA256.hex(resumeToken) : nil
         let machine = SessionMachine(id: sessionID, configuration: server.sessionConfiguration, now: now,
-                                     resumeToken: Self.makeID(length: 24))
+                                     resumeToken: resumeToken)
         let link = Link(connection: connection, held: OutboundQueue(byteLimit: limits.outboundBytes), openedAt: now)
         self.core = SessionCore(machine: machine, local: link, engine: server.engine, executor: lane,
                                 clock: server.clock, options: server.driver)

@@ -188,11 +188,11 @@ struct ClusterTests {
     }
 
     /// The instance a talker publishes from is killed (SIGKILL) in the middle of its speech: the
-    /// talker goes on through HAProxy on the other instance, whose relay waits for the dead
-    /// publisher's lease to expire and then publishes there, and the viewer gets every final
-    /// the talker printed, once each. With the default lease the new session is often still
-    /// talking when the lease is found expired (and was, on a loaded machine, just over);
-    /// with a 20 s lease it has surely ended by then, and its finals are published after it.
+    /// talker goes on through HAProxy on the other instance in a new session that `continues`
+    /// the lost one, whose relay takes the dead publisher's lease over at once (its resume
+    /// token proves the talker) or, if it has expired meanwhile, takes it as any lease, and the
+    /// viewer gets every final the talker printed, once each. With the default lease the dead
+    /// one may have expired before the new session starts; a 20 s lease is surely taken over.
     @Test(.enabled(if: TestRedisServer.isInstalled, "\(TestRedisServer.missing)"), arguments: [nil, "20"])
     func aPublishersInstanceKilledMidSpeechCostsItsViewerNoFinal(lease: String?) throws {
         let redis = try TestRedisServer()
@@ -219,6 +219,7 @@ struct ClusterTests {
         #expect(send.stderr.text.contains("new session"), "\(send.stderr.text)")
         let survivor = try #require(instances.first { $0 !== publishing })
         #expect(survivor.sessionsStarted == 1, "\(survivor.log)")
+        if lease != nil { #expect(survivor.log.contains("taken over from session"), "\(survivor.log)") }
         let spoken = Self.texts(send.stdout.text)
         #expect(spoken.count >= 3, "\(send.stdout.text)")
         try? viewer.wait(for: "the viewer's finals", timeout: 90) { Self.texts(viewer.stdout.text).count >= spoken.count }

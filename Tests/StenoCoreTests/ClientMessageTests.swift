@@ -150,3 +150,41 @@ import Testing
         #expect(!LanguageTag.serves("mul", requested: ""))
     }
 }
+
+/// `start`'s `continues` (the session a talker lost, with its token) and the digest that proves
+/// the token to another instance without keeping it.
+@Suite struct ContinuesTests {
+    @Test func continuesIsWrittenAndReadBack() throws {
+        let format = try AudioFormat(encoding: .pcmS16LE, sampleRate: 16000, channels: 1)
+        let previous = StartRequest.Continuation(session: "abc123", resumeToken: "t0k3n")
+        let text = ClientMessage.startText(format, channel: "hall", continues: previous)
+        guard case .start(let request) = try ClientMessage.parse(text) else { Issue.record("not a start: \(text)"); return }
+        #expect(request.continues == previous && request.channel == "hall")
+        guard case .start(let plain) = try ClientMessage.parse(ClientMessage.startText(format)) else { return }
+        #expect(plain.continues == nil)
+    }
+
+    @Test(arguments: [
+        (#""continues":"abc""#, "field \"continues\" must be an object"),
+        (#""continues":{"session":"abc"}"#, "field \"continues.resumeToken\" is missing"),
+        (#""continues":{"session":1,"resumeToken":"t"}"#, "field \"continues.session\" must be a string"),
+    ])
+    func aBadContinuesIsABadMessage(field: String, message: String) {
+        let text = #"{"type":"start","audio":{"encoding":"pcm_s16le","sampleRate":16000,"channels":1},"# + field + "}"
+        do {
+            _ = try ClientMessage.parse(text)
+            Issue.record("parsed: \(text)")
+        } catch {
+            #expect(error.code == .badMessage && error.message == message, "\(error.message)")
+        }
+    }
+
+    /// FIPS 180-4's examples, and one longer than a block.
+    @Test func sha256() {
+        #expect(SHA256.hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(SHA256.hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(SHA256.hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")
+                == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        #expect(SHA256.hex(String(repeating: "a", count: 1000)).count == 64)
+    }
+}

@@ -9,9 +9,12 @@ import StenoTestSupport
 /// redis-server on a loopback port, a publisher on one, viewers on both.
 @Suite(.serialized, .enabled(if: TestRedisServer.isInstalled, "\(TestRedisServer.missing)"))
 struct ServerRedisChannelTests {
-    static func servers(_ redis: TestRedisServer) throws -> (LiveServer, LiveServer) {
+    /// `resumeSeconds`: how long sessions are held for a resume (0: they cannot be; `ready` then
+    /// gives no token).
+    static func servers(_ redis: TestRedisServer, resumeSeconds: Double = 0) throws -> (LiveServer, LiveServer) {
         let url = try RedisURL.parse(redis.url).get()
-        return (try LiveServer { $0.redis = url }, try LiveServer { $0.redis = url })
+        func make() throws -> LiveServer { try LiveServer { $0.redis = url; $0.limits.resumeSeconds = resumeSeconds } }
+        return (try make(), try make())
     }
 
     /// Reads `viewer` until the broadcast has ended (`publisher` `ended`).
@@ -112,6 +115,39 @@ struct ServerRedisChannelTests {
         #expect(refused.string("message")?.contains("another instance") == true, "\(refused)")
         try intruder.send(#"{"type":"cancel"}"#)
         try intruder.readUntilClose()
+        try publisher.send(#"{"type":"cancel"}"#)
+        try publisher.readUntilClose()
+    }
+
+    /// A session that `continues` the channel's publisher with that session's resume token takes
+    /// its lease over at once (its talker lost it with its instance); with any other token it
+    /// waits for the lease like any second publisher, and is refused.
+    @Test func aSessionThatContinuesThePublisherTakesItsChannelOverOnlyWithItsToken() throws {
+        let redis = try TestRedisServer()
+        defer { redis.remove() }
+        let (first, second) = try Self.servers(redis, resumeSeconds: 30)
+        defer { first.stop(); second.stop() }
+        let publisher = try first.connect()
+        let ready = try publisher.start(TestInput.pcm16k(), extra: #""channel":"lobby""#)
+        let id = try #require(ready.string("session")), token = try #require(ready.string("resumeToken"))
+        let direct = try RedisConnection(try RedisURL.parse(redis.url).get())
+        func holder() -> String? { (try? direct.command(["GET", "steno:lease:lobby"]))?.text }
+        #expect(eventually { holder()?.hasSuffix("/" + id) == true })
+
+        let impostor = try second.connect()
+        try impostor.start(FormatInputs.pcm24k, extra: #""channel":"lobby","continues":{"session":"\#(id)","resumeToken":"guess"}"#)
+        let refused = try impostor.waitFor("error")
+        #expect(refused.string("message")?.contains("another instance") == true, "\(refused)")
+        #expect(holder()?.hasSuffix("/" + id) == true)
+        try impostor.send(#"{"type":"cancel"}"#)
+        try impostor.readUntilClose()
+
+        let talker = try second.connect()
+        let again = try talker.start(FormatInputs.pcm24k, extra: #""channel":"lobby","continues":{"session":"\#(id)","resumeToken":"\#(token)"}"#)
+        let newID = try #require(again.string("session"))
+        #expect(eventually(timeout: 5) { holder()?.hasSuffix("/" + newID) == true }, "\(holder() ?? "no lease")")
+        try talker.send(#"{"type":"cancel"}"#)
+        try talker.readUntilClose()
         try publisher.send(#"{"type":"cancel"}"#)
         try publisher.readUntilClose()
     }

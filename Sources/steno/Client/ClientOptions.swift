@@ -109,9 +109,10 @@ struct SendOptions: Sendable, Equatable {
     var profanity: ProfanityMode?
 
     /// The `start` of a new session with these options, for audio in `format`.
-    func startText(_ format: AudioFormat) -> String {
+    /// `continues`: the session lost before this one, sent when publishing on a channel.
+    func startText(_ format: AudioFormat, continues: StartRequest.Continuation? = nil) -> String {
         ClientMessage.startText(format, language: language, channel: channel, format: text, phrases: phrases,
-                                boost: boost, profanity: profanity)
+                                boost: boost, profanity: profanity, continues: channel == nil ? nil : continues)
     }
 
     /// Live input (a device, standard input, a file at real time) leaves silence out and

@@ -185,9 +185,10 @@ final class Sender {
         case .start:
             // A new session hears again what the last one did not finalize.
             buffer.withLock { _ = $0.rewind(after: printedThrough ?? -1) }
+            let previous = session?.continuation
             session = nil
             timeline = nil
-            client.send(.text(options.startText(format)))
+            client.send(.text(options.startText(format, continues: previous)))
             phase = .starting
         case .resume(let id, let token, let seq):
             client.send(.text(ClientMessages.resume(session: id, token: token, after: seq)))

@@ -6,6 +6,9 @@ struct SessionRecord: Sendable, Equatable {
     var id: String
     /// From `ready` (servers that can resume sessions); nil: this session cannot be resumed.
     var resumeToken: String?
+    /// The token as `ready` gave it, kept when the session can no longer be resumed: the next
+    /// session `continues` this one with it, which lets it take this one's channel over.
+    var continuation: StartRequest.Continuation?
     /// How long the server holds a session whose connection dropped (`ready.limits.resumeSeconds`).
     var resumeSeconds: Double?
     /// The last event `seq` received.
@@ -41,6 +44,7 @@ struct SessionRecord: Sendable, Equatable {
         guard ready.type == "ready", let id = ready.string("session") else { return nil }
         self.id = id
         resumeToken = ready.string("resumeToken")
+        continuation = resumeToken.map { StartRequest.Continuation(session: id, resumeToken: $0) }
         if case .number(let seconds)? = ready.objectField("limits")?["resumeSeconds"], seconds.isFinite {
             resumeSeconds = seconds
         }
