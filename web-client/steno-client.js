@@ -37,6 +37,8 @@
  *            resume    {session, resumeToken, after}: continue that session (its connection
  *                      dropped) instead of starting one: sends `resume`, and `resumed` is its
  *                      `ready` (the server first replays the events after seq `after`)
+ *            continues {session, resumeToken} of a session lost for good, sent with `channel`:
+ *                      the new session takes that one's channel over at once if it still holds it
  *            WebSocket the WebSocket constructor to use (default globalThis.WebSocket)
  *            maxFrameBytes  PCM is split into binary frames of at most this size (default 32768)
  *
@@ -728,7 +730,7 @@ export class StenoClient extends EventOwner {
     socket.binaryType = 'arraybuffer';
     socket.onopen = () => {
       this._opened = true;
-      const { audio, language, volatile, words, channel, phrases, profanity, start, resume } = this.options;
+      const { audio, language, volatile, words, channel, phrases, profanity, start, resume, continues } = this.options;
       if (resume) {
         // Continue a session whose connection dropped: the server replays the events after
         // `after`, then says `resumed`; nothing else may be sent before that.
@@ -739,6 +741,7 @@ export class StenoClient extends EventOwner {
       const message = { type: 'start', audio, volatile, words, ...(start || {}) };
       if (language) message.language = language;
       if (channel) message.channel = channel;
+      if (channel && continues) message.continues = continues;
       if (phrases && phrases.length) message.phrases = phrases;
       if (profanity) message.profanity = profanity;
       socket.send(JSON.stringify(message));
@@ -1208,6 +1211,7 @@ export class StenoPublisher extends EventOwner {
     this._pendingFinalizes = []; // finalizes the session has (or may have), awaiting `finalized`
     this._captionedThrough = 0; // the end of the current session's latest final
     this._resume = null; // {session, resumeToken, seconds} while the current session can be resumed
+    this._continuation = null; // {session, resumeToken} of the last session, for the next one's `continues`
     this._lostAt = null; // Date.now() when its connection dropped
     this._resumeRefused = false; // the last resume was refused: the next `ready` says so
     this._carry = null; // PCM bytes short of a whole sample frame, for the next piece
@@ -1378,6 +1382,9 @@ export class StenoPublisher extends EventOwner {
     if (this._resume) {
       const { session, resumeToken } = this._resume;
       options.resume = { session, resumeToken, after: this.lastSeq };
+    } else if (this._continuation) {
+      // A new session after a lost one: it takes the lost one's channel over at once.
+      options.continues = this._continuation;
     }
     return options;
   }
@@ -1460,6 +1467,8 @@ export class StenoPublisher extends EventOwner {
     const resumeSeconds = Number(event.limits?.resumeSeconds) || 0;
     this._resume = this.options.resume && event.resumeToken && resumeSeconds > 0
       ? { session: this.session, resumeToken: event.resumeToken, seconds: resumeSeconds } : null;
+    // Kept when the session can no longer be resumed: the next one `continues` it.
+    this._continuation = event.resumeToken ? { session: this.session, resumeToken: event.resumeToken } : null;
     const held = this._held;
     this._held = [];
     this._heldSeconds = 0;
@@ -1853,6 +1862,7 @@ export class StenoPublisher extends EventOwner {
     for (const item of this._pendingFinalizes.splice(0)) item.waiter.reject(failure); // no effect once answered
     this._sent = [];
     this._resume = null;
+    this._continuation = null;
     this._ready.reject(failure);
     if (this._endResult) {
       if (error) this._endResult.reject(error);

@@ -1042,6 +1042,7 @@ test('publisher: a resume refused at the handshake while the server answers star
   const c = await nextSocket(2);
   c.open();
   assert.equal(c.texts[0].type, 'start', 'a new session, not the dead one again');
+  assert.equal(c.texts[0].continues, undefined, 'no channel: nothing to take over');
   c.emit(resumable('two'));
   assert.deepEqual(firstBytes(c), ['start', 1], 'the audio no final covered');
   c.drop(1006);
@@ -1050,6 +1051,25 @@ test('publisher: a resume refused at the handshake while the server answers star
   d.drop(1006); // refused, and the probe gets no answer: the network, not the server
   const e = await nextSocket(4);
   assert.match(e.url, /resume=two/, 'still resuming');
+  await p.close();
+});
+
+test('publisher: on a channel, the session after a lost one continues it, with its token', async () => {
+  const { p, nextSocket } = makePublisher({ channel: 'hall', minDelay: 0.003, maxDelay: 0.003 }, [{ status: 426 }]);
+  p.start();
+  const a = await nextSocket(0);
+  a.open();
+  assert.equal(a.texts[0].continues, undefined, 'the first session continues nothing');
+  a.emit(resumable('one'));
+  p.sendAudio(pcm(0.1, 1));
+  a.drop(1006);
+  const b = await nextSocket(1);
+  b.drop(1006); // its instance is gone: the resume is refused before it opens
+  const c = await nextSocket(2);
+  c.open();
+  assert.equal(c.texts[0].type, 'start');
+  assert.equal(c.texts[0].channel, 'hall');
+  assert.deepEqual(c.texts[0].continues, { session: 'one', resumeToken: 'token-one' });
   await p.close();
 });
 
