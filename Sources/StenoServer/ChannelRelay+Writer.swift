@@ -81,7 +81,11 @@ extension ChannelRelay {
             let reply = try redis.command(["EVAL", script, "2", Self.leaseKey(takeover.channel), Self.proofKey(takeover.channel),
                                            "/" + takeover.previous.session, SHA256.hex(takeover.previous.resumeToken),
                                            instance + "/" + takeover.session, String(Int(settings.lease * 1000))])
-            guard reply == .integer(1) else { continue }
+            guard reply == .integer(1) else {
+                log.info("redis: session \(takeover.session) continues \(takeover.previous.session), which does not hold channel "
+                         + "\(takeover.channel) with that token (its lease is gone or another's): nothing taken over")
+                continue
+            }
             any = true
             outbox.withLock { _ = $0.takenOver.insert(takeover.channel + "\u{0}" + takeover.session) }
             log.info("redis: channel \(takeover.channel) taken over from session \(takeover.previous.session), "
@@ -129,9 +133,7 @@ extension ChannelRelay {
         // A lease a takeover set is new to its broadcast as one taken now is.
         let takenOver = outbox.withLock { $0.takenOver.remove(channel + "\u{0}" + lease.session) != nil }
         let taken = replies[0] == .simple("OK") || takenOver
-        if let proof = outbox.withLock({ $0.proofs[lease.session] }) {
-            try redis.command(["SET", Self.proofKey(channel), proof, "PX", ms])
-        }
+        let proof = outbox.withLock { $0.proofs[lease.session] }
         let stream = Self.streamKey(channel)
         if taken && lease.held == false {
             // A new lease (a broadcast's first, or Redis lost it): say again that it is live, for
@@ -145,7 +147,9 @@ extension ChannelRelay {
         } else {
             outbox.withLock { $0.leases[channel]?.held = true }
         }
-        try redis.command(["EXPIRE", stream, String(settings.streamTTL)])
+        var commands = [["EXPIRE", stream, String(settings.streamTTL)]]
+        if let proof { commands.append(["SET", Self.proofKey(channel), proof, "PX", ms]) }
+        _ = try redis.pipeline(commands.map { $0.map { Array($0.utf8) } })
         return true
     }
 
@@ -206,6 +210,7 @@ extension ChannelRelay {
                 outbox.withLock { o in
                     if o.leases[pending.channel]?.session == pending.session { o.leases[pending.channel] = nil }
                     o.proofs[pending.session] = nil
+                    o.takenOver.remove(pending.channel + "\u{0}" + pending.session)
                 }
                 let release = "if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[2]) "
                     + "return redis.call('del', KEYS[1]) else return 0 end"
