@@ -74,13 +74,16 @@ extension ChannelRelay {
             return o.takeovers
         }
         var any = false
+        // Only another instance's lease: a session this instance still runs keeps its channel
+        // (the new one is refused here as any second local publisher is).
         let script = "local v = redis.call('get', KEYS[1]) "
-            + "if v and string.sub(v, -string.len(ARGV[1])) == ARGV[1] and redis.call('get', KEYS[2]) == ARGV[2] then "
+            + "if v and string.sub(v, -string.len(ARGV[1])) == ARGV[1] and string.sub(v, 1, string.len(ARGV[5])) ~= ARGV[5] "
+            + "and redis.call('get', KEYS[2]) == ARGV[2] then "
             + "redis.call('set', KEYS[1], ARGV[3], 'PX', ARGV[4]) redis.call('del', KEYS[2]) return 1 end return 0"
         for takeover in asked {
             let reply = try redis.command(["EVAL", script, "2", Self.leaseKey(takeover.channel), Self.proofKey(takeover.channel),
                                            "/" + takeover.previous.session, SHA256.hex(takeover.previous.resumeToken),
-                                           instance + "/" + takeover.session, String(Int(settings.lease * 1000))])
+                                           instance + "/" + takeover.session, String(Int(settings.lease * 1000)), instance + "/"])
             guard reply == .integer(1) else {
                 log.info("redis: session \(takeover.session) continues \(takeover.previous.session), which does not hold channel "
                          + "\(takeover.channel) with that token (its lease is gone or another's): nothing taken over")

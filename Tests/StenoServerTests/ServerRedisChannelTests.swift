@@ -152,6 +152,33 @@ struct ServerRedisChannelTests {
         try publisher.readUntilClose()
     }
 
+    /// A session on the publisher's own instance that `continues` it (a client that gave up
+    /// resuming a session the server still holds) takes nothing over: it is a second local
+    /// publisher, refused, and the lease stays the publisher's.
+    @Test func aSessionContinuingAPublisherOnItsOwnInstanceTakesNothingOver() throws {
+        let redis = try TestRedisServer()
+        defer { redis.remove() }
+        let (first, second) = try Self.servers(redis, resumeSeconds: 30)
+        defer { first.stop(); second.stop() }
+        let publisher = try first.connect()
+        let ready = try publisher.start(TestInput.pcm16k(), extra: #""channel":"lobby""#)
+        let id = try #require(ready.string("session")), token = try #require(ready.string("resumeToken"))
+        let direct = try RedisConnection(try RedisURL.parse(redis.url).get())
+        func holder() -> String? { (try? direct.command(["GET", "steno:lease:lobby"]))?.text }
+        #expect(eventually { holder()?.hasSuffix("/" + id) == true })
+        let again = try first.connect()
+        try again.start(FormatInputs.pcm24k, extra: #""channel":"lobby","continues":{"session":"\#(id)","resumeToken":"\#(token)"}"#)
+        let refused = try again.waitFor("error")
+        #expect(refused.string("message")?.contains("already has a publisher") == true, "\(refused)")
+        // The relay has had its chance at the takeover (it runs within milliseconds of the start).
+        usleep(1_000_000)
+        #expect(holder()?.hasSuffix("/" + id) == true, "\(holder() ?? "no lease")")
+        try again.send(#"{"type":"cancel"}"#)
+        try again.readUntilClose()
+        try publisher.send(#"{"type":"cancel"}"#)
+        try publisher.readUntilClose()
+    }
+
     @Test func aRedisRestartedMidBroadcastLosesNoFinal() throws {
         let redis = try TestRedisServer()
         defer { redis.remove() }
