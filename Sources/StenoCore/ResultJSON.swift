@@ -1,5 +1,5 @@
 // A recognition result on the wire, both ways: how a `final` or `volatile` event writes its
-// result (`start`, `end`, `text`, `alternatives`, `words`: docs/protocol.md) and how a reader
+// result (`start`, `end`, `text`, `language`, `alternatives`, `words`: docs/protocol.md) and how a reader
 // takes it back (a server reading another instance's events from Redis, the `steno` client
 // reading the server's).
 
@@ -11,6 +11,7 @@ extension RecognitionResult {
         w.field("start", seconds: range.start)
         w.field("end", seconds: range.end)
         w.field("text", text)
+        if let language { w.field("language", language) }
         if !alternatives.isEmpty {
             w.key("alternatives")
             w.beginArray()
@@ -42,8 +43,8 @@ extension RecognitionResult {
     /// wrote it; nil when it is not one.
     ///
     /// The rule, for every reader: a result is taken whole or not at all. `start` and `end`
-    /// (numbers) and `text` (a string) must be there. `words` and `alternatives` may be
-    /// missing (none), but when there they are arrays of objects: each word with `word` (a
+    /// (numbers) and `text` (a string) must be there; `language`, if there, is a string. `words`
+    /// and `alternatives` may be missing (none), but when there they are arrays of objects: each word with `word` (a
     /// string), `start` and `end` (numbers) and, if there, `confidence` (a number; missing
     /// reads 0), each alternative with `text` (a string) and `score` (a number). Anything else
     /// of the wrong type refuses the result, rather than leaving out a word or an alternative
@@ -54,7 +55,13 @@ extension RecognitionResult {
               case .string(let text)? = object["text"],
               let words = Self.items(object["words"], Self.word),
               let alternatives = Self.items(object["alternatives"], Self.alternative) else { return nil }
-        self.init(range: TimeRange(start: start, end: end), text: text, words: words, alternatives: alternatives)
+        var language: String?
+        if let value = object["language"] {
+            guard case .string(let tag) = value else { return nil }
+            language = tag
+        }
+        self.init(range: TimeRange(start: start, end: end), text: text, words: words, alternatives: alternatives,
+                  language: language)
     }
 
     private static func word(_ object: JSONObject) -> Word? {

@@ -55,14 +55,18 @@ public struct RecognitionResult: Sendable, Hashable {
     /// The engine wrote it as people write (Whisper: capitals, punctuation, digits): the
     /// readable format keeps it as it is, and the raw one lowers it (`ReadableText.lowered`).
     public var written: Bool
+    /// The language it was heard in (BCP 47, "de"), when the engine found or was told it:
+    /// a multilingual Whisper model's finals. nil when the model has one language.
+    public var language: String?
 
     public init(range: TimeRange, text: String, words: [Word] = [], alternatives: [Alternative] = [],
-                written: Bool = false) {
+                written: Bool = false, language: String? = nil) {
         self.range = range
         self.text = text
         self.words = words
         self.alternatives = alternatives
         self.written = written
+        self.language = language
     }
 }
 

@@ -205,8 +205,9 @@ public struct TranscriptAssembler: Sendable {
             alternatives[0].text = text
             for index in alternatives.indices { alternatives[index].text = Self.trimmed(alternatives[index].text) }
         }
+        let language = raw.language.map(Self.trimmed).flatMap { $0.isEmpty ? nil : $0 }
         return RecognitionResult(range: TimeRange(start: start, end: end), text: text, words: words,
-                                 alternatives: alternatives, written: raw.written)
+                                 alternatives: alternatives, written: raw.written, language: language)
     }
 
     /// A time on the millisecond grid, ≥ 0; `otherwise` when the time is not finite.

@@ -175,7 +175,7 @@ public final class TranscriptionPipeline {
             events.append(.final(RecognitionResult(
                 range: TimeRange(start: result.range.start, end: finalEnd),
                 text: kept.map(\.text).joined(separator: " "),
-                words: kept, written: result.written)))
+                words: kept, written: result.written, language: result.language)))
             refeedFrom = max(refeedFrom, ingest.clock.outputSample(atSeconds: finalEnd))
         }
         // Hear the rest again, in a new utterance.
@@ -291,7 +291,8 @@ public final class TranscriptionPipeline {
             text: result.text,
             words: result.words.map { Word($0.text, range: map($0.range), confidence: $0.confidence) },
             alternatives: result.alternatives,
-            written: result.written)
+            written: result.written,
+            language: result.language)
     }
 
     private func map(_ range: TimeRange) -> TimeRange {

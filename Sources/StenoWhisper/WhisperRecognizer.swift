@@ -302,7 +302,8 @@ public final class WhisperRecognizer: SpeechRecognizer {
             }
             let range = TimeRange(start: words.first?.range.start ?? offset, end: words.last?.range.end ?? limit)
             events.append(.final(RecognitionResult(range: range, text: result.text, words: words,
-                                                   alternatives: alternatives > 0 ? result.alternatives : [], written: true)))
+                                                   alternatives: alternatives > 0 ? result.alternatives : [], written: true,
+                                                   language: heardIn(result))))
         }
         for answer in answers where !answer.final {
             if !answer.early { partialInFlight = false }
@@ -364,8 +365,21 @@ public final class WhisperRecognizer: SpeechRecognizer {
         lastPartialAt = end
         let range = TimeRange(start: words[0].range.start, end: words[words.count - 1].range.end)
         let final = TranscriberEvent.final(RecognitionResult(range: range, text: words.map(\.text).joined(separator: " "),
-                                                             words: words, written: true))
+                                                             words: words, written: true, language: heardIn(result)))
         return (final, result.words[count...])
+    }
+
+    /// The language a final was heard in, as a BCP 47 tag, on a multilingual model (an English
+    /// one hears English whatever it is told: nil, as for pocketsphinx).
+    private func heardIn(_ result: WhisperResult) -> String? {
+        guard info.language == LanguageTag.multilingual, let code = result.language else { return nil }
+        return Self.languageTag(whisperCode: code)
+    }
+
+    /// Whisper's language codes are BCP 47 primary subtags but one: Javanese's "jw" is "jv".
+    static func languageTag(whisperCode code: String) -> String? {
+        let tag = code == "jw" ? "jv" : code
+        return LanguageTag.isWellFormed(tag) ? tag : nil
     }
 
     /// How many leading words two guesses agree on (their letters, case and punctuation aside),

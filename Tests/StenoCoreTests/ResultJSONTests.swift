@@ -27,6 +27,12 @@ import Testing
         var bare = Self.result
         bare.words = []
         #expect(try read(ServerEvent.final(Self.result, includeWords: false).encoded().text) == bare)
+        // The language a multilingual model heard it in.
+        var german = Self.result
+        german.language = "de"
+        #expect(try read(ServerEvent.final(german, includeWords: true).encoded().text) == german)
+        #expect(ServerEvent.final(german, includeWords: false).encoded().text.contains(#""text":"try again","language":"de""#))
+        #expect(!ServerEvent.final(Self.result, includeWords: false).encoded().text.contains("language"))
         // An empty volatile (clearing the guess) too.
         let empty = RecognitionResult(range: TimeRange(start: 3, end: 3), text: "")
         #expect(try read(ServerEvent.volatile(empty, includeWords: true).encoded().text) == empty)
@@ -62,6 +68,7 @@ import Testing
             #"{"start":1,"end":2,"text":"hi","words":[{"word":"hi","start":1,"end":2},{"start":1,"end":2}]}"#,
             #"{"start":1,"end":2,"text":"hi","alternatives":[{"text":"hi"}]}"#,
             #"{"start":1,"end":2,"text":"hi","alternatives":[{"score":0,"text":null}]}"#,
+            #"{"start":1,"end":2,"text":"hi","language":1}"#, #"{"start":1,"end":2,"text":"hi","language":null}"#,
         ]
         for text in refused { #expect(try read(text) == nil, "\(text)") }
     }

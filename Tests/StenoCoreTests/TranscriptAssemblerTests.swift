@@ -115,6 +115,28 @@ import Testing
         #expect(!ServerEvent.final(r, includeWords: false).encoded(seq: 1).text.contains("words"))
     }
 
+    @Test func aFinalKeepsTheLanguageItWasHeardInThroughEveryFormat() {
+        for format in [TextFormat.raw, .readable] {
+            for profanity in [ProfanityMode.keep, .mask, .remove] {
+                var t = TranscriptAssembler(options: .init(format: format, profanity: profanity))
+                var heard = result(0, 1, "Guten Tag.", [word("Guten", 0, 0.5), word("Tag.", 0.5, 1)])
+                heard.written = true
+                heard.language = "de"
+                _ = t.consume(.final(heard))
+                #expect(t.finals.map(\.language) == ["de"], "\(format) \(profanity)")
+            }
+        }
+        // Blank or spaced tags are not a language.
+        var t = TranscriptAssembler()
+        var spaced = result(0, 1, "hi")
+        spaced.language = " fr "
+        var blank = result(1, 2, "there")
+        blank.language = "  "
+        _ = t.consume(.final(spaced))
+        _ = t.consume(.final(blank))
+        #expect(t.finals.map(\.language) == ["fr", nil])
+    }
+
     @Test func clearVolatileBeforeATime() {
         var t = TranscriptAssembler()
         _ = t.consume(.partial(result(3, 4, "later")))

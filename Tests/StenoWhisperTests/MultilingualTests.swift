@@ -1,0 +1,68 @@
+import Foundation
+import StenoCore
+import StenoSpeech
+import StenoSystem
+import Testing
+@testable import StenoWhisper
+
+/// A multilingual model's finals say what language they were heard in. No multilingual model is
+/// installed here (Tests/whisper/multilingual_check.py checks a real one by hand), so a scripted
+/// worker speaks the worker's framing: it says it is multilingual, and answers every request with
+/// the same two words, heard in the session's language or, without one, "found" to be Javanese
+/// (Whisper's "jw", BCP 47's "jv"). The detector and the recognizer are the real ones.
+@Suite struct MultilingualTests {
+    static let script = """
+        import json, struct, sys
+        def send(kind, ident, body):
+            data = json.dumps(body).encode()
+            rest = struct.pack("<BQI", kind, ident, len(data)) + data
+            sys.stdout.buffer.write(struct.pack("<I", len(rest)) + rest)
+            sys.stdout.buffer.flush()
+        send(0, 0, {"ready": True, "model": "scripted", "path": "/nowhere", "ctranslate2": "0",
+                    "multilingual": True, "languages": ["en", "de", "jw"]})
+        while True:
+            head = sys.stdin.buffer.read(4)
+            if len(head) < 4:
+                break
+            rest = sys.stdin.buffer.read(struct.unpack("<I", head)[0])
+            kind, ident, length = struct.unpack_from("<BQI", rest, 0)
+            options = json.loads(rest[13:13 + length])
+            result = {"text": "Guten Tag.", "words": [["Guten", 0.1, 0.4, 0.9], ["Tag.", 0.45, 0.8, 0.9]],
+                      "noSpeech": 0.01, "logprob": -0.2, "dropped": None, "window": 1000, "seconds": 0.001}
+            tag = options.get("language")
+            if tag:
+                result["language"] = tag.split("-")[0].lower()
+            else:
+                result["language"], result["languageProbability"] = "jw", 0.8
+            send(2, ident, result)
+        """
+
+    static let worker = Result { () throws -> WhisperWorker in
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("steno-multilingual-\(getpid()).py").path
+        try script.write(toFile: path, atomically: true, encoding: .utf8)
+        return try WhisperWorker(options: .init(python: WorkerPaths.python, script: path, events: .silent), timeout: 30)
+    }
+
+    @Test func finalsSayTheLanguageTheyWereHeardIn() throws {
+        let engine = WhisperEngine(worker: try Self.worker.get(), model: "scripted", detectors: try RecognizerRun.detectors.get())
+        #expect(engine.info.language == LanguageTag.multilingual)
+        let sentence = NotSpeech.silence(0.5) + (try WorkerPaths.sentence("0930")) + NotSpeech.silence(1)
+        for (told, heard) in [(nil, "jv"), ("de-DE", "de")] as [(String?, String)] {
+            let run = try RecognizerRun(options: RecognizerOptions(partialResults: true), language: told, worker: engine.worker)
+            try run.feed(sentence)
+            try run.finish()
+            #expect(!run.finals.isEmpty)
+            #expect(run.finals.allSatisfy { $0.language == heard }, "\(run.finals)")
+            // Guesses name none: a guess's language is a guess too.
+            #expect(run.partials.allSatisfy { $0.language == nil })
+        }
+    }
+
+    @Test func whisperCodesBecomeLanguageTags() {
+        #expect(WhisperRecognizer.languageTag(whisperCode: "de") == "de")
+        #expect(WhisperRecognizer.languageTag(whisperCode: "haw") == "haw")
+        #expect(WhisperRecognizer.languageTag(whisperCode: "jw") == "jv")
+        #expect(WhisperRecognizer.languageTag(whisperCode: "") == nil)
+        #expect(WhisperRecognizer.languageTag(whisperCode: "<|de|>") == nil)
+    }
+}
