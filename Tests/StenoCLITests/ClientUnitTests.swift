@@ -310,7 +310,11 @@ import Testing
         let plain = try send(["talk.wav"])
         #expect(plain.profanity == nil && !plain.startText(audio).contains("profanity"))
         guard case .start(let request) = try ClientMessage.parse(plain.startText(audio)) else { return }
-        #expect(request.profanity == nil)
+        #expect(request.profanity == nil && request.model == nil)
+        // `--model` names the server's model (1-64 characters, as `start` takes it).
+        guard case .start(let chosen) = try ClientMessage.parse(try send(["talk.wav", "--model", "en-us"]).startText(audio)) else { return }
+        #expect(chosen.model == "en-us")
+        #expect(sendProblem(["talk.wav", "--model", ""]) != nil && sendProblem(["talk.wav", "--model", String(repeating: "m", count: 65)]) != nil)
     }
 
     @Test func sendRefusesWhatDoesNotFit() {

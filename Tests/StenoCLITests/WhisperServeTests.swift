@@ -82,6 +82,17 @@ import Testing
         #expect(metrics.contains("\nsteno_engine_worker_pending 0\n"))
         let cpu = metrics.firstMatch(of: /\nsteno_engine_worker_cpu_seconds ([0-9.e+-]+)\n/).flatMap { Double($0.1) }
         #expect((cpu ?? 0) > 0, "\(metrics)")
+        // `steno send --model` picks the other one by its name; a name the server lacks is
+        // refused before any audio, with the names there are, and exit status 3.
+        let other = try StenoCommand.run(["send", TestAudio.beckett, "--server", server.url, "--model", "en-us", "--fast",
+                                          "--format", "jsonl"], timeout: 60)
+        #expect(other.status == 0, "\(other.stderr)")
+        #expect(other.stdout.contains(#""engine":{"name":"pocketsphinx","model":"en-us""#), "\(other.stdout)")
+        let unknown = try StenoCommand.run(["send", TestAudio.beckett, "--server", server.url, "--model", "nosuch", "--fast"],
+                                           timeout: 60)
+        #expect(unknown.status == 3)
+        #expect(unknown.stderr.contains(#"did not start the session: bad_message: model "nosuch" is not available; this server has whisper-tiny.en, en-us"#),
+                "\(unknown.stderr)")
         }
     }
 

@@ -89,6 +89,8 @@ struct SendOptions: Sendable, Equatable {
     var input = Input.standardInput(raw: nil)
     var channel: String?
     var language: String?
+    /// The server's model to recognize with, by name (`start`'s "model"); nil: the server's choice.
+    var model: String?
     /// The `--phrases` file, read when the command runs (into `phrases`).
     var phrasesFile: String?
     /// The session's phrases (`start`'s "phrases").
@@ -111,7 +113,7 @@ struct SendOptions: Sendable, Equatable {
     /// The `start` of a new session with these options, for audio in `format`.
     /// `continues`: the session lost before this one, sent when publishing on a channel.
     func startText(_ format: AudioFormat, continues: StartRequest.Continuation? = nil) -> String {
-        ClientMessage.startText(format, language: language, channel: channel, format: text, phrases: phrases,
+        ClientMessage.startText(format, language: language, model: model, channel: channel, format: text, phrases: phrases,
                                 boost: boost, profanity: profanity, continues: channel == nil ? nil : continues)
     }
 
@@ -125,6 +127,8 @@ struct SendOptions: Sendable, Equatable {
     enum Flags {
         static let channel = Flag("channel", value: "NAME", help: "publish on this broadcast channel (steno listen follows it)")
         static let language = Flag("language", value: "TAG", help: "the language spoken, e.g. en-US", default: "the server's")
+        static let model = Flag("model", value: "NAME", help: "recognize with this model of the server's (its /v1/models names them)",
+                                default: "the server's, or the one serving --language")
         static let phrases = Flag("phrases", value: "FILE", help: PhraseFile.help)
         static let boost = Flag("boost", value: "B", help: PhraseFile.boostHelp, default: "1")
         static let encoding = Flag("encoding", value: "E", help: "opus (20 ms packets) or pcm", default: WireEncoding.opus.rawValue)
@@ -158,7 +162,7 @@ struct SendOptions: Sendable, Equatable {
             session and waits for its last finals; a second Ctrl-C quits at once.
             """,
         flags: ClientOptions.Flags.all + [
-            Flags.channel, Flags.language, Flags.phrases, Flags.boost, Flags.encoding, Flags.fast, Flags.rawRate, Flags.rawChannels, Flags.rawFormat,
+            Flags.channel, Flags.language, Flags.model, Flags.phrases, Flags.boost, Flags.encoding, Flags.fast, Flags.rawRate, Flags.rawChannels, Flags.rawFormat,
             Flags.device, Flags.rate, Flags.listDevices, Flags.bufferSeconds,
         ] + [Flags.noSilenceSuppression, Flags.text, Flags.profanity],
         epilogue: ClientOptions.exitCodes)
@@ -182,6 +186,12 @@ struct SendOptions: Sendable, Equatable {
                 throw given.error(.invalidValue(source: value.source, value: value.text, expected: "a language tag such as en-US"))
             }
             options.language = value.text
+        }
+        if let value = given.single(Flags.model) {
+            guard (1...64).contains(value.text.utf8.count) else {
+                throw given.error(.invalidValue(source: value.source, value: value.text, expected: "a model name of 1-64 characters"))
+            }
+            options.model = value.text
         }
         if let value = given.single(Flags.phrases) { options.phrasesFile = try given.path(value) }
         options.boost = try PhraseFile.boost(given, Flags.boost, phrases: Flags.phrases)

@@ -115,6 +115,8 @@ final class Sender {
     /// and a new session starts after it.
     private var printedThrough: Double?
     private var fatalError: String?
+    /// The server answered `start` with an error instead of `ready`.
+    private var startRefused = false
     private var inputOver = false
     private var inputError: String?
     private var ended = false
@@ -205,6 +207,10 @@ final class Sender {
         let now = SystemClock.now()
         if ended {
             exitCode = inputError == nil ? ExitCode.done : ExitCode.inputFailed
+            return
+        }
+        if startRefused {
+            exitCode = ExitCode.refused
             return
         }
         if let fatal = fatalError, Self.permanentErrors.contains(fatal) {
@@ -340,6 +346,14 @@ final class Sender {
             if error.fatal {
                 fatalError = error.code
                 log.error("the server ended the session: \(error.code): \(error.message)")
+            } else if phase == .starting {
+                // Before `ready`, an error is the start refused (a model or language the server
+                // does not have, phrases past their bounds): no session began, and the same start
+                // would be refused again.
+                log.error("the server did not start the session: \(error.code): \(error.message)")
+                startRefused = true
+                phase = .ending
+                client?.close(code: 1000)
             } else {
                 log.warning("the server says: \(error.code): \(error.message)")
             }
@@ -368,7 +382,8 @@ final class Sender {
             range: TimeRange(start: result.range.start + shift, end: result.range.end + shift),
             text: result.text,
             words: result.words.map { Word($0.text, range: TimeRange(start: $0.range.start + shift, end: $0.range.end + shift),
-                                           confidence: $0.confidence) })
+                                           confidence: $0.confidence) },
+            alternatives: result.alternatives, written: result.written, language: result.language)
     }
 
     // MARK: - Sending
