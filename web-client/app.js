@@ -190,6 +190,7 @@ function newPublisher(format) {
       start: shift + event.start,
       end: shift + event.end,
       text: event.text,
+      language: event.language,
       words: Array.isArray(event.words)
         ? event.words.map((w) => ({ ...w, start: shift + w.start, end: shift + w.end }))
         : undefined,

@@ -74,6 +74,9 @@ export class CaptionView {
     span.title = this.title(final);
     span.dataset.start = final.start.toFixed(3);
     span.dataset.end = final.end.toFixed(3);
+    // A multilingual model says what language each final is in: screen readers and
+    // hyphenation follow the element's `lang`.
+    if (typeof final.language === 'string' && /^[A-Za-z]{2,8}$/.test(final.language)) span.lang = final.language;
     if (this.volatileEl.parentNode === paragraph.text) paragraph.text.insertBefore(span, this.volatileEl);
     else paragraph.text.append(span);
     paragraph.lastEnd = final.end;

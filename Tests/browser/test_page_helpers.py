@@ -35,6 +35,8 @@ SCRIPT = """async () => {
   view.breakParagraph();
   view.addFinal({ start: 8.5, end: 9, text: 'four' });         // a new paragraph on request
   view.addFinal({ start: 3725, end: 3726, text: 'late' });
+  view.addFinal({ start: 3727, end: 3728, text: 'spät', language: 'de' });
+  out.langs = [...root.querySelectorAll('.final')].map((f) => f.lang);
   out.finals = view.finals.map((f) => f.text);
   out.times = [...root.querySelectorAll('.paragraph-time')].map((t) => t.textContent);
   out.titles = [...root.querySelectorAll('.final')].map((f) => f.title);
@@ -66,7 +68,9 @@ def test_caption_view(server, launch_browser):
     assert out["afterClear"] == 1
     assert out["afterFinal"] == 2 and out["volatileText"] == ""
     assert out["volatileAfterThree"] == "6.200" and out["volatileIsLast"]
-    assert out["finals"] == ["one", "two", "three", "four", "late"]
+    assert out["finals"] == ["one", "two", "three", "four", "late", "spät"]
+    # A final a multilingual model says the language of is marked as that language.
+    assert out["langs"] == ["", "", "", "", "", "de"]
     assert out["times"] == ["0:00", "0:06", "0:08", "1:02:05"]
     assert out["titles"][0] == "0:00.50 – 0:01.50"
     assert out["volatileHidden"] == "true", "the volatile guess is not read out by screen readers"
