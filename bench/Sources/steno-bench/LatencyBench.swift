@@ -546,9 +546,7 @@ extension Endpointing {
 }
 
 private func percentile(_ values: [Double], _ p: Double) -> Double {
-    guard !values.isEmpty else { return .nan }
-    let sorted = values.sorted()
-    return sorted[min(sorted.count - 1, max(0, Int((Double(sorted.count) * p).rounded(.up)) - 1))]
+    steno_bench.percentile(values, p, empty: .nan)
 }
 
 private func pair(_ values: [Double]) -> String {

@@ -13,3 +13,10 @@ func loadAverage() -> String {
     guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return "?" }
     return text.split(separator: " ").prefix(3).joined(separator: " ")
 }
+
+/// The nearest-rank percentile of `values` (p in 0…1); `empty` when there are none.
+func percentile(_ values: [Double], _ p: Double, empty: Double = 0) -> Double {
+    guard !values.isEmpty else { return empty }
+    let sorted = values.sorted()
+    return sorted[min(sorted.count - 1, max(0, Int((p * Double(sorted.count)).rounded(.up)) - 1))]
+}

@@ -830,10 +830,6 @@ private func mb(_ bytes: Int) -> Int { bytes / 1_048_576 }
 private func mean(_ values: [Double]) -> Double { values.isEmpty ? 0 : values.reduce(0, +) / Double(values.count) }
 private func ms(_ seconds: Double) -> String { String(format: "%.0f ms", seconds * 1000) }
 /// The value below which a fraction `p` of the sorted `values` lie (nearest rank).
-private func percentile(_ sorted: [Double], _ p: Double) -> Double {
-    guard !sorted.isEmpty else { return 0 }
-    return sorted[min(sorted.count - 1, max(0, Int((p * Double(sorted.count)).rounded(.up)) - 1))]
-}
 /// The chance that a right word's confidence is above a wrong word's (ties count half): the
 /// area under the ROC curve of confidence as a right/wrong classifier.
 private func areaUnderCurve(right: [Double], wrong: [Double]) -> Double {
