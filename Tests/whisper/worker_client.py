@@ -120,7 +120,8 @@ def default_model():
 
 def floor(model, items):
     """The batch floor: (WER, CPU s per audio s) of faster-whisper's own transcription of each
-    whole file with `model` (30 s window, beam 1), over [(samples, reference words)]."""
+    whole file with `model` (30 s window, beam 1), over [(samples, reference words)]; the WER is
+    None when there are no reference words."""
     import time
     errs = total = 0
     audio = 0.0
@@ -130,4 +131,4 @@ def floor(model, items):
         errs += errors(ref, normalized(" ".join(s.text for s in segments)))
         total += len(ref)
         audio += len(samples) / 16000
-    return errs / total, (time.process_time() - started) / audio
+    return (errs / total if total else None), (time.process_time() - started) / audio

@@ -10,7 +10,8 @@ import Glibc
 #endif
 
 // steno-bench capacity (issue 15's benchmark): N sessions of real speech with pauses (about
-// half speech), each on its own WebSocket connection to a `steno serve` child (release build),
+// half speech), each on its own WebSocket connection to a `steno serve --engine E` child
+// (release build; `--engine whisper`, the default, or `pocketsphinx`),
 // in real time (20 ms messages), started one by one `--stagger` seconds apart so that
 // admission can measure each new talker before the next comes, all streaming together for
 // `--seconds` after the last has started. For each N and each design (the shared recognizer
@@ -26,11 +27,15 @@ import Glibc
 // - refusals: handshakes answered 503 (with the body's reason and Retry-After), and the
 //   refusals /metrics counted by reason.
 //
-// Next to them: the compute bound cores ÷ (speech fraction × engine RTF), the RTF being
-// `pocketsphinx_continuous` with Steno's decoder options fed the same speech through a pipe in
-// real time, measured in the same run, before the rounds and after them (the mean of the two). `--svg PATH` draws lag p95 against N for both designs.
+// Next to them: the compute bound cores ÷ (speech fraction × engine RTF), the RTF being the
+// engine's own cost on the same speech, measured in the same run, before the rounds and after
+// them (the mean of the two): for pocketsphinx, `pocketsphinx_continuous` with Steno's decoder
+// options fed it through a pipe in real time; for Whisper, the same model's batch transcription
+// of each whole file (bench/whisper_floor.py, the fair floor of a neural engine). With Whisper
+// the server's CPU and memory include its worker process's, and the round has one design (the
+// worker serves every session: `--designs dedicated` is pocketsphinx's decoder per session). `--svg PATH` draws lag p95 against N for both designs.
 //
-//   steno-bench capacity [--counts 2,4,6,8,10,12,14,16] [--seconds 30] [--stagger 1.5]
+//   steno-bench capacity [--engine whisper|pocketsphinx] [--counts 2,4,6,8,10,12,14,16] [--seconds 30] [--stagger 1.5]
 //                        [--designs shared,dedicated] [--rtf-seconds 40] [--svg bench/capacity.svg]
 //                        [--steno .build/release/steno] [--no-admission] [--admit-utilization F]
 //                        [--endpointing MODE] [--recognizers N] [--spare-recognizers N]
@@ -81,6 +86,8 @@ func runCapacityBench(_ arguments: [String]) {
     var serveOptions: [String] = []
     var client = CapacityClient.epoll
     var floorCounts: [Int] = []
+    var engine = "whisper"
+    var designsGiven = false
     var index = 0
     while index < arguments.count {
         let value = arguments[safe: index + 1]
@@ -89,7 +96,15 @@ func runCapacityBench(_ arguments: [String]) {
         case "--seconds": seconds = value.flatMap(Double.init) ?? seconds
         case "--stagger": stagger = value.flatMap(Double.init) ?? stagger
         case "--rtf-seconds": rtfSeconds = value.flatMap(Double.init) ?? rtfSeconds
-        case "--designs": designs = value?.split(separator: ",").compactMap { CapacityDesign(rawValue: String($0)) } ?? designs
+        case "--designs":
+            designs = value?.split(separator: ",").compactMap { CapacityDesign(rawValue: String($0)) } ?? designs
+            designsGiven = true
+        case "--engine":
+            guard let chosen = value, ["whisper", "pocketsphinx"].contains(chosen) else {
+                print("capacity benchmark: --engine whisper or --engine pocketsphinx")
+                return
+            }
+            engine = chosen
         case "--svg": svgPath = value
         case "--floor-counts": floorCounts = value?.split(separator: ",").compactMap { Int($0) } ?? floorCounts
         case "--steno": steno = value ?? steno
@@ -110,6 +125,16 @@ func runCapacityBench(_ arguments: [String]) {
         }
         index += 2
     }
+    if engine == "whisper" {
+        // One worker serves every session: the decoder per session is pocketsphinx's design, and
+        // the floor fed alongside is pocketsphinx_continuous.
+        if designsGiven && designs.contains(.dedicated) { print("capacity benchmark: --designs dedicated is pocketsphinx's; whisper has shared only") }
+        designs = [.shared]
+        if !floorCounts.isEmpty {
+            print("capacity benchmark: --floor-counts feeds pocketsphinx_continuous; with whisper the bound's floor is the batch one")
+            floorCounts = []
+        }
+    }
     guard FileManager.default.isExecutableFile(atPath: steno) else {
         print("capacity benchmark: no steno binary at \(steno) (swift build -c release --product steno)")
         return
@@ -122,25 +147,30 @@ func runCapacityBench(_ arguments: [String]) {
     let cores = ProcessInfo.processInfo.activeProcessorCount
     print("capacity benchmark: \(speech.count) utterances with references (\(format(speech.map(\.seconds).reduce(0, +), 1)) s), "
         + "each session \(format(seconds, 0)) s together after a ramp of \(format(stagger, 1)) s per session, real time, 20 ms PCM messages")
-    print("  steno: \(steno), \(cores) cores, load average \(loadAverage()) at the start, client: "
+    print("  steno: \(steno) --engine \(engine), \(cores) cores, load average \(loadAverage()) at the start, client: "
         + (client == .epoll ? "one thread (epoll)" : "a thread per session") + (admission ? "" : "; no load admission (--lag-target 0)")
         + (serveOptions.isEmpty ? "" : "; " + serveOptions.joined(separator: " ")))
     print("")
 
     // The engine's own cost on this speech, in this run.
-    let rtf = measureEngineRTF(speech: speech, seconds: rtfSeconds)
+    let measureRTF = { engine == "whisper" ? measureWhisperFloor(speech: speech, seconds: rtfSeconds)
+                                           : measureEngineRTF(speech: speech, seconds: rtfSeconds) }
+    let floorName = engine == "whisper" ? "Whisper's batch transcription of each whole file (bench/whisper_floor.py)"
+                                        : "pocketsphinx_continuous (Steno's decoder options)"
+    let rtf = measureRTF()
     if let rtf {
-        print("  engine: pocketsphinx_continuous (Steno's decoder options) fed \(format(rtf.audioSeconds, 1)) s of the speech "
-            + "through a pipe in real time: RTF \(format(rtf.value, 3)) (model loading of \(format(rtf.loading, 2)) s CPU left out)")
+        print("  engine: \(floorName) on \(format(rtf.audioSeconds, 1)) s of the speech"
+            + (engine == "whisper" ? "" : " through a pipe in real time")
+            + ": RTF \(format(rtf.value, 3)) (model loading of \(format(rtf.loading, 2)) s CPU left out)")
     } else {
-        print("  engine: pocketsphinx_continuous could not be run; no compute bound")
+        print("  engine: \(floorName) could not be run; no compute bound")
     }
 
     var rows: [CapacityRow] = []
     for n in counts {
         let plans = (0..<n).map { SessionPlan(session: $0, of: n, speech: speech, seconds: seconds, stagger: stagger) }
         for design in designs {
-            guard let row = measureCapacity(steno: steno, design: design, plans: plans, seconds: seconds,
+            guard let row = measureCapacity(steno: steno, engine: engine, design: design, plans: plans, seconds: seconds,
                                             admission: admission, serveOptions: serveOptions, client: client,
                                             floor: floorCounts.contains(n)) else {
                 print("  \(n) sessions, \(design.rawValue): the server could not be run")
@@ -158,7 +188,7 @@ func runCapacityBench(_ arguments: [String]) {
     // Again after the rounds: on a shared host the CPU's speed drifts over a run (RTF 0.14 to
     // 0.19 within an hour here), and a bound from the start alone would judge late rounds by
     // an early machine. The bound is taken at the mean of the two.
-    let rtfAfter = rtf == nil ? nil : measureEngineRTF(speech: speech, seconds: rtfSeconds)
+    let rtfAfter = rtf == nil ? nil : measureRTF()
     let rtfMean = rtf.map { first in rtfAfter.map { (first.value + $0.value) / 2 } ?? first.value }
     let bound = rtfMean.map { Double(cores) / (fraction * $0) }
 

@@ -64,3 +64,21 @@ func runPipedCLI(pcm: [UInt8], realTime: Bool) -> Double? {
     while !feeder.isFinished { usleep(1000) }
     return usage.cpu
 }
+
+/// Whisper's batch floor on the same utterances, about `seconds` of them: the same model's
+/// faster-whisper transcription of each whole file (bench/whisper_floor.py, in the virtual
+/// environment of scripts/bootstrap.sh), CPU per audio second with the model's loading left out.
+func measureWhisperFloor(speech: [SpokenUtterance], seconds: Double, python: String = ".venv/bin/python") -> EngineRTF? {
+    var paths: [String] = []
+    var audio = 0.0
+    for utterance in speech where audio < seconds {
+        paths.append(utterance.path)
+        audio += utterance.seconds
+    }
+    guard let child = Child.spawn(python, ["bench/whisper_floor.py"] + paths, stdout: true) else { return nil }
+    let output = child.readAllStdout()
+    _ = child.waitWithUsage()
+    guard case .object(let o)? = try? JSONParser().parse(output), case .number(let rtf)? = o["rtf"],
+          case .number(let seconds)? = o["audio"], case .number(let loading)? = o["loading"] else { return nil }
+    return EngineRTF(value: rtf, audioSeconds: seconds, loading: loading)
+}

@@ -70,10 +70,10 @@ enum SessionOutcome {
     case streamed(StreamedSession, progress: [(at: Double, lag: Double)], finals: [(at: Double, start: Double, end: Double, text: String)])
 }
 
-func measureCapacity(steno: String, design: CapacityDesign, plans: [SessionPlan], seconds: Double,
+func measureCapacity(steno: String, engine: String, design: CapacityDesign, plans: [SessionPlan], seconds: Double,
                              admission: Bool, serveOptions: [String], client: CapacityClient, floor: Bool) -> CapacityRow? {
     let n = plans.count
-    var arguments = ["serve", "--engine", "pocketsphinx", "--port", "0", "--idle-timeout", "0", "--log-level", "warning", "--web-root", "/nonexistent"]
+    var arguments = ["serve", "--engine", engine, "--port", "0", "--idle-timeout", "0", "--log-level", "warning", "--web-root", "/nonexistent"]
     if !admission { arguments += ["--lag-target", "0"] }
     // After the options given: the old design's decoder per session is its own count.
     arguments += serveOptions
@@ -89,7 +89,7 @@ func measureCapacity(steno: String, design: CapacityDesign, plans: [SessionPlan]
         _ = try? streamSession(ws, start: startMessage, frames: Array(plans[0].frames.prefix(150)), realTime: false) { _, _, _, _ in }
     }
     usleep(300_000)
-    let rssIdle = server.residentMB()
+    let rssIdle = familyUsage(server.pid).residentMB
     // The floor's processes, loaded before the round so that they start with it.
     let engines = floor ? EngineProcesses(count: n) : nil
     if floor && engines == nil { print("  \(n) sessions: the floor's pocketsphinx_continuous could not be run") }
@@ -97,7 +97,7 @@ func measureCapacity(steno: String, design: CapacityDesign, plans: [SessionPlan]
     var row = CapacityRow(sessions: n, design: design)
     let outcomes = Locked<[Int: SessionOutcome]>([:])
     let began = monotonicSeconds() + 0.2
-    let cpuBefore = server.cpuSeconds()
+    let cpuBefore = familyUsage(server.pid).cpu
     let floorCounters = Locked<ProcessCounters?>(nil)
     let floorThread = engines.map { engines in
         Thread {
@@ -151,7 +151,7 @@ func measureCapacity(steno: String, design: CapacityDesign, plans: [SessionPlan]
     var polls = 0
     while threads.contains(where: { !$0.isFinished }) {
         usleep(500_000)
-        rssPeak = max(rssPeak, server.residentMB())
+        rssPeak = max(rssPeak, familyUsage(server.pid).residentMB)
         polls += 1
         if polls % 4 == 0, let sample = scrapeMetrics(port: port),
            let utilization = sample["steno_admission_utilization"], utilization > row.peakUtilization {
@@ -159,7 +159,7 @@ func measureCapacity(steno: String, design: CapacityDesign, plans: [SessionPlan]
             row.talkerDemandAtPeak = sample["steno_admission_talker_demand"] ?? 0
         }
     }
-    let cpuAfter = server.cpuSeconds()
+    let cpuAfter = familyUsage(server.pid).cpu
     let metrics = scrapeMetrics(port: port) ?? [:]
     let busy = (metrics["steno_worker_busy_seconds_total"] ?? 0) - (workBefore["steno_worker_busy_seconds_total"] ?? 0)
     let workerCPU = (metrics["steno_worker_cpu_seconds_total"] ?? 0) - (workBefore["steno_worker_cpu_seconds_total"] ?? 0)

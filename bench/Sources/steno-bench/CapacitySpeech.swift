@@ -14,6 +14,8 @@ import Glibc
 
 struct SpokenUtterance {
     var name: String
+    /// Its WAV file (the Whisper floor reads it).
+    var path: String
     var samples: [Int16]
     var reference: [String]
     var seconds: Double { Double(samples.count) / 16000 }
@@ -42,7 +44,7 @@ func loadSpokenUtterances() throws -> [SpokenUtterance] {
             }
             guard wav.sampleRate == 16000 else { throw TalkerError("\(folder)/\(name).wav is not 16 kHz") }
             let samples = wav.mono.map { Int16(max(-32768, min(32767, ($0 * 32768).rounded()))) }
-            list.append(SpokenUtterance(name: name, samples: samples, reference: words))
+            list.append(SpokenUtterance(name: name, path: "\(folder)/\(name).wav", samples: samples, reference: words))
         }
         lists.append(list)
     }
@@ -53,12 +55,18 @@ func loadSpokenUtterances() throws -> [SpokenUtterance] {
     return merged
 }
 
-/// Lowercase words without pocketsphinx's markers or punctuation.
+/// Lowercase words without pocketsphinx's markers or punctuation, as the references are
+/// written: Whisper's digits as words ("5" → "five", up to ten), "Mr."/"Mrs." as "mister" and
+/// "missus", a hyphenated word as its parts (as bench/streaming.py normalizes).
 func normalizedWords(_ text: String) -> [String] {
-    text.lowercased().split(whereSeparator: { $0 == " " || $0 == "\t" })
+    let numbers = ["0": "zero", "1": "one", "2": "two", "3": "three", "4": "four", "5": "five", "6": "six", "7": "seven",
+                   "8": "eight", "9": "nine", "10": "ten"]
+    return text.lowercased().replacingOccurrences(of: "-", with: " ")
+        .split(whereSeparator: { $0 == " " || $0 == "\t" })
         .filter { $0 != "<s>" && $0 != "</s>" && $0 != "<sil>" }
         .map { String($0.filter { $0.isLetter || $0.isNumber || $0 == "'" }) }
         .filter { !$0.isEmpty }
+        .map { word in word == "mr" ? "mister" : word == "mrs" ? "missus" : numbers[word] ?? word }
 }
 
 /// What one session says: its audio (speech and pauses) and where each utterance lies on

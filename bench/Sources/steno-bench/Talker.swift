@@ -108,7 +108,7 @@ func scrapeMetrics(port: Int) -> [String: Double]? {
     return values
 }
 
-/// Waits until the server has made all its shared decoders (`steno_recognizers_made` reaches
+/// Waits until the server is ready and has made all its shared decoders (`steno_recognizers_made` reaches
 /// `steno_recognizers`): it makes them in the background after it starts listening, ≈0.5 s of CPU each, which a measured round must not
 /// share its cores with. How long it took, or nil if they were not all made within `timeout`
 /// seconds. `spares`: the server was started with `--spare-recognizers` that many instead;
@@ -117,8 +117,10 @@ func scrapeMetrics(port: Int) -> [String: Double]? {
 func waitForRecognizers(port: Int, spares: Int? = nil, timeout: Double = 120) -> Double? {
     let begin = monotonicSeconds()
     while monotonicSeconds() - begin < timeout {
+        // And ready: a Whisper worker has loaded its model.
         if let m = scrapeMetrics(port: port), let all = m["steno_recognizers"], let made = m["steno_recognizers_made"],
-           made >= min(all, spares.map(Double.init) ?? all) {
+           made >= min(all, spares.map(Double.init) ?? all),
+           (try? HTTPTestClient.request(port: port, path: "/readyz", timeout: 30))?.status == 200 {
             return monotonicSeconds() - begin
         }
         usleep(100_000)
