@@ -162,25 +162,49 @@ class Recognizer:
         for token_index, time_index in pairs:
             first_time.setdefault(int(token_index), int(time_index))
         per_second = self.model.tokens_per_second
-        out = []
+        pieces = []
         at = 0
-        for k, (word, group) in enumerate(zip(words[:-1], groups[:-1])):
+        for word, group in zip(words[:-1], groups[:-1]):
             nxt = at + len(group)
             start = first_time.get(at, 0) / per_second
             end = first_time.get(nxt, first_time.get(at, 0)) / per_second
-            p = probabilities[at:nxt]
             if word.strip():
-                out.append([word.strip(), round(start, 3), round(max(start, end), 3),
-                            round(float(np.mean(p)) if p else 0.0, 4)])
+                pieces.append([word, start, max(start, end), probabilities[at:nxt]])
             at = nxt
-        return self.attach_punctuation(out)
+        if tokenizer.language_code in self.UNSPACED:
+            out = [[w.strip(), s, e, p] for w, s, e, p in pieces]
+            out = self.attach_punctuation(out)
+        else:
+            out = self.spaced_words(pieces)
+        return [[w, round(s, 3), round(e, 3), round(float(np.mean(p)) if p else 0.0, 4)] for w, s, e, p in out]
+
+    # Languages whose text has no spaces between words: the tokenizer's pieces are its words.
+    UNSPACED = {"zh", "ja", "th", "lo", "my", "yue"}
+
+    @staticmethod
+    def spaced_words(pieces):
+        """The tokenizer's pieces joined into the words of the text: a piece that follows no
+        space continues the word before it ("cold" "-hearted" is "cold-hearted", "$5" ".50"
+        "$5.50", "them" "." "them."), so the words are the text split at its spaces, each
+        from its first piece's start to its last one's end, its probability their tokens' mean.
+        [[raw piece, start, end, [token probabilities]]] -> [[word, start, end, [probabilities]]]."""
+        out = []
+        for raw, start, end, probabilities in pieces:
+            if out and not raw[:1].isspace():
+                out[-1][0] += raw.strip()
+                out[-1][2] = max(out[-1][2], end)
+                out[-1][3] = out[-1][3] + list(probabilities)
+            else:
+                out.append([raw.strip(), start, end, list(probabilities)])
+        return out
 
     OPENING = "\"'“¿([{-"
     CLOSING = "\"'.。,，!！?？:：”)]}、;"
 
     def attach_punctuation(self, words):
-        """Whisper's tokens put punctuation in words of their own: a closing mark joins the word
-        before it, an opening one the word after it (so words are what people read)."""
+        """For text without spaces: Whisper's tokens put punctuation in words of their own; a
+        closing mark joins the word before it, an opening one the word after it (so words are
+        what people read)."""
         out = []
         carried = ""
         for w in words:

@@ -12,7 +12,7 @@ import pytest
 from worker_client import ROOT, Worker, cards, errors, librivox, normalized
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from whisper_recognizer import reading, whisper_language  # noqa: E402
+from whisper_recognizer import Recognizer, reading, whisper_language  # noqa: E402
 
 RATE = 16000
 
@@ -41,6 +41,8 @@ def test_librivox_words_against_references(worker):
         assert times and all(0 <= s <= e <= len(samples) / RATE + 0.05 for s, e in times)
         assert all(a[0] <= b[0] for a, b in zip(times, times[1:]))
         assert all(0 <= w[3] <= 1 for w in result["words"])
+        # The words are the text's, as it is written: "ill-disposed." is one.
+        assert [w[0] for w in result["words"]] == result["text"].split(), result
     # Measured 5 of 71 (7 %) with the default window; pocketsphinx gets about 30 %.
     assert errs / total <= 0.12, (errs, total)
 
@@ -178,6 +180,18 @@ def test_a_guess_asking_for_alternatives_has_its_own_text_alone(worker):
     _, samples, _ = librivox()[0]
     result = worker.transcribe(samples, alternatives=3)
     assert result["alternatives"] == [[result["text"], 0]]
+
+
+def test_pieces_that_follow_no_space_continue_their_word():
+    # The tokenizer's pieces of "It was cold-hearted, $5.50." (times and probabilities made up).
+    pieces = [[" It", 0.0, 0.2, [0.9]], [" was", 0.2, 0.4, [0.8]], [" cold", 0.4, 0.7, [0.7]],
+              ["-hearted", 0.7, 1.1, [0.5, 0.6]], [",", 1.1, 1.1, [0.9]], [" $5", 1.2, 1.5, [0.9]],
+              [".50", 1.5, 1.9, [0.8]], [".", 1.9, 1.9, [1.0]]]
+    words = Recognizer.spaced_words(pieces)
+    assert [w[0] for w in words] == ["It", "was", "cold-hearted,", "$5.50."]
+    assert words[2][1:3] == [0.4, 1.1] and words[2][3] == [0.7, 0.5, 0.6, 0.9]
+    # A first piece without a space still starts a word.
+    assert Recognizer.spaced_words([["Yes", 0.0, 0.3, [0.9]], ["!", 0.3, 0.3, [0.9]]])[0][0] == "Yes!"
 
 
 def test_bcp47_tags_as_whisper_names_languages():
