@@ -218,7 +218,8 @@ def main():
     parser.add_argument("--serve-args", default="", help="more options for steno serve, e.g. \"--decoder '-vad_postspeech 30'\"")
     parser.add_argument("--no-floor", action="store_true", help="leave out the batch floor (its rows of another run stand)")
     parser.add_argument("--phrases", action="store_true",
-                        help="also stream librivox and synthetic with their phrase lists (bench/phrases)")
+                        help="also stream librivox and synthetic with their phrase lists (bench/phrases), each with the "
+                             "other's (false alarms), and cards and beckett with both")
     args = parser.parse_args()
     if args.talkers:
         capacity(args)
@@ -239,11 +240,22 @@ def main():
         try:
             time.sleep(1)
             pids = [process.pid] + children(process.pid)
-            runs = [(name, items, None) for name, items in labelled.items()]
+            runs = [(name, items, None, "") for name, items in labelled.items()]
             if args.phrases:
-                runs += [(name, labelled[name], os.path.join(ROOT, "bench", "phrases", f"phrases-{file}.txt"))
-                         for name, file in (("librivox", "librivox"), ("synthetic", "tts"))]
-            for name, items, phrases in runs:
+                lists = {name: os.path.join(ROOT, "bench", "phrases", f"phrases-{file}.txt")
+                         for name, file in (("librivox", "librivox"), ("synthetic", "tts"))}
+                both = os.path.join("/tmp", f"steno-phrases-both-{os.getpid()}.txt")
+                with open(both, "w") as f:
+                    for path in lists.values():
+                        with open(path) as part:
+                            f.write(part.read() + "\n")
+                # Each set with its own list; then false alarms: each with the other's list,
+                # and the sets that say none of the phrases with both lists.
+                runs += [(name, labelled[name], path, ", its phrases") for name, path in lists.items()]
+                runs += [("librivox", labelled["librivox"], lists["synthetic"], ", the other's phrases"),
+                         ("synthetic", labelled["synthetic"], lists["librivox"], ", the other's phrases")]
+                runs += [(name, labelled[name], both, ", both lists") for name in ("cards", "beckett")]
+            for name, items, phrases, label in runs:
                 before = sum(cpu_seconds(p) for p in pids)
                 errs = total = 0
                 audio = 0.0
@@ -256,17 +268,17 @@ def main():
                     volatiles += volatile
                     finals += final
                 spent = sum(cpu_seconds(p) for p in pids) - before
-                what = f"{engine} through steno serve" + (", phrases" if phrases else "")
+                what = f"{engine} through steno serve" + label
                 rows.append((name, what, errs / total, volatiles, finals, spent / audio))
         finally:
             process.terminate()
             process.wait()
 
-    print(f"{'set':10} {'what':39} {'WER':>6} {'volatile p50/p95 s':>19} {'final p50/p95 s':>16} {'CPU s/audio s':>13}")
+    print(f"{'set':10} {'what':55} {'WER':>6} {'volatile p50/p95 s':>19} {'final p50/p95 s':>16} {'CPU s/audio s':>13}")
     for name, what, wer, volatile, final, cpu in rows:
         v = f"{percentile(volatile, 50):.2f}/{percentile(volatile, 95):.2f}" if volatile else "-"
         f = f"{percentile(final, 50):.2f}/{percentile(final, 95):.2f}" if final else "-"
-        print(f"{name:10} {what:39} {wer*100:5.1f}% {v:>19} {f:>16} {cpu:13.3f}")
+        print(f"{name:10} {what:55} {wer*100:5.1f}% {v:>19} {f:>16} {cpu:13.3f}")
 
 
 if __name__ == "__main__":
