@@ -3,11 +3,11 @@
 // encoding in audio.js, caption files in transcript.js, the caption view in page.js. This file
 // is the page: buttons, what they show, and the UI state, all of it in `page`.
 
-import { StenoPublisher, describeError, isChannelName, parsePhrases, streamUrl } from './steno-client.js';
+import { StenoPublisher, describeError, fetchModels, isChannelName, parsePhrases, streamUrl } from './steno-client.js';
 import { MicrophoneCapture, describeMicrophoneError } from './audio.js';
 import { followNewText } from './scroll.js';
 import { shortTime, toSRT, toText, toWebVTT } from './transcript.js';
-import { CaptionView, Notice, defaultStreamUrl, formatBytes, reconnectedMessage, setStatusLine } from './page.js';
+import { CaptionView, Notice, defaultStreamUrl, fillModelChoice, formatBytes, reconnectedMessage, setStatusLine } from './page.js';
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -17,8 +17,8 @@ const ui = {
   format: $('format'), audioTime: $('audio-time'), lag: $('lag'), buffered: $('buffered'),
   transcript: $('transcript'), finals: $('finals'), volatile: $('volatile'), jump: $('jump'),
   downloadTxt: $('download-txt'), downloadVtt: $('download-vtt'), downloadSrt: $('download-srt'), clear: $('clear'),
-  server: $('server-url'), encoding: $('encoding'), language: $('language'), channel: $('channel'), phrases: $('phrases'),
-  profanity: $('profanity'),
+  server: $('server-url'), encoding: $('encoding'), language: $('language'), model: $('model'), channel: $('channel'),
+  phrases: $('phrases'), profanity: $('profanity'),
   share: $('share'), shareChannel: $('share-channel'), viewerLink: $('viewer-link'), copyViewerLink: $('copy-viewer-link'),
 };
 
@@ -33,6 +33,14 @@ const defaultServer = defaultStreamUrl(location.href);
 ui.server.value = params.get('server') || defaultServer;
 ui.encoding.value = ['auto', 'opus', 'pcm'].includes(params.get('encoding')) ? params.get('encoding') : 'auto';
 ui.language.value = params.get('language') || 'en-US';
+// The server's models, asked for now and whenever the server changes (the address's `model` kept).
+fillModelChoice(ui.model, [], params.get('model') || '');
+async function loadModels() {
+  const wanted = ui.model.value;
+  fillModelChoice(ui.model, await fetchModels(ui.server.value.trim() || defaultServer, { token }), wanted);
+}
+loadModels();
+ui.server.addEventListener('change', loadModels);
 ui.channel.value = params.get('channel') || '';
 ui.profanity.value = ['keep', 'mask', 'remove'].includes(params.get('profanity')) ? params.get('profanity') : '';
 // Pauses are left out and declared (`silence`) unless the address says suppression=off.
@@ -169,6 +177,7 @@ function newPublisher(format) {
   const publisher = new StenoPublisher(url, {
     audio: { encoding: format.encoding, sampleRate: format.sampleRate, channels: format.channels },
     language: ui.language.value.trim() || undefined,
+    model: ui.model.value || undefined,
     channel: ui.channel.value.trim() || undefined,
     phrases: phrases.length ? phrases : undefined,
     profanity: ui.profanity.value || undefined,

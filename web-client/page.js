@@ -235,3 +235,27 @@ export function formatBytes(n) {
   if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
   return `${(n / 1024 / 1024).toFixed(1)} MB`;
 }
+
+/**
+ * Fills a model <select> with the server's models (fetchModels' list: {name, engine, language,
+ * default}), after its first option (the server's default); `wanted` stays chosen, and is
+ * kept as an option of its own when the list lacks it (asked for in the page address, or the
+ * list could not be had): the server then says whether it has it.
+ */
+export function fillModelChoice(select, models, wanted = select.value) {
+  while (select.options.length > 1) select.remove(1);
+  for (const model of models) {
+    const option = document.createElement('option');
+    option.value = model.name;
+    const about = [model.engine, model.language].filter((x) => typeof x === 'string' && x).join(', ');
+    option.textContent = model.name + (about ? ` (${about})` : '') + (model.default === true ? ' — default' : '');
+    select.append(option);
+  }
+  if (wanted && ![...select.options].some((o) => o.value === wanted)) {
+    const option = document.createElement('option');
+    option.value = wanted;
+    option.textContent = wanted;
+    select.append(option);
+  }
+  select.value = wanted || '';
+}

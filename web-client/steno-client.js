@@ -25,6 +25,8 @@
  *   options  audio     {encoding: 'pcm_s16le'|'pcm_f32le'|'opus', sampleRate, channels}
  *                      (default pcm_s16le, 16000 Hz, mono)
  *            language  e.g. 'en-US' (optional)
+ *            model     one of the server's models by name, e.g. 'en-us' (optional; see fetchModels:
+ *                      without it the server's default, or the model serving `language`)
  *            volatile  ask for volatile results (default true)
  *            words     ask for word timings in results (default true)
  *            channel   publish to this broadcast channel (optional)
@@ -162,7 +164,7 @@
  *   await publisher.end();
  *
  * new StenoPublisher(url, options) (or StenoClient.publish, which also starts it)
- *   options  audio, language, volatile, words, channel, phrases, profanity, token, start, WebSocket, maxFrameBytes
+ *   options  audio, language, model, volatile, words, channel, phrases, profanity, token, start, WebSocket, maxFrameBytes
  *                          as for StenoClient (each new session is opened with them)
  *            bufferSeconds audio held while there is no session, the latest kept (default 60);
  *                          also the most sent audio kept for sending again after a drop
@@ -240,6 +242,10 @@
  *                                   'unreachable', status, retryAfter}
  *   listenUrl(base, channel, {token})            a viewer's WebSocket URL
  *   captionsUrl(base, channel, 'vtt'|'srt'|'txt', {token})  the channel's captions over HTTP
+ *   modelsUrl(base, {token})        the server's /v1/models over HTTP
+ *   fetchModels(base, {token, fetch, timeout})  → Promise of the server's models ([{name,
+ *                                   language, engine, default, …}], the default first), [] when
+ *                                   they cannot be had: what `model` may name
  *   isChannelName(name)             1–64 letters, digits, '-', '_', '.' (not '.' or '..')
  *   shouldReconnect(closeCode)      whether reconnecting after this close code makes sense
  *   viewerShouldReconnect(closeCode)  the same for a viewer (only 1000 and protocol or
@@ -418,6 +424,37 @@ export function captionsUrl(base, channel, format = 'vtt', { token } = {}) {
   url.pathname = `${routePrefix(url.pathname)}/v1/channels/${channel}/captions.${format}`;
   if (token != null && token !== '') url.searchParams.set('token', token);
   return url.toString();
+}
+
+/** The HTTP address of the server's models (`/v1/models`). */
+export function modelsUrl(base, { token } = {}) {
+  const url = serverUrl(base, 'http');
+  url.pathname = `${routePrefix(url.pathname)}/v1/models`;
+  if (token != null && token !== '') url.searchParams.set('token', token);
+  return url.toString();
+}
+
+/**
+ * The server's models, as `/v1/models` lists them (each {name, language, engine, default, …}),
+ * the default first; [] when the server cannot be asked (no fetch, unreachable, refused, not
+ * JSON): a client then leaves `model` to the server.
+ */
+export async function fetchModels(base, { token, fetch = globalThis.fetch, timeout = 10 } = {}) {
+  if (typeof fetch !== 'function') return [];
+  const abort = typeof AbortController === 'function' ? new AbortController() : null;
+  const timer = abort ? setTimeout(() => abort.abort(), timeout * 1000) : null;
+  try {
+    const response = await fetch(modelsUrl(base, { token }), abort ? { signal: abort.signal } : {});
+    if (!response.ok) return [];
+    const body = await response.json();
+    const models = Array.isArray(body?.models) ? body.models : [];
+    const named = models.filter((m) => m && typeof m.name === 'string' && m.name);
+    return [...named.filter((m) => m.default === true), ...named.filter((m) => m.default !== true)];
+  } catch {
+    return [];
+  } finally {
+    if (timer) clearTimeout(timer);
+  }
 }
 
 /**
@@ -730,7 +767,7 @@ export class StenoClient extends EventOwner {
     socket.binaryType = 'arraybuffer';
     socket.onopen = () => {
       this._opened = true;
-      const { audio, language, volatile, words, channel, phrases, profanity, start, resume, continues } = this.options;
+      const { audio, language, model, volatile, words, channel, phrases, profanity, start, resume, continues } = this.options;
       if (resume) {
         // Continue a session whose connection dropped: the server replays the events after
         // `after`, then says `resumed`; nothing else may be sent before that.
@@ -740,6 +777,7 @@ export class StenoClient extends EventOwner {
       }
       const message = { type: 'start', audio, volatile, words, ...(start || {}) };
       if (language) message.language = language;
+      if (model) message.model = model;
       if (channel) message.channel = channel;
       if (channel && continues) message.continues = continues;
       if (phrases && phrases.length) message.phrases = phrases;
@@ -1374,8 +1412,8 @@ export class StenoPublisher extends EventOwner {
    * (`limits.resumeSeconds` since the drop), else `start` of a new session from these options.
    */
   _sessionOptions() {
-    const { language, volatile, words, channel, phrases, profanity, start, WebSocket, maxFrameBytes } = this.options;
-    const options = { audio: this.audio, language, volatile, words, channel, phrases, profanity, start, WebSocket, maxFrameBytes };
+    const { language, model, volatile, words, channel, phrases, profanity, start, WebSocket, maxFrameBytes } = this.options;
+    const options = { audio: this.audio, language, model, volatile, words, channel, phrases, profanity, start, WebSocket, maxFrameBytes };
     if (this._resume && this._lostAt !== null && Date.now() - this._lostAt > this._resume.seconds * 1000) {
       this._endSession(); // too late: the server has finalized it by now
     }

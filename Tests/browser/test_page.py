@@ -236,8 +236,13 @@ def test_pcm_captions_360px_keyboard(server, reference, launch_browser, artifact
     browser = launch_browser(SPEECH_WAV)
     # A token in the page address is passed on to the WebSocket; a server started without
     # tokens ignores it.
-    page, problems = open_page(browser, server, f"?encoding=pcm&token=page-token&channel={PAGE_CHANNEL}",
+    page, problems = open_page(browser, server, f"?encoding=pcm&token=page-token&channel={PAGE_CHANNEL}&model=en-us",
                                {"width": 360, "height": 780})
+    # Settings list the server's models (/v1/models), the one the address names chosen.
+    page.wait_for_function("document.querySelectorAll('#model option').length === 2", timeout=WAIT_MS)
+    assert page.evaluate("[...document.querySelectorAll('#model option')].map(o => o.textContent)") == [
+        "The server's default", "en-us (pocketsphinx, en-US) — default"]
+    assert page.input_value("#model") == "en-us"
 
     # Nothing wider than the screen, every control on it.
     assert page.evaluate("document.documentElement.scrollWidth") <= 360
@@ -259,6 +264,9 @@ def test_pcm_captions_360px_keyboard(server, reference, launch_browser, artifact
     result = caption_session(page, artifacts, "page-pcm-360")
     check_session(result, reference, problems)
     assert result["probe"]["urls"] == [f"{server.ws}?token=page-token"]
+    assert result["probe"]["sentText"][0]["model"] == "en-us"
+    ready = next(m for m in result["probe"]["received"] if m["type"] == "ready")
+    assert ready["engine"]["model"] == "en-us"
 
     assert result["format"] == "pcm_s16le"
     assert "PCM" in page.text_content("#format")

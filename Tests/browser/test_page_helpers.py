@@ -52,6 +52,19 @@ SCRIPT = """async () => {
   out.deduped = deduped.finals.map((f) => f.text);
   view.clear();
   out.cleared = [root.children.length, view.finals.length, volatile.parentElement === root];
+
+  // The model choice: the server's list after "the server's default", the wanted one kept.
+  const { fillModelChoice } = await import('/page.js');
+  const select = document.createElement('select');
+  select.append(new Option("The server's default", ''));
+  const listed = [{ name: 'whisper-tiny.en', engine: 'whisper', language: 'en-US', default: true },
+                  { name: 'en-us', engine: 'pocketsphinx', language: 'en-US' }];
+  fillModelChoice(select, listed, 'en-us');
+  out.models = [[...select.options].map((o) => o.textContent), select.value];
+  fillModelChoice(select, [], 'custom');            // no list (unreachable): the wanted one stays
+  out.unlisted = [[...select.options].map((o) => o.value), select.value];
+  fillModelChoice(select, listed, '');
+  out.none = select.value;
   return out;
 }"""
 
@@ -77,6 +90,10 @@ def test_caption_view(server, launch_browser):
     assert out["changes"] > 5
     assert out["deduped"] == ["a", "b"]
     assert out["cleared"] == [1, 0, True]
+    assert out["models"] == [["The server's default", "whisper-tiny.en (whisper, en-US) — default",
+                              "en-us (pocketsphinx, en-US)"], "en-us"]
+    assert out["unlisted"] == [["", "custom"], "custom"]
+    assert out["none"] == ""
     assert not problems, problems
 
 

@@ -97,6 +97,47 @@ test('profanity goes into start when given, and a publisher opens every session 
   await ended;
 });
 
+test('a model goes into start when given, and a publisher opens every session with it', async () => {
+  const { socket } = make({ model: 'en-us' });
+  socket.open();
+  assert.equal(socket.texts[0].model, 'en-us');
+  const none = make();
+  none.socket.open();
+  assert.equal('model' in none.socket.texts[0], false, "the server's choice when not given");
+  const { p, nextSocket, admit } = makePublisher({ model: 'whisper-base' });
+  p.start();
+  const a = await nextSocket(0);
+  admit(a, 'one');
+  assert.equal(a.texts[0].model, 'whisper-base');
+  a.drop(1006);
+  const b = await nextSocket(1);
+  admit(b, 'two');
+  assert.equal(b.texts[0].model, 'whisper-base');
+  const ended = p.end();
+  b.emit({ type: 'ended', seq: 2, duration: 0 });
+  b.drop(1000, true);
+  await ended;
+});
+
+test("the server's models: their address, the default first, none when they cannot be had", async () => {
+  assert.equal(client.modelsUrl('wss://host.test/steno/v1/stream', { token: 't' }), 'https://host.test/steno/v1/models?token=t');
+  assert.equal(client.modelsUrl('http://host.test:8080'), 'http://host.test:8080/v1/models');
+  const asked = [];
+  const answer = (status, body) => async (url) => {
+    asked.push(url);
+    return { ok: status === 200, status, json: async () => body };
+  };
+  const listed = { models: [{ name: 'en-us', engine: 'pocketsphinx', default: false },
+    { name: 'whisper-tiny.en', engine: 'whisper', default: true }, { engine: 'nameless' }] };
+  const models = await client.fetchModels('ws://h.test/v1/stream', { fetch: answer(200, listed) });
+  assert.deepEqual(models.map((m) => m.name), ['whisper-tiny.en', 'en-us']);
+  assert.equal(asked[0], 'http://h.test/v1/models');
+  assert.deepEqual(await client.fetchModels('ws://h.test', { fetch: answer(401, {}) }), []);
+  assert.deepEqual(await client.fetchModels('ws://h.test', { fetch: answer(200, 'not models') }), []);
+  assert.deepEqual(await client.fetchModels('ws://h.test', { fetch: async () => { throw new TypeError('down'); } }), []);
+  assert.deepEqual(await client.fetchModels('ws://h.test', { fetch: null }), []);
+});
+
 test('PCM is re-cut into whole samples and frames of at most maxFrameBytes', async () => {
   const { c, socket } = make({ maxFrameBytes: 1000 });
   socket.open();
