@@ -785,7 +785,11 @@ export class StenoClient extends EventOwner {
       socket.send(JSON.stringify(message));
     };
     socket.onmessage = (event) => this._onMessage(event.data);
-    socket.onerror = () => {}; // always followed by onclose, which carries the code
+    // Browsers follow an error with onclose, which carries the code; Node 20's WebSocket does
+    // not when the handshake is refused (a 503 or 401 answer): the socket is closed here then.
+    socket.onerror = () => {
+      if (!this._opened) setTimeout(() => this._onClose({ code: 1006, reason: '', wasClean: false }), 0);
+    };
     socket.onclose = (event) => this._onClose(event);
     return this.ready;
   }
@@ -1107,12 +1111,16 @@ export class StenoViewer extends EventOwner {
     let opened = false;
     socket.onopen = () => { opened = true; };
     socket.onmessage = (event) => { if (this._socket === socket) this._onMessage(event.data); };
-    socket.onerror = () => {}; // always followed by onclose
-    socket.onclose = (event) => {
-      if (this._socket !== socket) return; // closed by close() or replaced
+    const closed = (event) => {
+      if (this._socket !== socket) return; // closed by close() or replaced, or closed already
       this._socket = null;
       this._onSocketClose(event, opened);
     };
+    // A refused handshake without onclose (Node 20's WebSocket) closes here, as StenoClient's.
+    socket.onerror = () => {
+      if (!opened) setTimeout(() => closed({ code: 1006, reason: '', wasClean: false }), 0);
+    };
+    socket.onclose = closed;
   }
 
   _onMessage(data) {

@@ -6,6 +6,9 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
+import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -16,7 +19,24 @@ WAIT_MS = 180_000  # guards against hangs only
 SCENARIOS = (HERE / "client_scenarios.mjs").read_text(encoding="utf-8")
 
 
+def admitting(server, timeout: float = 60):
+    """Waits until the server admits new sessions (/readyz 200): a file just streamed as fast as
+    the server takes it measures as a busy talker for a moment, and the next scenario's
+    handshake would be refused (503) instead of testing what it tests."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{server.http}/readyz", timeout=5) as response:
+                if response.status == 200:
+                    return
+        except urllib.error.HTTPError:
+            pass
+        assert time.monotonic() < deadline, "the server did not admit new sessions again"
+        time.sleep(0.2)
+
+
 def run_in_browser(browser, server, scenario: str, with_wav: bool) -> dict:
+    admitting(server)
     page = browser.new_page()
     problems: list[str] = []
     page.on("pageerror", lambda error: problems.append(str(error)))
@@ -40,6 +60,7 @@ def run_in_browser(browser, server, scenario: str, with_wav: bool) -> dict:
 
 
 def run_in_node(node, server, scenario: str, with_wav: bool) -> dict:
+    admitting(server)
     args = node.command(str(HERE / "client_node.mjs"), scenario, server.ws)
     if with_wav:
         args.append(str(SPEECH_WAV))

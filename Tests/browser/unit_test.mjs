@@ -26,6 +26,7 @@ class ScriptedSocket {
   }
   emit(message) { this.onmessage?.({ data: JSON.stringify(message) }); }
   drop(code, wasClean = false) { this.onclose?.({ code, reason: '', wasClean }); }
+  fail() { this.onerror?.({ type: 'error' }); } // an error and no close (Node 20's refused handshake)
   get texts() { return this.sent.filter((m) => !(m instanceof Uint8Array)); }
   get frames() { return this.sent.filter((m) => m instanceof Uint8Array); }
 }
@@ -95,6 +96,23 @@ test('profanity goes into start when given, and a publisher opens every session 
   b.emit({ type: 'ended', seq: 2, duration: 0 });
   b.drop(1000, true);
   await ended;
+});
+
+test('a refused handshake reported by an error alone still closes the client and the viewer', async () => {
+  const { c, ready, socket } = make();
+  socket.fail();
+  await assert.rejects(ready, (e) => e.code === 'connection_failed' && e.closeCode === 1006);
+  const closed = await c.closed;
+  assert.equal(closed.code, 1006);
+  // A browser's close after its error changes nothing.
+  socket.drop(1006);
+  assert.equal(c.state, 'closed');
+  const viewer = new client.StenoViewer('ws://h.test', 'studio-a', { WebSocket: ScriptedSocket, reconnect: false });
+  viewer.start();
+  ScriptedSocket.instances.at(-1).fail();
+  const result = await viewer.closed;
+  assert.equal(result.code, 1006);
+  assert.equal(result.error.code, 'connection_failed');
 });
 
 test('a model goes into start when given, and a publisher opens every session with it', async () => {
