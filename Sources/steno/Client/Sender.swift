@@ -3,7 +3,6 @@ import StenoAudio
 import StenoCore
 import StenoSystem
 import StenoTransport
-import Synchronization
 
 /// `steno send`: one session's worth of audio to the server, across as many connections as
 /// it takes, with its captions printed as they come.
