@@ -245,17 +245,9 @@ export function formatBytes(n) {
 export function fillModelChoice(select, models, wanted = select.value) {
   while (select.options.length > 1) select.remove(1);
   for (const model of models) {
-    const option = document.createElement('option');
-    option.value = model.name;
     const about = [model.engine, model.language].filter((x) => typeof x === 'string' && x).join(', ');
-    option.textContent = model.name + (about ? ` (${about})` : '') + (model.default === true ? ' — default' : '');
-    select.append(option);
+    select.append(new Option(model.name + (about ? ` (${about})` : '') + (model.default === true ? ' — default' : ''), model.name));
   }
-  if (wanted && ![...select.options].some((o) => o.value === wanted)) {
-    const option = document.createElement('option');
-    option.value = wanted;
-    option.textContent = wanted;
-    select.append(option);
-  }
+  if (wanted && ![...select.options].some((o) => o.value === wanted)) select.append(new Option(wanted, wanted));
   select.value = wanted || '';
 }

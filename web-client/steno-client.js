@@ -441,17 +441,26 @@ export function modelsUrl(base, { token } = {}) {
  */
 export async function fetchModels(base, { token, fetch = globalThis.fetch, timeout = 10 } = {}) {
   if (typeof fetch !== 'function') return [];
+  try {
+    return await withTimeout(timeout, async (signal) => {
+      const response = await fetch(modelsUrl(base, { token }), { signal });
+      if (!response.ok) return [];
+      const body = await response.json();
+      const models = Array.isArray(body?.models) ? body.models : [];
+      const named = models.filter((m) => m && typeof m.name === 'string' && m.name);
+      return [...named.filter((m) => m.default === true), ...named.filter((m) => m.default !== true)];
+    });
+  } catch {
+    return [];
+  }
+}
+
+/** `request(signal)`, its signal aborted after `timeout` seconds (where the runtime has AbortController). */
+async function withTimeout(timeout, request) {
   const abort = typeof AbortController === 'function' ? new AbortController() : null;
   const timer = abort ? setTimeout(() => abort.abort(), timeout * 1000) : null;
   try {
-    const response = await fetch(modelsUrl(base, { token }), abort ? { signal: abort.signal } : {});
-    if (!response.ok) return [];
-    const body = await response.json();
-    const models = Array.isArray(body?.models) ? body.models : [];
-    const named = models.filter((m) => m && typeof m.name === 'string' && m.name);
-    return [...named.filter((m) => m.default === true), ...named.filter((m) => m.default !== true)];
-  } catch {
-    return [];
+    return await request(abort?.signal);
   } finally {
     if (timer) clearTimeout(timer);
   }
@@ -482,31 +491,29 @@ export function probeUrl(wsUrl) {
  */
 export async function probeStream(wsUrl, { fetch = globalThis.fetch, timeout = 10 } = {}) {
   if (typeof fetch !== 'function') return { reason: 'unreachable', status: null, retryAfter: null };
-  const abort = typeof AbortController === 'function' ? new AbortController() : null;
-  const timer = abort ? setTimeout(() => abort.abort(), timeout * 1000) : null;
   try {
-    const response = await fetch(probeUrl(wsUrl), { cache: 'no-store', redirect: 'manual', signal: abort?.signal });
-    let body = null;
-    try {
-      body = await response.json();
-    } catch {
-      body = null; // not JSON: only the status counts
-    }
-    const seconds = (value) => {
-      const n = Number(value);
-      return value !== null && value !== '' && Number.isFinite(n) && n >= 0 ? n : null;
-    };
-    const retryAfter = seconds(body?.retryAfter) ?? seconds(response.headers?.get?.('retry-after') ?? null);
-    let reason = 'unknown';
-    if (response.status === 401) reason = 'unauthorized';
-    else if (response.status === 403) reason = 'forbidden';
-    else if (response.status === 426) reason = 'accepting';
-    else if (response.status === 503) reason = body?.status === 'draining' ? 'draining' : 'full';
-    return { reason, status: response.status, retryAfter };
+    return await withTimeout(timeout, async (signal) => {
+      const response = await fetch(probeUrl(wsUrl), { cache: 'no-store', redirect: 'manual', signal });
+      let body = null;
+      try {
+        body = await response.json();
+      } catch {
+        body = null; // not JSON: only the status counts
+      }
+      const seconds = (value) => {
+        const n = Number(value);
+        return value !== null && value !== '' && Number.isFinite(n) && n >= 0 ? n : null;
+      };
+      const retryAfter = seconds(body?.retryAfter) ?? seconds(response.headers?.get?.('retry-after') ?? null);
+      let reason = 'unknown';
+      if (response.status === 401) reason = 'unauthorized';
+      else if (response.status === 403) reason = 'forbidden';
+      else if (response.status === 426) reason = 'accepting';
+      else if (response.status === 503) reason = body?.status === 'draining' ? 'draining' : 'full';
+      return { reason, status: response.status, retryAfter };
+    });
   } catch {
     return { reason: 'unreachable', status: null, retryAfter: null };
-  } finally {
-    clearTimeout(timer);
   }
 }
 
