@@ -90,7 +90,10 @@ public final class Child: @unchecked Sendable {
     }
 
     /// Resident memory now, in MB (/proc/PID/status VmRSS).
-    public func residentMB() -> Double {
+    public func residentMB() -> Double { Self.residentMB(of: pid) }
+
+    /// Resident memory of process `pid` now, in MB; 0 when it cannot be read.
+    public static func residentMB(of pid: pid_t) -> Double {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return 0 }
         for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
             let kb = line.split(separator: " ").compactMap { Double($0) }.first ?? 0

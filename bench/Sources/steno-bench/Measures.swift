@@ -1,5 +1,7 @@
 import Foundation
 import Glibc
+import StenoSystem
+import StenoTestSupport
 
 /// Seconds on the monotonic clock.
 func monotonicSeconds() -> Double {
@@ -24,20 +26,16 @@ func percentile(_ values: [Double], _ p: Double, empty: Double = 0) -> Double {
 /// A process and its children now (a server and its Whisper worker): their CPU seconds (user +
 /// system) and resident memory in MB, from /proc.
 func familyUsage(_ pid: pid_t) -> (cpu: Double, residentMB: Double) {
-    var cpu = 0.0
-    var kilobytes = 0.0
-    let tick = Double(sysconf(Int32(_SC_CLK_TCK)))
-    for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+    let family = [pid] + childProcesses(of: pid)
+    return (family.map { ProcessCPU.seconds(of: $0) }.reduce(0, +), family.map { Child.residentMB(of: $0) }.reduce(0, +))
+}
+
+/// The processes whose parent is `pid` (/proc/N/stat's ppid, the field after the state).
+func childProcesses(of pid: pid_t) -> [pid_t] {
+    ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { entry in
         guard let id = pid_t(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
-              let close = stat.lastIndex(of: ")") else { continue }
-        // After the command: state, ppid, … utime (14th in proc(5)), stime (15th).
+              let close = stat.lastIndex(of: ")") else { return nil }
         let fields = stat[stat.index(after: close)...].split(separator: " ")
-        guard fields.count > 13, id == pid || pid_t(fields[1]) == pid else { continue }
-        cpu += ((Double(fields[11]) ?? 0) + (Double(fields[12]) ?? 0)) / tick
-        let status = (try? String(contentsOfFile: "/proc/\(entry)/status", encoding: .utf8)) ?? ""
-        for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
-            kilobytes += line.split(separator: " ").compactMap { Double($0) }.first ?? 0
-        }
+        return fields.count > 1 && pid_t(fields[1]) == pid ? id : nil
     }
-    return (cpu, kilobytes / 1024)
 }
