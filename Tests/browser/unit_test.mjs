@@ -75,28 +75,30 @@ test('phrases go into start, and parsePhrases reads them one per line within the
   assert.match(client.parsePhrases('one two three four five six seven eight nine ten eleven').problem, /more than 10 words/);
 });
 
-test('profanity goes into start when given, and a publisher opens every session with it', async () => {
-  const { socket } = make({ profanity: 'keep' });
-  socket.open();
-  assert.equal(socket.texts[0].profanity, 'keep');
-  const none = make();
-  none.socket.open();
-  assert.equal('profanity' in none.socket.texts[0], false, "the server's default when not given");
-  const { p, nextSocket, admit } = makePublisher({ profanity: 'remove' });
-  p.start();
-  const a = await nextSocket(0);
-  admit(a, 'one'); // a server without resume: the next connection starts a new session
-  assert.equal(a.texts[0].profanity, 'remove');
-  a.drop(1006);
-  const b = await nextSocket(1);
-  admit(b, 'two');
-  assert.equal(b.texts[0].type, 'start');
-  assert.equal(b.texts[0].profanity, 'remove');
-  const ended = p.end();
-  b.emit({ type: 'ended', seq: 2, duration: 0 });
-  b.drop(1000, true);
-  await ended;
-});
+for (const [option, one, other] of [['profanity', 'keep', 'remove'], ['model', 'en-us', 'whisper-base']]) {
+  test(`${option} goes into start when given, and a publisher opens every session with it`, async () => {
+    const { socket } = make({ [option]: one });
+    socket.open();
+    assert.equal(socket.texts[0][option], one);
+    const none = make();
+    none.socket.open();
+    assert.equal(option in none.socket.texts[0], false, "the server's default when not given");
+    const { p, nextSocket, admit } = makePublisher({ [option]: other });
+    p.start();
+    const a = await nextSocket(0);
+    admit(a, 'one'); // a server without resume: the next connection starts a new session
+    assert.equal(a.texts[0][option], other);
+    a.drop(1006);
+    const b = await nextSocket(1);
+    admit(b, 'two');
+    assert.equal(b.texts[0].type, 'start');
+    assert.equal(b.texts[0][option], other);
+    const ended = p.end();
+    b.emit({ type: 'ended', seq: 2, duration: 0 });
+    b.drop(1000, true);
+    await ended;
+  });
+}
 
 test('a refused handshake reported by an error alone still closes the client and the viewer', async () => {
   const { c, ready, socket } = make();
@@ -115,27 +117,6 @@ test('a refused handshake reported by an error alone still closes the client and
   assert.equal(result.error.code, 'connection_failed');
 });
 
-test('a model goes into start when given, and a publisher opens every session with it', async () => {
-  const { socket } = make({ model: 'en-us' });
-  socket.open();
-  assert.equal(socket.texts[0].model, 'en-us');
-  const none = make();
-  none.socket.open();
-  assert.equal('model' in none.socket.texts[0], false, "the server's choice when not given");
-  const { p, nextSocket, admit } = makePublisher({ model: 'whisper-base' });
-  p.start();
-  const a = await nextSocket(0);
-  admit(a, 'one');
-  assert.equal(a.texts[0].model, 'whisper-base');
-  a.drop(1006);
-  const b = await nextSocket(1);
-  admit(b, 'two');
-  assert.equal(b.texts[0].model, 'whisper-base');
-  const ended = p.end();
-  b.emit({ type: 'ended', seq: 2, duration: 0 });
-  b.drop(1000, true);
-  await ended;
-});
 
 test("the server's models: their address, the default first, none when they cannot be had", async () => {
   assert.equal(client.modelsUrl('wss://host.test/steno/v1/stream', { token: 't' }), 'https://host.test/steno/v1/models?token=t');
