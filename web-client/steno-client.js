@@ -6,8 +6,9 @@
  * This file is what to import, and the documentation; the code is in steno-client/, a file a
  * part: protocol.js (close codes, errors, phrases, channel names), addresses.js (the server's
  * addresses and HTTP answers), audio-data.js (Opus packet lengths, PCM), events.js (what the
- * classes share), client.js (StenoClient), viewer-client.js (StenoViewer), publisher.js
- * (StenoPublisher), silence.js (SilenceSuppressor, SilenceGate).
+ * classes share), client.js (StenoClient), viewer-client.js (StenoViewer), publisher.js with
+ * publisher-audio.js and publisher-reconnect.js (StenoPublisher), silence.js
+ * (SilenceSuppressor, SilenceGate).
  *
  * No dependencies. Works in browsers and in any runtime with a standard `WebSocket`
  * (Node 20 with `--experimental-websocket`, Node 22+, Deno, Bun), or with a WebSocket
