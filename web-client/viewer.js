@@ -1,11 +1,13 @@
 // The viewer page: follows a broadcast channel (`view.html?channel=NAME`) and shows its
 // captions. The protocol, reconnects and backfill de-duplication live in steno-client.js
-// (StenoViewer); this file is the page: sections per broadcast, status, display settings.
+// (StenoViewer); this file is the page: sections per broadcast, status, the connection. Text
+// size, theme and full screen are in viewer/display.js.
 
 import { StenoViewer, captionsUrl, describeError, isChannelName } from './steno-client.js';
 import { followNewText } from './scroll.js';
 import { shortTime } from './transcript.js';
 import { CaptionView, Notice, setStatusLine } from './page.js';
+import { setUpDisplay } from './viewer/display.js';
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -19,12 +21,9 @@ const ui = {
   downloads: { txt: $('viewer-download-txt'), vtt: $('viewer-download-vtt'), srt: $('viewer-download-srt') },
 };
 
-const SIZES = [0.7, 0.85, 1, 1.15, 1.3, 1.5, 1.75, 2, 2.5, 3]; // text size steps (1 = the default)
-const THEMES = ['auto', 'light', 'dark', 'contrast'];
-
 const followIfStuck = followNewText(ui.transcript, ui.jump); // until the reader scrolls up
 
-// ---- settings from the page address (and remembered display settings) ---------------------
+// ---- settings from the page address -------------------------------------------------------
 
 const params = new URLSearchParams(location.search);
 const channel = (params.get('channel') || '').trim();
@@ -36,71 +35,10 @@ const server = params.get('server') || new URL('./', location.href).href;
 // server says when it ends: the `publisher` event).
 const quietSeconds = Math.max(1, Number(params.get('quiet')) || 30);
 
-function remembered(key) {
-  try { return localStorage.getItem(`steno-viewer-${key}`); } catch { return null; }
-}
-function remember(key, value) {
-  try { localStorage.setItem(`steno-viewer-${key}`, value); } catch { /* private mode: not remembered */ }
-}
+// ---- display: text size, theme, full screen (viewer/display.js) ----------------------------
 
-// ---- display: text size, theme, full screen ------------------------------------------------
+setUpDisplay(ui, params, followIfStuck);
 
-let sizeIndex = SIZES.indexOf(1);
-
-function nearestSize(scale) {
-  let best = SIZES.indexOf(1);
-  for (let i = 0; i < SIZES.length; i++) if (Math.abs(SIZES[i] - scale) < Math.abs(SIZES[best] - scale)) best = i;
-  return best;
-}
-
-function applySize(index, { save = true } = {}) {
-  sizeIndex = Math.max(0, Math.min(SIZES.length - 1, index));
-  const scale = SIZES[sizeIndex];
-  document.documentElement.style.setProperty('--caption-scale', String(scale));
-  ui.size.textContent = `${Math.round(scale * 100)}%`;
-  ui.size.dataset.scale = String(scale);
-  ui.smaller.disabled = sizeIndex === 0;
-  ui.larger.disabled = sizeIndex === SIZES.length - 1;
-  if (save) remember('size', String(scale));
-  followIfStuck();
-}
-
-function applyTheme(theme, { save = true } = {}) {
-  const value = THEMES.includes(theme) ? theme : 'auto';
-  if (value === 'auto') delete document.documentElement.dataset.theme;
-  else document.documentElement.dataset.theme = value;
-  ui.theme.value = value;
-  if (save) remember('theme', value);
-}
-
-const sizeParam = Number(params.get('size'));
-applySize(sizeParam > 0 ? nearestSize(sizeParam / 100) : nearestSize(Number(remembered('size')) || 1), { save: false });
-applyTheme(params.get('theme') || remembered('theme') || 'auto', { save: false });
-
-ui.smaller.addEventListener('click', () => applySize(sizeIndex - 1));
-ui.larger.addEventListener('click', () => applySize(sizeIndex + 1));
-ui.theme.addEventListener('change', () => applyTheme(ui.theme.value));
-
-document.addEventListener('keydown', (event) => {
-  if (event.ctrlKey || event.metaKey || event.altKey) return;
-  if (event.target.closest?.('input, select, textarea')) return;
-  if (event.key === '+' || event.key === '=') { applySize(sizeIndex + 1); event.preventDefault(); }
-  else if (event.key === '-' || event.key === '_') { applySize(sizeIndex - 1); event.preventDefault(); }
-});
-
-if (document.fullscreenEnabled) {
-  ui.fullscreen.hidden = false;
-  ui.fullscreen.addEventListener('click', () => {
-    if (document.fullscreenElement) document.exitFullscreen().catch(() => {});
-    else document.documentElement.requestFullscreen().catch(() => {});
-  });
-  document.addEventListener('fullscreenchange', () => {
-    const on = !!document.fullscreenElement;
-    ui.fullscreen.setAttribute('aria-pressed', String(on));
-    ui.fullscreen.textContent = on ? 'Exit full screen' : 'Full screen';
-    followIfStuck();
-  });
-}
 
 // ---- following the text ---------------------------------------------------------------------
 
