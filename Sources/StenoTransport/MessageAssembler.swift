@@ -76,6 +76,19 @@ struct MessageAssembler {
         return outcome
     }
 
+    /// What a frame's header announced before any of its payload came (lws calls nothing for a
+    /// header alone, so the service loop asks on its ticks): `.tooLarge`, once, if the message
+    /// cannot fit, and the rest of it is then dropped as it arrives; else `.pending`. A header of
+    /// 125 bytes or fewer may be a ping's (control frames come between a message's fragments,
+    /// RFC 6455 §5.4, and never reach `receive`): such a data frame is judged by its first byte.
+    mutating func announced(_ remaining: Int) -> Outcome {
+        guard remaining > 125, !discarding, !fits(0, remaining: remaining) else { return .pending }
+        inMessage = true
+        discarding = true
+        buffer = []
+        return .tooLarge
+    }
+
     /// Forgets a message in progress (the connection is closing).
     mutating func reset() {
         buffer = []

@@ -1,6 +1,7 @@
 // The service thread's once-a-second pass over its connections (`scanConnections`, run
 // from the tick): pings for keepalive, hang-ups on peers gone silent, heartbeats to peers
-// whose reading is paused, and write stalls reported to the delegate.
+// whose reading is paused, write stalls reported to the delegate, and frame headers that
+// announce more than the message limit (`announcedTooMuch`).
 
 import CLibWebSockets
 
@@ -38,7 +39,12 @@ extension ServiceLoop {
         let hangUp = Duration.seconds(2 * keepAliveSeconds + 10)
         let stallLimit = Duration.milliseconds(Int(stallSeconds * 1000))
         var stalled: [ConnectionID] = []
+        var tooLarge: [ConnectionID] = []
         for c in connections.values where c.closing == nil {
+            if announcedTooMuch(c) {
+                tooLarge.append(c.id)
+                continue
+            }
             let pending = (handle.queuedBytes(c.id) ?? 0) > 0 || lws_partial_buffered(c.wsi) != 0
             if c.readingPaused && !pending && !c.pingDue && now - (c.heartbeatAt ?? c.lastHeard) >= Self.pausedHeartbeat {
                 c.heartbeatAt = now
@@ -73,11 +79,12 @@ extension ServiceLoop {
                 stalled.append(c.id)
             }
         }
+        for id in tooLarge.sorted() { delegate.tooLarge(id, limit: configuration.maxMessageSize) }
         for id in stalled.sorted() {
             configuration.log(.info, "connection \(id) has not taken a byte for \(stallSeconds) s while data waited for it")
             delegate.writeStalled(id)
         }
-        if !stalled.isEmpty { drainCommands() }
+        if !stalled.isEmpty || !tooLarge.isEmpty { drainCommands() }
     }
 
     /// How often a peer whose reading is paused is pinged (`scanConnections`).

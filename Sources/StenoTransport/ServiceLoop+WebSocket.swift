@@ -132,7 +132,8 @@ extension ServiceLoop {
         let piece = UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length)
         // What the frame's header says is still to come counts at once: a header declaring
         // 2^32 bytes is too large with its first piece, not once 64 KB of it have arrived.
-        // (lws 4.1.6 calls nothing for a frame before its first payload byte.)
+        // (lws 4.1.6 calls nothing for a frame before its first payload byte: a header alone
+        // is found by `refuseAnnouncedOverLimit` on the tick.)
         let announced = Int(clamping: lws_remaining_packet_payload(wsi))
         let final = lws_is_final_fragment(wsi) != 0
         // A piece to hold past the memory for unfinished messages: the connection is closed
@@ -160,6 +161,20 @@ extension ServiceLoop {
             drainCommands()
         }
         return 0
+    }
+
+    /// A frame's header over the limit with no payload yet: lws 4.1.6 parses headers without a
+    /// callback, so the once-a-second pass (`scanConnections`) asks what each open connection's
+    /// frame still announces (`lws_remaining_packet_payload`: 0 between frames). Such a message
+    /// is too large then (true when it is reported), not at its first payload byte or the idle
+    /// timeout.
+    func announcedTooMuch(_ c: LiveConnection) -> Bool {
+        let announced = Int(clamping: lws_remaining_packet_payload(c.wsi))
+        guard announced > 125 else { return false }
+        let before = c.assembler.buffered
+        guard c.assembler.announced(announced) == .tooLarge else { return false }
+        messages.change(-before, for: c.address)
+        return true
     }
 
     func writeable(_ wsi: OpaquePointer) -> Int32 {

@@ -36,6 +36,23 @@ import Testing
         #expect(feed(&a, [1, 2, 3, 4], final: true) == .message(.binary([1, 2, 3, 4])))
     }
 
+    /// A frame's header alone (lws calls nothing before its payload) is judged by the length
+    /// it announces: too large once, and its payload is dropped when it comes.
+    @Test func aHeaderAnnouncingTooMuchIsTooLargeBeforeItsPayload() {
+        var a = MessageAssembler(limit: 1000)
+        #expect(a.announced(1000) == .pending, "it fits")
+        #expect(a.announced(1 << 32) == .tooLarge)
+        #expect(a.announced(1 << 32) == .pending, "reported once")
+        #expect(feed(&a, [1, 2], final: false) == .pending)
+        #expect(feed(&a, [3], final: true) == .pending, "nothing of it is delivered")
+        #expect(feed(&a, [4], final: true) == .message(.binary([4])), "the next message starts afresh")
+        // With a message in progress the announced part counts with what is held.
+        #expect(feed(&a, Array(repeating: 1, count: 900), final: false) == .pending)
+        #expect(a.announced(100) == .pending, "≤ 125 bytes may be a ping's between fragments")
+        #expect(a.announced(200) == .tooLarge)
+        #expect(a.buffered == 0, "what was held is let go")
+    }
+
     @Test func resetForgetsAMessageInProgress() {
         var a = MessageAssembler(limit: 10)
         #expect(feed(&a, [1, 2], final: false) == .pending)
