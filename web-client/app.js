@@ -1,157 +1,27 @@
 // The Steno page: microphone → session → captions. The protocol, reconnects, the audio held
 // while away and the Opus → PCM fallback live in steno-client.js (StenoPublisher), capture and
 // encoding in audio.js, caption files in transcript.js, the caption view in page.js. This file
-// is the page: buttons, what they show, and the UI state, all of it in `page`.
+// is the page: buttons, what they show, the publisher's events. Its elements and its UI state
+// (all of it in `page`) are in app/state.js, its Settings in app/settings.js, the microphone in
+// app/microphone.js.
 
-import { StenoPublisher, describeError, fetchModels, isChannelName, parsePhrases, streamUrl } from './steno-client.js';
-import { MicrophoneCapture, describeMicrophoneError } from './audio.js';
-import { followNewText } from './scroll.js';
+import { StenoPublisher, describeError, parsePhrases, streamUrl } from './steno-client.js';
+import { describeMicrophoneError } from './audio.js';
 import { shortTime, toSRT, toText, toWebVTT } from './transcript.js';
-import { CaptionView, Notice, defaultStreamUrl, fillModelChoice, formatBytes, reconnectedMessage, setStatusLine } from './page.js';
-
-const $ = (id) => document.getElementById(id);
-const ui = {
-  start: $('start'), stop: $('stop'), finalize: $('finalize'), end: $('end'), cancel: $('cancel'),
-  status: $('status'), speech: $('speech'), error: $('error'),
-  level: $('level'), levelFill: document.querySelector('#level .level-fill'),
-  format: $('format'), audioTime: $('audio-time'), lag: $('lag'), buffered: $('buffered'),
-  transcript: $('transcript'), finals: $('finals'), volatile: $('volatile'), jump: $('jump'),
-  downloadTxt: $('download-txt'), downloadVtt: $('download-vtt'), downloadSrt: $('download-srt'), clear: $('clear'),
-  server: $('server-url'), encoding: $('encoding'), language: $('language'), model: $('model'), channel: $('channel'),
-  phrases: $('phrases'), profanity: $('profanity'),
-  share: $('share'), shareChannel: $('share-channel'), viewerLink: $('viewer-link'), copyViewerLink: $('copy-viewer-link'),
-};
+import { reconnectedMessage } from './page.js';
+import { alive, captions, clearNotice, notice, page, setStatus, showFormat, ui, updateButtons } from './app/state.js';
+import { token } from './app/settings.js';
+import { startMicrophone, stopMicrophone } from './app/microphone.js';
 
 const BUFFER_SECONDS = 60; // audio kept while the server cannot take it (full, restarting, away)
 
-// ---- settings from the page address -------------------------------------------------------
-
-const params = new URLSearchParams(location.search);
-const token = params.get('token') || '';
-// Next to the page, so that the page works under a sub-path (behind a proxy) as at the root.
-const defaultServer = defaultStreamUrl(location.href);
-ui.server.value = params.get('server') || defaultServer;
-ui.encoding.value = ['auto', 'opus', 'pcm'].includes(params.get('encoding')) ? params.get('encoding') : 'auto';
-ui.language.value = params.get('language') || 'en-US';
-// The server's models, asked for now and whenever the server changes (the address's `model` kept).
-fillModelChoice(ui.model, [], params.get('model') || '');
-async function loadModels() {
-  const wanted = ui.model.value;
-  fillModelChoice(ui.model, await fetchModels(ui.server.value.trim() || defaultServer, { token }), wanted);
-}
-loadModels();
-ui.server.addEventListener('change', loadModels);
-ui.channel.value = params.get('channel') || '';
-ui.profanity.value = ['keep', 'mask', 'remove'].includes(params.get('profanity')) ? params.get('profanity') : '';
-// Pauses are left out and declared (`silence`) unless the address says suppression=off.
-const suppressSilence = params.get('suppression') !== 'off';
-
-// ---- the page's state: everything it remembers, in one place --------------------------------
-
-const page = {
-  capture: null, // MicrophoneCapture while the microphone is on
-  captureBase: 0, // transcript time at which the current capture started
-  clock: 0, // seconds of audio captured for this transcript (the transcript's timeline)
-  publisher: null, // the StenoPublisher audio goes to
-  publisherBase: 0, // transcript time at which its timeline starts
-  intent: null, // 'ending' | 'cancelling' while the user's End/Cancel is in flight
-  pcmFallback: false, // the server refused Opus: PCM from now on
-  retryTimer: null, // updates "retrying in N s" while waiting
-  reconnectedTimer: null, // takes the "Reconnected" notice away after a while
-  level: { peak: 0, shown: 0, frame: 0 }, // the level meter: the latest peak, what it shows, its frame
-};
-
-const notice = new Notice(ui.error);
-const followIfStuck = followNewText(ui.transcript, ui.jump); // until the reader scrolls up
-const captions = new CaptionView({
-  root: ui.finals,
-  volatile: ui.volatile,
-  onChange: () => {
-    ui.transcript.classList.toggle('has-text', captions.finals.length > 0 || !!captions.volatile);
-    updateButtons();
-    followIfStuck();
-  },
-});
-
 // ---- status and notices ---------------------------------------------------------------------
-
-function setStatus(state, text) {
-  setStatusLine(ui.status, state, text);
-  if (state !== 'listening') ui.speech.hidden = true;
-  if (state !== 'waiting' && state !== 'reconnecting') delete ui.status.dataset.reason;
-  updateButtons();
-}
 
 /** A sentence for people about why a session ended, with the server's own words as detail. */
 function plainError(error) {
   const sentence = describeError(error?.code || error?.closeCode);
   const detail = error?.message && error.message !== sentence ? error.message : '';
   return detail && !['connection_failed', 'unauthorized', 'forbidden'].includes(error?.code) ? `${sentence} (${detail})` : sentence;
-}
-
-function alive(publisher) {
-  return !!publisher && publisher.state !== 'closed';
-}
-
-function updateButtons() {
-  const busy = page.intent !== null;
-  const open = alive(page.publisher);
-  ui.start.disabled = !!page.capture || busy;
-  ui.stop.disabled = !page.capture;
-  ui.finalize.disabled = busy || page.publisher?.state !== 'open';
-  ui.end.disabled = busy || !(page.capture || open);
-  ui.cancel.disabled = busy || !(page.capture || open);
-  const empty = captions.finals.length === 0;
-  ui.downloadTxt.disabled = empty;
-  ui.downloadVtt.disabled = empty;
-  ui.downloadSrt.disabled = empty;
-  ui.clear.disabled = empty && !captions.volatile;
-}
-
-function refreshMeters() {
-  const publisher = alive(page.publisher) ? page.publisher : null;
-  const buffered = publisher ? publisher.bufferedAmount : 0;
-  ui.buffered.textContent = formatBytes(buffered);
-  ui.buffered.dataset.bytes = String(buffered);
-  ui.buffered.dataset.heldSeconds = (publisher ? publisher.bufferedSeconds : 0).toFixed(3);
-  ui.buffered.classList.toggle('warn', buffered > 64 * 1024);
-  const seconds = page.capture ? page.captureBase + page.capture.capturedSeconds : page.clock;
-  ui.audioTime.textContent = `${seconds.toFixed(1)} s`;
-  ui.audioTime.dataset.seconds = seconds.toFixed(3);
-}
-setInterval(refreshMeters, 250);
-
-// Level meter: peaks arrive every 20 ms; draw at most once a frame, falling back smoothly.
-function onLevel(peak) {
-  const { level } = page;
-  level.peak = Math.max(level.peak, peak);
-  if (!level.frame) level.frame = requestAnimationFrame(drawLevel);
-}
-function drawLevel() {
-  const { level } = page;
-  level.frame = 0;
-  const db = level.peak > 0 ? 20 * Math.log10(level.peak) : -100;
-  const target = Math.min(1, Math.max(0, (db + 60) / 60)); // −60 dBFS … 0 dBFS
-  level.shown = Math.max(target, level.shown * 0.85);
-  level.peak = 0;
-  ui.levelFill.style.transform = `scaleX(${level.shown.toFixed(3)})`;
-  const percent = Math.round(level.shown * 100);
-  ui.level.setAttribute('aria-valuenow', String(percent));
-  ui.level.setAttribute('aria-valuetext', percent < 5 ? 'silent' : `${percent} percent`);
-}
-function resetLevel() {
-  const { level } = page;
-  level.peak = 0;
-  level.shown = 0;
-  ui.levelFill.style.transform = 'scaleX(0)';
-  ui.level.setAttribute('aria-valuenow', '0');
-  ui.level.setAttribute('aria-valuetext', 'silent');
-}
-
-function showFormat(format) {
-  ui.format.textContent = format.reason ? `${format.label} — ${format.reason}` : format.label;
-  ui.format.dataset.encoding = format.encoding;
-  ui.format.dataset.sampleRate = String(format.sampleRate);
 }
 
 // ---- the publisher ----------------------------------------------------------------------------
@@ -342,12 +212,6 @@ function onPublisherState(publisher, change) {
   }
 }
 
-function clearNotice() {
-  notice.clear();
-  delete ui.error.dataset.about;
-  delete ui.error.dataset.lostSeconds;
-}
-
 function onPublisherClosed(publisher, { error }) {
   stopRetryCountdown();
   page.publisher = null;
@@ -394,70 +258,6 @@ function fail(message) {
   notice.show(message);
   setStatus('error', 'Stopped');
   stopMicrophone({ finalize: false });
-}
-
-// ---- audio ----------------------------------------------------------------------------------
-
-function onChunk(chunk) {
-  if (page.intent === 'cancelling') return;
-  page.clock = Math.max(page.clock, page.captureBase + chunk.t0 + chunk.seconds);
-  const publisher = page.publisher;
-  // A chunk in the format the publisher no longer takes (Opus encoded before a switch to PCM) is left out.
-  if (!alive(publisher) || publisher.state === 'ending' || chunk.encoding !== publisher.audio.encoding) return;
-  publisher.sendAudio(chunk.data);
-}
-
-/** A pause the microphone's capture left out: declared in its place among the audio. */
-function onSilence(silence) {
-  if (page.intent === 'cancelling') return;
-  page.clock = Math.max(page.clock, page.captureBase + silence.t0 + silence.seconds);
-  const publisher = page.publisher;
-  if (!alive(publisher) || publisher.state === 'ending') return;
-  publisher.silence(silence.seconds);
-}
-
-async function startMicrophone() {
-  const mic = new MicrophoneCapture({
-    encoding: page.pcmFallback ? 'pcm' : ui.encoding.value,
-    pcmReason: page.pcmFallback ? 'the server does not accept Opus' : 'forced in settings',
-    onChunk,
-    onSilence,
-    suppressSilence,
-    onLevel,
-    onEnded: () => {
-      notice.show('The microphone was disconnected.');
-      stopMicrophone({ finalize: true });
-    },
-    onError: (message) => {
-      notice.show(message);
-      stopMicrophone({ finalize: true });
-    },
-  });
-  const format = await mic.start();
-  page.capture = mic;
-  page.captureBase = page.clock;
-  showFormat(format);
-  return format;
-}
-
-async function stopMicrophone({ finalize }) {
-  const mic = page.capture;
-  if (!mic) return;
-  page.capture = null;
-  updateButtons();
-  await mic.stop(); // delivers the last audio through onChunk
-  page.clock = Math.max(page.clock, page.captureBase + mic.capturedSeconds);
-  resetLevel();
-  refreshMeters();
-  const publisher = page.publisher;
-  if (!alive(publisher)) return;
-  publisher.pause(); // no audio for now: after a drop, wait for the microphone
-  if (!finalize || page.intent) return;
-  if (publisher.state === 'open') {
-    delete ui.status.dataset.finalized;
-    setStatus('paused', 'Microphone off — finalizing…');
-  }
-  publisher.finalize().catch(() => {}); // held with the audio while the server is away
 }
 
 // ---- buttons --------------------------------------------------------------------------------
@@ -550,40 +350,5 @@ ui.clear.addEventListener('click', () => {
   delete ui.status.dataset.finalized;
   updateButtons();
 });
-
-// ---- the viewer link -------------------------------------------------------------------------
-
-/** view.html?channel=NAME for the channel in Settings (and ?server= when it is not this one).
- * The access token is left out: it may publish. For a server with tokens, add a --viewer-token. */
-function updateShareLink() {
-  const name = ui.channel.value.trim();
-  ui.share.hidden = !isChannelName(name);
-  if (ui.share.hidden) return;
-  const link = new URL('view.html', location.href);
-  link.search = '';
-  link.hash = '';
-  link.searchParams.set('channel', name);
-  const server = ui.server.value.trim();
-  if (server && server !== defaultServer) link.searchParams.set('server', server);
-  ui.shareChannel.textContent = name;
-  ui.viewerLink.href = link.href;
-  ui.copyViewerLink.hidden = !navigator.clipboard;
-}
-
-ui.channel.addEventListener('input', updateShareLink);
-ui.server.addEventListener('input', updateShareLink);
-ui.copyViewerLink.addEventListener('click', async () => {
-  try {
-    await navigator.clipboard.writeText(ui.viewerLink.href);
-    ui.copyViewerLink.textContent = 'Copied';
-  } catch {
-    ui.copyViewerLink.textContent = 'Copy failed';
-  }
-  setTimeout(() => { ui.copyViewerLink.textContent = 'Copy link'; }, 2000);
-});
-updateShareLink();
-
-// The settings form has no submit: pressing Enter in a field must not reload the page.
-document.getElementById('settings').addEventListener('submit', (event) => event.preventDefault());
 
 updateButtons();
