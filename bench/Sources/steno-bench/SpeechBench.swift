@@ -73,7 +73,7 @@ func runSpeechBench(_ arguments: [String]) {
     }
 }
 
-private struct SpeechBenchSettings {
+struct SpeechBenchSettings {
     var quick = false
     /// The options table also gives each group's WER with its files in one session.
     var oneSession = false
@@ -87,7 +87,7 @@ private struct SpeechBenchSettings {
     var only: String?
 }
 
-private struct BenchFile {
+struct BenchFile {
     let path: String
     let name: String
     let samples: [Int16]
@@ -97,7 +97,7 @@ private struct BenchFile {
     var seconds: Double { Double(samples.count) / 16000 }
 }
 
-private struct SpeechBench {
+struct SpeechBench {
     let settings: SpeechBenchSettings
     let testData = "/usr/share/pocketsphinx/test/data"
     /// pocketsphinx's own defaults (no extra arguments), as the CLI runs.
@@ -131,7 +131,7 @@ private struct SpeechBench {
 
     // MARK: Speed
 
-    private func speed(_ files: [BenchFile]) throws {
+    func speed(_ files: [BenchFile]) throws {
         let engine = try PocketSphinxEngine(configuration: model)
         let cliInit = (0..<settings.repeats).map { _ in (try? cli(silence: 0.1))?.cpu ?? .infinity }.min() ?? 0
         print("Real-time factor (CPU s per audio s): StenoSpeech streaming, the CLI's loop in-process, the CLI")
@@ -174,7 +174,7 @@ private struct SpeechBench {
 
     /// The loop of `pocketsphinx_continuous -infile`, straight on the C API, on a new decoder
     /// (made outside the timed part). Returns the CPU seconds of the decoding.
-    private func bareLoop(_ file: BenchFile) throws -> Double {
+    func bareLoop(_ file: BenchFile) throws -> Double {
         var argv: [UnsafeMutablePointer<CChar>?] = model.decoderArguments.map { strdup($0) }
         defer { for pointer in argv { free(pointer) } }
         guard let config = argv.withUnsafeMutableBufferPointer({ cmd_ln_parse_r(nil, ps_args(), Int32($0.count), $0.baseAddress, 1) }),
@@ -211,7 +211,7 @@ private struct SpeechBench {
     }
 
     /// `samples` into `recognizer`, `settings.chunk` at a time; the events it returned.
-    private func feed(_ samples: [Float], to recognizer: PocketSphinxRecognizer) throws -> [TranscriberEvent] {
+    func feed(_ samples: [Float], to recognizer: PocketSphinxRecognizer) throws -> [TranscriberEvent] {
         var events: [TranscriberEvent] = []
         var offset = 0
         try samples.withUnsafeBufferPointer { buffer in
@@ -225,7 +225,7 @@ private struct SpeechBench {
     }
 
     /// Decodes a file on a recognizer from `engine`, fed `settings.chunk` samples at a time.
-    private func decode(_ file: BenchFile, engine: PocketSphinxEngine, partials: Bool = true) throws -> (cpu: Double, text: String, words: [Word]) {
+    func decode(_ file: BenchFile, engine: PocketSphinxEngine, partials: Bool = true) throws -> (cpu: Double, text: String, words: [Word]) {
         let recognizer = try engine.makePocketSphinxRecognizer(options: RecognizerOptions(partialResults: partials))
         let floats = file.samples.map { Float($0) / 32768 }
         let start = threadCPU()
@@ -241,7 +241,7 @@ private struct SpeechBench {
     /// Runs the CLI under /usr/bin/time (GNU time: the child's own CPU and peak RSS; its
     /// `wait4` here would give a peak RSS that counts this process's, which a child spawned
     /// with a shared address space (posix_spawn) has until it execs).
-    private func cli(_ path: String, arguments extra: [String] = []) throws -> (cpu: Double, maxRSS: Int, text: String) {
+    func cli(_ path: String, arguments extra: [String] = []) throws -> (cpu: Double, maxRSS: Int, text: String) {
         let usageFile = NSTemporaryDirectory() + "steno-bench-time-\(getpid()).txt"
         defer { try? FileManager.default.removeItem(atPath: usageFile) }
         let run = try runChild("/usr/bin/time", ["-f", "%U %S %M", "-o", usageFile, "/usr/bin/pocketsphinx_continuous",
@@ -256,7 +256,7 @@ private struct SpeechBench {
         return (fields[0] + fields[1], Int(fields[2]), text)
     }
 
-    private func cli(silence seconds: Double) throws -> (cpu: Double, maxRSS: Int, text: String) {
+    func cli(silence seconds: Double) throws -> (cpu: Double, maxRSS: Int, text: String) {
         let path = NSTemporaryDirectory() + "steno-bench-silence-\(getpid()).wav"
         try BenchWAV.write([Int16](repeating: 0, count: Int(seconds * 16000)), to: path)
         defer { try? FileManager.default.removeItem(atPath: path) }
@@ -265,7 +265,7 @@ private struct SpeechBench {
 
     // MARK: Memory, start-up
 
-    private func memoryAndStartup() throws {
+    func memoryAndStartup() throws {
         let before = residentBytes()
         var start = monotonic()
         let engine = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(recognizers: settings.sessions))
@@ -321,294 +321,9 @@ private struct SpeechBench {
         table(["what", "value"], rows)
     }
 
-    // MARK: Options: WER, CPU, the end-of-utterance tail, confidences
-
-    /// One row of the options tables: the decoder arguments and what the row is called.
-    private struct DecoderOptions {
-        let label: String
-        let arguments: [String]
-    }
-
-    /// The option sets compared: pocketsphinx's defaults, Steno's (second: the calibration
-    /// table is Steno's), Steno's with the second pass (`-fwdflat`) and the lattice
-    /// (`-bestpath`) on or off, pocketsphinx's with other pruning, then `--options`. Steno's
-    /// options are `recommendedArguments` whatever they are, and a row is labelled by how it
-    /// differs from them, so the rows follow a change of the default; a set that decodes as
-    /// an earlier one (the same value of every option, given or by default) is left out.
-    private func optionSets() -> [DecoderOptions] {
-        let steno = PocketSphinxConfiguration.recommendedArguments
-        var candidates = [DecoderOptions(label: "(pocketsphinx defaults)", arguments: []),
-                          DecoderOptions(label: "Steno default: " + steno.joined(separator: " "), arguments: steno)]
-        var changes = [["-fwdflat", "no"], ["-fwdflat", "yes"]]
-        if !settings.quick {
-            changes += [["-bestpath", "no"], ["-fwdflat", "no", "-bestpath", "no"], ["-fwdflat", "yes", "-bestpath", "no"]]
-        }
-        candidates += changes.map { DecoderOptions(label: "Steno, " + $0.joined(separator: " "), arguments: PocketSphinxConfiguration.arguments(steno, setting: $0)) }
-        if !settings.quick {
-            candidates += [["-fwdflat", "no"], ["-maxhmmpf", "3000", "-maxwpf", "10", "-fwdflat", "no"],
-                           ["-maxhmmpf", "10000", "-maxwpf", "20", "-fwdflat", "no"]]
-                .map { DecoderOptions(label: $0.joined(separator: " "), arguments: $0) }
-        }
-        candidates += settings.extraOptionSets.map { DecoderOptions(label: $0.joined(separator: " "), arguments: $0) }
-        let defaults = pocketSphinxDefaults()
-        var seen: [[String: String]] = []
-        return candidates.filter { candidate in
-            let effective = defaults.merging(pairs(candidate.arguments)) { $1 }
-            if seen.contains(effective) { return false }
-            seen.append(effective)
-            return true
-        }
-    }
-
-    /// `-name value` pairs as a dictionary.
-    private func pairs(_ arguments: [String]) -> [String: String] {
-        var result: [String: String] = [:]
-        for index in stride(from: 0, to: arguments.count - 1, by: 2) { result[arguments[index]] = arguments[index + 1] }
-        return result
-    }
-
-    /// Every decoder option's default value, as pocketsphinx declares it (`ps_args()`).
-    private func pocketSphinxDefaults() -> [String: String] {
-        var result: [String: String] = [:]
-        guard var argument = ps_args() else { return result }
-        while let name = argument.pointee.name {
-            if let value = argument.pointee.deflt { result[String(cString: name)] = String(cString: value) }
-            argument += 1
-        }
-        return result
-    }
-
-    private func options(_ files: [BenchFile]) throws {
-        let sets = optionSets()
-        progress("options: \(sets.count) option sets: " + sets.map(\.label).joined(separator: "; "))
-        let engines = try sets.map { try PocketSphinxEngine(configuration: PocketSphinxConfiguration(arguments: $0.arguments)) }
-        let block = PocketSphinxConfiguration().blockSamples
-        let groups = files.map(\.group).reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }
-        let scored = groups.filter { group in files.contains { $0.group == group && $0.reference != nil } }
-
-        // Fresh sessions, interleaved: for each file and repeat, every option set in turn, so
-        // that the machine's load hits all sets alike; per file the least CPU counts, and per
-        // call (the same calls every run: the words do not change) the least wall time.
-        var cpu = [[Double]](repeating: [Double](repeating: .infinity, count: files.count), count: sets.count)
-        var hypotheses = [[[Word]]](repeating: [[Word]](repeating: [], count: files.count), count: sets.count)
-        var calls = [[[Call]]](repeating: [[Call]](repeating: [], count: files.count), count: sets.count)
-        for (fileIndex, file) in files.enumerated() {
-            // Progress, on standard error so that the tables stay as they are.
-            progress("options: file \(fileIndex + 1) of \(files.count), \(file.name): \(sets.count) option sets × \(settings.repeats) runs")
-            for repeatIndex in 0..<settings.repeats {
-                for setIndex in sets.indices {
-                    let run = try decodeTimed(file, engine: engines[setIndex], block: block)
-                    cpu[setIndex][fileIndex] = min(cpu[setIndex][fileIndex], run.cpu)
-                    if repeatIndex == 0 {
-                        hypotheses[setIndex][fileIndex] = run.words
-                        calls[setIndex][fileIndex] = run.calls
-                    } else if run.calls.count == calls[setIndex][fileIndex].count {
-                        for (index, call) in run.calls.enumerated() {
-                            calls[setIndex][fileIndex][index].wall = min(calls[setIndex][fileIndex][index].wall, call.wall)
-                            calls[setIndex][fileIndex][index].cpu = min(calls[setIndex][fileIndex][index].cpu, call.cpu)
-                        }
-                    }
-                }
-            }
-        }
-
-        let audio = files.reduce(0) { $0 + $1.seconds }
-        print("Decoder options over \(files.count) files, \(f(audio, 1)) s of audio; fresh session per file, fed a \(block)-sample block per call")
-        for group in groups {
-            let members = files.filter { $0.group == group }
-            let count = members.reduce(0) { $0 + words($1.reference ?? "").count }
-            print("  \(group): \(members.count) files, \(f(members.reduce(0) { $0 + $1.seconds }, 1)) s"
-                  + (count > 0 ? ", \(count) reference words (1 word = \(f(100 / Double(count), 1)) points)" : ", no reference"))
-        }
-
-        // Accuracy: deterministic, so the first run's words.
-        var accuracyRows: [[String]] = []
-        var calibration: (words: [Word], correct: [Bool]) = ([], [])
-        let stenoIndex = sets.firstIndex { $0.arguments == PocketSphinxConfiguration.recommendedArguments } ?? 1
-        var separation: [String] = []
-        for setIndex in sets.indices {
-            var row = [sets[setIndex].label]
-            var all = (errors: 0, count: 0)
-            var right: [Double] = []
-            var wrong: [Double] = []
-            for group in scored {
-                var sum = (errors: 0, count: 0)
-                for (fileIndex, file) in files.enumerated() where file.group == group {
-                    guard let reference = file.reference else { continue }
-                    let hypothesis = hypotheses[setIndex][fileIndex]
-                    let alignment = align(reference: words(reference), hypothesis: hypothesis.map(\.text))
-                    sum.errors += alignment.errors
-                    sum.count += alignment.referenceCount
-                    for (word, correct) in zip(hypothesis, alignment.hypothesisCorrect) {
-                        if correct { right.append(word.confidence) } else { wrong.append(word.confidence) }
-                    }
-                    if setIndex == stenoIndex {
-                        calibration.words += hypothesis
-                        calibration.correct += alignment.hypothesisCorrect
-                    }
-                }
-                row.append(pct(sum.errors, sum.count))
-                all.errors += sum.errors
-                all.count += sum.count
-            }
-            row.append("\(pct(all.errors, all.count)) (\(all.errors)/\(all.count))")
-            if settings.oneSession {
-                // Each group's files one after another in one session, as a live session
-                // hears utterances (its cepstral mean carries over).
-                var session = (errors: 0, count: 0)
-                for group in scored {
-                    let members = files.filter { $0.group == group && $0.reference != nil }
-                    let perFile = try decodeInOneSession(members, engine: engines[setIndex]).perFile
-                    for (file, hypothesis) in zip(members, perFile) {
-                        let alignment = align(reference: words(file.reference ?? ""), hypothesis: hypothesis)
-                        session.errors += alignment.errors
-                        session.count += alignment.referenceCount
-                    }
-                }
-                row.append("\(pct(session.errors, session.count)) (\(session.errors))")
-            }
-            // The files without a reference: words changed against pocketsphinx's defaults.
-            var changed = (errors: 0, count: 0)
-            for (fileIndex, file) in files.enumerated() where file.reference == nil {
-                let alignment = align(reference: hypotheses[0][fileIndex].map(\.text), hypothesis: hypotheses[setIndex][fileIndex].map(\.text))
-                changed.errors += alignment.errors
-                changed.count += alignment.referenceCount
-            }
-            row.append(changed.count == 0 ? "-" : "\(changed.errors) of \(changed.count)")
-            accuracyRows.append(row)
-            separation.append(f(areaUnderCurve(right: right, wrong: wrong), 2))
-        }
-
-        // Cost: CPU, and the wall time of the calls that delivered a final, less the analysis
-        // of the audio the call brought (the set's median wall time of a call that analyzed a
-        // whole block and delivered no final): the end-of-utterance work (`ps_end_utt` with
-        // the second pass, the lattice and best path, word posteriors), as a session waits for it.
-        var costRows: [[String]] = []
-        let defaultCPU = cpu[0].reduce(0, +)
-        for setIndex in sets.indices {
-            let all = calls[setIndex].flatMap { $0 }
-            let blocks = all.filter { !$0.final && $0.samples == block }
-            let blockWall = median(blocks.map(\.wall))
-            let blockCPU = median(blocks.map(\.cpu))
-            let finals = all.filter(\.final)
-            let tails = finals.map { max(0, $0.wall - blockWall * Double($0.samples) / Double(block)) }.sorted()
-            let tailsCPU = finals.map { max(0, $0.cpu - blockCPU * Double($0.samples) / Double(block)) }.sorted()
-            let total = cpu[setIndex].reduce(0, +)
-            costRows.append([sets[setIndex].label, f(total / audio, 3), f(total / defaultCPU, 2),
-                             f(blockWall * 1000, 1), "\(tails.count)", ms(percentile(tails, 0.5)),
-                             ms(percentile(tails, 0.95)), ms(tails.last ?? 0),
-                             ms(percentile(tailsCPU, 0.5)), ms(percentile(tailsCPU, 0.95)), ms(tailsCPU.last ?? 0),
-                             separation[setIndex]])
-        }
-        print("")
-        print("Word error rate (substitutions + deletions + insertions / reference words), fresh sessions;")
-        if settings.oneSession { print("1 session: each group's files in one session, finalized after each") }
-        print("unreferenced: words changed against pocketsphinx's defaults, of their words")
-        var header = ["options"] + scored + ["all"]
-        if settings.oneSession { header.append("all, 1 session") }
-        header.append("unreferenced")
-        table(header, accuracyRows)
-        print("")
-        print("Cost: RTF and CPU over all files, best of \(settings.repeats) interleaved runs; end of utterance: wall time of the call")
-        print("that delivered each final less its audio's share of a block call (best of \(settings.repeats) per call); conf AUC: how")
-        print("often a right word's confidence beats a wrong word's (0.5: no better than chance)")
-        print("(end CPU: the same, in the calls' thread CPU time)")
-        table(["options", "RTF", "CPU vs defaults", "block call ms", "finals", "end p50", "end p95", "end max",
-               "end CPU p50", "CPU p95", "CPU max", "conf AUC"], costRows)
-        print("")
-        calibrationTable(calibration.words, calibration.correct)
-    }
-
-    /// One recognizer call of `decodeTimed`: its wall and thread CPU time, the samples it
-    /// analyzed, whether it delivered a final.
-    private struct Call {
-        var wall: Double
-        var cpu: Double
-        var samples: Int
-        var final: Bool
-    }
-
-    /// Decodes a file on a new recognizer (partial results on, as sessions run), `block`
-    /// samples per `accept` so that every call analyzes one block, the recognizer's unit of
-    /// work, then `finish()`; times each call. The timing is the bench's, around the public API.
-    private func decodeTimed(_ file: BenchFile, engine: PocketSphinxEngine, block: Int) throws -> (cpu: Double, words: [Word], calls: [Call]) {
-        let recognizer = try engine.makePocketSphinxRecognizer()
-        let floats = file.samples.map { Float($0) / 32768 }
-        var calls: [Call] = []
-        calls.reserveCapacity(floats.count / block + 2)
-        var words: [Word] = []
-        func timed(_ body: () throws -> [TranscriberEvent]) rethrows {
-            let analyzed = recognizer.analyzedSeconds
-            let start = monotonic()
-            let startCPU = threadCPU()
-            let events = try body()
-            let cpu = threadCPU() - startCPU
-            let wall = monotonic() - start
-            let finals = events.compactMap { event -> RecognitionResult? in
-                if case .final(let result) = event { return result } else { return nil }
-            }
-            words += finals.flatMap(\.words)
-            let samples = Int(((recognizer.analyzedSeconds - analyzed) * 16000).rounded())
-            calls.append(Call(wall: wall, cpu: cpu, samples: samples, final: !finals.isEmpty))
-        }
-        let start = threadCPU()
-        try floats.withUnsafeBufferPointer { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let end = min(buffer.count, offset + block)
-                try timed { try recognizer.accept(UnsafeBufferPointer(rebasing: buffer[offset..<end])) }
-                offset = end
-            }
-        }
-        try timed { try recognizer.finish() }
-        return (threadCPU() - start, words, calls)
-    }
-
-    /// Decodes files one after another in one session, `endUtterance()` after each; returns
-    /// each file's words.
-    private func decodeInOneSession(_ files: [BenchFile], engine: PocketSphinxEngine) throws -> (cpu: Double, perFile: [[String]]) {
-        let recognizer = try engine.makePocketSphinxRecognizer()
-        var perFile: [[String]] = []
-        let start = threadCPU()
-        for file in files {
-            var events = try feed(file.samples.map { Float($0) / 32768 }, to: recognizer)
-            events += try recognizer.endUtterance()
-            perFile.append(events.flatMap { event -> [String] in
-                if case .final(let result) = event { return result.words.map(\.text) } else { return [] }
-            })
-        }
-        _ = try recognizer.finish()
-        return (threadCPU() - start, perFile)
-    }
-
-    /// How well confidences (word posteriors) separate right from wrong words (Steno's default).
-    private func calibrationTable(_ words: [Word], _ correct: [Bool]) {
-        guard words.count == correct.count, !words.isEmpty else { return }
-        let bands: [(String, ClosedRange<Double>)] = [
-            ("0.00-0.25", 0...0.25), ("0.25-0.50", 0.25...0.5), ("0.50-0.75", 0.5...0.75), ("0.75-1.00", 0.75...1),
-        ]
-        var rows: [[String]] = []
-        var seen = Set<Int>()
-        for (label, band) in bands {
-            var total = 0
-            var right = 0
-            for (index, word) in words.enumerated() where band.contains(word.confidence) && !seen.contains(index) {
-                seen.insert(index)
-                total += 1
-                if correct[index] { right += 1 }
-            }
-            rows.append([label, "\(total)", total == 0 ? "-" : pct(right, total)])
-        }
-        let rightMean = zip(words, correct).filter { $0.1 }.map(\.0.confidence)
-        let wrongMean = zip(words, correct).filter { !$0.1 }.map(\.0.confidence)
-        print("Confidence (ps_seg_prob posterior) against correctness, Steno's default, fresh sessions, all referenced files")
-        table(["confidence", "words", "correct"], rows)
-        print("mean confidence: correct words \(f(mean(rightMean), 3)) (\(rightMean.count)), wrong words \(f(mean(wrongMean), 3)) (\(wrongMean.count))")
-    }
-
     // MARK: Files
 
-    private func loadReferenced() throws -> [BenchFile] {
+    func loadReferenced() throws -> [BenchFile] {
         var files: [BenchFile] = []
         let librivoxRefs = try references("\(testData)/librivox/transcription")
         for id in librivoxRefs.keys.sorted() {
@@ -625,7 +340,7 @@ private struct SpeechBench {
     /// comes from): every audio file of pocketsphinx-testdata with a reference, the shared
     /// recordings, the synthetic sentences; and the package's two raw files and the Endgame
     /// dialogue, which have none. Run from the package root.
-    private func loadOptionsSet() throws -> [BenchFile] {
+    func loadOptionsSet() throws -> [BenchFile] {
         func grouped(_ group: String, _ file: BenchFile) -> BenchFile {
             var file = file
             file.group = group
@@ -649,7 +364,7 @@ private struct SpeechBench {
     }
 
     /// `<s> words </s> (id)` lines → id: words.
-    private func references(_ path: String) throws -> [String: String] {
+    func references(_ path: String) throws -> [String: String] {
         var result: [String: String] = [:]
         for line in try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n") {
             guard let open = line.lastIndex(of: "("), let close = line.lastIndex(of: ")"), open < close else { continue }
@@ -659,188 +374,8 @@ private struct SpeechBench {
         return result
     }
 
-    private func words(_ text: String) -> [String] {
+    func words(_ text: String) -> [String] {
         text.lowercased().split(whereSeparator: { $0 == " " || $0 == "\t" })
             .map(String.init).filter { $0 != "<s>" && $0 != "</s>" && $0 != "<sil>" }
     }
-}
-
-// MARK: - Word alignment
-
-struct Alignment {
-    var errors: Int
-    var referenceCount: Int
-    /// For each hypothesis word: whether it matched the reference word it was aligned with.
-    var hypothesisCorrect: [Bool]
-}
-
-/// Levenshtein alignment of word sequences, with a backtrace to mark correct hypothesis words.
-func align(reference: [String], hypothesis: [String]) -> Alignment {
-    let n = reference.count
-    let m = hypothesis.count
-    var cost = [[Int]](repeating: [Int](repeating: 0, count: m + 1), count: n + 1)
-    for i in 0...n { cost[i][0] = i }
-    for j in 0...m { cost[0][j] = j }
-    if n > 0 && m > 0 {
-        for i in 1...n {
-            for j in 1...m {
-                let substitution = cost[i - 1][j - 1] + (reference[i - 1] == hypothesis[j - 1] ? 0 : 1)
-                cost[i][j] = min(substitution, cost[i - 1][j] + 1, cost[i][j - 1] + 1)
-            }
-        }
-    }
-    var correct = [Bool](repeating: false, count: m)
-    var i = n
-    var j = m
-    while i > 0 && j > 0 {
-        let same = reference[i - 1] == hypothesis[j - 1]
-        if cost[i][j] == cost[i - 1][j - 1] + (same ? 0 : 1) {
-            correct[j - 1] = same
-            i -= 1
-            j -= 1
-        } else if cost[i][j] == cost[i - 1][j] + 1 {
-            i -= 1
-        } else {
-            j -= 1
-        }
-    }
-    return Alignment(errors: cost[n][m], referenceCount: n, hypothesisCorrect: correct)
-}
-
-// MARK: - WAV files
-
-private enum BenchWAV {
-    /// 16-bit PCM mono 16 kHz RIFF/WAVE.
-    static func load(_ path: String, name: String, reference: String?) throws -> BenchFile {
-        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
-        func u32(_ at: Int) -> Int { Int(bytes[at]) | Int(bytes[at + 1]) << 8 | Int(bytes[at + 2]) << 16 | Int(bytes[at + 3]) << 24 }
-        func u16(_ at: Int) -> Int { Int(bytes[at]) | Int(bytes[at + 1]) << 8 }
-        guard bytes.count >= 12, bytes[0..<4] == [0x52, 0x49, 0x46, 0x46] else { throw BenchError("\(path): not a WAV file") }
-        var offset = 12
-        var format: (rate: Int, channels: Int, bits: Int)?
-        while offset + 8 <= bytes.count {
-            let id = String(decoding: bytes[offset..<offset + 4], as: UTF8.self)
-            let size = u32(offset + 4)
-            let body = offset + 8
-            guard body + size <= bytes.count else { throw BenchError("\(path): truncated") }
-            if id == "fmt " && size >= 16 {
-                format = (u32(body + 4), u16(body + 2), u16(body + 14))
-            } else if id == "data" {
-                guard let format, format == (16000, 1, 16) else { throw BenchError("\(path): need 16-bit mono 16 kHz") }
-                let samples = (0..<size / 2).map { Int16(bitPattern: UInt16(bytes[body + 2 * $0]) | UInt16(bytes[body + 2 * $0 + 1]) << 8) }
-                return BenchFile(path: path, name: name, samples: samples, reference: reference)
-            }
-            offset = body + size + (size & 1)
-        }
-        throw BenchError("\(path): no data")
-    }
-
-    static func write(_ samples: [Int16], to path: String) throws {
-        var data = Data()
-        func put32(_ value: Int) { withUnsafeBytes(of: UInt32(value).littleEndian) { data.append(contentsOf: $0) } }
-        func put16(_ value: Int) { withUnsafeBytes(of: UInt16(value).littleEndian) { data.append(contentsOf: $0) } }
-        data.append(contentsOf: Array("RIFF".utf8)); put32(36 + 2 * samples.count)
-        data.append(contentsOf: Array("WAVEfmt ".utf8)); put32(16); put16(1); put16(1); put32(16000); put32(32000); put16(2); put16(16)
-        data.append(contentsOf: Array("data".utf8)); put32(2 * samples.count)
-        for sample in samples { put16(Int(UInt16(bitPattern: sample))) }
-        try data.write(to: URL(fileURLWithPath: path))
-    }
-}
-
-/// Headerless 16-bit little-endian mono 16 kHz PCM (pocketsphinx-testdata's `.raw` files).
-private enum BenchRaw {
-    static func load(_ path: String, name: String, reference: String?) throws -> BenchFile {
-        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
-        let samples = (0..<bytes.count / 2).map { Int16(bitPattern: UInt16(bytes[2 * $0]) | UInt16(bytes[2 * $0 + 1]) << 8) }
-        return BenchFile(path: path, name: name, samples: samples, reference: reference)
-    }
-}
-
-private struct BenchError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
-
-// MARK: - Measuring
-
-private func threadCPU() -> Double {
-    var spec = timespec()
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &spec)
-    return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
-}
-
-private func monotonic() -> Double {
-    var spec = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &spec)
-    return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
-}
-
-/// This process's resident set size, from /proc/self/statm.
-private func residentBytes() -> Int {
-    guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
-    let fields = text.split(separator: " ")
-    guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
-    return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
-}
-
-// MARK: - Printing
-
-/// Where a long part has got, on standard error (the tables on standard output stay as they are).
-private func progress(_ line: String) {
-    FileHandle.standardError.write(Data((line + "\n").utf8))
-}
-
-private func table(_ header: [String], _ rows: [[String]]) {
-    let all = [header] + rows
-    let widths = header.indices.map { column in all.map { $0.indices.contains(column) ? $0[column].count : 0 }.max() ?? 0 }
-    printHeader(header, widths)
-    for row in rows { print(tableLine(row, widths)) }
-}
-
-/// A table printed a row at a time, for one that takes minutes: the first column is as wide
-/// as the longest of `firstColumn` (the rows' names, known before), the others as their
-/// header (numbers fit; a longer cell pushes its row's later cells right).
-private struct RowPrinter {
-    let widths: [Int]
-
-    init(_ header: [String], firstColumn: [String]) {
-        widths = [max(header[0].count, firstColumn.map(\.count).max() ?? 0)] + header.dropFirst().map { max($0.count, 5) }
-        printHeader(header, widths)
-    }
-
-    func print(_ cells: [String]) { Swift.print(tableLine(cells, widths)) }
-}
-
-private func printHeader(_ header: [String], _ widths: [Int]) {
-    print(tableLine(header, widths))
-    print(widths.map { String(repeating: "-", count: $0) }.joined(separator: "  "))
-}
-
-/// The first column left-aligned, the others right-aligned.
-private func tableLine(_ cells: [String], _ widths: [Int]) -> String {
-    cells.enumerated().map { index, cell in
-        let pad = String(repeating: " ", count: max(0, (index < widths.count ? widths[index] : 0) - cell.count))
-        return index == 0 ? cell + pad : pad + cell
-    }.joined(separator: "  ")
-}
-
-private func f(_ value: Double, _ decimals: Int) -> String { String(format: "%.\(decimals)f", value) }
-private func pct(_ part: Int, _ whole: Int) -> String { whole == 0 ? "-" : String(format: "%.1f %%", 100 * Double(part) / Double(whole)) }
-private func mb(_ bytes: Int) -> Int { bytes / 1_048_576 }
-private func mean(_ values: [Double]) -> Double { values.isEmpty ? 0 : values.reduce(0, +) / Double(values.count) }
-private func ms(_ seconds: Double) -> String { String(format: "%.0f ms", seconds * 1000) }
-/// The value below which a fraction `p` of the sorted `values` lie (nearest rank).
-/// The chance that a right word's confidence is above a wrong word's (ties count half): the
-/// area under the ROC curve of confidence as a right/wrong classifier.
-private func areaUnderCurve(right: [Double], wrong: [Double]) -> Double {
-    guard !right.isEmpty, !wrong.isEmpty else { return .nan }
-    var wins = 0.0
-    for r in right {
-        for w in wrong { wins += r > w ? 1 : (r == w ? 0.5 : 0) }
-    }
-    return wins / Double(right.count * wrong.count)
-}
-private func median(_ values: [Double]) -> Double {
-    let sorted = values.sorted()
-    return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
 }
