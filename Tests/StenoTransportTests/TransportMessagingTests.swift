@@ -5,6 +5,9 @@ import Testing
 @testable import StenoTransport
 import StenoTestSupport
 
+/// Messages through the transport: fragments, the size limit, other threads, broadcasts, each
+/// connection's numbering and retention, the lingering close, garbage frames, ticks. Closing is
+/// in TransportClosingTests.swift, paused reading and slow clients in TransportFlowControlTests.swift.
 @Suite struct TransportMessagingTests {
     @Test func fragmentedMessagesAreReassembled() throws {
         let server = try TestServer()
@@ -54,62 +57,6 @@ import StenoTestSupport
         // The connection at the limit is unaffected.
         try ok.sendText("still here")
         #expect(try ok.receive() == .text("still here"))
-    }
-
-    @Test func closeArrivesAfterTheQueuedMessages() throws {
-        let server = try TestServer()
-        let (client, id) = try server.connect()
-        for i in 0..<200 {
-            #expect(server.handle.send(id, .text("message \(i)")) == .queued)
-        }
-        server.handle.close(id, code: 4000, reason: "bye for now")
-        #expect(server.handle.send(id, .text("too late")) == .closed)
-        let (messages, close) = try client.receiveUntilClose()
-        #expect(messages == (0..<200).map { .text("message \($0)") })
-        #expect(close == .close(code: 4000, reason: "bye for now"))
-        try client.close()
-        #expect(server.control.wait { server.control.wasClosed(id) })
-        #expect(server.handle.send(id, .text("gone")) == .closed)
-    }
-
-    @Test func closeCanDiscardWhatIsQueued() throws {
-        let server = try TestServer()
-        let (client, id) = try server.connect()
-        server.handle.setReading(id, false)  // nothing else will be queued
-        // Queued and closed on the service thread, so nothing is written before the close: from
-        // another thread the service thread may write all 50 first (it did on a fast machine).
-        let done = DispatchSemaphore(value: 0)
-        let handle = server.handle
-        handle.perform { _ in
-            for i in 0..<50 { handle.send(id, .text("m\(i)")) }
-            handle.close(id, code: 4008, reason: "slow_consumer", discardQueued: true)
-            done.signal()
-        }
-        done.wait()
-        let (messages, close) = try client.receiveUntilClose()
-        #expect(messages.isEmpty, "\(messages.count) of the 50 queued were written")
-        #expect(close == .close(code: 4008, reason: "slow_consumer"))
-    }
-
-    @Test func aCloseThatCannotFlushIsCutAfterTheFlushTimeout() throws {
-        var settings = TestControl.Settings()
-        settings.echo = false
-        let server = try TestServer(settings) {
-            $0.closeFlushTimeout = 0.3
-            $0.tickInterval = 0.05
-            $0.outboundByteLimit = 64 << 20
-        }
-        let (client, id) = try server.connect(receiveBufferSize: 4096)
-        // Far more than the socket buffers hold; the client reads nothing.
-        let chunk = OutgoingMessage.binary([UInt8](repeating: 1, count: 64 * 1024))
-        for _ in 0..<200 { #expect(server.handle.send(id, chunk) == .queued) }
-        server.handle.close(id, code: 4000, reason: "flush me")
-        #expect(server.control.wait(timeout: 20) { server.control.wasClosed(id) })
-        // Cut, not closed politely: the client finds the stream ends without the
-        // whole queue and without a close frame.
-        let (messages, close) = try client.receiveUntilClose(timeout: 20)
-        #expect(close == nil)
-        #expect(messages.count < 200)
     }
 
     @Test func messagesSentFromOtherThreadsArriveInOrder() throws {
@@ -243,126 +190,6 @@ import StenoTestSupport
         #expect(!backlog.canReplay(after: 2), "older ones were let go")
     }
 
-    @Test func pausedReadingReceivesNothingAndResumeDeliversEverything() throws {
-        var settings = TestControl.Settings()
-        settings.echo = false
-        settings.pauseOnOpen = true
-        let server = try TestServer(settings)
-        let (client, id) = try server.connect(sendBufferSize: 16 * 1024)
-        // Write until the socket stops taking data: the server is not reading.
-        let frame = [UInt8](repeating: 0xA5, count: 16 * 1024)
-        var sent = 0
-        var blocked = false
-        while sent < 4000 {
-            var payload = frame
-            payload[0] = UInt8(truncatingIfNeeded: sent)
-            payload[1] = UInt8(truncatingIfNeeded: sent >> 8)
-            do {
-                try client.sendBinary(payload, timeout: 0.3)
-                sent += 1
-            } catch TestClientError.timeout {
-                sent += 1  // the frame is queued in the client and will go out
-                blocked = true
-                break
-            }
-        }
-        #expect(blocked, "the client could write \(sent) frames: the server kept reading")
-        #expect(server.control.received(id).isEmpty)
-
-        server.handle.setReading(id, true)
-        try client.flush(timeout: 30)
-        #expect(server.control.wait(timeout: 30) { server.control.received(id).count == sent })
-        let got = server.control.received(id)
-        #expect(got.count == sent)
-        for (i, m) in got.enumerated() {
-            guard case .binary(let b) = m, b.count == frame.count else { Issue.record("message \(i): \(m)"); break }
-            #expect(Int(b[0]) | Int(b[1]) << 8 == i & 0xffff)
-        }
-    }
-
-    @Test func pausingFromInsideReceivedStopsDeliveryThereAndResumeLosesNothing() throws {
-        var settings = TestControl.Settings()
-        settings.echo = false
-        settings.pauseAfter = 10
-        let server = try TestServer(settings)
-        let (client, id) = try server.connect(sendBufferSize: 16 * 1024)
-        // Small frames: many of them arrive in one read of lws's.
-        var sent = 0
-        var blocked = false
-        while sent < 200_000 && !blocked {
-            var frame = [UInt8](repeating: 0, count: 512)
-            frame[0] = UInt8(truncatingIfNeeded: sent)
-            frame[1] = UInt8(truncatingIfNeeded: sent >> 8)
-            frame[2] = UInt8(truncatingIfNeeded: sent >> 16)
-            do {
-                try client.sendBinary(frame, timeout: 0.3)
-            } catch TestClientError.timeout {
-                blocked = true
-            }
-            sent += 1
-        }
-        #expect(blocked)
-        // Messages lws had already read stay in its buffer while paused.
-        #expect(server.control.received(id).count == 10)
-        server.handle.setReading(id, true)
-        try client.flush(timeout: 30)
-        #expect(server.control.wait(timeout: 30) { server.control.received(id).count == sent })
-        for (i, m) in server.control.received(id).enumerated() {
-            guard case .binary(let b) = m else { Issue.record("message \(i): \(m)"); break }
-            #expect(Int(b[0]) | Int(b[1]) << 8 | Int(b[2]) << 16 == i)
-        }
-    }
-
-    @Test func aClientThatNeverReadsOverflowsAndIsClosedWith4008WhileOthersGoOn() throws {
-        var settings = TestControl.Settings()
-        settings.echo = true
-        let server = try TestServer(settings) { $0.outboundByteLimit = 256 * 1024 }
-        let (slow, slowID) = try server.connect(receiveBufferSize: 4096)
-        let (fast, _) = try server.connect()
-
-        // The server keeps sending must-deliver messages to a client that reads
-        // nothing, while the other connection keeps echoing.
-        let payload = OutgoingMessage.binary([UInt8](repeating: 0x42, count: 8 * 1024))
-        var stuck = false
-        var sent = 0
-        var round = 0
-        func roundTrip() throws {
-            round += 1
-            try fast.sendText("ping \(round)")
-            #expect(try fast.receive() == .text("ping \(round)"))
-        }
-        while !stuck && sent < 20_000 {
-            var overflowed = false
-            for _ in 0..<16 {
-                let r = server.handle.send(slowID, payload)
-                if r == .overflow { overflowed = true; break }
-                #expect(r == .queued)
-                sent += 1
-            }
-            try roundTrip()
-            if overflowed {
-                // A burst can overflow before the service thread caught up; a client
-                // that does not read keeps the queue full.
-                try roundTrip()
-                try roundTrip()
-                stuck = (server.handle.queuedBytes(slowID) ?? 0) > 200 * 1024
-            }
-        }
-        #expect(stuck)
-        server.handle.close(slowID, code: 4008, reason: "slow_consumer", discardQueued: true)
-
-        // The fast connection is unaffected.
-        try fast.sendText("after")
-        #expect(try fast.receive() == .text("after"))
-
-        // Once the slow client finally reads, it gets what was already on its way,
-        // then the 4008 close.
-        let (messages, close) = try slow.receiveUntilClose(timeout: 30)
-        #expect(close == .close(code: 4008, reason: "slow_consumer"))
-        #expect(messages.count < sent)
-        #expect(server.control.wait { server.control.wasClosed(slowID) })
-    }
-
     /// Issue 12: a client that floods the server while it is closed (4008 here) gets its close
     /// frame and then a FIN, not a reset. Linux answers the close of a socket whose peer's bytes
     /// are unread with a reset, and drops what the socket had not delivered yet: here the close
@@ -464,38 +291,5 @@ import StenoTestSupport
     @Test func ticksArriveOnTheServiceThread() throws {
         let server = try TestServer { $0.tickInterval = 0.01 }
         #expect(server.control.wait { server.control.tickCount >= 3 })
-    }
-
-    @Test func stopWithOpenConnectionsReturnsAndClosesThem() throws {
-        let server = try TestServer()
-        var clients: [WebSocketTestClient] = []
-        var ids: [ConnectionID] = []
-        for _ in 0..<3 {
-            let (c, id) = try server.connect()
-            clients.append(c)
-            ids.append(id)
-        }
-        // One of them is mid-message, one has queued output.
-        try clients[0].sendFrame(.text, Array("half".utf8), fin: false)
-        for i in 0..<100 { server.handle.send(ids[1], .text("queued \(i)")) }
-        server.stop()
-        for id in ids { #expect(server.control.wasClosed(id)) }
-        #expect(server.handle.send(ids[2], .text("x")) == .closed)
-        #expect(server.handle.connectionCount == 0)
-        for c in clients { try? c.awaitDisconnect(timeout: 10) }
-        server.stop()  // idempotent
-    }
-}
-
-@Suite struct CloseCodeTests {
-    @Test func codesThatMayNotBeSentBecome1011() throws {
-        #expect(TransportHandle.mayBeSent(1000))
-        #expect(TransportHandle.mayBeSent(1009))
-        #expect(TransportHandle.mayBeSent(4008))
-        for bad: UInt16 in [0, 999, 1004, 1005, 1006, 1015, 2000, 5000] { #expect(!TransportHandle.mayBeSent(bad)) }
-        let server = try TestServer()
-        let (client, id) = try server.connect()
-        server.handle.close(id, code: 1006, reason: "no such code")
-        #expect(try client.receive() == .close(code: 1011, reason: "no such code"))
     }
 }
