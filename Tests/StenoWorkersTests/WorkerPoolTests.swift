@@ -6,12 +6,12 @@ import Testing
 import StenoSystem
 
 /// Waits long enough that only a hang (a bug) can fail it; never a timing assertion.
-private func waited(_ semaphore: DispatchSemaphore, seconds: Int = 60) -> Bool {
+func waited(_ semaphore: DispatchSemaphore, seconds: Int = 60) -> Bool {
     semaphore.wait(timeout: .now() + .seconds(seconds)) == .success
 }
 
 /// A list that jobs on any thread append to.
-private final class Log<Element: Sendable>: Sendable {
+final class Log<Element: Sendable>: Sendable {
     private let items = Locked<[Element]>([])
     func append(_ item: Element) { items.withLock { $0.append(item) } }
     var all: [Element] { items.withLock { $0 } }
@@ -21,6 +21,10 @@ private final class AtomicCounter: Sendable {
     let value = Atomic<Int>(0)
 }
 
+/// The pool's lanes: order, no overlap, fair slices; preparation; stats, compute time, stress.
+/// Closing lanes and shutting down are in WorkerPoolClosingTests.swift, parking in
+/// WorkerPoolParkingTests.swift; `waited` and `Log` above serve them too.
+///
 /// The pools of these tests block worker threads on purpose; running the tests one at a
 /// time keeps a 2-core machine responsive for the rest of the test process.
 @Suite(.serialized) struct WorkerPoolTests {
@@ -126,218 +130,6 @@ private final class AtomicCounter: Sendable {
         #expect(order.last == "a")
     }
 
-    @Test func cancelDropsPendingJobsAndRunsTheFinalJob() {
-        let pool = WorkerPool(workers: 2)
-        let lane = pool.makeLane(label: "cancel")
-        let started = DispatchSemaphore(value: 0)
-        let gate = DispatchSemaphore(value: 0)
-        let finished = DispatchSemaphore(value: 0)
-        let log = Log<String>()
-        lane.submit {
-            started.signal()
-            _ = waited(gate)
-            log.append("running")
-        }
-        for index in 0..<10 { lane.submit { log.append("pending \(index)") } }
-        #expect(waited(started))
-        #expect(lane.depth == 10)
-        #expect(lane.close(.cancel) { log.append("final"); finished.signal() })
-        #expect(lane.isCancelled)
-        #expect(!lane.submit { log.append("too late") })
-        gate.signal()
-        #expect(waited(finished))
-        #expect(log.all == ["running", "final"])
-        #expect(pool.stats.droppedJobs == 10)
-        #expect(pool.shutdown(.drain, timeout: .seconds(60)))
-    }
-
-    @Test func drainRunsPendingJobsThenTheFinalJob() {
-        let pool = WorkerPool(workers: 2)
-        let lane = pool.makeLane(label: "drain")
-        let gate = DispatchSemaphore(value: 0)
-        let finished = DispatchSemaphore(value: 0)
-        let log = Log<String>()
-        lane.submit { _ = waited(gate); log.append("first") }
-        for index in 0..<10 { lane.submit { log.append("\(index)") } }
-        #expect(lane.close(.drain) { log.append("final"); finished.signal() })
-        #expect(!lane.isCancelled)
-        #expect(!lane.submit { log.append("too late") })
-        gate.signal()
-        #expect(waited(finished))
-        #expect(log.all == ["first"] + (0..<10).map { "\($0)" } + ["final"])
-        #expect(pool.stats.droppedJobs == 0)
-        #expect(pool.shutdown(.drain, timeout: .seconds(60)))
-    }
-
-    @Test func cancelAfterDrainDropsWhatIsLeftButKeepsBothFinalJobs() {
-        let pool = WorkerPool(workers: 1)
-        let lane = pool.makeLane(label: "twice")
-        let gate = DispatchSemaphore(value: 0)
-        let started = DispatchSemaphore(value: 0)
-        let log = Log<String>()
-        lane.submit { started.signal(); _ = waited(gate); log.append("first") }
-        for index in 0..<5 { lane.submit { log.append("\(index)") } }
-        #expect(waited(started))
-        lane.close(.drain) { log.append("end") }
-        lane.close(.cancel) { log.append("cancelled") }
-        gate.signal()
-        #expect(pool.shutdown(.drain, timeout: .seconds(60)))
-        #expect(log.all == ["first", "end", "cancelled"])
-    }
-
-    @Test func closingAnIdleOrFinishedLaneStillRunsTheFinalJob() {
-        let pool = WorkerPool(workers: 1)
-        let log = Log<String>()
-        let idle = pool.makeLane(label: "idle")
-        let done = DispatchSemaphore(value: 0)
-        idle.submit { log.append("job"); done.signal() }
-        #expect(waited(done))
-        idle.close { log.append("final 1"); done.signal() }
-        #expect(waited(done))
-        // Closing again after the lane finished: the final job runs all the same.
-        #expect(idle.close(.cancel) { log.append("final 2") })
-        #expect(pool.shutdown(.drain, timeout: .seconds(60)))
-        #expect(log.all == ["job", "final 1", "final 2"])
-    }
-
-    @Test func shutdownDrainRunsEverythingAndJoinsTheThreads() {
-        let pool = WorkerPool(workers: 2, preparers: 1)
-        let ran = Atomic<Int>(0)
-        let lanes = (0..<10).map { pool.makeLane(label: "l\($0)") }
-        for lane in lanes {
-            for _ in 0..<20 { lane.submit { ran.add(1, ordering: .relaxed) } }
-            lane.close { ran.add(1, ordering: .relaxed) }
-        }
-        pool.prepare { ran.add(1, ordering: .relaxed) }
-        #expect(pool.stats.liveThreads == 3)
-        #expect(pool.shutdown(.drain, timeout: .seconds(120)))
-        #expect(ran.load(ordering: .relaxed) == 10 * 21 + 1)
-        let stats = pool.stats
-        #expect(stats.liveThreads == 0)
-        #expect(stats.queuedJobs == 0)
-        #expect(stats.completedJobs == 10 * 21 + 1)
-        #expect(stats.lanes == 0)
-        // Nothing is accepted any more.
-        #expect(!pool.makeLane().submit {})
-        #expect(!pool.prepare {})
-        #expect(!pool.makeLane().close(.drain) {})
-        // A second shutdown returns at once.
-        #expect(pool.shutdown())
-    }
-
-    @Test func immediateShutdownDropsQueuedJobsAndWaitsForTheRunningOne() {
-        let pool = WorkerPool(workers: 1)
-        let lane = pool.makeLane(label: "stuck")
-        let started = DispatchSemaphore(value: 0)
-        let gate = DispatchSemaphore(value: 0)
-        let log = Log<String>()
-        lane.submit { started.signal(); _ = waited(gate); log.append("running") }
-        for index in 0..<50 { lane.submit { log.append("\(index)") } }
-        lane.close { log.append("final") }
-        pool.makeLane(label: "other").submit { log.append("other") }
-        #expect(waited(started))
-        // The running job holds the only worker, so the threads cannot have exited yet.
-        #expect(!pool.shutdown(.immediate, timeout: .milliseconds(1)))
-        #expect(pool.stats.queuedJobs == 0)
-        #expect(pool.stats.droppedJobs == 52)
-        gate.signal()
-        #expect(pool.shutdown(.immediate, timeout: .seconds(60)))
-        #expect(log.all == ["running"])
-        #expect(pool.stats.liveThreads == 0)
-    }
-
-    @Test func shutdownFromInsideAJobDoesNotWaitForItself() {
-        let pool = WorkerPool(workers: 1)
-        let result = Locked<Bool?>(nil)
-        let lane = pool.makeLane()
-        let gate = DispatchSemaphore(value: 0)
-        // Queue both jobs before the first can start, so the second is in before the shutdown.
-        lane.submit { _ = waited(gate) }
-        lane.submit {
-            let joined = pool.shutdown(.drain)
-            result.withLock { $0 = joined }
-        }
-        lane.submit { result.withLock { $0 = $0.map { !$0 } } }
-        gate.signal()
-        // Wait from outside: the second job, queued before the shutdown, still runs.
-        #expect(pool.shutdown(.drain, timeout: .seconds(60)))
-        #expect(result.withLock { $0 } == true)
-    }
-
-    @Test func aParkedLaneHoldsItsJobsUntilUnparkedAndOtherLanesGoOn() {
-        let pool = WorkerPool(workers: 1)
-        let parked = pool.makeLane(label: "parked")
-        let other = pool.makeLane(label: "other")
-        let log = Log<String>()
-        let parkedNow = DispatchSemaphore(value: 0)
-        parked.submit {
-            log.append("a1")
-            parked.park()
-            parkedNow.signal()
-        }
-        parked.submit { log.append("a2") }
-        #expect(waited(parkedNow))
-        let otherDone = DispatchSemaphore(value: 0)
-        other.submit {
-            log.append("b")
-            otherDone.signal()
-        }
-        #expect(waited(otherDone))
-        #expect(parked.isParked)
-        #expect(log.all == ["a1", "b"], "a2 waits, the thread served the other lane")
-        let resumed = DispatchSemaphore(value: 0)
-        parked.submit {
-            log.append("a3")
-            resumed.signal()
-        }
-        #expect(parked.unpark { log.append("unparked") })
-        #expect(waited(resumed))
-        #expect(log.all == ["a1", "b", "unparked", "a2", "a3"], "the unpark's job first, then the rest in order")
-        #expect(pool.shutdown(.drain, timeout: .seconds(60)))
-    }
-
-    @Test func anUnparkBeforeItsParkIsNotLost() {
-        let pool = WorkerPool(workers: 2)
-        let lane = pool.makeLane(label: "race")
-        let log = Log<String>()
-        let done = DispatchSemaphore(value: 0)
-        lane.submit {
-            // The wake-up comes while the job is still deciding to park.
-            lane.unpark { log.append("woken") }
-            lane.park()
-            log.append("job")
-        }
-        lane.submit {
-            log.append("next")
-            done.signal()
-        }
-        #expect(waited(done))
-        #expect(log.all == ["job", "woken", "next"])
-        #expect(!lane.isParked)
-        #expect(pool.shutdown(.drain, timeout: .seconds(60)))
-    }
-
-    @Test func closingAParkedLaneRunsItsFinalJob() {
-        let pool = WorkerPool(workers: 1)
-        let lane = pool.makeLane(label: "closing")
-        let log = Log<String>()
-        let parkedNow = DispatchSemaphore(value: 0)
-        lane.submit {
-            lane.park()
-            parkedNow.signal()
-        }
-        lane.submit { log.append("dropped") }
-        #expect(waited(parkedNow))
-        let final = DispatchSemaphore(value: 0)
-        lane.close(.cancel) {
-            log.append("final")
-            final.signal()
-        }
-        #expect(waited(final))
-        #expect(log.all == ["final"])
-        #expect(pool.shutdown(.drain, timeout: .seconds(60)))
-    }
-
     @Test func preparationRunsOffTheWorkersAndKeepsLaneOrder() {
         let pool = WorkerPool(workers: 1, preparers: 1)
         let gate = DispatchSemaphore(value: 0)
@@ -402,18 +194,6 @@ private final class AtomicCounter: Sendable {
         #expect(stats.queuedJobs == 0)
         #expect(stats.completedJobs == 8)
         #expect(lane.depth == 0)
-    }
-
-    @Test func aLaneReleasedWithoutCloseStillRunsItsJobs() {
-        let pool = WorkerPool(workers: 1)
-        let ran = Atomic<Int>(0)
-        do {
-            let lane = pool.makeLane()
-            for _ in 0..<10 { lane.submit { ran.add(1, ordering: .relaxed) } }
-        }
-        #expect(pool.shutdown(.drain, timeout: .seconds(60)))
-        #expect(ran.load(ordering: .relaxed) == 10)
-        #expect(pool.stats.lanes == 0)
     }
 
     @Test func stressManyLanesFromManyThreads() {
