@@ -2,7 +2,7 @@ import StenoAudio
 import Testing
 
 /// SilenceSuppressor's rules on a made-up signal. The JS port (web-client/steno-client.js,
-/// Tests/browser/unit_test.mjs) is checked against the same signal and the same answer.
+/// Tests/browser/unit_silence.test.mjs) is checked against the same signal and the same answer.
 @Suite struct SilenceSuppressorTests {
     /// 0.5 s of quiet noise, 1 s loud, 3 s quiet, 1 s loud, 12 s quiet, at 16 kHz: the
     /// samples computed in Double and rounded to Float once, as JS's Float32Array does.

@@ -292,7 +292,7 @@ import Testing
     }
 }
 
-/// web-client/transcript.js must cut the same cues: it is checked (Tests/browser/unit_test.mjs)
+/// web-client/transcript.js must cut the same cues: it is checked (Tests/browser/unit_transcript.test.mjs)
 /// against Tests/browser/data/caption-rules.json, the files this Swift code writes for random
 /// finals and layouts. This test checks that the file is what Captions.swift writes now;
 /// `STENO_WRITE_CAPTION_CASES=1 swift test --filter CaptionParity` writes it again.
