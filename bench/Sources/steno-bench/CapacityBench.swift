@@ -39,7 +39,12 @@ import Glibc
 //                        [--designs shared,dedicated] [--rtf-seconds 40] [--svg bench/capacity.svg]
 //                        [--steno .build/release/steno] [--no-admission] [--admit-utilization F]
 //                        [--endpointing MODE] [--recognizers N] [--spare-recognizers N]
-//                        [--client epoll|threads] [--floor-counts 4]
+//                        [--client epoll|threads] [--floor-counts 4] [--retry SECONDS]
+//
+// `--retry S` (with `--client threads`): a refused talker tries again after the refusal's
+// Retry-After, as `steno send` does, for up to S seconds, and speaks from when it is let in
+// (every plan is S seconds longer, so that all still stream together for `--seconds`); the
+// round says how many were let in on a retry and how long after their first attempt.
 //
 // `--floor-counts 4,8` (default none): in the rounds of those N, the engine is fed the very same
 // streams (speech and pauses, the same ramp) at the same time as the server, in real time: one
@@ -88,6 +93,7 @@ func runCapacityBench(_ arguments: [String]) {
     var floorCounts: [Int] = []
     var engine = "whisper"
     var designsGiven = false
+    var retry: Double?
     var index = 0
     while index < arguments.count {
         let value = arguments[safe: index + 1]
@@ -115,6 +121,12 @@ func runCapacityBench(_ arguments: [String]) {
             }
             client = chosen
         case "--admit-utilization", "--endpointing", "--recognizers", "--spare-recognizers": serveOptions += [arguments[index], value ?? ""]
+        case "--retry":
+            guard let given = value.flatMap(Double.init), given > 0 else {
+                print("capacity benchmark: --retry SECONDS (how long a refused talker keeps trying)")
+                return
+            }
+            retry = given
         case "--no-admission":
             admission = false
             index += 1
@@ -124,6 +136,10 @@ func runCapacityBench(_ arguments: [String]) {
             return
         }
         index += 2
+    }
+    if retry != nil && client != .threads {
+        print("capacity benchmark: --retry takes --client threads")
+        return
     }
     if engine == "whisper" {
         // One worker serves every session: the decoder per session is pocketsphinx's design, and
@@ -168,10 +184,12 @@ func runCapacityBench(_ arguments: [String]) {
 
     var rows: [CapacityRow] = []
     for n in counts {
-        let plans = (0..<n).map { SessionPlan(session: $0, of: n, speech: speech, seconds: seconds, stagger: stagger) }
+        // A talker let in on a retry speaks its plan from then on: every plan is longer by the
+        // time a talker may keep trying, so that all still stream together for `seconds`.
+        let plans = (0..<n).map { SessionPlan(session: $0, of: n, speech: speech, seconds: seconds + (retry ?? 0), stagger: stagger) }
         for design in designs {
             guard let row = measureCapacity(steno: steno, engine: engine, design: design, plans: plans, seconds: seconds,
-                                            admission: admission, serveOptions: serveOptions, client: client,
+                                            admission: admission, serveOptions: serveOptions, client: client, retry: retry,
                                             floor: floorCounts.contains(n)) else {
                 print("  \(n) sessions, \(design.rawValue): the server could not be run")
                 continue

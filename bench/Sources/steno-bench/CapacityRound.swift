@@ -18,6 +18,8 @@ struct CapacityRow {
     var admitted = 0
     var refused = 0
     var refusalText = ""
+    /// With `--retry`: how long after its first attempt each talker let in on a retry was.
+    var admittedOnRetry: [Double] = []
     var failed = 0
     var lagP50 = 0.0, lagP95 = 0.0
     /// Fairness: the lowest and highest of the admitted sessions' own lag p95.
@@ -71,7 +73,8 @@ enum SessionOutcome {
 }
 
 func measureCapacity(steno: String, engine: String, design: CapacityDesign, plans: [SessionPlan], seconds: Double,
-                             admission: Bool, serveOptions: [String], client: CapacityClient, floor: Bool) -> CapacityRow? {
+                     admission: Bool, serveOptions: [String], client: CapacityClient, retry: Double? = nil,
+                     floor: Bool) -> CapacityRow? {
     let n = plans.count
     var arguments = ["serve", "--engine", engine, "--port", "0", "--idle-timeout", "0", "--log-level", "warning", "--web-root", "/nonexistent"]
     if !admission { arguments += ["--lag-target", "0"] }
@@ -108,6 +111,7 @@ func measureCapacity(steno: String, engine: String, design: CapacityDesign, plan
     }
     floorThread?.start()
     let clientCPU = Locked(0.0)
+    let retried = Locked<[Double]>([])
     let threads: [Thread]
     switch client {
     case .threads:
@@ -116,8 +120,9 @@ func measureCapacity(steno: String, engine: String, design: CapacityDesign, plan
                 let wait = began + plan.delay - monotonicSeconds()
                 if wait > 0 { usleep(UInt32(wait * 1e6)) }
                 // The session runs outside the lock: inside it, the sessions ran one after another.
-                let outcome = runPlannedSession(port: port, plan: plan)
+                let (outcome, after) = runPlannedSession(port: port, plan: plan, retryFor: retry)
                 outcomes.withLock { $0[plan.session] = outcome }
+                if let after { retried.withLock { $0.append(after) } }
                 let cpu = threadCPUSeconds()
                 clientCPU.withLock { $0 += cpu }
             }
@@ -190,6 +195,10 @@ func measureCapacity(steno: String, engine: String, design: CapacityDesign, plan
     let byMetrics = StenoMetricsReasons.map { ($0, Int(metrics[#"steno_handshakes_refused_total{reason="\#($0)"}"#] ?? 0)) }
         .filter { $0.1 > 0 }.map { "\($0.0) \($0.1)" }
     if !byMetrics.isEmpty { counted.append("/metrics " + byMetrics.joined(separator: ", ")) }
+    row.admittedOnRetry = retried.withLock { $0 }.sorted()
+    if let first = row.admittedOnRetry.first, let last = row.admittedOnRetry.last {
+        counted.append("\(row.admittedOnRetry.count) let in on a retry after \(format(first, 1))–\(format(last, 1)) s")
+    }
     row.refusalText = counted.joined(separator: "; ")
 
     // While every admitted session streamed: from the last one's start, for `seconds` (or to the
@@ -257,6 +266,25 @@ func measureCapacity(steno: String, engine: String, design: CapacityDesign, plan
 let StenoMetricsReasons = ["overload", "capacity", "draining"]
 
 let startMessage = #"{"type":"start","audio":{"encoding":"pcm_s16le","sampleRate":16000,"channels":1},"format":"raw"}"#
+
+/// `runPlannedSession`, trying again after each refusal for up to `retryFor` seconds, as
+/// `steno send` does: it waits the refusal's Retry-After (5 s without one). A talker let in on a
+/// retry speaks its plan from the start then. Also says, for one let in on a retry, how long
+/// after its first attempt.
+func runPlannedSession(port: Int, plan: SessionPlan, retryFor: Double?) -> (SessionOutcome, Double?) {
+    let first = monotonicSeconds()
+    var attempt = first
+    while true {
+        let outcome = runPlannedSession(port: port, plan: plan)
+        guard case .refused(_, _, let retryAfter) = outcome else {
+            return (outcome, attempt > first ? attempt - first : nil)
+        }
+        let wait = retryAfter.flatMap(Double.init) ?? 5
+        guard let retryFor, monotonicSeconds() + wait <= first + retryFor else { return (outcome, nil) }
+        usleep(UInt32(wait * 1e6))
+        attempt = monotonicSeconds()
+    }
+}
 
 func runPlannedSession(port: Int, plan: SessionPlan) -> SessionOutcome {
     do {
