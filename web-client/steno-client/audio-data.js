@@ -29,7 +29,7 @@ export function opusPacketSamples(bytes) {
   return total <= OPUS_MAX_PACKET_SAMPLES ? total : 0;
 }
 
-export const BYTES_PER_SAMPLE = { pcm_s16le: 2, pcm_f32le: 4 };
+const BYTES_PER_SAMPLE = { pcm_s16le: 2, pcm_f32le: 4 };
 
 export function toBytes(data, encoding) {
   if (data instanceof ArrayBuffer) return new Uint8Array(data);
@@ -42,7 +42,7 @@ export function toBytes(data, encoding) {
   throw new TypeError(`sendAudio: expected an ArrayBuffer, typed array or EncodedAudioChunk for ${encoding}`);
 }
 
-export function floatToPcm(samples, encoding) {
+function floatToPcm(samples, encoding) {
   if (encoding === 'pcm_f32le') {
     const out = new Uint8Array(samples.length * 4);
     const view = new DataView(out.buffer);
@@ -57,4 +57,26 @@ export function floatToPcm(samples, encoding) {
     view.setInt16(i * 2, s < 0 ? Math.round(s * 0x8000) : Math.round(s * 0x7fff), true);
   }
   return out;
+}
+
+/**
+ * PCM to send: `data` (samples or bytes) after `carry`, the partial sample frame the last piece
+ * left, cut into copies of whole frames of at most `maxFrameBytes` each (StenoClient and
+ * StenoPublisher send the same messages). {pieces, frameBytes, carry}: carry is the partial
+ * frame at the end, to go before the next piece (null for none).
+ */
+export function pcmPieces(data, encoding, channels, carry, maxFrameBytes) {
+  let bytes = data instanceof Float32Array ? floatToPcm(data, encoding) : toBytes(data, encoding);
+  if (carry) {
+    const joined = new Uint8Array(carry.length + bytes.length);
+    joined.set(carry);
+    joined.set(bytes, carry.length);
+    bytes = joined;
+  }
+  const frameBytes = (BYTES_PER_SAMPLE[encoding] || 2) * channels;
+  const whole = bytes.length - (bytes.length % frameBytes);
+  const maxBytes = Math.max(frameBytes, maxFrameBytes - (maxFrameBytes % frameBytes));
+  const pieces = [];
+  for (let offset = 0; offset < whole; offset += maxBytes) pieces.push(bytes.slice(offset, Math.min(whole, offset + maxBytes)));
+  return { pieces, frameBytes, carry: whole < bytes.length ? bytes.slice(whole) : null };
 }

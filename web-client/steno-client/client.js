@@ -3,7 +3,7 @@
 
 import { CLOSE_CODE_TO_ERROR, StenoError, describeError } from './protocol.js';
 import { streamUrl } from './addresses.js';
-import { BYTES_PER_SAMPLE, floatToPcm, opusPacketSamples, toBytes } from './audio-data.js';
+import { opusPacketSamples, pcmPieces, toBytes } from './audio-data.js';
 import { EventOwner, deferred } from './events.js';
 // StenoClient.listen and StenoClient.publish make these; publisher.js imports StenoClient in
 // turn. Each is used only when called, so the circle is harmless.
@@ -150,23 +150,15 @@ export class StenoClient extends EventOwner {
       this._send(packet.slice().buffer); // a copy: the caller may reuse its buffer
       return this.sentSeconds;
     }
-    let bytes = data instanceof Float32Array ? floatToPcm(data, encoding) : toBytes(data, encoding);
-    if (this._carry) {
-      const joined = new Uint8Array(this._carry.length + bytes.length);
-      joined.set(this._carry);
-      joined.set(bytes, this._carry.length);
-      bytes = joined;
-      this._carry = null;
+    const { pieces, frameBytes, carry } = pcmPieces(data, encoding, this.options.audio.channels || 1, this._carry,
+      this.options.maxFrameBytes);
+    this._carry = carry;
+    let sent = 0;
+    for (const piece of pieces) {
+      this._send(piece.buffer); // a copy we own
+      sent += piece.byteLength;
     }
-    const frameBytes = (BYTES_PER_SAMPLE[encoding] || 2) * (this.options.audio.channels || 1);
-    const whole = bytes.length - (bytes.length % frameBytes);
-    if (whole < bytes.length) this._carry = bytes.slice(whole);
-    const maxBytes = Math.max(frameBytes, this.options.maxFrameBytes - (this.options.maxFrameBytes % frameBytes));
-    for (let offset = 0; offset < whole; offset += maxBytes) {
-      const piece = bytes.slice(offset, Math.min(whole, offset + maxBytes)); // a copy we own
-      this._send(piece.buffer);
-    }
-    this.sentSeconds += whole / frameBytes / this.options.audio.sampleRate;
+    this.sentSeconds += sent / frameBytes / this.options.audio.sampleRate;
     return this.sentSeconds;
   }
 

@@ -5,7 +5,7 @@
 // what each field holds is said in its constructor.
 
 import { StenoError } from './protocol.js';
-import { BYTES_PER_SAMPLE, floatToPcm, opusPacketSamples, toBytes } from './audio-data.js';
+import { opusPacketSamples, pcmPieces, toBytes } from './audio-data.js';
 
 /**
  * Slack when comparing a time the server wrote (to the millisecond) with one of the client's
@@ -78,23 +78,9 @@ export const publisherAudio = {
       this._lastOpusSamples = samples;
       return [{ data: packet, bytes: packet.byteLength, seconds: samples / 48000 }];
     }
-    let bytes = data instanceof Float32Array ? floatToPcm(data, encoding) : toBytes(data, encoding);
-    if (this._carry) {
-      const joined = new Uint8Array(this._carry.length + bytes.length);
-      joined.set(this._carry);
-      joined.set(bytes, this._carry.length);
-      bytes = joined;
-    }
-    const frameBytes = (BYTES_PER_SAMPLE[encoding] || 2) * channels;
-    const whole = bytes.length - (bytes.length % frameBytes);
-    this._carry = whole < bytes.length ? bytes.slice(whole) : null;
-    const maxBytes = Math.max(frameBytes, this.options.maxFrameBytes - (this.options.maxFrameBytes % frameBytes));
-    const pieces = [];
-    for (let offset = 0; offset < whole; offset += maxBytes) {
-      const piece = bytes.slice(offset, Math.min(whole, offset + maxBytes));
-      pieces.push({ data: piece, bytes: piece.byteLength, seconds: piece.byteLength / frameBytes / sampleRate });
-    }
-    return pieces;
+    const { pieces, frameBytes, carry } = pcmPieces(data, encoding, channels, this._carry, this.options.maxFrameBytes);
+    this._carry = carry;
+    return pieces.map((piece) => ({ data: piece, bytes: piece.byteLength, seconds: piece.byteLength / frameBytes / sampleRate }));
   },
 
   /** Sends one message of audio and keeps it until the server says it has it. */
