@@ -5,6 +5,7 @@ whole file (the floor), in one run. Prints WER per set, the latency of volatiles
 and CPU per audio second.
 
     .venv/bin/python bench/streaming.py [--steno .build/release/steno] [--engines whisper,pocketsphinx] [--phrases]
+        [--sets librivox,cards,synthetic,beckett]
     .venv/bin/python bench/streaming.py --talkers 1,2,4,6 [--engine whisper] [--admission]
 
 `--talkers` measures capacity instead: for each N, a fresh server and N talkers at once, each
@@ -220,11 +221,18 @@ def main():
     parser.add_argument("--phrases", action="store_true",
                         help="also stream librivox and synthetic with their phrase lists (bench/phrases), each with the "
                              "other's (false alarms), and cards and beckett with both")
+    parser.add_argument("--sets", default=None, help="only these labelled sets, e.g. beckett,cards")
     args = parser.parse_args()
     if args.talkers:
         capacity(args)
         return
     labelled = sets()
+    if args.sets:
+        wanted = args.sets.split(",")
+        unknown = [name for name in wanted if name not in labelled]
+        if unknown:
+            parser.error(f"no set {', '.join(unknown)}: the sets are {', '.join(labelled)}")
+        labelled = {name: labelled[name] for name in wanted}
     rows = []
 
     if not args.no_floor:
@@ -251,10 +259,10 @@ def main():
                             f.write(part.read() + "\n")
                 # Each set with its own list; then false alarms: each with the other's list,
                 # and the sets that say none of the phrases with both lists.
-                runs += [(name, labelled[name], path, ", its phrases") for name, path in lists.items()]
-                runs += [("librivox", labelled["librivox"], lists["synthetic"], ", the other's phrases"),
-                         ("synthetic", labelled["synthetic"], lists["librivox"], ", the other's phrases")]
-                runs += [(name, labelled[name], both, ", both lists") for name in ("cards", "beckett")]
+                runs += [(name, labelled[name], path, ", its phrases") for name, path in lists.items() if name in labelled]
+                runs += [(name, labelled[name], lists[other], ", the other's phrases")
+                         for name, other in (("librivox", "synthetic"), ("synthetic", "librivox")) if name in labelled]
+                runs += [(name, labelled[name], both, ", both lists") for name in ("cards", "beckett") if name in labelled]
             for name, items, phrases, label in runs:
                 before = sum(cpu_seconds(p) for p in pids)
                 errs = total = 0
