@@ -63,6 +63,16 @@ def reading(text):
     return " ".join(re.findall(r"[\w']+", text.lower()))
 
 
+def doubled(text):
+    """Whether a text is one run of two or more words said twice or more back to back ("10 of
+    clubs 10 of clubs"): what Whisper invents when a short utterance leaves most of a short
+    window empty (measured: the same audio in a 15 or 30 s window is heard once). A doubled
+    word ("five five") is left alone: people say those."""
+    words = reading(text).split()
+    n = len(words)
+    return any(n % unit == 0 and words == words[:unit] * (n // unit) for unit in range(2, n // 2 + 1))
+
+
 # A no-speech probability above which a text is dropped whatever its score (see `recognize`).
 NO_SPEECH_ALONE = 0.85
 
@@ -234,11 +244,12 @@ class Recognizer:
 
     def run_one_beam(self, batch, window=None):
         """`run` for requests of one beam size. A final whose text repeats itself in a short
-        window (Whisper loops more often there) is heard again in the full 30 s one; a guess's
-        is dropped (the next guess, or the final, comes soon)."""
+        window (Whisper loops more often there: a text that compresses too well, or one run of
+        words said twice) is heard again in the full 30 s one, and what it hears there stands;
+        a guess's is dropped or kept (the next guess, or the final, comes soon)."""
         results = self.recognize(batch, window)
-        again = [i for i, r in enumerate(results) if r["dropped"] == "repetitive" and r["window"] < FULL_WINDOW
-                 and not is_guess(batch[i][0])]
+        again = [i for i, r in enumerate(results) if r["window"] < FULL_WINDOW and not is_guess(batch[i][0])
+                 and (r["dropped"] == "repetitive" or (r["dropped"] is None and doubled(r["text"])))]
         if again:
             for i, r in zip(again, self.recognize([batch[i] for i in again], FULL_WINDOW)):
                 r["seconds"] += results[i]["seconds"]

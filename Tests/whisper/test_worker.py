@@ -9,10 +9,10 @@ import sys
 import numpy as np
 import pytest
 
-from worker_client import ROOT, Worker, cards, errors, librivox, normalized
+from worker_client import ROOT, Worker, cards, errors, librivox, normalized, read_wav
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from whisper_recognizer import Recognizer, reading, whisper_language  # noqa: E402
+from whisper_recognizer import Recognizer, doubled, reading, whisper_language  # noqa: E402
 
 RATE = 16000
 
@@ -79,6 +79,27 @@ def test_noise_gives_no_text(worker, name):
     result = worker.transcribe(noises()[name], words=True)
     assert result["text"] == "", (name, result)
     assert result["words"] == []
+
+
+def test_a_run_of_words_said_twice_is_doubled_and_a_word_said_twice_is_not():
+    assert doubled("10 of clubs 10 of clubs")
+    assert doubled("No matter. No matter.")
+    assert doubled("thank you, thank you, thank you")
+    assert not doubled("5 5")
+    assert not doubled("Fail again. Fail better.")
+    assert not doubled("ten of clubs")
+    assert not doubled("")
+
+
+@pytest.mark.parametrize("name,heard", [("ten", "10 of clubs"), ("seven", "7 of clubs")])
+def test_a_short_final_is_not_heard_twice(worker, name, heard):
+    # The finals a server asked for of two cards said in one long session (steno-bench latency,
+    # the utterance and its pause as the server cut them): in the default window Whisper heard
+    # each twice ("10 of clubs 10 of clubs"); the worker hears such a final again in 30 s.
+    samples = read_wav(os.path.join(ROOT, "Tests", "whisper", "resources", f"{name}-of-clubs-in-a-pause.wav"))
+    final = worker.transcribe(samples, words=True, beam=5, priority=1)
+    assert reading(final["text"]) == heard.lower(), final
+    assert final["window"] == 3000 and len(final["words"]) == 3, final
 
 
 def texts_of(worker, ids):
