@@ -56,17 +56,18 @@ func loadSpokenUtterances() throws -> [SpokenUtterance] {
 }
 
 /// Lowercase words without pocketsphinx's markers or punctuation, as the references are
-/// written: Whisper's digits as words ("5" → "five", up to ten), "Mr."/"Mrs." as "mister" and
-/// "missus", a hyphenated word as its parts (as bench/streaming.py normalizes).
+/// written: Whisper's digits as words ("5" → "five", up to ten), "Mr."/"Mrs."/"Dr." as
+/// "mister", "missus" and "doctor", a hyphenated word as its parts (as bench/streaming.py
+/// normalizes). Used for references and for what either engine heard.
 func normalizedWords(_ text: String) -> [String] {
-    let numbers = ["0": "zero", "1": "one", "2": "two", "3": "three", "4": "four", "5": "five", "6": "six", "7": "seven",
-                   "8": "eight", "9": "nine", "10": "ten"]
+    let spelled = ["0": "zero", "1": "one", "2": "two", "3": "three", "4": "four", "5": "five", "6": "six", "7": "seven",
+                   "8": "eight", "9": "nine", "10": "ten", "mr": "mister", "mrs": "missus", "dr": "doctor"]
     return text.lowercased().replacingOccurrences(of: "-", with: " ")
         .split(whereSeparator: { $0 == " " || $0 == "\t" })
-        .filter { $0 != "<s>" && $0 != "</s>" && $0 != "<sil>" }
+        .filter { !$0.hasPrefix("<") }
         .map { String($0.filter { $0.isLetter || $0.isNumber || $0 == "'" }) }
         .filter { !$0.isEmpty }
-        .map { word in word == "mr" ? "mister" : word == "mrs" ? "missus" : numbers[word] ?? word }
+        .map { spelled[$0] ?? $0 }
 }
 
 /// What one session says: its audio (speech and pauses) and where each utterance lies on

@@ -11,8 +11,14 @@ import Glibc
 
 // steno-bench latency: how long a final takes, and `end` → `ended`, cut into their parts.
 //
-//   steno-bench latency [--steno PATH]... [--repeat N] [--pause SECONDS] [--offline-only]
-//                       [--server-only] [--options "ARGS"]... [--given-options-only] [--endpoint SPEC]... [--fresh]
+//   steno-bench latency [--steno PATH]... [--engine pocketsphinx|whisper] [--repeat N] [--pause SECONDS]
+//                       [--offline-only] [--server-only] [--options "ARGS"]... [--given-options-only]
+//                       [--endpoint SPEC]... [--fresh] [--serve-args "ARGS"]
+//
+// `--serve-args`: more options for every `steno serve` (split at spaces). `--engine` is the servers' engine (`steno serve --engine`; default pocketsphinx). Whisper's
+// finals come from its worker, not from a job the debug line times, so a Whisper server's
+// finals are counted under "other" with their totals only, and the second part (pocketsphinx's
+// decoder options, in process) is left out: bench/streaming.py measures Whisper's options.
 //
 // 1. A real server (each `--steno` binary, a release build, its own process, with
 //    `--log-level debug`), real speech sent in real time in 20 ms PCM messages: one session
@@ -45,7 +51,8 @@ import Glibc
 //    session of its own, so that no utterance's words depend on how the ones before it ended
 //    (the cepstral mean carries over a session's utterances, and moves with every change).
 //    With STENO_ENDPOINT_TRACE set in the environment, every final is printed too (start, end,
-//    where it was decided over, text), so that two endpointings' finals can be compared.
+//    where it was decided over, text), so that two endpointings' finals can be compared; and
+//    the first part's server finals of the long session (start, end, text).
 //
 // Figures on a loaded machine are noisy in the queueing parts (lane, out); silence and block
 // do not depend on the machine at all.
@@ -60,11 +67,21 @@ func runLatencyBench(_ arguments: [String]) {
     var endpoints: [(String, Endpointing)] = []
     var withDefaults = true
     var fresh = false
+    var engine = "pocketsphinx"
+    var serveArguments: [String] = []
     var index = 0
     while index < arguments.count {
         let value = index + 1 < arguments.count ? arguments[index + 1] : ""
         switch arguments[index] {
         case "--steno": stenos.append(value); index += 1
+        case "--engine":
+            guard ["pocketsphinx", "whisper"].contains(value) else {
+                print("latency benchmark: --engine takes pocketsphinx or whisper, not \(value)")
+                return
+            }
+            engine = value
+            index += 1
+        case "--serve-args": serveArguments += value.split(separator: " ").map(String.init); index += 1
         case "--repeat": repeats = max(1, Int(value) ?? repeats); index += 1
         case "--pause": pause = max(0.6, Double(value) ?? pause); index += 1
         case "--offline-only": server = false
@@ -97,9 +114,12 @@ func runLatencyBench(_ arguments: [String]) {
             print("latency benchmark: no steno binary at \(steno) (swift build -c release --product steno)")
             return
         }
-        runServerLatency(stenos: stenos, repeats: repeats, stream: stream, endFiles: sets.first?.files ?? [])
+        runServerLatency(stenos: stenos, engine: engine, serveArguments: serveArguments, repeats: repeats, stream: stream, endFiles: sets.first?.files ?? [])
     }
-    if offline {
+    if offline && engine != "pocketsphinx" {
+        print("")
+        print("  in process: pocketsphinx's decoder options only (for \(engine)'s, bench/streaming.py)")
+    } else if offline {
         let configuration = PocketSphinxConfiguration()
         runOfflineLatency(stream: stream, optionSets: (withDefaults ? [PocketSphinxConfiguration.recommendedArguments] : []) + optionSets,
                           endpoints: endpoints.isEmpty ? [("default", configuration.endpointing)] : endpoints, fresh: fresh)
@@ -151,16 +171,8 @@ struct LatencySet {
         }
     }
 
-    /// Lowercase words without markup or punctuation; the abbreviations the recognizer spells
-    /// as the references spell them.
-    static func words(_ text: String) -> [String] {
-        let spelled = ["mr": "mister", "mrs": "missus", "dr": "doctor"]
-        return text.lowercased().split(whereSeparator: { $0 == " " || $0 == "\t" }).compactMap { token in
-            if token.hasPrefix("<") { return nil }
-            let bare = String(token.filter { $0.isLetter || $0.isNumber || $0 == "'" })
-            return bare.isEmpty ? nil : (spelled[bare] ?? bare)
-        }
-    }
+    /// Words as the references are written (`normalizedWords`: either engine's text).
+    static func words(_ text: String) -> [String] { normalizedWords(text) }
 }
 
 /// 16-bit conversion as the recognizer does it (the files are 16-bit already: exact).

@@ -357,13 +357,7 @@ private struct PhraseBench {
 
     /// Lowercase words, punctuation dropped, the recognizer's abbreviations spelled out as the
     /// references spell them.
-    static func words(_ text: String) -> [String] {
-        let spelled = ["mr": "mister", "mrs": "missus", "dr": "doctor"]
-        return text.lowercased().split(whereSeparator: { $0 == " " || $0 == "\t" }).map { word in
-            let bare = String(word.filter { $0.isLetter || $0.isNumber || $0 == "'" })
-            return spelled[bare] ?? bare
-        }.filter { !$0.isEmpty }
-    }
+    static func words(_ text: String) -> [String] { normalizedWords(text) }
 
     static func phraseWords(_ phrases: [String]) -> Set<String> {
         Set(phrases.flatMap { words($0) })
