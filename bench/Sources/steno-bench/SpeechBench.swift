@@ -1,4 +1,7 @@
 // The speech benchmark: what a pocketsphinx session costs and how well it recognizes.
+// (Whisper's counterparts: bench/whisper.py, the worker alone; bench/streaming.py, through
+// `steno serve` beside the same model's batch floor. capacity, connections, viewers and latency
+// take `--engine`; speech, server and phrases measure pocketsphinx's own decoders and options.)
 //
 //   steno-bench speech [--quick] [--one-session] [--only speed|memory|options] [--sessions N] [--chunk SAMPLES]
 //                      [--repeat N] [--options "ARGS" ...] [--files-only] [WAV...]
