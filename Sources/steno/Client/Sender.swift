@@ -245,6 +245,7 @@ final class Sender {
             let backlog = buffer.withLock { $0.unsentSeconds }
             log.info((sessionsStarted == 1 ? "session \(record.id) started" : "reconnected: new session \(record.id)")
                      + (backlog > 0.5 ? "; \(Self.seconds(backlog)) s of audio to send" : ""))
+            announcedBacklog(backlog)
         case "resumed":
             let received = message.number("received") ?? 0
             timeline?.resumed(received: received)
@@ -255,6 +256,7 @@ final class Sender {
             let backlog = buffer.withLock { $0.unsentSeconds }
             log.info("resumed session \(session?.id ?? "?") at \(Self.seconds(received)) s"
                      + (backlog > 0.5 ? "; \(Self.seconds(backlog)) s of audio to send" : ""))
+            announcedBacklog(backlog)
         case "final":
             guard let result = message.result else { return }
             let mapped = mapped(result)
@@ -373,7 +375,7 @@ final class Sender {
             droppedReported = dropped
         }
         guard phase == .streaming, reportsLag else { return }
-        if unsent > 2, now - lastLagReport >= 5 {
+        if unsent > Self.lagReported, now - lastLagReport >= 5 {
             log.info("catching up: \(Self.seconds(unsent)) s of audio to send")
             lastLagReport = now
             laggingReported = true
@@ -381,6 +383,18 @@ final class Sender {
             log.info("caught up")
             laggingReported = false
         }
+    }
+
+    /// Audio waiting to be sent (seconds) past which the backlog is reported ("catching up").
+    static let lagReported = 2.0
+
+    /// A backlog the (re)connection's line announced counts as reported: "caught up" follows
+    /// once it has drained, however fast (sent into the socket's buffers at once, it may never
+    /// be seen by a periodic report), and "catching up" again only 5 s later.
+    private func announcedBacklog(_ backlog: Double) {
+        guard reportsLag, backlog > Self.lagReported else { return }
+        lastLagReport = SystemClock.now()
+        laggingReported = true
     }
 
     static func seconds(_ value: Double) -> String { JSONWriter.secondsText((value * 10).rounded() / 10) }
