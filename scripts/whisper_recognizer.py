@@ -245,8 +245,9 @@ class Recognizer:
     def run_one_beam(self, batch, window=None):
         """`run` for requests of one beam size. A final whose text repeats itself in a short
         window (Whisper loops more often there: a text that compresses too well, or one run of
-        words said twice) is heard again in the full 30 s one, and what it hears there stands;
-        a guess's is dropped or kept (the next guess, or the final, comes soon)."""
+        words said twice) is heard again in the full 30 s one, and what it hears there stands.
+        A guess that compresses too well is dropped, one said twice kept as it is (the next
+        guess, or the final, comes soon)."""
         results = self.recognize(batch, window)
         again = [i for i, r in enumerate(results) if r["window"] < FULL_WINDOW and not is_guess(batch[i][0])
                  and (r["dropped"] == "repetitive" or (r["dropped"] is None and doubled(r["text"])))]

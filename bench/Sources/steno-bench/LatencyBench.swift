@@ -15,10 +15,11 @@ import Glibc
 //                       [--offline-only] [--server-only] [--options "ARGS"]... [--given-options-only]
 //                       [--endpoint SPEC]... [--fresh] [--serve-args "ARGS"]
 //
-// `--serve-args`: more options for every `steno serve` (split at spaces). `--engine` is the servers' engine (`steno serve --engine`; default pocketsphinx). Whisper's
+// `--engine` is the servers' engine (`steno serve --engine`; default pocketsphinx). Whisper's
 // finals come from its worker, not from a job the debug line times, so a Whisper server's
 // finals are counted under "other" with their totals only, and the second part (pocketsphinx's
 // decoder options, in process) is left out: bench/streaming.py measures Whisper's options.
+// `--serve-args`: more options for every `steno serve` (split at spaces).
 //
 // 1. A real server (each `--steno` binary, a release build, its own process, with
 //    `--log-level debug`), real speech sent in real time in 20 ms PCM messages: one session
@@ -145,7 +146,7 @@ struct LatencySet {
             try load("cards", "\(resources)/cards", "cards.transcription"),
             try load("TTS", "bench/phrases/tts", "transcription"),
             LatencySet(name: "Beckett", files: [File(name: "beckett", samples: try wav("\(resources)/beckett.wav"),
-                reference: words("ever tried ever failed no matter try again fail again fail better"))]),
+                reference: normalizedWords("ever tried ever failed no matter try again fail again fail better"))]),
         ]
     }
 
@@ -156,7 +157,7 @@ struct LatencySet {
         for line in text.split(separator: "\n") {
             guard let open = line.lastIndex(of: "("), let close = line.lastIndex(of: ")"), open < close else { continue }
             let id = String(line[line.index(after: open)..<close])
-            files.append(File(name: id, samples: try wav("\(folder)/\(id).wav"), reference: words(String(line[..<open]))))
+            files.append(File(name: id, samples: try wav("\(folder)/\(id).wav"), reference: normalizedWords(String(line[..<open]))))
         }
         return LatencySet(name: name, files: files)
     }
@@ -171,8 +172,6 @@ struct LatencySet {
         }
     }
 
-    /// Words as the references are written (`normalizedWords`: either engine's text).
-    static func words(_ text: String) -> [String] { normalizedWords(text) }
 }
 
 /// 16-bit conversion as the recognizer does it (the files are 16-bit already: exact).
@@ -215,7 +214,7 @@ struct LatencyStream {
         for final in finals {
             let middle = (final.start + final.end) / 2
             let at = files.lastIndex(where: { $0.start <= middle }) ?? 0
-            heard[at] += LatencySet.words(final.text)
+            heard[at] += normalizedWords(final.text)
         }
         var result: [(set: String, errors: Int, words: Int)] = []
         for (index, placed) in files.enumerated() {

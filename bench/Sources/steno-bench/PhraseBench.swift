@@ -86,7 +86,7 @@ private struct PhraseBench {
                             phrases: try Self.lines(bench + "/phrases-tts.txt"))
         var others = try Self.load(directory: resources + "/cards", transcription: "cards.transcription")
         others.append(PhraseFile(name: "beckett", samples: try Self.wav(resources + "/beckett.wav"),
-                                 reference: Self.words("ever tried ever failed no matter try again fail again fail better")))
+                                 reference: normalizedWords("ever tried ever failed no matter try again fail again fail better")))
         let engine = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(recognizers: 2, preparedRecognizers: 2))
         if only != "cost" { try accuracy(librivox: librivox, tts: tts, others: others, engine: engine) }
         if only != "accuracy" { try costs(librivox: librivox, tts: tts, engine: engine) }
@@ -247,7 +247,7 @@ private struct PhraseBench {
             if case .final(let result) = event { return result.text }
             return nil
         }.joined(separator: " ")
-        return (Self.words(text), cpu)
+        return (normalizedWords(text), cpu)
     }
 
     /// Making sessions with `phrases`, their CPU per audio second, and moving the vocabulary in
@@ -355,12 +355,8 @@ private struct PhraseBench {
         return (d[n][m], phraseErrors)
     }
 
-    /// Lowercase words, punctuation dropped, the recognizer's abbreviations spelled out as the
-    /// references spell them.
-    static func words(_ text: String) -> [String] { normalizedWords(text) }
-
     static func phraseWords(_ phrases: [String]) -> Set<String> {
-        Set(phrases.flatMap { words($0) })
+        Set(phrases.flatMap { normalizedWords($0) })
     }
 
     // MARK: Files
@@ -376,7 +372,7 @@ private struct PhraseBench {
             guard let open = line.lastIndex(of: "("), let close = line.lastIndex(of: ")") else { return nil }
             let name = String(line[line.index(after: open)..<close])
             let text = line[..<open].replacingOccurrences(of: "<s>", with: "").replacingOccurrences(of: "</s>", with: "")
-            return PhraseFile(name: name, samples: try wav(directory + "/" + name + ".wav"), reference: words(text))
+            return PhraseFile(name: name, samples: try wav(directory + "/" + name + ".wav"), reference: normalizedWords(text))
         }
     }
 
