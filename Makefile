@@ -19,6 +19,7 @@ run:
 
 test:
 	scripts/bootstrap.sh test
+	.venv/bin/python scripts/machine_report.py
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 	scripts/whisper-test.sh

@@ -94,12 +94,48 @@ def test_a_run_of_words_said_twice_is_doubled_and_a_word_said_twice_is_not():
 @pytest.mark.parametrize("name,heard", [("ten", "10 of clubs"), ("seven", "7 of clubs")])
 def test_a_short_final_is_not_heard_twice(worker, name, heard):
     # The finals a server asked for of two cards said in one long session (steno-bench latency,
-    # the utterance and its pause as the server cut them): in the default window Whisper heard
-    # each twice ("10 of clubs 10 of clubs"); the worker hears such a final again in 30 s.
+    # the utterance and its pause as the server cut them). On one machine Whisper heard each
+    # twice in the default window ("10 of clubs 10 of clubs") and the worker's 30 s retry
+    # mended it; on another it heard "7 of clubs." once in the default window. What must hold on
+    # any machine is the outcome: heard once. (The retry itself: the scripted test below.)
     samples = read_wav(os.path.join(ROOT, "Tests", "whisper", "resources", f"{name}-of-clubs-in-a-pause.wav"))
     final = worker.transcribe(samples, words=True, beam=5, priority=1)
     assert reading(final["text"]) == heard.lower(), final
-    assert final["window"] == 3000 and len(final["words"]) == 3, final
+    assert len(final["words"]) == 3, final
+
+
+class ScriptedRecognizer(Recognizer):
+    """The worker's batch logic (`run`, `run_one_beam`) over a scripted `recognize`: a request's
+    text is `heard(window, seconds of audio)`, for the window it is heard in. No model."""
+
+    def __init__(self, heard):
+        self.heard = heard
+        self.windows = []
+
+    def recognize(self, batch, fixed_window=None):
+        window = fixed_window or 1000
+        self.windows.append((window, len(batch)))
+        return [{"text": self.heard(window, len(samples) // RATE), "dropped": None, "window": window, "seconds": 0.25}
+                for _, samples in batch]
+
+
+def test_a_doubled_final_is_heard_again_in_the_full_window_and_what_it_hears_there_stands():
+    scripted = ScriptedRecognizer(lambda window, _: "7 of clubs." if window == 3000 else "7 of clubs 7 of clubs")
+    final = {"beam": 5, "priority": 1}
+    [result] = scripted.run([(final, np.zeros(RATE))])
+    assert scripted.windows == [(1000, 1), (3000, 1)]
+    assert result["text"] == "7 of clubs." and result["window"] == 3000
+    assert result["seconds"] == 0.5  # both hearings are the request's cost
+    # A guess said twice stands as it is: the next guess, or the final, comes soon.
+    scripted.windows = []
+    [guess] = scripted.run([({"priority": 0}, np.zeros(RATE))])
+    assert scripted.windows == [(1000, 1)] and guess["text"] == "7 of clubs 7 of clubs"
+    # Of a batch, only the doubled final is heard again (the 2 s one here).
+    mixed = ScriptedRecognizer(lambda window, seconds: "Ever tried." if seconds == 1 else
+                               "Fail better." if window == 3000 else "No matter. No matter.")
+    results = mixed.run([(final, np.zeros(RATE)), (final, np.zeros(2 * RATE))])
+    assert [r["text"] for r in results] == ["Ever tried.", "Fail better."]
+    assert mixed.windows == [(1000, 2), (3000, 1)]
 
 
 def texts_of(worker, ids):
@@ -113,9 +149,16 @@ def texts_of(worker, ids):
 
 
 def test_a_batch_hears_what_single_requests_hear(worker):
+    # The same words within a word a sentence, not the same text: CTranslate2 does not promise
+    # that a request batched with others is computed as alone (its GEMM kernels block by the
+    # batch's shape), and on some processors one word comes out otherwise ("old-sposed" alone,
+    # "old-spose" in a batch of three, on an AMD EPYC with oneDNN's AVX2 kernels).
     items = librivox()[:3]
     single = [worker.transcribe(s)["text"] for _, s, _ in items]
-    assert texts_of(worker, [worker.send(s) for _, s, _ in items]) == single
+    batched = texts_of(worker, [worker.send(s) for _, s, _ in items])
+    for alone, together, (_, _, ref) in zip(single, batched, items):
+        assert errors(normalized(alone), normalized(together)) <= 1, (alone, together)
+        assert errors(ref, normalized(together)) <= errors(ref, normalized(alone)) + 1, (ref, together)
 
 
 def test_beams_mixed_in_a_batch_each_hear_as_alone(worker):
