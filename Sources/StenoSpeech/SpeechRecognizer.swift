@@ -113,6 +113,12 @@ public protocol SpeechRecognizer: AnyObject {
     /// Whether it waits for a shared decoder (see above).
     var isWaiting: Bool { get }
 
+    /// Whether results it has asked for elsewhere are still to come (an engine's worker
+    /// process hears its finals): the session's finalize and `end` are done only once they
+    /// have, and `wake` says when they come. Unlike `isWaiting`, it goes on taking audio
+    /// meanwhile. The default: `isWaiting`.
+    var owesResults: Bool { get }
+
     /// Goes on after `wake`: analyzes what it kept, as far as it can.
     func proceed() throws(StenoError) -> [TranscriberEvent]
 
@@ -143,6 +149,7 @@ public protocol SpeechRecognizer: AnyObject {
 }
 
 extension SpeechRecognizer {
+    public var owesResults: Bool { isWaiting }
     public var engineSeconds: Double { 0 }
     public var notices: [StenoError] { [] }
     public var lastUtteranceTiming: UtteranceTiming? { nil }

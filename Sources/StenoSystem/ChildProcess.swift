@@ -25,6 +25,14 @@ public enum ChildStream: Sendable {
     case inherit
 }
 
+/// Which way a pipe beyond the standard streams goes (`spawnChild`'s `extraPipes`).
+public enum PipeDirection: Sendable {
+    /// The child reads it; this process keeps the write end.
+    case toChild
+    /// The child writes it; this process keeps the read end.
+    case fromChild
+}
+
 /// A program just started: its pid, and this process's ends of the pipes asked for (which
 /// the caller owns and closes).
 public struct SpawnedChild: Sendable {
@@ -34,6 +42,8 @@ public struct SpawnedChild: Sendable {
     /// The read ends of its standard output and error, with `.pipe`.
     public let stdout: Int32?
     public let stderr: Int32?
+    /// This process's ends of the extra pipes, in order: the child has them as descriptors 3, 4, ….
+    public var extra: [Int32] = []
 }
 
 /// Why a program could not be started.
@@ -62,25 +72,42 @@ public func withCleanSignals<T>(_ body: (UnsafePointer<posix_spawnattr_t>) throw
 /// Starts `path ARGUMENTS`. Every child starts with clean signals (`withCleanSignals`) and
 /// with no other file of this process open: a child holding another's pipe would keep that
 /// pipe from ending (tests run in parallel; the server holds sockets). `environment` is added
-/// to this process's.
+/// to this process's. `extraPipes` become the child's descriptors 3, 4, … (a channel of their
+/// own beside its standard streams).
 public func spawnChild(_ path: String, _ arguments: [String], stdin: ChildStream = .null, stdout: ChildStream = .null,
-                       stderr: ChildStream = .null, environment: [String: String] = [:]) throws -> SpawnedChild {
+                       stderr: ChildStream = .null, extraPipes: [PipeDirection] = [],
+                       environment: [String: String] = [:]) throws -> SpawnedChild {
     let streams = [stdin, stdout, stderr]
-    // [child's end, this process's end] of each piped stream.
-    var pipes: [[Int32]?] = [nil, nil, nil]
+    // [child's end, this process's end] of each piped stream, then of each extra pipe.
+    var pipes: [[Int32]?] = [nil, nil, nil] + extraPipes.map { _ in nil }
     func closeAll(_ which: (([Int32]) -> [Int32])) {
         for case let ends? in pipes { which(ends).forEach { _ = close($0) } }
     }
-    for (fd, stream) in streams.enumerated() {
-        guard case .pipe = stream else { continue }
+    for fd in pipes.indices {
+        let childReads: Bool
+        if fd < 3 {
+            guard case .pipe = streams[fd] else { continue }
+            childReads = fd == 0
+        } else {
+            childReads = extraPipes[fd - 3] == .toChild
+        }
         var ends: [Int32] = [-1, -1]
         guard pipe2(&ends, O_CLOEXEC) == 0 else {
             let error = errno
             closeAll { $0 }
             throw SpawnError(call: "pipe2", code: error)
         }
-        // ends[0] reads, ends[1] writes: the child reads its standard input.
-        pipes[fd] = fd == 0 ? [ends[0], ends[1]] : [ends[1], ends[0]]
+        // Above the child's numbers 0…(2 + extras), so that no dup2 into one of them lands on
+        // the source of another.
+        for i in 0..<2 {
+            let high = fcntl(ends[i], F_DUPFD_CLOEXEC, Int32(10 + extraPipes.count))
+            if high >= 0 {
+                close(ends[i])
+                ends[i] = high
+            }
+        }
+        // ends[0] reads, ends[1] writes.
+        pipes[fd] = childReads ? [ends[0], ends[1]] : [ends[1], ends[0]]
     }
 
     var actions = posix_spawn_file_actions_t()
@@ -100,8 +127,11 @@ public func spawnChild(_ path: String, _ arguments: [String], stdin: ChildStream
             break
         }
     }
+    for fd in 3..<(3 + extraPipes.count) {
+        posix_spawn_file_actions_adddup2(&actions, pipes[fd]![0], Int32(fd))
+    }
     // Files opened elsewhere without close-on-exec (by lws, by Foundation) stay out too.
-    _ = closeFrom?(&actions, 3)
+    _ = closeFrom?(&actions, Int32(3 + extraPipes.count))
 
     let variables = environment.isEmpty ? nil
         : ProcessInfo.processInfo.environment.merging(environment) { $1 }.map { "\($0.key)=\($0.value)" }
@@ -123,7 +153,8 @@ public func spawnChild(_ path: String, _ arguments: [String], stdin: ChildStream
         closeAll { [$0[1]] }
         throw SpawnError(call: "posix_spawn \(path)", code: rc)
     }
-    return SpawnedChild(pid: pid, stdin: pipes[0]?[1], stdout: pipes[1]?[1], stderr: pipes[2]?[1])
+    return SpawnedChild(pid: pid, stdin: pipes[0]?[1], stdout: pipes[1]?[1], stderr: pipes[2]?[1],
+                        extra: pipes[3...].map { $0![1] })
 }
 
 /// A child's exit status from what `waitpid` reported: its code, or 128 + the signal that

@@ -7,6 +7,10 @@ import StenoCore
 public struct WhisperFrame: Sendable, Hashable {
     public enum Kind: UInt8, Sendable {
         case hello = 0, request = 1, result = 2, error = 3
+        /// Worker → server: the ids of the batch it starts hearing now (`{"ids":[…]}`).
+        case started = 4
+        /// Server → worker: requests not to hear (`{"ids":[…]}`): their sessions are gone.
+        case cancel = 5
     }
 
     public var kind: Kind
@@ -36,6 +40,11 @@ public struct WhisperFrame: Sendable, Hashable {
             pcm.append(UInt8(value >> 8))
         }
         return WhisperFrame(kind: .request, id: id, json: Array(options.utf8), payload: pcm)
+    }
+
+    /// A cancel of the requests `ids`.
+    public static func cancel(_ ids: [UInt64]) -> WhisperFrame {
+        WhisperFrame(kind: .cancel, id: 0, json: Array(#"{"ids":[\#(ids.map(String.init).joined(separator: ","))]}"#.utf8))
     }
 
     /// The frame as it goes on the pipe, length first.

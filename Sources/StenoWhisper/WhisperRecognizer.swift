@@ -7,9 +7,11 @@ import StenoSystem
 /// utterances (`UtteranceGate`, with pre-roll and tail), and only their audio goes to the
 /// worker: each utterance is heard whole for its final, and, while it goes on, what there is
 /// of it for a volatile guess (one request in flight at a time, so the cadence follows the
-/// worker's load). While a final is awaited the recognizer waits (`isWaiting`) and `wake` is
-/// called when the worker answers (its answers come through a `Mailbox`); audio fed meanwhile
-/// is heard as usual, and finals are reported in the order of their utterances. A finalize or
+/// worker's load). While finals are awaited it owes them (`owesResults`: a finalize or `end` is
+/// done only when they have come) but goes on taking audio, its detector finding the next
+/// utterances; `wake` is called when the worker answers (its answers come through a
+/// `Mailbox`), and finals are reported in the order of their utterances. Only once input has
+/// ended does it wait (`isWaiting`) for the finals still to come. A finalize or
 /// the maximum length cuts an utterance while speech goes on: what follows is the next one's.
 /// Times are samples counted by the gate; the worker's are relative to each request's first
 /// sample. Its text is Whisper's own (`RecognitionResult.written`).
@@ -81,6 +83,10 @@ public final class WhisperRecognizer: SpeechRecognizer {
     /// Finals that came from a request asked for early (tests, and what it saves).
     public private(set) var earlyFinals = 0
     private let mailbox: Mailbox<Answer>
+    /// Its requests the worker has not answered, by the token their answers carry: cancelled
+    /// when the session goes.
+    private var requests: [Int: UInt64] = [:]
+    private var nextToken = 0
 
     init(worker: WhisperWorker, info: SpeechEngineInfo, options: RecognizerOptions,
          makeDetector: @escaping () throws(StenoError) -> any VoiceDetector,
@@ -96,6 +102,8 @@ public final class WhisperRecognizer: SpeechRecognizer {
                                       makeDetector: { () throws(StenoError) in try makeDetector() })
         self.mailbox = Mailbox(wake: wake)
     }
+
+    deinit { worker.cancel(requests.values) }
 
     /// The phrases as a prompt ("Steno, Hummingbird, CTranslate2."), and what the session is told
     /// of what Whisper cannot take (pronunciations: it spells what it hears).
@@ -120,7 +128,10 @@ public final class WhisperRecognizer: SpeechRecognizer {
     /// The worker's CPU seconds for this session's requests, answered so far.
     public private(set) var engineSeconds = 0.0
     /// Whether a final is still to come from the worker: `wake` says when to `proceed`.
-    public var isWaiting: Bool { !awaited.isEmpty }
+    public var owesResults: Bool { !awaited.isEmpty }
+    /// Whether it waits for the worker with nothing else to do: input has ended and finals are
+    /// still to come (before that it goes on taking audio while they are heard).
+    public var isWaiting: Bool { done && !awaited.isEmpty }
 
     public func accept(_ samples: UnsafeBufferPointer<Float>) throws(StenoError) -> [TranscriberEvent] {
         guard !done else { throw StenoError(.internal, "the recognizer has finished") }
@@ -165,6 +176,8 @@ public final class WhisperRecognizer: SpeechRecognizer {
 
     public func cancel() {
         done = true
+        worker.cancel(requests.values)
+        requests.removeAll()
         awaited.removeAll()
         answered.removeAll()
         early = nil
@@ -203,11 +216,13 @@ public final class WhisperRecognizer: SpeechRecognizer {
               gate.received >= pause + Self.tail, let cut = gate.pauseCut(), !cut.samples.isEmpty else { return }
         askedInPause = pause
         let (start, end) = (cut.start, cut.end)
-        let accepted = worker.submit(cut.samples, words: true, priority: 1, prompt: prompt, beam: Self.finalBeam,
-                                     alternatives: alternatives, language: language) { [mailbox] result in
-            mailbox.post(Answer(final: false, early: true, start: start, end: end, result: result))
+        let token = takeToken()
+        let id = worker.submit(cut.samples, words: true, priority: 1, prompt: prompt, beam: Self.finalBeam,
+                               alternatives: alternatives, language: language) { [mailbox] result in
+            mailbox.post(Answer(token: token, final: false, early: true, start: start, end: end, result: result))
         }
-        guard accepted else { return }
+        guard let id else { return }
+        requests[token] = id
         earlyInFlight = true
         early = (start, end, nil)
         lastPartialAt = end
@@ -229,10 +244,11 @@ public final class WhisperRecognizer: SpeechRecognizer {
         partialInFlight = true
         lastPartialAt = received
         let long = received - start >= Self.commitAfter
-        let accepted = worker.submit(slice, words: long, priority: 0, prompt: prompt, language: language) { [mailbox] result in
-            mailbox.post(Answer(final: false, early: false, start: start, end: end, result: result))
+        let token = takeToken()
+        let id = worker.submit(slice, words: long, priority: 0, prompt: prompt, language: language) { [mailbox] result in
+            mailbox.post(Answer(token: token, final: false, early: false, start: start, end: end, result: result))
         }
-        if !accepted { partialInFlight = false }  // the worker is full: no guess this time
+        if let id { requests[token] = id } else { partialInFlight = false }  // the worker is full: no guess this time
     }
 
     /// New audio (samples) a guess waits for: `partialEvery`, or a quarter of the utterance so
@@ -267,17 +283,25 @@ public final class WhisperRecognizer: SpeechRecognizer {
         submitFinal(cut.samples, start: start, end: end)
     }
 
+    /// A final waits for room in a full worker rather than fail its session.
     private func submitFinal(_ samples: ArraySlice<Float>, start: Int, end: Int) {
-        let accepted = worker.submit(samples, words: true, priority: 1, prompt: prompt, beam: Self.finalBeam,
-                                     alternatives: alternatives, language: language) { [mailbox] result in
-            mailbox.post(Answer(final: true, early: false, start: start, end: end, result: result))
+        let token = takeToken()
+        let id = worker.submit(samples, words: true, priority: 1, prompt: prompt, beam: Self.finalBeam,
+                               alternatives: alternatives, language: language, waitIfFull: true) { [mailbox] result in
+            mailbox.post(Answer(token: token, final: true, early: false, start: start, end: end, result: result))
         }
-        if !accepted {
-            // Posted as an answer would be, waking the session: a recognizer that asked for this
-            // final while hearing audio waits for it (`isWaiting`), and nothing else would come.
-            let full = StenoError(.internal, "the Whisper worker is full")
-            mailbox.post(Answer(final: true, early: false, start: start, end: end, result: .failure(full)))
+        if let id {
+            requests[token] = id
+        } else {
+            // Posted as an answer would be, waking the session, which owes this final.
+            let stopped = StenoError(.internal, "the Whisper worker was stopped")
+            mailbox.post(Answer(token: token, final: true, early: false, start: start, end: end, result: .failure(stopped)))
         }
+    }
+
+    private func takeToken() -> Int {
+        nextToken += 1
+        return nextToken
     }
 
     /// The worker's answers that have come: finals in the order of their utterances; a guess
@@ -286,6 +310,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
         let answers = mailbox.collect()
         var events: [TranscriberEvent] = []
         for answer in answers {
+            requests[answer.token] = nil
             if case .success(let result) = answer.result { engineSeconds += result.seconds }
             if answer.final { answered[answer.start] = answer }
             if answer.early { takeEarly(answer) }
@@ -399,6 +424,8 @@ public final class WhisperRecognizer: SpeechRecognizer {
 
 /// One answer of the worker: for which utterance (its first sample), through which sample.
 private struct Answer: Sendable {
+    /// The recognizer's token of the request.
+    var token = 0
     var final: Bool
     /// A final asked for early, in a pause (`WhisperRecognizer.pauseAfter`).
     var early: Bool

@@ -57,7 +57,13 @@ public struct WhisperResult: Sendable, Hashable {
 /// Steno's Whisper worker process, supervised: started, watched, restarted when it dies, and
 /// every request it had not answered sent again to the new one, so no utterance is lost to a
 /// crash. Requests wait in a bounded queue (`maximumPending`); `submit` refuses past it, which
-/// is the engine's backpressure. Thread-safe; its own two threads write and read the pipes.
+/// is the engine's backpressure, except for requests that may wait (`waitIfFull`: finals), which
+/// wait their turn. Thread-safe; its own threads write and read the pipes and watch the worker.
+///
+/// A request the worker was hearing when it died or hung (`hangSeconds` without a word from
+/// it) is heard again alone, once: if that worker dies too, the request fails, and only its
+/// own session with it. A worker that dies while loading its model is started again after a
+/// growing pause (up to `loadBackoffLimit`), not at once for ever.
 public final class WhisperWorker: Sendable {
     public typealias Completion = @Sendable (Result<WhisperResult, StenoError>) -> Void
 
@@ -68,35 +74,58 @@ public final class WhisperWorker: Sendable {
         public var script: String
         /// The worker's own options (`--model DIR`, `--device cuda`, `--batch N` …).
         public var arguments: [String]
-        /// Requests sent and not answered, at most.
+        /// Requests sent and not answered, at most (those that may wait for room aside).
         public var maximumPending: Int
-        /// Where the worker's standard error goes: a file, "-" for this process's own (nil: nowhere).
+        /// Where the worker's standard error (and output) goes: a file, "-" for this process's own (nil: nowhere).
         public var log: String?
         /// Where the supervisor says that the worker died and was restarted.
         public var events: Log
+        /// Seconds the worker may hear a batch without a word before it is taken for hung and
+        /// ended (a batch of finals in 30 s windows takes a few seconds on a loaded machine).
+        public var hangSeconds: Double
+        /// The longest pause before starting again a worker that keeps dying while it loads.
+        public var loadBackoffLimit: Double
 
         public init(python: String, script: String, arguments: [String] = [], maximumPending: Int = 256, log: String? = nil,
-                    events: Log = Log()) {
+                    events: Log = Log(), hangSeconds: Double = 30, loadBackoffLimit: Double = 30) {
             self.events = events
             self.python = python
             self.script = script
             self.arguments = arguments
             self.maximumPending = maximumPending
             self.log = log
+            self.hangSeconds = hangSeconds
+            self.loadBackoffLimit = loadBackoffLimit
         }
     }
 
-    private struct Pending {
-        var frame: [UInt8]
+    struct Pending {
+        var frame: WhisperFrame
         var priority: Int
         var completion: Completion
+        /// In the queue the bound counts (false: waiting for room, `waitIfFull`).
+        var admitted: Bool
+        /// Written to the worker running now.
+        var sent = false
+        /// Workers that died or hung while hearing it.
+        var suspicions = 0
     }
 
-    private struct State {
+    enum Outgoing {
+        case request(UInt64)
+        case cancel([UInt64])
+    }
+
+    struct State {
         var nextID: UInt64 = 1
         var pending: [UInt64: Pending] = [:]
-        /// Frames for the writer, in order; each id once.
-        var outbox: [UInt64] = []
+        /// Admitted requests waiting for room, in order.
+        var waitingRoom: [UInt64] = []
+        var admitted = 0
+        /// What the writer sends next, in order.
+        var outbox: [Outgoing] = []
+        /// The batch the worker said it is hearing.
+        var hearing: Set<UInt64> = []
         var pid: pid_t = 0
         var stdin: Int32 = -1
         /// Pipes to workers that ended, for the writer to close: only the thread that writes to
@@ -104,14 +133,26 @@ public final class WhisperWorker: Sendable {
         var retired: [Int32] = []
         var ready = false
         var hello: JSONValue?
+        /// The worker running now has said its hello.
+        var loaded = false
+        var launchedAt = 0.0
+        /// When the worker last sent a frame.
+        var lastHeard = 0.0
+        /// The pid ended for hanging, if any (its reader says why it ended).
+        var hung: pid_t = 0
         var restarts = 0
+        /// Requests the workers said they began to hear (a request heard again counts again).
+        var startedCount = 0
+        /// Workers in a row that died before they had loaded.
+        var loadFailures = 0
         var stopping = false
         var generation = 0
     }
 
     public let options: Options
-    private let state = Locked(State())
-    private let wakeWriter = DispatchSemaphore(value: 0)
+    let state = Locked(State())
+    let wakeWriter = DispatchSemaphore(value: 0)
+    let errors = Locked<[UInt8]>([])
 
     /// Starts the worker and waits until it has loaded its model (`timeout` seconds), or
     /// throws what it said when it could not.
@@ -128,30 +169,39 @@ public final class WhisperWorker: Sendable {
             stop()
             throw StenoError(.internal, "the Whisper worker did not load its model: \(lastError())")
         }
+        let watchdog = Thread { [weak self] in
+            while let self, self.watch() {}
+        }
+        watchdog.name = "whisper-watchdog"
+        watchdog.start()
     }
 
     deinit { stop() }
 
     /// Whether a worker has loaded its model and serves (false while one restarts).
     public var isReady: Bool { state.withLock { $0.ready } }
-    /// What the worker said when it had loaded its model (model, path, ctranslate2, multilingual, languages).
+    /// What the worker said when it had loaded its model (model, path, ctranslate2, computeType, multilingual, languages).
     public var hello: JSONValue? { state.withLock { $0.hello } }
     /// How many times the worker was started again after it died.
     public var restarts: Int { state.withLock { $0.restarts } }
-    /// Requests sent and not answered yet.
+    /// Requests sent and not answered yet, those waiting for room included.
     public var pendingCount: Int { state.withLock { $0.pending.count } }
+    /// Requests the workers began to hear, counted by the worker's started frames (tests).
+    var startedCount: Int { state.withLock { $0.startedCount } }
     /// The worker's process id (for tests that kill it).
     public var processID: pid_t { state.withLock { $0.pid } }
 
     /// Sends `samples` (16 kHz mono) to be recognized; `completion` is called once, from the
-    /// worker's reader thread. Returns false (and does not call it) when `maximumPending`
-    /// requests are outstanding or the worker is stopping. `alternatives`: readings wanted in
+    /// worker's reader thread, unless the request is cancelled. Returns the request's id, or nil
+    /// (and does not call it) when `maximumPending` requests are outstanding and it may not
+    /// wait for room (`waitIfFull`), or the worker is stopping. `alternatives`: readings wanted in
     /// all (the beam's, so at most `beam`); `language`: the session's BCP 47 tag (a multilingual
-    /// model detects the language without one).
+    /// model detects the language without one). `extra`: more of the request's JSON (tests).
     @discardableResult
     public func submit(_ samples: ArraySlice<Float>, words: Bool, priority: Int = 0, prompt: String? = nil, beam: Int = 1,
-                       alternatives: Int = 0, language: String? = nil, completion: @escaping Completion) -> Bool {
-        var options = JSONObject()
+                       alternatives: Int = 0, language: String? = nil, waitIfFull: Bool = false, extra: JSONObject = JSONObject(),
+                       completion: @escaping Completion) -> UInt64? {
+        var options = extra
         options["words"] = .bool(words)
         if beam > 1 { options["beam"] = .number(Double(beam)) }
         if alternatives > 0 { options["alternatives"] = .number(Double(min(alternatives, 10))) }
@@ -159,17 +209,43 @@ public final class WhisperWorker: Sendable {
         options["priority"] = .number(Double(priority))
         if let prompt { options["prompt"] = .string(prompt) }
         let json = JSONValue.object(options).jsonText
-        let accepted: Bool = state.withLock { s in
-            guard !s.stopping, s.pending.count < self.options.maximumPending else { return false }
+        let id: UInt64? = state.withLock { s in
+            guard !s.stopping else { return nil }
+            let room = s.admitted < self.options.maximumPending
+            guard room || waitIfFull else { return nil }
             let id = s.nextID
             s.nextID += 1
-            let frame = WhisperFrame.request(id: id, options: json, samples: samples).encoded
-            s.pending[id] = Pending(frame: frame, priority: priority, completion: completion)
-            s.outbox.append(id)
-            return true
+            let frame = WhisperFrame.request(id: id, options: json, samples: samples)
+            s.pending[id] = Pending(frame: frame, priority: priority, completion: completion, admitted: room)
+            if room {
+                s.admitted += 1
+                s.outbox.append(.request(id))
+            } else {
+                s.waitingRoom.append(id)
+            }
+            return id
         }
-        if accepted { wakeWriter.signal() }
-        return accepted
+        if id != nil { wakeWriter.signal() }
+        return id
+    }
+
+    /// Forgets the requests `ids` (their sessions are gone): their completions are not called,
+    /// and the worker is told not to hear those it has not begun.
+    public func cancel(_ ids: some Collection<UInt64>) {
+        guard !ids.isEmpty else { return }
+        let told: Bool = state.withLock { s in
+            var sent: [UInt64] = []
+            for id in ids {
+                guard let p = s.pending.removeValue(forKey: id) else { continue }
+                if p.admitted { s.admitted -= 1 } else { s.waitingRoom.removeAll { $0 == id } }
+                if p.sent { sent.append(id) }
+            }
+            s.outbox.removeAll { if case .request(let id) = $0 { ids.contains(id) } else { false } }
+            if !sent.isEmpty { s.outbox.append(.cancel(sent)) }
+            s.admitWaiting(limit: self.options.maximumPending)
+            return !sent.isEmpty
+        }
+        if told { wakeWriter.signal() }
     }
 
     /// Ends the worker; what is pending fails with `internal`.
@@ -179,6 +255,8 @@ public final class WhisperWorker: Sendable {
             s.ready = false
             let out = (s.pid, Array(s.pending.values))
             s.pending.removeAll()
+            s.waitingRoom.removeAll()
+            s.admitted = 0
             s.outbox.removeAll()
             if s.stdin >= 0 { s.retired.append(s.stdin) }
             s.stdin = -1
@@ -188,150 +266,17 @@ public final class WhisperWorker: Sendable {
         wakeWriter.signal()
         for p in pending { p.completion(.failure(StenoError(.internal, "the Whisper worker was stopped"))) }
     }
+}
 
-    // MARK: -
-
-    private func launch(loaded: DispatchSemaphore?) throws(StenoError) {
-        let child: SpawnedChild
-        do {
-            child = try spawnChild(options.python, [options.script] + options.arguments, stdin: .pipe, stdout: .pipe,
-                                   stderr: options.log.map { $0 == "-" ? .inherit : .file($0, append: true) } ?? .pipe)
-        } catch {
-            throw StenoError(.internal, "cannot start the Whisper worker (\(options.python) \(options.script)): \(error); "
-                             + "scripts/bootstrap.sh run installs it")
-        }
-        let generation: Int = state.withLock { s in
-            s.pid = child.pid
-            s.stdin = child.stdin ?? -1
-            s.ready = false
-            s.generation += 1
-            return s.generation
-        }
-        if let errors = child.stderr {
-            let t = Thread { [self] in drainErrors(errors) }
-            t.start()
-        }
-        let reader = Thread { [self] in readLoop(child.stdout ?? -1, pid: child.pid, generation: generation, loaded: loaded) }
-        reader.name = "whisper-reader"
-        reader.start()
-    }
-
-    private let errors = Locked<[UInt8]>([])
-
-    private func lastError() -> String {
-        let text = String(decoding: errors.withLock { $0 }, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        return text.isEmpty ? "it ended without saying why" : String(text.suffix(400))
-    }
-
-    private func drainErrors(_ fd: Int32) {
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = read(fd, &buffer, buffer.count)
-            if n <= 0 { break }
-            errors.withLock { e in
-                e += buffer[0..<n]
-                if e.count > 8192 { e.removeFirst(e.count - 8192) }
-            }
-        }
-        close(fd)
-    }
-
-    private func readExactly(_ fd: Int32, _ count: Int) -> [UInt8]? {
-        var out = [UInt8](repeating: 0, count: count)
-        var got = 0
-        while got < count {
-            let n = out.withUnsafeMutableBytes { read(fd, $0.baseAddress! + got, count - got) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { return nil }
-            got += n
-        }
-        return out
-    }
-
-    private func readLoop(_ fd: Int32, pid: pid_t, generation: Int, loaded: DispatchSemaphore?) {
-        var loaded = loaded
-        while true {
-            guard let header = readExactly(fd, 4), let length = try? WhisperFrame.length(header: header),
-                  let rest = readExactly(fd, length), let frame = try? WhisperFrame(rest: rest) else { break }
-            let json = try? JSONParser().parse(frame.json)
-            switch frame.kind {
-            case .hello:
-                state.withLock { s in
-                    s.ready = true
-                    s.hello = json
-                }
-                loaded?.signal()
-                loaded = nil
-            case .result, .error:
-                guard let done = state.withLock({ $0.pending.removeValue(forKey: frame.id) }) else { continue }
-                if frame.kind == .error {
-                    var message = "the Whisper worker failed"
-                    if case .object(let o)? = json, case .string(let m)? = o["message"] { message += ": \(m)" }
-                    done.completion(.failure(StenoError(.internal, message)))
-                } else {
-                    do throws(StenoError) {
-                        done.completion(.success(try WhisperResult(json: json ?? .null)))
-                    } catch {
-                        done.completion(.failure(error))
-                    }
-                }
-            case .request:
-                continue
-            }
-        }
-        close(fd)
-        _ = waitForExit(pid)
-        loaded?.signal()
-        // It died (or was stopped): start another and send it everything unanswered.
-        let restart: Bool = state.withLock { s in
-            guard !s.stopping, s.generation == generation, s.hello != nil else { return false }
-            s.ready = false
-            if s.stdin >= 0 { s.retired.append(s.stdin) }
-            s.stdin = -1
-            s.restarts += 1
-            s.outbox = s.pending.sorted { ($0.value.priority, $1.key) > ($1.value.priority, $0.key) }.map(\.key)
-            return true
-        }
-        guard restart else { return }
-        options.events.error("the Whisper worker (pid \(pid)) ended: \(lastError()); starting another")
-        var delay = 0.2
-        while !state.withLock({ $0.stopping }) {
-            do throws(StenoError) {
-                try launch(loaded: nil)
-                wakeWriter.signal()
-                return
-            } catch {
-                options.events.error("\(error.message); trying again in \(delay) s")
-                Thread.sleep(forTimeInterval: delay)
-                delay = min(5, delay * 2)
-            }
-        }
-    }
-
-    private func writeLoop() {
-        while true {
-            wakeWriter.wait()
-            while true {
-                let next: (fd: Int32, frame: [UInt8])?? = state.withLock { s in
-                    for fd in s.retired { close(fd) }
-                    s.retired.removeAll()
-                    if s.stopping { return .some(nil) }
-                    guard s.stdin >= 0, !s.outbox.isEmpty else { return nil }
-                    let id = s.outbox.removeFirst()
-                    guard let p = s.pending[id] else { return .some((-1, [])) }
-                    return .some((s.stdin, p.frame))
-                }
-                guard let item = next else { break }
-                guard let (fd, frame) = item else { return }
-                guard fd >= 0 else { continue }
-                var written = 0
-                while written < frame.count {
-                    let n = frame.withUnsafeBytes { write(fd, $0.baseAddress! + written, frame.count - written) }
-                    if n < 0 && errno == EINTR { continue }
-                    if n <= 0 { break }  // the worker died: its reader re-sends what is pending
-                    written += n
-                }
-            }
+extension WhisperWorker.State {
+    /// Requests waiting for room go into the queue while it has room.
+    mutating func admitWaiting(limit: Int) {
+        while admitted < limit, !waitingRoom.isEmpty {
+            let id = waitingRoom.removeFirst()
+            guard pending[id] != nil else { continue }
+            pending[id]!.admitted = true
+            admitted += 1
+            outbox.append(.request(id))
         }
     }
 }

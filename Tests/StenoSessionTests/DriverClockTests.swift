@@ -46,6 +46,15 @@ import Testing
         #expect(engine.tape.samples == 640)
     }
 
+    /// A session that asks for no volatile results has a recognizer that makes none (the
+    /// Whisper engine's guesses are most of a talker's cost).
+    @Test func aSessionWithoutVolatileResultsAsksForNoGuesses() throws {
+        let (plain, _) = try RecordingHost.started(Self.quiet)
+        let (quiet, _) = try RecordingHost.started(Self.quiet, volatile: false)
+        #expect(plain.asked.withLock { $0.map(\.partialResults) } == [true])
+        #expect(quiet.asked.withLock { $0.map(\.partialResults) } == [false])
+    }
+
     @Test func withoutBatchesEachMessageGoesAsItComes() throws {
         let (engine, host) = try RecordingHost.started(Self.quiet, options: .inline)
         host.send(seconds: 0.02, loud: false)

@@ -58,10 +58,11 @@ final class RecordingHost: SessionDriver, @unchecked Sendable {
     var due: Double? { record.dues.last }
 
     /// A started session on a fresh tape engine.
-    static func started(_ limits: SessionLimits, options: DriverOptions = DriverOptions()) throws -> (TapeEngine, RecordingHost) {
+    static func started(_ limits: SessionLimits, options: DriverOptions = DriverOptions(),
+                        volatile: Bool = true) throws -> (TapeEngine, RecordingHost) {
         let engine = TapeEngine()
         let host = RecordingHost(engine: engine, limits: limits, options: options)
-        try host.start()
+        try host.start(volatile: volatile)
         return (engine, host)
     }
 
@@ -72,9 +73,9 @@ final class RecordingHost: SessionDriver, @unchecked Sendable {
     }
 
     /// Starts a 16 kHz PCM session and runs its first jobs.
-    func start() throws {
+    func start(volatile: Bool = true) throws {
         let format = try AudioFormat(encoding: .pcmS16LE, sampleRate: 16000, channels: 1)
-        receivedText(ClientMessage.startText(format))
+        receivedText(ClientMessage.startText(format, volatile: volatile))
         executor.runUntilIdle()
     }
 
@@ -106,9 +107,12 @@ final class Tape: Sendable {
 final class TapeEngine: SpeechEngine {
     let info = SpeechEngineInfo(name: "tape", version: "1", model: "tape", language: "en-US", sampleRate: 16000)
     let tape = Tape()
+    /// The options each recognizer was made with.
+    let asked = Locked<[RecognizerOptions]>([])
 
     func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
-        TapeRecognizer(info: info, tape: tape)
+        asked.withLock { $0.append(options) }
+        return TapeRecognizer(info: info, tape: tape)
     }
 }
 

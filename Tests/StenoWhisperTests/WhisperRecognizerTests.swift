@@ -266,9 +266,9 @@ extension ModelTests {
             #expect(wordErrorRate(run.words, reference) <= 0.15, "heard: \(run.words)")
         }
 
-        /// A final the worker cannot take (its requests are all another session's) fails the
-        /// session at once: it was waiting for that final, and nothing else would wake it.
-        @Test func aFinalTheFullWorkerRefusesFailsTheSessionInsteadOfWaiting() throws {
+        /// A final the worker cannot take yet (its one place holds another session's request)
+        /// waits for room and comes: the session is not failed for the worker being full.
+        @Test func aFinalTheFullWorkerCannotTakeYetWaitsForRoom() throws {
             let worker = try WhisperWorker(options: .init(python: WorkerPaths.python, script: WorkerPaths.script,
                                                           maximumPending: 1, events: .silent))
             defer { worker.stop() }
@@ -279,11 +279,10 @@ extension ModelTests {
             _ = try other.recognizer.endUtterance()
             #expect(worker.pendingCount == 1)
             let run = try RecognizerRun(options: RecognizerOptions(partialResults: false), worker: worker)
-            let began = SystemClock.now()
-            #expect(throws: StenoError(.internal, "the Whisper worker is full")) {
-                try run.feed(NotSpeech.silence(0.5) + sentence + NotSpeech.silence(1))
-            }
-            #expect(SystemClock.now() - began < 60, "it waited for a wake")
+            try run.feed(NotSpeech.silence(0.5) + sentence + NotSpeech.silence(1))
+            try run.finish()
+            let reference = Self.reference["0930"]!.split(separator: " ").map(String.init)
+            #expect(wordErrorRate(run.words, reference) <= 0.15, "heard: \(run.words)")
         }
 
         @Test func aFinalizeMidSpeechLosesNothingThatFollows() throws {
@@ -291,14 +290,17 @@ extension ModelTests {
             let run = try RecognizerRun(options: RecognizerOptions(partialResults: false))
             let half = sentence.count / 2
             try run.feed(NotSpeech.silence(0.5) + Array(sentence[..<half]))
+            // The cut's final is owed (it comes while the rest is heard, not before).
             try run.take(run.recognizer.endUtterance())
-            let before = run.finals.count
+            #expect(run.recognizer.owesResults || !run.finals.isEmpty)
+            let cut = Double(run.fed) / 16_000
             try run.feed(Array(sentence[half...]) + NotSpeech.silence(1))
             try run.finish()
-            #expect(before >= 1)
-            #expect(run.finals.count > before)
+            let before = run.finals.filter { $0.range.end <= cut + 0.001 }
+            #expect(before.count >= 1)
+            #expect(run.finals.count > before.count)
             // The words after the cut are heard in the finals that follow it.
-            let after = run.finals[before...].flatMap { WorkerPaths.words($0.text) }
+            let after = run.finals.filter { $0.range.end > cut + 0.001 }.flatMap { WorkerPaths.words($0.text) }
             #expect(after.contains("selfish") && after.contains("be"), "heard: \(run.words)")
         }
 

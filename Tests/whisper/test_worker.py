@@ -3,8 +3,8 @@ what it hears of labelled speech, that it invents nothing from silence and noise
 survives bad requests. One worker (one loaded model) serves the whole module."""
 
 import os
-import struct
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -206,9 +206,7 @@ def test_a_bad_request_is_answered_and_the_worker_goes_on(worker):
     kind, got, body = worker.read()
     assert (kind, got) == (3, ident) and "kind 7" in body["message"]
     # Broken JSON.
-    rest = struct.pack("<BQI", 1, 99, 5) + b"{nope"
-    worker.process.stdin.write(struct.pack("<I", len(rest)) + rest)
-    worker.process.stdin.flush()
+    worker.write(1, 99, b"{nope")
     kind, got, body = worker.read()
     assert (kind, got) == (3, 99)
     name, samples, ref = librivox()[4]
@@ -290,3 +288,71 @@ def test_a_request_of_the_wrong_shape_is_refused(worker):
         ident = worker.send(np.zeros(RATE), **options)
         kind, got, body = worker.read()
         assert (kind, got) == (3, ident) and "wrong type" in body["message"], (options, body)
+
+
+@pytest.fixture(scope="module")
+def faulty():
+    """A worker that honours requests' "fault" (--test-faults), batching one at a time by default."""
+    w = Worker("--test-faults")
+    yield w
+    w.close()
+
+
+def test_a_cancelled_request_is_not_heard(faulty):
+    items = librivox()
+    # While a long request is heard, three more queue up; two are cancelled.
+    blocker = faulty.send(np.concatenate([s for _, s, _ in items]), priority=1)
+    queued = [faulty.send(s) for _, s, _ in items[:3]]
+    faulty.cancel(queued[:2])
+    seen, started = [], []
+    while queued[2] not in seen:
+        kind, ident, body = faulty.read(started=True)
+        if kind == 4:
+            started += body["ids"]
+        else:
+            seen.append(ident)
+    assert blocker in seen and queued[2] in seen
+    assert not set(queued[:2]) & (set(seen) | set(started)), (seen, started)
+    # A cancel for what is not held (answered already, or never sent) changes nothing.
+    faulty.cancel([blocker, 12345])
+    assert reading(faulty.transcribe(items[4][1])["text"])
+
+
+def test_one_poisoned_request_fails_alone_and_its_batch_is_heard(faulty):
+    items = librivox()[:3]
+    ids = [faulty.send(items[0][1]), faulty.send(items[1][1], fault="raise"), faulty.send(items[2][1])]
+    got = {}
+    for _ in ids:
+        kind, ident, body = faulty.read()
+        got[ident] = (kind, body)
+    assert got[ids[1]][0] == 3 and "poisoned" in got[ids[1]][1]["message"]
+    for i in (0, 2):
+        kind, body = got[ids[i]]
+        assert kind == 2 and errors(items[i][2], normalized(body["text"])) <= 2, body
+
+
+def test_a_request_asked_to_be_alone_is_a_batch_of_its_own(faulty):
+    items = librivox()[:3]
+    blocker = faulty.send(items[0][1], priority=1)
+    ids = [faulty.send(items[1][1]), faulty.send(items[2][1], alone=True), faulty.send(items[0][1])]
+    batches, answered = [], set()
+    while not set(ids) <= answered:
+        kind, ident, body = faulty.read(started=True)
+        if kind == 4:
+            batches.append(body["ids"])
+        else:
+            answered.add(ident)
+    assert [ids[1]] in batches, batches
+    assert all(len(b) == 1 or ids[1] not in b for b in batches), batches
+    assert blocker in answered
+
+
+def test_a_library_printing_to_standard_output_does_not_corrupt_the_frames(faulty):
+    _, samples, ref = librivox()[4]
+    result = faulty.transcribe(samples, fault="print")
+    assert errors(ref, normalized(result["text"])) <= 1
+    for _ in range(50):  # the log is read by a thread of its own
+        if b"chatter on standard output" in faulty.log:
+            break
+        time.sleep(0.1)
+    assert b"chatter on standard output" in faulty.log

