@@ -88,14 +88,15 @@ def serve(steno, engine, extra=()):
     return steno_serve.serve(steno, ["--engine", engine, "--idle-timeout", "0", *extra])
 
 
-def stream(steno, port, path, launched=None, phrases=None):
+def stream(steno, port, path, launched=None, phrases=None, extra=()):
     """The words of the finals, and the lags of volatiles and finals (seconds); with
-    `launched`, a dict that is given the seconds from launch to `ready` under "wait"."""
+    `launched`, a dict that is given the seconds from launch to `ready` under "wait"; `extra`:
+    more options for steno send (`--encoding pcm`, `--fast`: then the lags mean nothing)."""
     started = time.monotonic()
     # Every frame at its time: with pauses left out, steno send holds frames until its silence
     # gate has judged them, and audio time t would no longer be sent at ready + t.
     send = subprocess.Popen([steno, "send", path, "--server", f"ws://127.0.0.1:{port}", "--format", "jsonl",
-                             "--log-level", "error", "--no-silence-suppression"]
+                             "--log-level", "error", "--no-silence-suppression", *extra]
                             + (["--phrases", phrases] if phrases else []),
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     ready = None
