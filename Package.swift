@@ -34,6 +34,11 @@ let package = Package(
         .systemLibrary(
             name: "CAlsa", pkgConfig: "alsa",
             providers: [.apt(["libasound2-dev"])]),
+        // hiredis.pc's -D_FILE_OFFSET_BITS=64 is dropped by SwiftPM with a warning (64-bit
+        // already; harmless).
+        .systemLibrary(
+            name: "CHiredis", pkgConfig: "hiredis",
+            providers: [.apt(["libhiredis-dev"])]),
 
         // One shim per C library: what Swift cannot call (variadic functions, macros).
         .target(name: "CLwsShims", dependencies: ["CLibWebSockets"]),
@@ -72,8 +77,8 @@ let package = Package(
         .target(
             name: "StenoTransport",
             dependencies: ["StenoCore", "StenoSystem", "CLibWebSockets", "CLwsShims", "CLibUVShims"]),
-        // A small Redis client (RESP over a plain socket), for channels across instances.
-        .target(name: "StenoRedis"),
+        // A small Redis client (hiredis, blocking), for channels across instances.
+        .target(name: "StenoRedis", dependencies: ["CHiredis"]),
         // The service: routes, sessions, channels, Steno's metrics, static files.
         .target(
             name: "StenoServer",
@@ -104,7 +109,7 @@ let package = Package(
         .testTarget(name: "StenoWhisperTests",
                     dependencies: ["StenoWhisper", "StenoSpeech", "StenoAudio", "StenoCore", "StenoSystem", "StenoTestSupport"]),
         .testTarget(name: "StenoPrometheusTests", dependencies: ["StenoPrometheus"]),
-        .testTarget(name: "StenoRedisTests", dependencies: ["StenoRedis", "StenoTestSupport"]),
+        .testTarget(name: "StenoRedisTests", dependencies: ["StenoRedis", "CHiredis", "StenoTestSupport"]),
         .testTarget(
             name: "StenoAudioTests",
             dependencies: ["StenoAudio", "COpus", "COpusShims"],

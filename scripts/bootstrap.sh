@@ -16,6 +16,7 @@ run_packages=(
     libpocketsphinx-dev libsphinxbase-dev  # the recognizer
     pocketsphinx-en-us  # the embedded English model
     libasound2-dev      # ALSA capture for steno send --device
+    libhiredis-dev      # the Redis client of channels across instances (StenoRedis)
     festival festlex-cmu  # letter-to-sound rules: pronunciations of phrase words the dictionary lacks
 )
 test_packages=(

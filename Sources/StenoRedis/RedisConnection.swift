@@ -1,3 +1,4 @@
+import CHiredis
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -97,20 +98,41 @@ public enum RedisError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// One connection to Redis over a plain TCP socket, used by one thread at a time: each call
-/// writes its commands and waits for their replies (up to `timeout` seconds, or a blocking
-/// command's own time plus that). Any failure closes it; make a new one to go on.
+/// One connection to Redis (hiredis's blocking `redisContext`), used by one thread at a time:
+/// each call writes its commands and waits for their replies (up to `timeout` seconds for each
+/// read, or a blocking command's own time plus that). Any failure closes it; make a new one to
+/// go on.
 public final class RedisConnection {
     public let url: RedisURL
     public let timeout: Double
-    private var fd: Int32 = -1
-    private var parser = RESPParser()
+    /// hiredis's connection: its socket, its buffers, its reply reader. nil once closed.
+    private var context: UnsafeMutablePointer<redisContext>?
+    /// Why kept: the context's reader uses it for every reply, so it must outlive the context.
+    private let marking: NullArrayMarking
+    /// The socket's read and write timeout now (SO_RCVTIMEO, SO_SNDTIMEO), in seconds.
+    private var socketTimeout: Double
 
     /// Connects (and authenticates and selects the database, when the URL says so).
     public init(_ url: RedisURL, timeout: Double = 2) throws(RedisError) {
+        _ = Self.ignoreSIGPIPE
+        // hiredis tries IPv4 addresses first and IPv6 only if there are none (so `::1` works);
+        // it waits at most `timeout` for the connection, not the kernel's minutes.
+        guard let context = redisConnectWithTimeout(url.host, Int32(url.port), Self.timeval(timeout)) else {
+            throw .connection("\(url.host):\(url.port): out of memory")
+        }
+        guard context.pointee.err == 0 else {
+            let message = Self.errorText(context)
+            redisFree(context)
+            throw .connection("\(url.host):\(url.port): \(message)")
+        }
+        // hiredis opens its socket without close-on-exec: programs started later do not get it.
+        _ = fcntl(context.pointee.fd, F_SETFD, FD_CLOEXEC)
         self.url = url
         self.timeout = timeout
-        try open()
+        self.context = context
+        self.marking = NullArrayMarking(on: context.pointee.reader)
+        self.socketTimeout = 0
+        try setSocketTimeout(timeout)
         if let password = url.password {
             let auth = url.user.map { ["AUTH", $0, password] } ?? ["AUTH", password]
             _ = try command(auth)
@@ -120,12 +142,12 @@ public final class RedisConnection {
 
     deinit { close() }
 
-    public var isOpen: Bool { fd >= 0 }
+    public var isOpen: Bool { context != nil }
 
     public func close() {
-        if fd >= 0 {
-            Glibc.close(fd)
-            fd = -1
+        if let context {
+            redisFree(context)
+            self.context = nil
         }
     }
 
@@ -140,20 +162,18 @@ public final class RedisConnection {
     /// Several commands written at once; their replies in order, error replies included (a
     /// pipeline's commands do not stop at one that fails).
     public func pipeline(_ commands: [[[UInt8]]], extraWait: Double = 0) throws(RedisError) -> [RESPValue] {
-        guard fd >= 0 else { throw .connection("not connected") }
-        var out: [UInt8] = []
-        for c in commands { out += RESPCommand.encode(bytes: c) }
+        guard let context else { throw .connection("not connected") }
         do throws(RedisError) {
-            try write(out)
+            try setSocketTimeout(timeout + extraWait)
+            for arguments in commands { try append(arguments, to: context) }
             var replies: [RESPValue] = []
             replies.reserveCapacity(commands.count)
-            let deadline = Self.now() + timeout + extraWait
-            while replies.count < commands.count {
-                if let value = try nextParsed() {
-                    replies.append(value)
-                    continue
-                }
-                try read(until: deadline)
+            for _ in commands {
+                // The first call writes what was appended; each reads until its reply is whole.
+                var reply: UnsafeMutableRawPointer?
+                guard redisGetReply(context, &reply) == REDIS_OK, let reply else { throw failure(context) }
+                replies.append(RESPValue(reply.assumingMemoryBound(to: redisReply.self)))
+                freeReplyObject(reply)
             }
             return replies
         } catch {
@@ -164,102 +184,50 @@ public final class RedisConnection {
 
     // MARK: -
 
-    private func nextParsed() throws(RedisError) -> RESPValue? {
-        do {
-            return try parser.next()
-        } catch {
-            throw .protocolError(error.message)
-        }
-    }
+    /// Why: hiredis writes with write(2), not send(2) with MSG_NOSIGNAL, so a write to a Redis
+    /// that went would end the process with SIGPIPE instead of failing with EPIPE.
+    private static let ignoreSIGPIPE: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
 
-    private static func now() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
-
-    private func open() throws(RedisError) {
-        var hints = addrinfo()
-        hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var list: UnsafeMutablePointer<addrinfo>?
-        let rc = getaddrinfo(url.host, String(url.port), &hints, &list)
-        guard rc == 0, let first = list else {
-            throw .connection("\(url.host): \(String(cString: gai_strerror(rc)))")
-        }
-        defer { freeaddrinfo(list) }
-        var lastError = "no address"
-        var entry: UnsafeMutablePointer<addrinfo>? = first
-        while let a = entry {
-            entry = a.pointee.ai_next
-            let s = socket(a.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            if s < 0 { lastError = String(cString: strerror(errno)); continue }
-            // Connect without blocking, waiting at most `timeout` (a blackholed address would
-            // otherwise hold the thread for the kernel's minutes).
-            let flags = fcntl(s, F_GETFL)
-            _ = fcntl(s, F_SETFL, flags | O_NONBLOCK)
-            var result = connect(s, a.pointee.ai_addr, a.pointee.ai_addrlen)
-            if result != 0 && errno == EINPROGRESS {
-                var p = pollfd(fd: s, events: Int16(POLLOUT), revents: 0)
-                if poll(&p, 1, Int32(timeout * 1000)) == 1 {
-                    var error: Int32 = 0
-                    var length = socklen_t(MemoryLayout<Int32>.size)
-                    getsockopt(s, SOL_SOCKET, SO_ERROR, &error, &length)
-                    result = error == 0 ? 0 : -1
-                    if error != 0 { errno = error }
-                } else {
-                    errno = ETIMEDOUT
-                }
+    /// Adds one command to hiredis's output buffer, binary-safe (each argument with its length).
+    private func append(_ arguments: [[UInt8]], to context: UnsafeMutablePointer<redisContext>) throws(RedisError) {
+        // One buffer for all the arguments (and a byte more, so that it is never empty).
+        let joined = arguments.joined() + [0]
+        let lengths = arguments.map(\.count)
+        let rc = joined.withUnsafeBufferPointer { buffer in
+            var start = 0
+            var pointers: [UnsafePointer<CChar>?] = lengths.map { length in
+                defer { start += length }
+                return UnsafeRawPointer(buffer.baseAddress! + start).assumingMemoryBound(to: CChar.self)
             }
-            if result != 0 {
-                lastError = String(cString: strerror(errno))
-                Glibc.close(s)
-                continue
-            }
-            _ = fcntl(s, F_SETFL, flags)
-            var one: Int32 = 1
-            setsockopt(s, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            fd = s
-            return
+            return redisAppendCommandArgv(context, Int32(arguments.count), &pointers, lengths)
         }
-        throw .connection("\(url.host):\(url.port): \(lastError)")
+        guard rc == REDIS_OK else { throw failure(context) }
     }
 
-    private func write(_ bytes: [UInt8]) throws(RedisError) {
-        var sent = 0
-        let deadline = Self.now() + timeout
-        while sent < bytes.count {
-            let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
-            if n > 0 { sent += n; continue }
-            if n < 0 && errno == EINTR { continue }
-            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
-                try wait(for: Int16(POLLOUT), until: deadline)
-                continue
-            }
-            throw .connection("write: \(String(cString: strerror(errno)))")
+    private func setSocketTimeout(_ seconds: Double) throws(RedisError) {
+        guard let context, seconds != socketTimeout else { return }
+        guard redisSetTimeout(context, Self.timeval(seconds)) == REDIS_OK else { throw failure(context) }
+        socketTimeout = seconds
+    }
+
+    /// What went wrong, from the context's error (read before anything else can change errno).
+    private func failure(_ context: UnsafeMutablePointer<redisContext>) -> RedisError {
+        let code = errno
+        switch context.pointee.err {
+        case REDIS_ERR_IO where code == EAGAIN || code == EWOULDBLOCK: return .connection("no answer within \(timeout) s")
+        case REDIS_ERR_EOF: return .connection("closed by the server")
+        case REDIS_ERR_PROTOCOL: return .protocolError(Self.errorText(context))
+        default: return .connection(Self.errorText(context))
         }
     }
 
-    private func wait(for events: Int16, until deadline: Double) throws(RedisError) {
-        while true {
-            let left = deadline - Self.now()
-            guard left > 0 else { throw .connection("no answer within \(timeout) s") }
-            var p = pollfd(fd: fd, events: events, revents: 0)
-            let n = poll(&p, 1, Int32(max(1, left * 1000)))
-            if n > 0 { return }
-            if n < 0 && errno != EINTR { throw .connection("poll: \(String(cString: strerror(errno)))") }
-        }
+    private static func errorText(_ context: UnsafeMutablePointer<redisContext>) -> String {
+        withUnsafeBytes(of: context.pointee.errstr) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
     }
 
-    private func read(until deadline: Double) throws(RedisError) {
-        try wait(for: Int16(POLLIN), until: deadline)
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-        if n > 0 {
-            parser.append(chunk[0..<n])
-            return
-        }
-        if n < 0 && (errno == EINTR || errno == EAGAIN) { return }
-        throw .connection(n == 0 ? "closed by the server" : "read: \(String(cString: strerror(errno)))")
+    /// At least a millisecond: a zero timeval would mean no timeout at all.
+    private static func timeval(_ seconds: Double) -> Glibc.timeval {
+        let micros = max(1000, Int((seconds * 1e6).rounded()))
+        return Glibc.timeval(tv_sec: micros / 1_000_000, tv_usec: micros % 1_000_000)
     }
 }

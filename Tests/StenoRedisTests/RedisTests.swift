@@ -1,9 +1,11 @@
+import CHiredis
 import Foundation
 import StenoTestSupport
 import Testing
 @testable import StenoRedis
 
-@Suite struct RESPParserTests {
+/// hiredis's replies as RESPValues: every kind, read by a hiredis reader as the connection's is.
+@Suite struct RESPReplyTests {
     static let replies: [(String, RESPValue)] = [
         ("+OK\r\n", .simple("OK")),
         ("-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
@@ -16,53 +18,39 @@ import Testing
         ("*0\r\n", .array([])),
         ("*2\r\n*2\r\n$3\r\n1-0\r\n*2\r\n$1\r\nk\r\n$1\r\nv\r\n:7\r\n",
          .array([.array([.bulk(Array("1-0".utf8)), .array([.bulk([107]), .bulk([118])])]), .integer(7)])),
+        ("*3\r\n$-1\r\n*-1\r\n*1\r\n$-1\r\n", .array([.bulk(nil), .array(nil), .array([.bulk(nil)])])),
     ]
 
-    @Test func everyKindOfReplyWholeAndInEveryPiece() throws {
-        for (wire, expected) in Self.replies {
-            let bytes = Array(wire.utf8)
-            var whole = RESPParser()
-            whole.append(bytes)
-            #expect(try whole.next() == expected, "\(wire)")
-            #expect(try whole.next() == nil)
-            // Cut anywhere: nothing until the last byte, then the same reply.
-            for cut in 1..<bytes.count {
-                var parser = RESPParser()
-                parser.append(bytes[..<cut])
-                #expect(try parser.next() == nil, "\(wire) cut at \(cut)")
-                parser.append(bytes[cut...])
-                #expect(try parser.next() == expected, "\(wire) cut at \(cut)")
+    /// The replies in `wire`, fed to a reader in pieces of `piece` bytes.
+    static func read(_ wire: String, piece: Int) -> [RESPValue] {
+        let reader = redisReaderCreate()!
+        defer { redisReaderFree(reader) }
+        let marking = NullArrayMarking(on: reader)
+        defer { withExtendedLifetime(marking) {} }
+        var values: [RESPValue] = []
+        let bytes = Array(wire.utf8)
+        for start in stride(from: 0, to: bytes.count, by: piece) {
+            let chunk = bytes[start..<min(start + piece, bytes.count)]
+            let fed = chunk.withUnsafeBufferPointer {
+                $0.withMemoryRebound(to: CChar.self) { redisReaderFeed(reader, $0.baseAddress, $0.count) }
+            }
+            #expect(fed == REDIS_OK)
+            var reply: UnsafeMutableRawPointer?
+            while redisReaderGetReply(reader, &reply) == REDIS_OK, let got = reply {
+                values.append(RESPValue(got.assumingMemoryBound(to: redisReply.self)))
+                freeReplyObject(got)
+                reply = nil
             }
         }
+        return values
     }
 
-    @Test func repliesOneAfterAnother() throws {
-        var parser = RESPParser()
-        parser.append(Array(Self.replies.map(\.0).joined().utf8))
-        for (_, expected) in Self.replies { #expect(try parser.next() == expected) }
-        #expect(try parser.next() == nil)
-        #expect(parser.buffered == 0)
-    }
-
-    @Test func garbageIsAnErrorNotACrash() {
-        var small = RESPParser()
-        small.maxBulkBytes = 10
-        small.maxElements = 3
-        small.maxDepth = 2
-        for wire in ["?what\r\n", ":12x\r\n", "$abc\r\n", "$-2\r\n", "$3\r\nabcde", "$11\r\n", "*4\r\n", "*-5\r\n",
-                     "*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n", ":\r\n"] {
-            var parser = small
-            parser.append(Array(wire.utf8))
-            #expect(throws: RESPProtocolError.self, "\(wire)") { try parser.next() }
+    @Test func everyKindOfReplyWholeAndByteByByte() {
+        for (wire, expected) in Self.replies {
+            #expect(Self.read(wire, piece: wire.utf8.count) == [expected], "\(wire)")
+            #expect(Self.read(wire, piece: 1) == [expected], "\(wire)")
         }
-        var endless = RESPParser()
-        endless.append([UInt8](repeating: UInt8(ascii: "+"), count: 70_000))
-        #expect(throws: RESPProtocolError.self) { try endless.next() }
-    }
-
-    @Test func commandsAreArraysOfBulkStrings() {
-        #expect(RESPCommand.encode(["SET", "k", "v é"]) == Array("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$4\r\nv é\r\n".utf8))
-        #expect(RESPCommand.encode(bytes: [[0, 13, 10]]) == Array("*1\r\n$3\r\n".utf8) + [0, 13, 10, 13, 10])
+        #expect(Self.read(Self.replies.map(\.0).joined(), piece: 7) == Self.replies.map(\.1))
     }
 }
 
@@ -126,6 +114,30 @@ struct RedisConnectionTests {
         #expect(entries?.first?.elements?[0].text == first)
         #expect(entries?.first?.elements?[1] == .array([.bulk(Array("k".utf8)), .bulk(Array("final".utf8)),
                                                          .bulk(Array("d".utf8)), .bulk(Array("{}".utf8))]))
+    }
+
+    /// A blocking read is given its own time on top of the timeout; without it, a server that
+    /// does not answer within the timeout is given up, and the connection closed.
+    @Test func timeouts() throws {
+        let server = try TestRedisServer()
+        defer { server.remove() }
+        let redis = try RedisConnection(try RedisURL.parse(server.url).get(), timeout: 0.3)
+        let read = ["XREAD", "BLOCK", "600", "STREAMS", "s", "0-0"]
+        #expect(try redis.command(read, extraWait: 0.6) == .array(nil))
+        let start = Date()
+        #expect(throws: RedisError.connection("no answer within 0.3 s")) { try redis.command(read) }
+        #expect(Date().timeIntervalSince(start) > 0.25 && Date().timeIntervalSince(start) < 0.6)
+        #expect(!redis.isOpen)
+    }
+
+    /// An IPv6 address, written in brackets in the URL (where this machine has IPv6 loopback).
+    @Test func anIPv6Address() throws {
+        let interfaces = (try? String(contentsOfFile: "/proc/net/if_inet6", encoding: .utf8)) ?? ""
+        guard interfaces.contains("00000000000000000000000000000001") else { return }
+        let server = try TestRedisServer()
+        defer { server.remove() }
+        let redis = try RedisConnection(try RedisURL.parse("redis://[::1]:\(server.port)").get())
+        #expect(try redis.command(["PING"]) == .simple("PONG"))
     }
 
     @Test func aServerThatIsGoneOrGoesAwayIsAConnectionError() throws {

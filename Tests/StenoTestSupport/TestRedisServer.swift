@@ -1,8 +1,9 @@
 import Foundation
 import StenoSystem
 
-/// Debian's `redis-server` on a free loopback port, with no persistence, for the tests that
-/// need a real one; stopped by `stop()` or, failing that, when it is released (SIGKILL).
+/// Debian's `redis-server` on a free loopback port (127.0.0.1, and ::1 where there is IPv6), with
+/// no persistence, for the tests that need a real one; stopped by `stop()` or, failing that, when
+/// it is released (SIGKILL).
 /// Its output goes to a log file in its own temporary folder.
 public final class TestRedisServer: @unchecked Sendable {
     public static let binary = "/usr/bin/redis-server"
@@ -28,7 +29,7 @@ public final class TestRedisServer: @unchecked Sendable {
     public func start() throws {
         guard pid == 0 else { return }
         pid = try spawnQuietly(Self.binary, [
-            "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+            "--port", "\(port)", "--bind", "127.0.0.1", "-::1", "--save", "", "--appendonly", "no",
             "--dir", directory.path, "--logfile", directory.appendingPathComponent("redis.log").path,
         ])
         let deadline = Date().addingTimeInterval(20)
