@@ -39,6 +39,9 @@ let package = Package(
         .systemLibrary(
             name: "CHiredis", pkgConfig: "hiredis",
             providers: [.apt(["libhiredis-dev"])]),
+        .systemLibrary(
+            name: "CCrypto", pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]),
 
         // One shim per C library: what Swift cannot call (variadic functions, macros).
         .target(name: "CLwsShims", dependencies: ["CLibWebSockets"]),
@@ -83,7 +86,7 @@ let package = Package(
         .target(
             name: "StenoServer",
             dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoSession", "StenoTransport",
-                           "StenoWorkers", "StenoPrometheus", "StenoSystem", "StenoRedis"]),
+                           "StenoWorkers", "StenoPrometheus", "StenoSystem", "StenoRedis", "CCrypto"]),
         // The command line: serve, transcribe, send, listen, and one flag parser for all of them.
         .executableTarget(
             name: "steno",

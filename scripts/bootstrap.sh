@@ -17,6 +17,7 @@ run_packages=(
     pocketsphinx-en-us  # the embedded English model
     libasound2-dev      # ALSA capture for steno send --device
     libhiredis-dev      # the Redis client of channels across instances (StenoRedis)
+    libssl-dev          # libcrypto's SHA-256, for the proof of a channel's takeover (libwebsockets-dev needs it too)
     festival festlex-cmu  # letter-to-sound rules: pronunciations of phrase words the dictionary lacks
 )
 test_packages=(
