@@ -229,7 +229,7 @@ public final class StenoMetrics: Sendable {
     }
 
     /// Publishes the worker pool's state, read at each scrape:
-    /// `steno_workers`, `steno_workers_busy`, `steno_preparers_busy`,
+    /// `steno_workers`, `steno_workers_busy`,
     /// `steno_worker_queue_depth` (jobs waiting in all lanes), `steno_worker_jobs_completed_total`,
     /// and the compute jobs' wall-clock and CPU seconds, `steno_worker_busy_seconds_total` and
     /// `steno_worker_cpu_seconds_total` (busy over CPU above 1: the workers wait for cores).
@@ -239,9 +239,6 @@ public final class StenoMetrics: Sendable {
         }
         registry.sampledGauge("steno_workers_busy", help: "Worker threads running a job now.") {
             Double(pool.stats.busyWorkers)
-        }
-        registry.sampledGauge("steno_preparers_busy", help: "Preparation threads running a job now.") {
-            Double(pool.stats.busyPreparers)
         }
         registry.sampledGauge("steno_worker_queue_depth", help: "Jobs waiting for a worker, all sessions.") {
             Double(pool.stats.queuedJobs)

@@ -12,26 +12,26 @@ extension WorkerPool {
             lane.jobs.append(job)
             s.queued += 1
             if lane.scheduled || lane.parked { return .queued }
-            s.schedule(id, lane, kind: job.kind)
-            return .scheduled(job.kind)
+            s.schedule(id, lane)
+            return .scheduled
         }
         switch result {
         case .refused: return false
         case .queued: return true
-        case .scheduled(let kind):
-            wake(kind)
+        case .scheduled:
+            wake()
             return true
         }
     }
 
     fileprivate func close(lane id: Int, meter: WorkMeter, mode: CloseMode, final: Job?) -> Bool {
-        let (accepted, dropped, signal): (Bool, [Job], JobKind?) = state.withLock { s in
+        let (accepted, dropped, signal): (Bool, [Job], Bool) = state.withLock { s in
             let lane: LaneState
             if let existing = s.lanes[id] {
                 lane = existing
             } else {
                 // The lane has already finished: only a final job is left to run.
-                guard final != nil, !s.stopping else { return (final == nil, [], nil) }
+                guard final != nil, !s.stopping else { return (final == nil, [], false) }
                 lane = LaneState(meter: meter)
                 s.lanes[id] = lane
             }
@@ -52,17 +52,17 @@ extension WorkerPool {
                     s.queued += 1
                 }
             }
-            if lane.scheduled { return (accepted, dropped, nil) }
+            if lane.scheduled { return (accepted, dropped, false) }
             // An idle lane has no jobs; only its final jobs can be left.
-            if let head = lane.finals.first {
-                s.schedule(id, lane, kind: head.kind)
-                return (accepted, dropped, head.kind)
+            if !lane.finals.isEmpty {
+                s.schedule(id, lane)
+                return (accepted, dropped, true)
             }
             s.lanes[id] = nil
-            return (accepted, dropped, nil)
+            return (accepted, dropped, false)
         }
         _ = dropped  // released after the lock, see shutdown
-        if let signal { wake(signal) }
+        if signal { wake() }
         return accepted
     }
 
@@ -88,14 +88,14 @@ extension WorkerPool {
             lane.priority.append(job)
             s.queued += 1
             if lane.scheduled { return .queued }
-            s.schedule(id, lane, kind: job.kind)
-            return .scheduled(job.kind)
+            s.schedule(id, lane)
+            return .scheduled
         }
         switch result {
         case .refused: return false
         case .queued: return true
-        case .scheduled(let kind):
-            wake(kind)
+        case .scheduled:
+            wake()
             return true
         }
     }
@@ -111,7 +111,7 @@ extension WorkerPool {
 }
 
 private enum SubmitResult {
-    case refused, queued, scheduled(WorkerPool.JobKind)
+    case refused, queued, scheduled
 }
 
 /// A serial queue of jobs inside a ``WorkerPool``: one per session.
@@ -126,7 +126,7 @@ public final class Lane: Sendable {
     public let label: String
     fileprivate let id: Int
     private let cancelled = Atomic<Bool>(false)
-    /// The time its compute jobs have taken.
+    /// The time its jobs have taken.
     fileprivate let meter: WorkMeter
 
     init(pool: WorkerPool, id: Int, label: String, meter: WorkMeter) {
@@ -142,23 +142,16 @@ public final class Lane: Sendable {
 
     /// Queues a job behind the lane's other jobs. Returns false, and never runs the job,
     /// when the lane is closed or the pool is shutting down.
-    ///
-    /// `kind: .preparation` runs the job on a preparer thread instead of a worker (for
-    /// blocking setup such as creating the session's recognizer); it still runs in order
-    /// with the lane's other jobs.
     @discardableResult
-    public func submit(
-        kind: WorkerPool.JobKind = .compute,
-        _ job: @escaping @Sendable () -> Void
-    ) -> Bool {
-        pool.submit(lane: id, job: Job(kind: kind, body: job))
+    public func submit(_ job: @escaping @Sendable () -> Void) -> Bool {
+        pool.submit(lane: id, job: Job(body: job))
     }
 
     /// Closes the lane: later `submit` calls are refused.
     ///
     /// `.drain` lets the queued jobs run; `.cancel` drops the ones that have not started
     /// (a running job finishes; it can poll ``isCancelled`` to stop early). Then `final`,
-    /// if given, runs as the lane's last job, on a worker thread, even after a cancel.
+    /// if given, runs as the lane's last job, even after a cancel.
     /// Closing again is allowed: a later `.cancel` drops what a `.drain` left queued, and
     /// each call's `final` runs, in order. Final jobs are dropped only by an immediate
     /// shutdown.
@@ -172,7 +165,7 @@ public final class Lane: Sendable {
         then final: (@Sendable () -> Void)? = nil
     ) -> Bool {
         if mode == .cancel { cancelled.store(true, ordering: .releasing) }
-        return pool.close(lane: id, meter: meter, mode: mode, final: final.map { Job(kind: .compute, body: $0) })
+        return pool.close(lane: id, meter: meter, mode: mode, final: final.map { Job(body: $0) })
     }
 
     /// From inside one of this lane's jobs: once the job returns, the lane's other jobs wait
@@ -184,8 +177,8 @@ public final class Lane: Sendable {
     /// Runs `job` next, ahead of the lane's queued jobs, and lets the lane go on (from any
     /// thread). Returns false when the pool no longer accepts work.
     @discardableResult
-    public func unpark(first job: @escaping @Sendable () -> Void, kind: WorkerPool.JobKind = .compute) -> Bool {
-        pool.unpark(lane: id, first: Job(kind: kind, body: job))
+    public func unpark(first job: @escaping @Sendable () -> Void) -> Bool {
+        pool.unpark(lane: id, first: Job(body: job))
     }
 
     /// Whether the lane is parked now.
@@ -200,7 +193,7 @@ public final class Lane: Sendable {
     /// Whether the calling thread is running one of this lane's jobs right now.
     public var isCurrent: Bool { pool.isRunningOnCurrentThread(lane: id) }
 
-    /// The time this lane's compute jobs have taken so far (a running job counts once it
+    /// The time this lane's jobs have taken so far (a running job counts once it
     /// ends). Lock-free: cheap enough to read for every talker at every tick.
     public var work: WorkerPool.Work { meter.work }
 

@@ -1,5 +1,5 @@
-// How the pool's threads run: each waits for a lane on the ready queue of its kind, runs a
-// slice of that lane's jobs (timing the compute ones for the lane's and the pool's meters),
+// How the pool's threads run: each waits for a lane on the ready queue, runs a slice of
+// that lane's jobs (timing them for the lane's and the pool's meters),
 // and puts the lane back or lets it go; and how threads are woken, and told to exit.
 
 import Dispatch
@@ -17,43 +17,41 @@ import Darwin
 extension WorkerPool {
     // MARK: Threads
 
-    func startThread(kind: JobKind, name: String) {
+    func startThread(name: String) {
         threadsExited.enter()
         let thread = Thread { [self] in
             // Set from inside (see `nameCurrentThread`).
             nameCurrentThread(name)
-            self.threadMain(kind: kind)
+            self.threadMain()
         }
         thread.start()
     }
 
-    private func threadMain(kind: JobKind) {
+    private func threadMain() {
         let me = currentThreadID()
-        state.withLock { $0.threads[me] = kind }
-        let ready = semaphore(kind)
+        state.withLock { _ = $0.threads.insert(me) }
         while true {
             ready.wait()
-            // Every push onto a ready queue is paired with one signal, so a signal finds
+            // Every push onto the ready queue is paired with one signal, so a signal finds
             // a lane, except the exit signals, which are sent only when no lane is left.
             let picked: Int? = state.withLock { s in
-                guard let id = s[ready: kind].popFirst() else { return nil }
-                s.busy(kind, +1)
+                guard let id = s.ready.popFirst() else { return nil }
+                s.busy += 1
                 return id
             }
             guard let id = picked else { break }
-            runSlice(lane: id, kind: kind, thread: me)
+            runSlice(lane: id, thread: me)
         }
         state.withLock { s in
-            s.threads[me] = nil
+            s.threads.remove(me)
             s.liveThreads -= 1
         }
         threadsExited.leave()
     }
 
-    /// Runs jobs of one lane until its slice is used up, it has nothing left, or its next
-    /// job is for the other kind of thread.
+    /// Runs jobs of one lane until its slice is used up or it has nothing left.
     @discardableResult
-    func runSlice(lane id: Int, kind: JobKind, thread me: UInt) -> Int {
+    func runSlice(lane id: Int, thread me: UInt) -> Int {
         let clock = ContinuousClock()
         let began = clock.now
         var ran = 0
@@ -64,25 +62,20 @@ extension WorkerPool {
                     s.completed += 1
                     s.lanes[id]?.runner = 0
                 }
-                return s.nextStep(lane: id, kind: kind, withinSlice: withinSlice, thread: me)
+                return s.nextStep(lane: id, withinSlice: withinSlice, thread: me)
             }
             switch step {
             case .run(let job, let laneMeter):
-                guard job.kind == .compute else {
-                    job.body()
-                    ran += 1
-                    continue
-                }
                 let startedAt = clock.now
                 let cpuBefore = threadCPUSeconds()
                 job.body()
                 let busy = Self.seconds(startedAt.duration(to: clock.now))
                 let cpu = max(0, threadCPUSeconds() - cpuBefore)
-                laneMeter?.add(busy: busy, cpu: cpu)
+                laneMeter.add(busy: busy, cpu: cpu)
                 meter.add(busy: busy, cpu: cpu)
                 ran += 1
-            case .yielded(let kind):
-                wake(kind)
+            case .yielded:
+                wake()
                 return ran
             case .finished(let exit):
                 if exit { signalExit() }
@@ -96,21 +89,13 @@ extension WorkerPool {
         return Double(seconds) + Double(attoseconds) / 1e18
     }
 
-    private func semaphore(_ kind: JobKind) -> DispatchSemaphore {
-        switch kind {
-        case .compute: return computeReady
-        case .preparation: return preparationReady
-        }
+    func wake() {
+        ready.signal()
     }
 
-    func wake(_ kind: JobKind) {
-        semaphore(kind).signal()
-    }
-
-    /// One signal per thread: each finds the ready queues empty and exits.
+    /// One signal per thread: each finds the ready queue empty and exits.
     func signalExit() {
-        for _ in 0..<workerCount { computeReady.signal() }
-        for _ in 0..<preparerCount { preparationReady.signal() }
+        for _ in 0..<workerCount { ready.signal() }
     }
 }
 

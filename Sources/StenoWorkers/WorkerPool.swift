@@ -1,5 +1,5 @@
-// The pool itself: its kinds of jobs, its counters, how it starts, and what anyone may ask
-// of it (make a lane, prepare, read the stats, shut down). How its threads run the lanes is
+// The pool itself: its counters, how it starts, and what anyone may ask
+// of it (make a lane, read the stats, shut down). How its threads run the lanes is
 // in WorkerPool+Threads.swift, the lanes in Lane.swift, and the bookkeeping under the
 // pool's lock in WorkerPoolState.swift.
 
@@ -8,7 +8,7 @@ import Foundation
 import StenoSystem
 
 /// Threads that run the CPU work of many sessions: Opus decoding, resampling and speech
-/// recognition, and the slow one-off preparation of a session (creating a recognizer).
+/// recognition.
 ///
 /// ## Lanes
 /// Work is submitted to a ``Lane``; a session owns one. The jobs of one lane run one at a
@@ -27,14 +27,10 @@ import StenoSystem
 /// cache; with recognition jobs of 10–60 ms of CPU the default duration bound (20 ms)
 /// makes a slice one or two jobs, while a lane of tiny jobs gets up to `sliceJobs`.
 ///
-/// ## Two kinds of threads
-/// `workers` threads (default: one per core) run ``JobKind/compute`` jobs. A separate,
-/// small set of `preparers` threads (default: half the workers, at least one) runs
-/// ``JobKind/preparation`` jobs: blocking one-off work such as creating a recognizer
-/// (≈0.5 s). A session submits its preparation as the first job of its own lane, with
-/// `kind: .preparation`; the lane's later compute jobs wait behind it as usual, and no
-/// recognition worker is held for half a second while sessions start. Work that belongs
-/// to no session goes through ``prepare(_:)``.
+/// ## Threads
+/// `workers` threads (default: one per core) run every lane's jobs. Slow one-off work
+/// (making a recognizer's decoders) runs elsewhere: `StenoServer.start` has the engine make
+/// them in the background, ahead of speech.
 ///
 /// ## Parking
 /// A job that finds it cannot go on (say, its session waits for a shared recognizer) calls
@@ -59,14 +55,6 @@ import StenoSystem
 /// `ended`), then `shutdown(.drain, timeout: drainTimeout)` to let that work finish, and
 /// if it returns false, `shutdown(.immediate)` to drop what is left and join the threads.
 public final class WorkerPool: Sendable {
-    /// Which threads run a job.
-    public enum JobKind: Sendable, Hashable, CaseIterable {
-        /// Short CPU work (decode, resample, recognize a chunk): the worker threads.
-        case compute
-        /// Blocking one-off work (load a model, create a recognizer): the preparer threads.
-        case preparation
-    }
-
     /// What closing a lane does with the jobs that have not started yet.
     public enum CloseMode: Sendable, Hashable {
         /// Run them all, then the final job.
@@ -85,14 +73,10 @@ public final class WorkerPool: Sendable {
 
     /// A consistent snapshot of the pool's counters, for metrics and health reports.
     public struct Stats: Sendable, Hashable {
-        /// Worker threads (compute jobs).
+        /// Worker threads.
         public var workers: Int
-        /// Preparer threads (preparation jobs).
-        public var preparers: Int
         /// Worker threads running a job at the moment.
         public var busyWorkers: Int
-        /// Preparer threads running a job at the moment.
-        public var busyPreparers: Int
         /// Jobs waiting to start, in all lanes, final jobs included.
         public var queuedJobs: Int
         /// Jobs that have run to the end since the pool started.
@@ -103,21 +87,20 @@ public final class WorkerPool: Sendable {
         public var lanes: Int
         /// Threads that have not exited yet.
         public var liveThreads: Int
-        /// What the compute jobs have taken since the pool started (``Work``).
+        /// What the jobs have taken since the pool started (``Work``).
         public var work: Work
     }
 
-    /// Time spent running compute jobs: a lane's (``Lane/work``) or the whole pool's.
+    /// Time spent running jobs: a lane's (``Lane/work``) or the whole pool's.
     ///
     /// `busy` is wall-clock time from a job's start to its end, `cpu` the CPU time its thread
     /// used meanwhile. They differ when the thread waited for a core (other processes, or more
     /// runnable threads than cores): `busy` is what the workers' capacity is spent in, so it
     /// is what admission counts, and a machine shared with other work shows up as dearer jobs.
-    /// Preparation jobs are not counted: they run on threads of their own.
     public struct Work: Sendable, Hashable {
-        /// Seconds of wall-clock time inside compute jobs.
+        /// Seconds of wall-clock time inside jobs.
         public var busy: Double
-        /// Seconds of thread CPU time inside compute jobs.
+        /// Seconds of thread CPU time inside jobs.
         public var cpu: Double
 
         public init(busy: Double = 0, cpu: Double = 0) {
@@ -131,54 +114,44 @@ public final class WorkerPool: Sendable {
         max(1, ProcessInfo.processInfo.activeProcessorCount)
     }
 
-    /// Worker threads (compute jobs).
+    /// Worker threads.
     public let workerCount: Int
-    /// Preparer threads (preparation jobs).
-    public let preparerCount: Int
     /// A lane gives up its thread after this many jobs in a row.
     public let sliceJobs: Int
     /// … or once a job ends this long after its slice began.
     public let sliceDuration: Duration
 
     let state = Locked(PoolState())
-    /// The compute jobs' time, all lanes together (read without the pool's lock).
+    /// The jobs' time, all lanes together (read without the pool's lock).
     let meter = WorkMeter()
-    let computeReady = DispatchSemaphore(value: 0)
-    let preparationReady = DispatchSemaphore(value: 0)
+    /// One signal per lane put on the ready queue (and per thread told to exit).
+    let ready = DispatchSemaphore(value: 0)
     let threadsExited = DispatchGroup()
 
     /// Starts the threads.
     ///
     /// - Parameters:
-    ///   - workers: compute threads; values below 1 mean 1.
-    ///   - preparers: preparation threads; nil means half the workers, at least 1.
+    ///   - workers: threads; values below 1 mean 1.
     ///   - sliceJobs: the most jobs a lane runs before it yields its thread (at least 1).
     ///   - sliceDuration: a lane yields once this much time has passed in its slice.
     ///   - name: prefix of the thread names, as shown by `top -H` or a debugger.
     public convenience init(
         workers: Int = WorkerPool.defaultWorkerCount,
-        preparers: Int? = nil,
         sliceJobs: Int = 8,
         sliceDuration: Duration = .milliseconds(20),
         name: String = "steno"
     ) {
-        self.init(workers: max(1, workers), preparers: max(1, preparers ?? (max(1, workers) / 2)),
-                  sliceJobs: sliceJobs, sliceDuration: sliceDuration, name: name, threads: true)
+        self.init(workers: max(1, workers), sliceJobs: sliceJobs, sliceDuration: sliceDuration, name: name, threads: true)
     }
 
-    private init(workers workerCount: Int, preparers preparerCount: Int, sliceJobs: Int, sliceDuration: Duration,
-                 name: String, threads: Bool) {
+    private init(workers workerCount: Int, sliceJobs: Int, sliceDuration: Duration, name: String, threads: Bool) {
         self.workerCount = threads ? workerCount : 0
-        self.preparerCount = threads ? preparerCount : 0
         self.sliceJobs = max(1, sliceJobs)
         self.sliceDuration = sliceDuration
         guard threads else { return }
-        state.withLock { $0.liveThreads = workerCount + preparerCount }
+        state.withLock { $0.liveThreads = workerCount }
         for index in 0..<workerCount {
-            startThread(kind: .compute, name: "\(name)-worker-\(index)")
-        }
-        for index in 0..<preparerCount {
-            startThread(kind: .preparation, name: "\(name)-prepare-\(index)")
+            startThread(name: "\(name)-worker-\(index)")
         }
     }
 
@@ -186,11 +159,10 @@ public final class WorkerPool: Sendable {
     /// the calling thread, in the order the threads would take them. For tests of what runs
     /// on lanes that must not depend on timing.
     public static func manual(sliceJobs: Int = 8) -> WorkerPool {
-        WorkerPool(workers: 0, preparers: 0, sliceJobs: sliceJobs, sliceDuration: .seconds(3600), name: "manual",
-                   threads: false)
+        WorkerPool(workers: 0, sliceJobs: sliceJobs, sliceDuration: .seconds(3600), name: "manual", threads: false)
     }
 
-    /// A manual pool (``manual(sliceJobs:)``) runs its ready jobs, of both kinds, on the
+    /// A manual pool (``manual(sliceJobs:)``) runs its ready jobs on the
     /// calling thread until none is ready (jobs that submit jobs have those run too). Returns
     /// how many ran. On a pool with threads it does nothing.
     @discardableResult
@@ -199,17 +171,13 @@ public final class WorkerPool: Sendable {
         let me = currentThreadID()
         var ran = 0
         while true {
-            let picked: (Int, JobKind)? = state.withLock { s in
-                for kind in JobKind.allCases {
-                    if let id = s[ready: kind].popFirst() {
-                        s.busy(kind, +1)
-                        return (id, kind)
-                    }
-                }
-                return nil
+            let picked: Int? = state.withLock { s in
+                guard let id = s.ready.popFirst() else { return nil }
+                s.busy += 1
+                return id
             }
-            guard let (id, kind) = picked else { return ran }
-            ran += runSlice(lane: id, kind: kind, thread: me)
+            guard let id = picked else { return ran }
+            ran += runSlice(lane: id, thread: me)
         }
     }
 
@@ -230,61 +198,18 @@ public final class WorkerPool: Sendable {
         return Lane(pool: self, id: id, label: label, meter: meter)
     }
 
-    /// Runs a one-off blocking job on a preparer thread, in no lane: it may run at the same
-    /// time as other preparation jobs. Returns false (and never runs `job`) once the pool is
-    /// shutting down.
-    @discardableResult
-    public func prepare(_ job: @escaping @Sendable () -> Void) -> Bool {
-        let signal: JobKind? = state.withLock { s in
-            if s.stopping { return nil }
-            let id = s.nextLaneID
-            s.nextLaneID += 1
-            let lane = LaneState(meter: nil)
-            lane.closed = true
-            lane.jobs.append(Job(kind: .preparation, body: job))
-            s.queued += 1
-            s.lanes[id] = lane
-            s.schedule(id, lane, kind: .preparation)
-            return .preparation
-        }
-        guard let signal else { return false }
-        wake(signal)
-        return true
-    }
-
-    /// Runs `work` on a preparer thread and returns its result to an async caller.
-    /// Throws ``WorkerPoolError/shutDown`` if the pool no longer accepts work.
-    public func prepare<T: Sendable>(
-        _ work: @escaping @Sendable () throws -> T
-    ) async throws -> T {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            let accepted = prepare {
-                continuation.resume(with: Result { try work() })
-            }
-            if !accepted { continuation.resume(throwing: WorkerPoolError.shutDown) }
-        }
-    }
-
     /// A consistent snapshot of the counters (takes the pool's lock briefly).
     public var stats: Stats {
         state.withLock { s in
             Stats(
-                workers: workerCount, preparers: preparerCount,
-                busyWorkers: s.busyCompute, busyPreparers: s.busyPreparation,
+                workers: workerCount, busyWorkers: s.busy,
                 queuedJobs: s.queued, completedJobs: s.completed, droppedJobs: s.dropped,
                 lanes: s.lanes.count, liveThreads: s.liveThreads, work: meter.work)
         }
     }
 
-    /// Which kind of job the calling thread runs: nil when it is not one of this pool's
-    /// threads. Meant for assertions such as "never on the lws thread".
-    public var currentThreadKind: JobKind? {
-        let me = currentThreadID()
-        return state.withLock { $0.threads[me] }
-    }
-
-    /// Stops the pool. From then on nothing new is accepted: `submit`, `prepare` and the
-    /// final job of a later `close` are refused (they return false).
+    /// Stops the pool. From then on nothing new is accepted: `submit` and the final job of
+    /// a later `close` are refused (they return false).
     ///
     /// With `.drain`, every job already queued still runs, final jobs included, and the
     /// threads exit when there is nothing left. With `.immediate`, jobs not yet started are
@@ -312,7 +237,7 @@ public final class WorkerPool: Sendable {
                 // Lanes that are not scheduled have nothing left to run and never will.
                 s.lanes = s.lanes.filter { $0.value.scheduled }
             }
-            return (dropped, s.takeExitSignalIfIdle(), s.threads[me] != nil)
+            return (dropped, s.takeExitSignalIfIdle(), s.threads.contains(me))
         }
         // `dropped` is released here, after the lock: the closures' captures may run
         // deinitializers that call back into the pool.
@@ -326,12 +251,6 @@ public final class WorkerPool: Sendable {
         threadsExited.wait()
         return true
     }
-}
-
-/// Errors of ``WorkerPool``'s async interface.
-public enum WorkerPoolError: Error, Sendable, Hashable {
-    /// The pool is shutting down and accepts no more work.
-    case shutDown
 }
 
 extension Duration {

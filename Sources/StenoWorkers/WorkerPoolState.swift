@@ -13,23 +13,22 @@ import Darwin
 #endif
 
 struct Job: Sendable {
-    let kind: WorkerPool.JobKind
     let body: @Sendable () -> Void
 }
 
 enum SliceStep: Sendable {
-    /// Run this job (its time goes to the lane's meter, if any), then ask again.
-    case run(Job, WorkMeter?)
-    /// The lane went back onto a ready queue: wake a thread of that kind.
-    case yielded(WorkerPool.JobKind)
+    /// Run this job (its time goes to the lane's meter), then ask again.
+    case run(Job, WorkMeter)
+    /// The lane went back onto the ready queue: wake a thread.
+    case yielded
     /// The lane has no work left; `exit` when the pool is stopping and this was the last.
     case finished(exit: Bool)
 }
 
 /// The bookkeeping of one lane; only touched under the pool's lock.
 final class LaneState {
-    /// Where its compute jobs' time goes (nil for ``WorkerPool/prepare(_:)``'s one-off lanes).
-    let meter: WorkMeter?
+    /// Where its jobs' time goes.
+    let meter: WorkMeter
     var jobs = FIFO<Job>()
     /// Jobs put ahead of `jobs` by `unpark`.
     var priority = FIFO<Job>()
@@ -43,7 +42,7 @@ final class LaneState {
     /// The thread running one of its jobs, or 0.
     var runner: UInt = 0
 
-    init(meter: WorkMeter?) {
+    init(meter: WorkMeter) {
         self.meter = meter
     }
 
@@ -67,51 +66,29 @@ final class LaneState {
 struct PoolState {
     var lanes: [Int: LaneState] = [:]
     var nextLaneID = 1
-    var readyCompute = FIFO<Int>()
-    var readyPreparation = FIFO<Int>()
-    /// Lanes in a ready queue or held by a thread.
+    /// Lanes waiting for a thread.
+    var ready = FIFO<Int>()
+    /// Lanes in the ready queue or held by a thread.
     var scheduledLanes = 0
     var queued = 0
     var completed = 0
     var dropped = 0
-    var busyCompute = 0
-    var busyPreparation = 0
+    /// Threads running a job.
+    var busy = 0
     var stopping = false
     var exitSignalled = false
     var liveThreads = 0
-    /// The pool's threads by system thread id.
-    var threads: [UInt: WorkerPool.JobKind] = [:]
+    /// The pool's threads, by system thread id.
+    var threads: Set<UInt> = []
 
-    subscript(ready kind: WorkerPool.JobKind) -> FIFO<Int> {
-        get {
-            switch kind {
-            case .compute: return readyCompute
-            case .preparation: return readyPreparation
-            }
-        }
-        _modify {
-            switch kind {
-            case .compute: yield &readyCompute
-            case .preparation: yield &readyPreparation
-            }
-        }
-    }
-
-    mutating func busy(_ kind: WorkerPool.JobKind, _ delta: Int) {
-        switch kind {
-        case .compute: busyCompute += delta
-        case .preparation: busyPreparation += delta
-        }
-    }
-
-    /// Puts an idle lane (or one a thread just gave up) on the ready queue of `kind`.
-    /// The caller signals that kind's semaphore once, after the lock.
-    mutating func schedule(_ id: Int, _ lane: LaneState, kind: WorkerPool.JobKind) {
+    /// Puts an idle lane on the ready queue. The caller signals the semaphore once, after
+    /// the lock.
+    mutating func schedule(_ id: Int, _ lane: LaneState) {
         if !lane.scheduled {
             lane.scheduled = true
             scheduledLanes += 1
         }
-        self[ready: kind].append(id)
+        ready.append(id)
     }
 
     /// True once, when the pool is stopping and no lane has work left.
@@ -121,25 +98,25 @@ struct PoolState {
         return true
     }
 
-    mutating func nextStep(lane id: Int, kind: WorkerPool.JobKind, withinSlice: Bool, thread: UInt) -> SliceStep {
+    mutating func nextStep(lane id: Int, withinSlice: Bool, thread: UInt) -> SliceStep {
         guard let lane = lanes[id] else {
             // Not reachable: a scheduled lane stays registered until it finishes.
-            busy(kind, -1)
+            busy -= 1
             scheduledLanes -= 1
             return .finished(exit: takeExitSignalIfIdle())
         }
-        if let head = lane.head {
-            if head.kind == kind && withinSlice, let job = lane.popHead() {
+        if lane.head != nil {
+            if withinSlice, let job = lane.popHead() {
                 queued -= 1
                 lane.runner = thread
                 return .run(job, lane.meter)
             }
-            // End of the slice, or the next job is for the other kind of thread.
-            busy(kind, -1)
-            self[ready: head.kind].append(id)
-            return .yielded(head.kind)
+            // End of the slice: the lane goes to the back of the queue.
+            busy -= 1
+            ready.append(id)
+            return .yielded
         }
-        busy(kind, -1)
+        busy -= 1
         lane.scheduled = false
         scheduledLanes -= 1
         // A parked lane keeps its jobs for the unpark; a closed one that is done goes.
@@ -185,7 +162,7 @@ struct FIFO<Element> {
     }
 }
 
-/// Time taken by compute jobs, added to by the threads that run them and read by anyone:
+/// Time taken by jobs, added to by the threads that run them and read by anyone:
 /// nanosecond counters, so neither side takes a lock.
 final class WorkMeter: Sendable {
     private let busyNanoseconds = Atomic<UInt64>(0)

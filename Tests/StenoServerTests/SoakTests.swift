@@ -374,7 +374,7 @@ struct ServerProbe: Sendable {
         let m = metrics()
         var gauges = ["steno_sessions_active", "steno_viewers_active", "steno_outbound_queue_bytes",
                       "steno_inbound_buffered_audio_seconds", "steno_recognizers_busy",
-                      "steno_recognizer_waiting_sessions", "steno_workers_busy", "steno_preparers_busy",
+                      "steno_recognizer_waiting_sessions", "steno_workers_busy",
                       "steno_worker_queue_depth"].map { ($0, m[$0] ?? .nan) }
         gauges += m.filter { $0.key.hasPrefix("steno_channel_viewers{") }.map { ($0.key, $0.value) }
         let health = (try? HTTPTestClient.get(port: port, "/healthz")).flatMap { try? WireEvent($0.bodyText) }

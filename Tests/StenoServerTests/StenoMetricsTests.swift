@@ -10,7 +10,7 @@ import Testing
 @Suite struct StenoMetricsTests {
     @Test func stenoMetricsPublishWellFormedSeries() {
         let metrics = StenoMetrics()
-        let pool = WorkerPool(workers: 2, preparers: 1)
+        let pool = WorkerPool(workers: 2)
         metrics.attach(pool: pool)
         metrics.sessionsActive.increment()
         metrics.sessionsTotal.increment()

@@ -21,7 +21,7 @@ private final class AtomicCounter: Sendable {
     let value = Atomic<Int>(0)
 }
 
-/// The pool's lanes: order, no overlap, fair slices; preparation; stats, compute time, stress.
+/// The pool's lanes: order, no overlap, fair slices; stats, compute time, stress.
 /// Closing lanes and shutting down are in WorkerPoolClosingTests.swift, parking in
 /// WorkerPoolParkingTests.swift; `waited` and `Log` above serve them too.
 ///
@@ -130,50 +130,8 @@ private final class AtomicCounter: Sendable {
         #expect(order.last == "a")
     }
 
-    @Test func preparationRunsOffTheWorkersAndKeepsLaneOrder() {
-        let pool = WorkerPool(workers: 1, preparers: 1)
-        let gate = DispatchSemaphore(value: 0)
-        let computeRan = DispatchSemaphore(value: 0)
-        let log = Log<String>()
-
-        // A slow preparation holds the only preparer …
-        let starting = pool.makeLane(label: "starting")
-        let preparing = DispatchSemaphore(value: 0)
-        starting.submit(kind: .preparation) {
-            preparing.signal()
-            _ = waited(gate)
-            log.append("prepared on \(pool.currentThreadKind.map { "\($0)" } ?? "?")")
-        }
-        starting.submit { log.append("first chunk on \(pool.currentThreadKind.map { "\($0)" } ?? "?")") }
-        #expect(waited(preparing))
-        // … while another session's compute job still gets the worker.
-        pool.makeLane(label: "streaming").submit {
-            log.append("other session")
-            computeRan.signal()
-        }
-        #expect(waited(computeRan))
-        #expect(pool.stats.busyPreparers == 1)
-        gate.signal()
-        #expect(pool.shutdown(.drain, timeout: .seconds(60)))
-        #expect(log.all == ["other session", "prepared on preparation", "first chunk on compute"])
-    }
-
-    @Test func prepareReturnsAValueToAnAsyncCaller() async throws {
-        let pool = WorkerPool(workers: 1, preparers: 2)
-        let value = try await pool.prepare { 6 * 7 }
-        #expect(value == 42)
-        struct Failure: Error {}
-        await #expect(throws: Failure.self) {
-            _ = try await pool.prepare { () throws -> Int in throw Failure() }
-        }
-        #expect(pool.shutdown(.drain, timeout: .seconds(60)))
-        await #expect(throws: WorkerPoolError.shutDown) {
-            _ = try await pool.prepare { 1 }
-        }
-    }
-
     @Test func statsCountQueuedBusyAndCompletedJobs() {
-        let pool = WorkerPool(workers: 2, preparers: 1)
+        let pool = WorkerPool(workers: 2)
         let lane = pool.makeLane()
         let started = DispatchSemaphore(value: 0)
         let gate = DispatchSemaphore(value: 0)
@@ -182,7 +140,6 @@ private final class AtomicCounter: Sendable {
         #expect(waited(started))
         var stats = pool.stats
         #expect(stats.workers == 2)
-        #expect(stats.preparers == 1)
         #expect(stats.busyWorkers == 1)
         #expect(stats.queuedJobs == 7)
         #expect(lane.depth == 7)
@@ -197,7 +154,7 @@ private final class AtomicCounter: Sendable {
     }
 
     @Test func stressManyLanesFromManyThreads() {
-        let pool = WorkerPool(workers: 3, preparers: 1, sliceJobs: 3)
+        let pool = WorkerPool(workers: 3, sliceJobs: 3)
         let laneCount = 200
         let jobsPerLane = 50
         let correct = Atomic<Int>(0)
@@ -206,10 +163,6 @@ private final class AtomicCounter: Sendable {
         DispatchQueue.concurrentPerform(iterations: laneCount) { index in
             let lane = pool.makeLane(label: "s\(index)")
             let seen = Locked([Int]())
-            // Every tenth session starts with a preparation job, as a real one would.
-            if index % 10 == 0 {
-                lane.submit(kind: .preparation) { seen.withLock { $0.append(-1) } }
-            }
             for job in 0..<jobsPerLane {
                 lane.submit { seen.withLock { $0.append(job) } }
             }
@@ -217,11 +170,9 @@ private final class AtomicCounter: Sendable {
             let cancel = index % 7 == 0
             lane.close(cancel ? .cancel : .drain) {
                 seen.withLock { values in
-                    let jobs = values.filter { $0 >= 0 }
-                    let inOrder = jobs == Array(0..<jobs.count)
-                    let complete = cancel || jobs.count == jobsPerLane
-                    let prepared = index % 10 != 0 || cancel || values.first == -1
-                    if inOrder && complete && prepared { correct.add(1, ordering: .relaxed) }
+                    let inOrder = values == Array(0..<values.count)
+                    let complete = cancel || values.count == jobsPerLane
+                    if inOrder && complete { correct.add(1, ordering: .relaxed) }
                 }
                 if finals.add(1, ordering: .relaxed).newValue == laneCount { allDone.signal() }
             }
@@ -235,22 +186,18 @@ private final class AtomicCounter: Sendable {
         #expect(stats.busyWorkers == 0)
     }
 
-    /// Each lane's compute jobs' time, and the pool's (what admission counts): a job's wall
-    /// time is at least what it slept, its CPU time no more than its wall time, and
-    /// preparation jobs (their own threads) are not counted.
+    /// Each lane's jobs' time, and the pool's (what admission counts): a job's wall time is at
+    /// least what it slept, its CPU time no more than its wall time.
     @Test func lanesCountTheirComputeJobsTime() {
         let pool = WorkerPool.manual()
         let sleeper = pool.makeLane(label: "sleeper")
-        let preparing = pool.makeLane(label: "preparing")
         let idle = pool.makeLane(label: "idle")
-        preparing.submit(kind: .preparation) { usleep(30_000) }
         sleeper.submit { usleep(20_000) }
         sleeper.submit { usleep(20_000) }
         pool.runPending()
         let work = sleeper.work
         #expect(work.busy >= 0.04, "\(work)")
         #expect(work.cpu <= work.busy + 0.001, "\(work)")
-        #expect(preparing.work == WorkerPool.Work(), "a preparation job was counted")
         #expect(idle.work == WorkerPool.Work())
         #expect(pool.stats.work == work)
         // Its time stays the lane's after it has closed and its final job has run.
