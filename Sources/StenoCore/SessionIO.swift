@@ -37,9 +37,9 @@ public enum SessionAction: Sendable, Hashable {
     case submitFinalize(through: Double)
     /// End of input: finalize everything; then feed `.endCompleted` after delivering its finals.
     case submitEnd
-    /// `duration` seconds of the timeline, starting at `start`, have no audio (a declared gap,
-    /// or silence the client did not send): end the utterance in progress and go on after it.
-    case submitGap(start: Double, duration: Double)
+    /// The next `duration` seconds of the timeline have no audio (a declared gap, or silence
+    /// the client did not send): end the utterance in progress and go on after it.
+    case submitGap(duration: Double)
     /// The client, instead of `start`, asks to continue the detached session of the request on
     /// this connection. If it may, this machine is dropped and the session's own machine gets
     /// `.attached`; if not, feed `.resumeRejected`.

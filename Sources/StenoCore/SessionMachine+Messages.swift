@@ -55,14 +55,14 @@ extension SessionMachine {
             let start = receivedSeconds
             let units = max(1, Int64((duration * unitRate).rounded()))
             receivedUnits += units
-            out.append(.submitGap(start: Double(receivedUnits - units) / unitRate, duration: Double(units) / unitRate))
+            out.append(.submitGap(duration: Double(units) / unitRate))
             emit(.gap(start: start, end: receivedSeconds), into: &out)
             regulateReading(now: now, into: &out)
         case (.open, .silence(let duration)):
             let units = max(1, Int64((duration * unitRate).rounded()))
             receivedUnits += units
             lastActivity = max(lastActivity, now)
-            out.append(.submitGap(start: Double(receivedUnits - units) / unitRate, duration: Double(units) / unitRate))
+            out.append(.submitGap(duration: Double(units) / unitRate))
             regulateReading(now: now, into: &out)
         case (.ending(.requested), .silence):
             if !warnedAudioAfterEnd {

@@ -31,7 +31,7 @@ extension SessionDriver {
                 setReading(false, &s)
             case .resumeReading:
                 setReading(true, &s)
-            case .submitGap(_, let duration):
+            case .submitGap(let duration):
                 heard(&s)
                 submitBatch(&s)
                 submit { pipeline throws(StenoError) in

@@ -102,8 +102,8 @@ struct Harness {
             return "end"
         case .cancelPipeline:
             return "cancelPipeline"
-        case .submitGap(let start, let duration):
-            return "gap \(JSONWriter.secondsText(start))+\(JSONWriter.secondsText(duration))"
+        case .submitGap(let duration):
+            return "gap \(JSONWriter.secondsText(duration))"
         case .resume(let request):
             return "resume \(request.session) after \(request.after)"
         case .pauseReading:
