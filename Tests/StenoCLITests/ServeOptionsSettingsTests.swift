@@ -107,7 +107,7 @@ extension ServeOptionsTests {
         let fromEnvironment = try parse([], ["STENO_TOKENS": "pub", "STENO_VIEWER_TOKENS": "look,see"])
         #expect(fromEnvironment.viewerTokens == ["look", "see"])
         #expect(failure(["--token", "pub", "--viewer-token", "b@d token"]) != nil)
-        #expect(flags.viewerToken.environment == "STENO_VIEWER_TOKENS")
+        #expect(flag("viewer-token")?.environment == "STENO_VIEWER_TOKENS")
         #expect(ServeOptions.spec(machine).helpText().contains("--viewer-token TOKEN"))
     }
 
