@@ -1,3 +1,5 @@
+import StenoCore
+
 /// When an utterance is over, besides the speech detector's switch.
 ///
 /// pocketsphinx's detector ends an utterance after `-vad_postspeech` frames (0.5 s) of what it
@@ -60,4 +62,32 @@ public struct Endpointing: Sendable, Hashable {
 
     /// Whether it ever ends an utterance (false: the speech detector alone does).
     public var endsUtterances: Bool { earlySilence != nil || lateSilence != nil }
+}
+
+extension Endpointing {
+    /// The late silences the command line takes (`search=SECONDS`).
+    public static let commandLineSilences: ClosedRange<Double> = 0.1...2
+
+    /// As the command line writes it (`steno serve --endpointing`, which the benchmarks pass on
+    /// too): `detector`, `search` (``standard``), or `search=SECONDS`, a late silence in
+    /// ``commandLineSilences``; nil for anything else.
+    public init?(commandLine text: String) {
+        if text == "detector" {
+            self = .detector
+            return
+        }
+        if text == "search" {
+            self = .standard
+            return
+        }
+        guard text.hasPrefix("search="), let value = Double(text.dropFirst("search=".count)),
+              value.isFinite, Self.commandLineSilences.contains(value) else { return nil }
+        self.init(lateSilence: value)
+    }
+
+    /// How the command line writes it (what ``init(commandLine:)`` reads).
+    public var commandLineText: String {
+        guard let late = lateSilence else { return "detector" }
+        return late == Endpointing.standard.lateSilence ? "search" : "search=\(JSONWriter.secondsText(late))"
+    }
 }

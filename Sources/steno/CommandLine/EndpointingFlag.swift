@@ -22,23 +22,15 @@ enum EndpointingFlag {
     /// What `steno transcribe`'s help shows as the default (the engine's).
     static var defaultText: String { text(PocketSphinxConfiguration().endpointing) }
 
-    /// `detector`, `search`, or `search=SECONDS` (0.1–2 s): the endpointing it names, or nil
-    /// when the text is none of these.
-    static func endpointing(_ text: String) -> Endpointing? {
-        if text == "detector" { return .detector }
-        if text == "search" { return .standard }
-        guard text.hasPrefix("search="), let value = Double(text.dropFirst("search=".count)),
-              value.isFinite, (0.1...2).contains(value) else { return nil }
-        return Endpointing(lateSilence: value)
-    }
+    /// `detector`, `search`, or `search=SECONDS` (`Endpointing.init(commandLine:)`): the
+    /// endpointing it names, or nil when the text is none of these.
+    static func endpointing(_ text: String) -> Endpointing? { Endpointing(commandLine: text) }
 
-    static let expected = "detector, search, or search=SECONDS (0.1 to 2), such as search=0.3"
+    static let expected = "detector, search, or search=SECONDS (\(JSONWriter.secondsText(Endpointing.commandLineSilences.lowerBound)) to "
+        + "\(JSONWriter.secondsText(Endpointing.commandLineSilences.upperBound))), such as search=0.3"
 
     /// How an endpointing is written on the command line (what `endpointing(_:)` reads).
-    static func text(_ endpointing: Endpointing) -> String {
-        guard let late = endpointing.lateSilence else { return "detector" }
-        return late == Endpointing.standard.lateSilence ? "search" : "search=\(JSONWriter.secondsText(late))"
-    }
+    static func text(_ endpointing: Endpointing) -> String { endpointing.commandLineText }
 }
 
 extension ParsedCommandLine {
