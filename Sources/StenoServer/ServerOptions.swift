@@ -159,7 +159,8 @@ public struct ServerOptions: Sendable, Equatable {
     /// nil: the engine's default (`PocketSphinxConfiguration.endpointing`).
     public var endpointing: Endpointing? = nil
     /// Each session keeps a recognizer from its first utterance to its end, as before they were
-    /// shared (for comparison in benchmarks; `recognizers` then limits sessions that spoke).
+    /// shared (`recognizers` then limits sessions that spoke). For comparison in benchmarks
+    /// only (`steno-bench dedicated-server`); not a flag of `steno serve`.
     public var dedicatedRecognizers = false
     /// Audio goes to a session's lane in batches of this many seconds (one recognizer block);
     /// 0: each message as it comes, as before batching (`steno-bench connections --wakeups`

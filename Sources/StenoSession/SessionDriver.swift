@@ -19,7 +19,7 @@ public struct DriverOptions: Sendable, Hashable {
     /// A batch left short (the client paused, or sends little) goes after this long anyway.
     public var batchLinger: Double
     /// Recognizers keep a shared decoder from their first utterance to their end (the design
-    /// before shared decoders, for comparison: `--dedicated-recognizers`).
+    /// before shared decoders, for comparison: `ServerOptions.dedicatedRecognizers`).
     public var keepsDecoder: Bool
 
     public init(batchSeconds: Double = 0.128, batchLinger: Double = 0.1, keepsDecoder: Bool = false) {

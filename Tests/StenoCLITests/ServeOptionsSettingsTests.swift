@@ -126,11 +126,8 @@ extension ServeOptionsTests {
         #expect(try parse(["--stall-seconds", "0"]).limits.stallSeconds == 0)
         #expect(try parse([], ["STENO_STALL_SECONDS": "4"]).limits.stallSeconds == 4)
         #expect(problem(["--stall-seconds", "-1"]) != nil)
-        // The switch of the old design, and load admission turned off.
-        #expect(try !parse([]).dedicatedRecognizers && parse([]).lagTarget == 1)
-        #expect(try parse(["--dedicated-recognizers"]).dedicatedRecognizers)
-        #expect(try parse([], ["STENO_DEDICATED_RECOGNIZERS": "1"]).dedicatedRecognizers)
-        #expect(problem(["--dedicated-recognizers=yes"]) == .unexpectedValue(option: "--dedicated-recognizers"))
+        // Load admission turned off.
+        #expect(try parse([]).lagTarget == 1)
         #expect(try parse(["--lag-target", "0"]).lagTarget == 0)
         #expect(try parse([]).admitUtilization == 0.9)
         #expect(try parse(["--admit-utilization", "0.75"]).admitUtilization == 0.75)

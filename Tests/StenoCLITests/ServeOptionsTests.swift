@@ -174,7 +174,7 @@ func problem(_ arguments: [String], _ environment: [String: String] = [:]) -> Us
     }
 
     @Test func everyFlagHasAVariableAndEveryPairIsTested() {
-        let tested = Set(Self.pairs.map(\.0) + ["cert", "key", "viewer-token", "dedicated-recognizers"])
+        let tested = Set(Self.pairs.map(\.0) + ["cert", "key", "viewer-token"])
         #expect(Set(flags.all.map(\.name)) == tested)
         for flag in flags.all { #expect(flag.environment != nil, "\(flag.flag)") }
     }

@@ -187,11 +187,6 @@ extension ServeOptions {
                                help: "shared decoders kept idle ahead of speech, made at start and again as they are lent; the rest only when speech needs them (less memory, a slower ramp)",
                                default: "all of --recognizers", environment: "STENO_SPARE_RECOGNIZERS"),
                           \.spareRecognizers, .integer(0...1000)),
-                ServeFlag(Flag.toggle("dedicated-recognizers",
-                                      help: "each session keeps a recognizer to its end (the design before sharing, to compare)",
-                                      environment: "STENO_DEDICATED_RECOGNIZERS")) { given, flag, options throws(UsageError) in
-                    options.dedicatedRecognizers = given.isOn(flag)
-                },
                 ServeFlag(Flag("audio-batch-seconds", value: "SECONDS",
                                help: "audio goes to a session's worker in batches this long (one recognizer block); 0: each message as it comes (to measure what batching saves)",
                                default: seconds(server.audioBatchSeconds), environment: "STENO_AUDIO_BATCH_SECONDS"),

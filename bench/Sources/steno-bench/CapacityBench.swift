@@ -15,7 +15,7 @@ import Glibc
 // in real time (20 ms messages), started one by one `--stagger` seconds apart so that
 // admission can measure each new talker before the next comes, all streaming together for
 // `--seconds` after the last has started. For each N and each design (the shared recognizer
-// pool, and the old decoder per session: `--dedicated-recognizers --recognizers N`):
+// pool, and the old decoder per session: `steno-bench dedicated-server --recognizers N`):
 //
 // - lag p50/p95: received − analyzed in the `progress` events read while every admitted
 //   session was streaming, for `--seconds` from the last one's start;

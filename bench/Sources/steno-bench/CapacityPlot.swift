@@ -55,7 +55,7 @@ func capacitySVG(rows: [CapacityRow], designs: [CapacityDesign], bound: Double?,
         }
         let legendY = top + 14 + Double(i) * 16
         svg += svgLine(x(0) + 12, legendY - 4, x(0) + 32, legendY - 4, colour, widthValue: 2)
-        svg += svgText(x(0) + 38, legendY, design == .shared ? "shared recognizers (default)" : "a decoder per session (--dedicated-recognizers)", anchor: "start")
+        svg += svgText(x(0) + 38, legendY, design == .shared ? "shared recognizers (default)" : "a decoder per session (dedicated)", anchor: "start")
     }
     svg += svgText(x(0) + 12, top + 14 + Double(designs.count) * 16, "hollow: sessions refused at the handshake (503)", anchor: "start", colour: "#555555", size: 10)
     svg += "</svg>\n"

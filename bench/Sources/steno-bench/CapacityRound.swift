@@ -76,12 +76,16 @@ func measureCapacity(steno: String, engine: String, design: CapacityDesign, plan
                      admission: Bool, serveOptions: [String], client: CapacityClient, retry: Double? = nil,
                      floor: Bool) -> CapacityRow? {
     let n = plans.count
-    var arguments = ["serve", "--engine", engine, "--port", "0", "--idle-timeout", "0", "--log-level", "warning", "--web-root", "/nonexistent"]
+    // The old design, a decoder per session, is a server of the bench's own (BenchServers.swift).
+    let (program, command) = design == .dedicated
+        ? (benchExecutable, ["dedicated-server"])
+        : (steno, ["serve", "--engine", engine, "--port", "0", "--idle-timeout", "0", "--log-level", "warning", "--web-root", "/nonexistent"])
+    var arguments = command
     if !admission { arguments += ["--lag-target", "0"] }
-    // After the options given: the old design's decoder per session is its own count.
+    // After the options given: the old design's decoders are its own count.
     arguments += serveOptions
-    if design == .dedicated { arguments += ["--dedicated-recognizers", "--recognizers", "\(n)"] }
-    guard let server = Child.spawn(steno, arguments, stdout: true), let port = server.readPort() else { return nil }
+    if design == .dedicated { arguments += ["--recognizers", "\(n)"] }
+    guard let server = Child.spawn(program, arguments, stdout: true), let port = server.readPort() else { return nil }
     defer { server.terminate(SIGKILL) }
     // With `--spare-recognizers`, that many are made at start, the rest as speech needs them.
     let spares = serveOptions.firstIndex(of: "--spare-recognizers").flatMap { Int(serveOptions[$0 + 1]) }

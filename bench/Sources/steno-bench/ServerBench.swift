@@ -21,9 +21,10 @@ import Glibc
 // CPU time on these machines swings by ±30 % from run to run, so each row is measured
 // `--repeat` times, interleaved with a run of the floor, and the least CPU of each is kept.
 // Designs, each row interleaved with the others: `shared` (the default server: a pool of
-// `--recognizers` decoders lent per utterance), `dedicated` (`--dedicated-recognizers
-// --recognizers N`: a decoder per session, the old design), and `unwarmed` (shared, measured
-// without waiting for the pool to be made: what this bench did before, kept to show the cost).
+// `--recognizers` decoders lent per utterance), `dedicated` (`steno-bench dedicated-server
+// --recognizers N`: a decoder per session, the old design, in a server of the bench's own),
+// and `unwarmed` (shared, measured without waiting for the pool to be made: what this bench
+// did before, kept to show the cost).
 //
 // Default audio: the five LibriVox sentences of the speech tests, one after the other (24.7 s).
 
@@ -183,10 +184,12 @@ private struct ServerRow {
 
 private func measureServer(steno: String, design: ServerDesign, sessions n: Int, pcm: [UInt8], duration: Double,
                            realTime: Bool) -> ServerRow? {
-    var arguments = ["serve", "--engine", "pocketsphinx", "--port", "0", "--max-sessions", "\(n)", "--idle-timeout", "0",
-                     "--log-level", "warning", "--web-root", "/nonexistent"]
-    if design == .dedicated { arguments += ["--dedicated-recognizers", "--recognizers", "\(n)"] }
-    guard let server = Child.spawn(steno, arguments, stdout: true), let port = server.readPort() else { return nil }
+    // The old design, a decoder per session, is a server of the bench's own (BenchServers.swift).
+    let server = design == .dedicated
+        ? Child.spawn(benchExecutable, ["dedicated-server", "--max-sessions", "\(n)", "--recognizers", "\(n)"], stdout: true)
+        : Child.spawn(steno, ["serve", "--engine", "pocketsphinx", "--port", "0", "--max-sessions", "\(n)", "--idle-timeout", "0",
+                              "--log-level", "warning", "--web-root", "/nonexistent"], stdout: true)
+    guard let server, let port = server.readPort() else { return nil }
     defer { server.terminate() }
 
     // The shared decoders are made in the background after the server listens (≈0.5 s of CPU
