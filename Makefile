@@ -42,7 +42,7 @@ soak:
 	STENO=.build/release/steno MINUTES=$${MINUTES:-10} scripts/soak.sh
 
 conformance:
-	$(SWIFT) build --product steno
+	$(SWIFT) build --product steno-bench
 	scripts/conformance.sh
 
 build:

@@ -1,6 +1,7 @@
 #!/bin/sh
-# RFC 6455 conformance: Autobahn|Testsuite's fuzzing client against `steno serve --echo-route`,
-# the real transport with an echo behind it (issue 12). Not part of `make test`: Autobahn runs
+# RFC 6455 conformance: Autobahn|Testsuite's fuzzing client against `steno-bench echo-server`,
+# Steno's server with its test-only echo route: the real transport with an echo behind it
+# (issue 12). Not part of `make test`: Autobahn runs
 # only on Python 2.7, which Debian 12 does not have (pyenv's 2.7.18 here), and it fetches
 # autobahntestsuite from PyPI into a virtualenv of its own the first time.
 #
@@ -17,7 +18,7 @@ CASES=${CASES:-1.*,2.*,3.*,4.*,5.*,6.*,7.*,9.*,10.*}
 PY2=${PY2:-$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")/versions/2.7.18/bin/python}
 OUT=${OUT:-.build/autobahn}
 VENV=${VENV:-$OUT/venv}
-STENO=${STENO:-.build/debug/steno}
+BENCH=${BENCH:-.build/debug/steno-bench}
 case $VENV in /*) ;; *) VENV=$PWD/$VENV ;; esac
 
 if [ ! -x "$VENV/bin/wstest" ]; then
@@ -28,9 +29,9 @@ if [ ! -x "$VENV/bin/wstest" ]; then
 fi
 . scripts/lib.sh
 # Messages of up to 16 MB (section 9), queues that hold them, nothing that would close a
-# connection Autobahn keeps quiet on purpose.
-steno_serve conformance 30 --engine pocketsphinx --echo-route /echo --max-frame-bytes 16777216 --outbound-bytes 67108864 \
-    --write-stall-seconds 0 --keepalive 0 --idle-timeout 0 --start-timeout 0 --log-level warning
+# connection Autobahn keeps quiet on purpose: bench/Sources/steno-bench/BenchServers.swift.
+[ -x "$BENCH" ] || swift build --product steno-bench
+start_server conformance 30 "$BENCH" echo-server
 
 python3 - "$OUT/spec.json" "$PORT" "$CASES" <<'EOF'
 import json, sys

@@ -1,17 +1,26 @@
-# What the scripts that run a `steno serve` of their own share; sourced (POSIX sh), after
-# STENO and OUT are set.
+# What the scripts that run a server of their own share; sourced (POSIX sh), after STENO (or
+# what they run instead) and OUT are set.
 
 # steno_serve NAME SECONDS ARG...: builds $STENO if it is missing, starts `$STENO serve` on
-# 127.0.0.1 at a port the kernel picks, with ARG... and its output in $OUT/server.out and
+# 127.0.0.1 at a port the kernel picks, with ARG... (start_server).
+steno_serve() {
+    [ -x "$STENO" ] || swift build --product steno
+    name=$1
+    seconds=$2
+    shift 2
+    start_server "$name" "$seconds" "$STENO" serve --host 127.0.0.1 --port 0 "$@"
+}
+
+# start_server NAME SECONDS PROGRAM ARG...: starts PROGRAM ARG..., a server that announces
+# `listening on http://127.0.0.1:PORT` first, with its output in $OUT/server.out and
 # $OUT/server.err, stops it when the script ends, and waits up to SECONDS for the port in its
 # first line. Sets SERVER (its pid) and PORT; exits 2, saying NAME, if it ends or says no port.
-steno_serve() {
+start_server() {
     name=$1
     tries=$(($2 * 10))
     shift 2
-    [ -x "$STENO" ] || swift build --product steno
     mkdir -p "$OUT"
-    "$STENO" serve --host 127.0.0.1 --port 0 "$@" >"$OUT/server.out" 2>"$OUT/server.err" &
+    "$@" >"$OUT/server.out" 2>"$OUT/server.err" &
     SERVER=$!
     trap 'kill $SERVER 2>/dev/null || true' EXIT INT TERM
     PORT=

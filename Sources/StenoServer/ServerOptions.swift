@@ -134,9 +134,10 @@ public struct ServerOptions: Sendable, Equatable {
     /// outbound queue (`limits.outboundBytes`) does that. A viewer that never reads would
     /// otherwise be found only when its queue fills, hours later at caption rates.
     public var writeStall: Duration? = .seconds(30)
-    /// For conformance tests only (Autobahn|Testsuite: `scripts/conformance.sh`): a WebSocket
-    /// route that echoes every message on the real transport, with no session, no token and
-    /// no admission; nil (the default): no such route.
+    /// For conformance tests only (Autobahn|Testsuite: `scripts/conformance.sh` runs
+    /// `steno-bench echo-server`): a WebSocket route that echoes every message on the real
+    /// transport, with no session, no token and no admission; nil (the default): no such route.
+    /// Not a flag of `steno serve`.
     public var echoPath: String? = nil
     /// Threads of the worker pool that runs decoding and recognition.
     public var workers: Int

@@ -151,7 +151,7 @@ func problem(_ arguments: [String], _ environment: [String: String] = [:]) -> Us
         ("max-handshaking-per-address", "8", "0"), ("handshake-memory", "64", "0"),
         ("message-memory", "32", "0"), ("message-memory-per-address", "2", "0"),
         ("drain-timeout", "5", "6"),
-        ("keepalive", "5", "6"), ("write-stall-seconds", "5", "6"), ("echo-route", "/env", "/flag"), ("workers", "5", "6"), ("event-loop", "poll", "libuv"), ("recognizers", "5", "6"), ("spare-recognizers", "0", "3"), ("decoder", "-fwdflat no", "-maxwpf 10"), ("endpointing", "detector", "search=0.3"), ("lag-target", "2", "0"), ("admit-utilization", "0.8", "0.95"),
+        ("keepalive", "5", "6"), ("write-stall-seconds", "5", "6"), ("workers", "5", "6"), ("event-loop", "poll", "libuv"), ("recognizers", "5", "6"), ("spare-recognizers", "0", "3"), ("decoder", "-fwdflat no", "-maxwpf 10"), ("endpointing", "detector", "search=0.3"), ("lag-target", "2", "0"), ("admit-utilization", "0.8", "0.95"),
         ("caption-line-length", "30", "32"), ("caption-lines", "1", "3"), ("caption-min-seconds", "0.5", "1.5"),
         ("caption-max-seconds", "5", "6"), ("hls-segment-seconds", "2", "4"), ("hls-window", "5", "6"),
         ("hls-mpegts-offset", "1.4", "10"), ("past-broadcasts", "0", "8"),

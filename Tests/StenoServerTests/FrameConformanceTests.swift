@@ -169,7 +169,7 @@ import StenoTransport
     @Test func theEchoRouteEchoesOnTheRealTransportAndExistsOnlyWhenAskedFor() throws {
         let plain = try LiveServer()
         guard case .refused(let r) = try WebSocketTestClient.attempt(port: plain.port, path: "/echo", timeout: 10) else {
-            Issue.record("/echo was upgraded without --echo-route")
+            Issue.record("/echo was upgraded without echoPath")
             return
         }
         #expect(r.status == 404)

@@ -158,15 +158,6 @@ extension ServeOptions {
                     let seconds = try given.seconds(value, in: 0...3600)
                     return seconds == 0 ? nil : .seconds(max(1, seconds))
                 },
-                ServeFlag(Flag("echo-route", value: "PATH",
-                               help: "conformance tests only: a WebSocket route that echoes every message (no session, no token)",
-                               default: "none", environment: "STENO_ECHO_ROUTE"),
-                          \.echoPath) { given, value throws(UsageError) in
-                    guard value.text.hasPrefix("/"), !value.text.contains("?") else {
-                        throw given.error(.invalidValue(source: value.source, value: value.text, expected: "a path such as /echo"))
-                    }
-                    return value.text
-                },
                 ServeFlag(Flag("workers", value: "N", help: "threads for decoding and recognition",
                                default: "\(server.workers)", environment: "STENO_WORKERS"),
                           \.workers, .integer(1...256)),

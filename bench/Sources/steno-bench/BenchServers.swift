@@ -8,8 +8,8 @@ import Glibc
 #endif
 
 // Servers in modes that `steno serve` does not ship, built with StenoServer's API for the
-// benchmarks to run as child processes. Each prints `… listening on http://127.0.0.1:PORT` as
-// `steno serve` does, and runs until it is killed.
+// benchmarks and the conformance script to run as child processes. Each prints `… listening
+// on http://127.0.0.1:PORT` as `steno serve` does, and runs until it is killed.
 //
 //   steno-bench dedicated-server --recognizers N [--max-sessions N] [--lag-target S]
 //                                [--admit-utilization F] [--endpointing MODE] [--spare-recognizers N]
@@ -19,6 +19,13 @@ import Glibc
 // `server` and `capacity` compare with (`--designs dedicated`). Otherwise it is
 // `steno serve --engine pocketsphinx --port 0 --idle-timeout 0 --log-level warning` with no
 // web root, and its options are `steno serve`'s.
+//
+//   steno-bench echo-server
+//
+// A WebSocket route `/echo` that echoes every message on the real transport, with no session,
+// token or admission (`ServerOptions.echoPath`), for Autobahn|Testsuite (scripts/conformance.sh):
+// room for 16 MB messages (section 9) and queues that hold them, and nothing that would close a
+// connection Autobahn keeps quiet on purpose. No session ever uses its one decoder.
 
 /// The path `steno-bench` runs itself by, to start one of these servers.
 let benchExecutable = "/proc/self/exe"
@@ -54,6 +61,22 @@ func runDedicatedServer(_ arguments: [String]) {
     var configuration = PocketSphinxConfiguration(recognizers: options.recognizers)
     if let endpointing = options.endpointing { configuration.endpointing = endpointing }
     serveUntilKilled("dedicated-server", options, configuration)
+}
+
+func runEchoServer(_ arguments: [String]) {
+    if let first = arguments.first { benchServerUsage(first) }
+    var options = ServerOptions()
+    options.port = 0
+    options.echoPath = "/echo"
+    options.limits.maxFrameBytes = 16 << 20
+    options.limits.outboundBytes = 64 << 20
+    options.limits.idleTimeoutSeconds = 0
+    options.limits.startTimeoutSeconds = 0
+    options.writeStall = nil
+    options.keepAlive = nil
+    options.recognizers = 1
+    options.logLevel = .warning
+    serveUntilKilled("echo-server", options, PocketSphinxConfiguration(recognizers: options.recognizers))
 }
 
 private func serveUntilKilled(_ name: String, _ options: ServerOptions, _ configuration: PocketSphinxConfiguration) {

@@ -1,7 +1,7 @@
 // steno-bench: prints benchmark tables. Run through `make bench` (release build).
 // Usage: steno-bench [audio|speech|server|capacity|viewers|cluster|phrases|connections|latency|all] [options]
 //        steno-bench opus IN.wav OUT.wav   (what the server hears of a WAV sent as Opus)
-// (and dedicated-server: a server the benchmarks run, BenchServers.swift)
+// (and dedicated-server, echo-server: servers the benchmarks and scripts/conformance.sh run, BenchServers.swift)
 
 // `stdout` is a C global that strict concurrency will not read; @preconcurrency lets the one
 // call below through.
@@ -26,6 +26,7 @@ case "connections": runConnectionsBench(rest)
 case "latency": runLatencyBench(rest)
 case "opus": runOpusRoundTrip(rest)
 case "dedicated-server": runDedicatedServer(rest)
+case "echo-server": runEchoServer(rest)
 case "all":
     runAudioBench(rest)
     runSpeechBench(rest)
