@@ -29,6 +29,9 @@ public final class UtteranceGate {
         public let start: Int
         public let end: Int
         public let samples: ArraySlice<Float>
+        /// Speech went on through the cut (the maximum length, a finalize while speaking): the
+        /// speaker did not pause there.
+        public var speechGoesOn = false
     }
 
     public let sampleRate: Int
@@ -165,7 +168,8 @@ public final class UtteranceGate {
     public func cut(at end: Int) -> Cut? {
         guard let start = utteranceStart else { return nil }
         utteranceStart = isSpeaking ? end : nil
-        let cut = Cut(start: start, end: end, samples: kept(from: start, to: end))
+        let cut = Cut(start: start, end: end, samples: kept(from: start, to: end),
+                      speechGoesOn: isSpeaking && pauseStart == nil && end >= received)
         guard !cut.samples.isEmpty else { return cut }
         let to = min(buffer.count, end - bufferStart)
         // What follows the utterance stays, for the next one's pre-roll.

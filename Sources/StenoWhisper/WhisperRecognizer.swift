@@ -52,8 +52,14 @@ public final class WhisperRecognizer: SpeechRecognizer {
     /// The session's utterances, their audio and its timeline.
     private let gate: UtteranceGate
     private let partialResults: Bool
-    /// The session's phrases, as the decoder's prompt (Whisper's way of being told what to expect).
-    private let prompt: String?
+    /// The session's phrases, the first part of the decoder's prompt (Whisper's way of being
+    /// told what to expect).
+    private let phrases: String?
+    /// The tail of the session's finals, the prompt's second part (`contextCharacters`): a
+    /// sentence cut at a pause goes on in the next utterance, and names stay spelled as before.
+    private var context = ""
+    /// How much of the finals before an utterance it is told (whisper_streaming keeps ≈ 200 characters).
+    static let contextCharacters = 200
     /// Readings each final carries (`RecognizerOptions.alternatives`; guesses carry none), and the
     /// session's language (BCP 47; a multilingual model detects it without one).
     private let alternatives: Int
@@ -62,7 +68,11 @@ public final class WhisperRecognizer: SpeechRecognizer {
 
     /// The finals asked for and not yet reported, by their utterance's first sample (and
     /// through which sample), in order; and answers that came before an earlier one's.
-    private var awaited: [(start: Int, end: Int)] = []
+    private var awaited: [(start: Int, end: Int, open: Bool)] = []
+    /// Cuts whose finals are not asked for yet, by their first sample: a final is asked for
+    /// once the finals before it have come, so that its prompt holds them (the same words
+    /// whatever the timing; at real time they have long come).
+    private var unsent: [Int: ArraySlice<Float>] = [:]
     private var answered: [Int: Answer] = [:]
     private var partialInFlight = false
     private var lastPartialAt = 0
@@ -96,7 +106,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
         self.partialResults = options.partialResults
         self.alternatives = options.alternatives
         self.language = options.language
-        (self.prompt, self.notices) = Self.prompt(options.vocabulary)
+        (self.phrases, self.notices) = Self.prompt(options.vocabulary)
         self.gate = try UtteranceGate(sampleRate: Self.sampleRate, preRoll: Self.preRoll, tail: Self.tail,
                                       maximumLength: Self.maximumUtterance, hangover: Self.hangover,
                                       makeDetector: { () throws(StenoError) in try makeDetector() })
@@ -179,6 +189,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
         worker.cancel(requests.values)
         requests.removeAll()
         awaited.removeAll()
+        unsent.removeAll()
         answered.removeAll()
         early = nil
         earlyTaken = nil
@@ -211,7 +222,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
     /// that long already: were it shorter, a final asked sooner would not hear the whole cut).
     private func askInPause() {
         let pending = worker.pendingCount
-        guard let pause = gate.pauseStart, pause != askedInPause, !earlyInFlight,
+        guard let pause = gate.pauseStart, pause != askedInPause, !earlyInFlight, awaited.isEmpty,
               pending < Self.guessBacklog, pending + 1 < worker.options.maximumPending,
               gate.received >= pause + Self.tail, let cut = gate.pauseCut(), !cut.samples.isEmpty else { return }
         askedInPause = pause
@@ -270,7 +281,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
         early = nil
         guard !cut.samples.isEmpty else { return }
         let (start, end) = (cut.start, cut.end)
-        awaited.append((start, end))
+        awaited.append((start, end, cut.speechGoesOn))
         if let asked, asked.start == start, asked.end >= end {
             earlyFinals += 1
             if let answer = asked.answer {
@@ -280,7 +291,14 @@ public final class WhisperRecognizer: SpeechRecognizer {
             }
             return
         }
-        submitFinal(cut.samples, start: start, end: end)
+        unsent[start] = cut.samples
+        sendNextFinal()
+    }
+
+    /// Asks for the oldest final still owed, if it is not asked for yet (the ones before it have come).
+    private func sendNextFinal() {
+        guard let first = awaited.first, let samples = unsent.removeValue(forKey: first.start) else { return }
+        submitFinal(samples, start: first.start, end: first.end)
     }
 
     /// A final waits for room in a full worker rather than fail its session.
@@ -297,6 +315,41 @@ public final class WhisperRecognizer: SpeechRecognizer {
             let stopped = StenoError(.internal, "the Whisper worker was stopped")
             mailbox.post(Answer(token: token, final: true, early: false, start: start, end: end, result: .failure(stopped)))
         }
+    }
+
+    /// The prompt of a request: the phrases, then the tail of the finals so far.
+    var prompt: String? {
+        switch (phrases, context.isEmpty) {
+        case (nil, true): nil
+        case (nil, false): context
+        case (let phrases?, true): phrases
+        case (let phrases?, false): phrases + " " + context
+        }
+    }
+
+    /// Keeps the tail of the finals (`contextCharacters`, from a word's start) for the prompt.
+    private func remember(_ text: String) {
+        context = context.isEmpty ? text : context + " " + text
+        guard context.count > Self.contextCharacters else { return }
+        let tail = context.suffix(Self.contextCharacters)
+        context = String(tail.drop { $0 != " " }.dropFirst())
+    }
+
+    /// A final cut where speech went on (the maximum length, a finalize mid-speech): Whisper
+    /// ends a sentence at the end of what it hears ("period." or "rather..."), but the speaker
+    /// did not; its closing full stop or dots go (from the final and from the next prompt, so the
+    /// next final goes on the sentence). A question's or an exclamation's mark stays.
+    static func unclosed(_ result: WhisperResult) -> WhisperResult {
+        func open(_ text: String) -> String {
+            var text = text
+            while let last = text.last, last == "." || last == "…" { text.removeLast() }
+            return text
+        }
+        guard let last = result.words.last, open(result.text) != result.text, !open(result.text).isEmpty else { return result }
+        var unclosed = result
+        unclosed.text = open(result.text)
+        unclosed.words[unclosed.words.count - 1] = Word(open(last.text), range: last.range, confidence: last.confidence)
+        return unclosed
     }
 
     private func takeToken() -> Int {
@@ -317,8 +370,10 @@ public final class WhisperRecognizer: SpeechRecognizer {
         }
         while let first = awaited.first, let answer = answered.removeValue(forKey: first.start) {
             awaited.removeFirst()
-            let result = try answer.result.get()
+            var result = try answer.result.get()
             guard !result.text.isEmpty else { continue }
+            if first.open { result = Self.unclosed(result) }
+            remember(result.text)
             let offset = seconds(answer.start)
             let limit = seconds(answer.end)
             let words = result.words.map { w in
@@ -330,6 +385,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
                                                    alternatives: alternatives > 0 ? result.alternatives : [], written: true,
                                                    language: heardIn(result))))
         }
+        sendNextFinal()
         for answer in answers where !answer.final {
             if !answer.early { partialInFlight = false }
             guard case .success(let result) = answer.result, awaited.isEmpty, answer.start == gate.utteranceStart,
@@ -389,6 +445,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
         lastGuess = []
         lastPartialAt = end
         let range = TimeRange(start: words[0].range.start, end: words[words.count - 1].range.end)
+        remember(words.map(\.text).joined(separator: " "))
         let final = TranscriberEvent.final(RecognitionResult(range: range, text: words.map(\.text).joined(separator: " "),
                                                              words: words, written: true, language: heardIn(result)))
         return (final, result.words[count...])

@@ -12,20 +12,24 @@ import Testing
 /// (Whisper's "jw", BCP 47's "jv"). The detector and the recognizer are the real ones.
 @Suite struct MultilingualTests {
     static let script = """
-        import json, struct, sys
+        import json, os, struct, sys
+        # Frames on descriptors 3 (requests) and 4 (results), as the supervisor starts a worker.
+        source, out = os.fdopen(3, "rb"), os.fdopen(4, "wb")
         def send(kind, ident, body):
             data = json.dumps(body).encode()
             rest = struct.pack("<BQI", kind, ident, len(data)) + data
-            sys.stdout.buffer.write(struct.pack("<I", len(rest)) + rest)
-            sys.stdout.buffer.flush()
+            out.write(struct.pack("<I", len(rest)) + rest)
+            out.flush()
         send(0, 0, {"ready": True, "model": "scripted", "path": "/nowhere", "ctranslate2": "0",
                     "multilingual": True, "languages": ["en", "de", "jw"]})
         while True:
-            head = sys.stdin.buffer.read(4)
+            head = source.read(4)
             if len(head) < 4:
                 break
-            rest = sys.stdin.buffer.read(struct.unpack("<I", head)[0])
+            rest = source.read(struct.unpack("<I", head)[0])
             kind, ident, length = struct.unpack_from("<BQI", rest, 0)
+            if kind != 1:
+                continue
             options = json.loads(rest[13:13 + length])
             result = {"text": "Guten Tag.", "words": [["Guten", 0.1, 0.4, 0.9], ["Tag.", 0.45, 0.8, 0.9]],
                       "noSpeech": 0.01, "logprob": -0.2, "dropped": None, "window": 1000, "seconds": 0.001}

@@ -15,7 +15,7 @@ final class RecognizerRun {
     private(set) var events: [TranscriberEvent] = []
     /// Samples fed so far.
     private(set) var fed = 0
-    /// Called when the recognizer begins to wait for the worker.
+    /// Called when the recognizer owes results (a final asked for and still to come).
     var onWaiting: (RecognizerRun) -> Void = { _ in }
 
     static let detectors = Result { try PocketSphinxEngine() }
@@ -57,7 +57,7 @@ final class RecognizerRun {
 
     func take(_ more: [TranscriberEvent]) throws {
         events += more
-        if recognizer.isWaiting { onWaiting(self) }
+        if recognizer.owesResults { onWaiting(self) }
         while recognizer.isWaiting {
             guard woken.wait(timeout: .now() + 30) == .success else { throw StenoError(.internal, "no wake") }
             events += try recognizer.proceed()
@@ -374,6 +374,45 @@ extension ModelTests {
             #expect(prompt == "Steno, Hummingbird server.")
             #expect(notices.count == 1)
             #expect(WhisperRecognizer.prompt(nil).0 == nil)
+        }
+
+        /// Each request's prompt is the phrases, then the tail of the session's finals (≈ 200
+        /// characters, from a word's start): a sentence goes on across cuts.
+        @Test func theFinalsSoFarFollowThePhrasesInThePrompt() throws {
+            let (samples, _) = try Self.reading()
+            let vocabulary = try Vocabulary(phrases: ["Marianne", "Norland"])
+            let run = try RecognizerRun(options: RecognizerOptions(partialResults: false, vocabulary: vocabulary))
+            try run.feed(samples)
+            try run.finish()
+            let recognizer = try #require(run.recognizer as? WhisperRecognizer)
+            let prompt = try #require(recognizer.prompt)
+            let finals = run.finals.map(\.text).joined(separator: " ")
+            #expect(prompt.hasPrefix("Marianne, Norland. "), "\(prompt)")
+            let context = prompt.dropFirst("Marianne, Norland. ".count)
+            #expect(context.count <= WhisperRecognizer.contextCharacters && finals.hasSuffix(context), "\(prompt)")
+            #expect(context.count >= min(finals.count, WhisperRecognizer.contextCharacters) - 20, "\(prompt)")
+        }
+
+        /// A final cut where speech went on (a finalize mid-sentence, the maximum length) ends no
+        /// sentence: Whisper's closing full stop or dots go, a question's mark stays.
+        @Test func aCutWhereSpeechGoesOnEndsNoSentence() throws {
+            func result(_ text: String) throws -> WhisperResult {
+                let words = text.split(separator: " ").enumerated().map { #"["\#($1)",\#($0),\#($0 + 1),0.9]"# }
+                return try WhisperResult(json: JSONParser().parse(#"{"text":"\#(text)","words":[\#(words.joined(separator: ","))]}"#))
+            }
+            let open = WhisperRecognizer.unclosed(try result("In short, the period."))
+            #expect(open.text == "In short, the period" && open.words.last?.text == "period")
+            #expect(WhisperRecognizer.unclosed(try result("Where from?")).text == "Where from?")
+            #expect(WhisperRecognizer.unclosed(try result("And then...")).text == "And then")
+            #expect(WhisperRecognizer.unclosed(try result("Stop!")).text == "Stop!")
+            // Cut mid-sentence by a finalize, heard alone: its final ends without the full stop.
+            let sentence = try WorkerPaths.sentence("0890")
+            let run = try RecognizerRun(options: RecognizerOptions(partialResults: false))
+            try run.feed(NotSpeech.silence(0.5) + Array(sentence[..<(sentence.count / 2)]))
+            try run.take(run.recognizer.endUtterance())
+            try run.finish()
+            let first = try #require(run.finals.first)
+            #expect(!first.text.hasSuffix("."), "\(first.text)")
         }
     }
 }
