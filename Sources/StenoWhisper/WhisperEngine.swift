@@ -3,19 +3,20 @@ import StenoSpeech
 import StenoSystem
 
 /// The Whisper engine: one supervised worker for every session, and each session's own
-/// speech detector (made by the pocketsphinx engine served beside it: no model is loaded for it).
+/// speech detector (`SpeechDetection`: Silero VAD, or pocketsphinx's energy detector).
 public final class WhisperEngine: SpeechEngine, Sendable {
     public let info: SpeechEngineInfo
     public let worker: WhisperWorker
-    private let detectors: PocketSphinxEngine
+    /// How its sessions find their utterances.
+    public let detection: SpeechDetection
 
     /// Whisper's codes of the languages the model has (its hello's; "en" alone for an English model).
     public let languages: [String]
 
     /// A multilingual model says so in its language (`LanguageTag.multilingual`), an English one "en-US".
-    public init(worker: WhisperWorker, model: String = "whisper-tiny.en", detectors: PocketSphinxEngine) {
+    public init(worker: WhisperWorker, model: String = "whisper-tiny.en", detection: SpeechDetection) {
         self.worker = worker
-        self.detectors = detectors
+        self.detection = detection
         var version = "ctranslate2"
         var languages = ["en"]
         var multilingual = false
@@ -50,22 +51,11 @@ public final class WhisperEngine: SpeechEngine, Sendable {
 
     /// A recognizer for a session; a multilingual model hears its utterances in the session's
     /// `language` (an English model hears English whatever it is told).
-    /// Seconds each session's detector hears first for its noise estimate alone: a quiet room
-    /// would otherwise start every session with half a second of "speech", sent to the worker
-    /// and counted by admission as a talker (`PocketSphinxSpeechDetector`).
-    static let settling = 0.64
-    /// Blocks below this (dBFS RMS) heard while no speech is open are passed over by the
-    /// detector: a quiet session then costs almost nothing (the detector's front end was ≈1 ms
-    /// of CPU per second of a quiet room's audio, the most of a quiet crowd's cost). Speech is
-    /// far above it (−20 to −35 dBFS; a soft voice at a distance −45).
-    static let quietBelow = -50.0
-
     public func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
-        let detectors = detectors
+        let detection = detection
         return try WhisperRecognizer(worker: worker, info: info, options: options,
                                      makeDetector: { () throws(StenoError) in
-                                         try detectors.makeSpeechDetector(settling: Self.settling, quietBelow: Self.quietBelow,
-                                                                          postSpeech: WhisperRecognizer.pauseAfter)
+                                         try detection.makeDetector(postSpeech: WhisperRecognizer.pauseAfter)
                                      },
                                      wake: wake)
     }

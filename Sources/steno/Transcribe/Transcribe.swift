@@ -154,7 +154,8 @@ enum Transcribe {
         var base = PocketSphinxConfiguration(arguments: DecoderFlag.arguments(adding: options.decoderArguments),
                                              maxUtteranceSeconds: options.maxUtterance)
         if let endpointing = options.endpointing { base.endpointing = endpointing }
-        // `--model whisper:DIR` is Whisper's; the detector is pocketsphinx's, with its default model.
+        // `--model whisper:DIR` is Whisper's; pocketsphinx's default model serves beside it (and its
+        // detector, where Silero's is not installed).
         let whisperModel = options.model.flatMap { $0.hasPrefix("whisper:") ? String($0.dropFirst("whisper:".count)) : nil }
         let pocketsphinxModel = whisperModel == nil ? options.model ?? PocketSphinxConfiguration.debianModelDirectory
                                                     : PocketSphinxConfiguration.debianModelDirectory
@@ -164,8 +165,9 @@ enum Transcribe {
             let machine = MachineDefaults.detect()
             var settings = ServeOptions.defaults(machine).whisper
             settings.model = whisperModel
-            engine = WhisperEngine(worker: try Serve.startWhisper(settings, log: Log(minimum: .warning)), model: settings.servedName,
-                                   detectors: pocketsphinx)
+            let log = Log(minimum: .warning)
+            engine = WhisperEngine(worker: try Serve.startWhisper(settings, log: log), model: settings.servedName,
+                                   detection: Serve.speechDetection(settings, energy: pocketsphinx, log: log))
         }
         let session = LocalSession(engine: engine)
         let bar = ProgressBar(total: wav.duration,
