@@ -38,18 +38,14 @@ def references(folder):
     return streaming.transcription(os.path.join(folder, "transcription"))
 
 
-def bench_binary(steno):
-    return os.path.join(os.path.dirname(steno), "steno-bench")
-
-
-def decoded(steno, path, encoding, folder):
+def decoded(steno_bench, path, encoding, folder):
     """The audio the server hears of `path` sent with `encoding`."""
     if encoding == "pcm":
         return path
     out = os.path.join(folder, "opus", os.path.basename(path))
     if not os.path.exists(out) or os.path.getmtime(out) < os.path.getmtime(path):
         os.makedirs(os.path.dirname(out), exist_ok=True)
-        subprocess.run([bench_binary(steno), "opus", path, out], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([steno_bench, "opus", path, out], check=True, stdout=subprocess.DEVNULL)
     return out
 
 
@@ -90,7 +86,7 @@ def floors(args, readings, refs):
     out = {}
     for encoding in args.encodings:
         for label in readings:
-            audio = read_wav(decoded(args.steno, os.path.join(args.folder, label + ".wav"), encoding, args.folder))
+            audio = read_wav(decoded(args.steno_bench, os.path.join(args.folder, label + ".wav"), encoding, args.folder))
             wer, _ = floor(model, [(audio, refs[label])], beam=5, previous_text=True)
             out[(encoding, label)] = round(wer * len(refs[label]))
     return out
@@ -151,6 +147,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     release = os.path.join(ROOT, ".build", "release", "steno")
     parser.add_argument("--steno", default=release if os.path.exists(release) else os.path.join(ROOT, ".build", "debug", "steno"))
+    parser.add_argument("--steno-bench", default=os.path.join(ROOT, ".build", "release", "steno-bench"),
+                        help="steno-bench, for what the server hears over Opus")
     parser.add_argument("--folder", default=os.path.join(ROOT, ".build", "noisy"), help="where bench/noisy_sets.py wrote the audio")
     parser.add_argument("--sets", default="librivox,cards,synthetic,beckett")
     parser.add_argument("--noises", default=",".join(NOISES))

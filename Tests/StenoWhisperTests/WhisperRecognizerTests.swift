@@ -310,6 +310,24 @@ extension ModelTests {
             #expect(after.contains("selfish") && after.contains("be"), "heard: \(run.words)")
         }
 
+        /// The reading in steady pink noise at 10 dB SNR: its three sentences, not chopped into
+        /// pieces (the energy detector made 17 finals of 11 sentences in such noise), and its
+        /// words within a few of the reference.
+        @Test func aReadingInPinkNoiseIsHeardAsThreeSentences() throws {
+            let (reading, reference) = try Self.reading()
+            let speech = reading.filter { $0 != 0 }
+            let level = (speech.reduce(0) { $0 + $1 * $1 } / Float(speech.count)).squareRoot()
+            let noise = NotSpeech.pinkNoise(Double(reading.count) / 16_000)
+            let noiseLevel = (noise.reduce(0) { $0 + $1 * $1 } / Float(noise.count)).squareRoot()
+            let scale = level / 3.16 / noiseLevel
+            let noisy = zip(reading, noise).map { $0 + $1 * scale }
+            let run = try RecognizerRun(options: RecognizerOptions(partialResults: false))
+            try run.feed(noisy)
+            try run.finish()
+            #expect(run.finals.count == 3, "\(run.finals.map(\.text))")
+            #expect(wordErrorRate(run.words, reference) <= 0.2, "heard: \(run.words)")
+        }
+
         @Test(arguments: ["silence", "pink noise", "tones", "door slams"])
         func noSpeechGivesNoText(_ kind: String) throws {
             let samples: [Float] = switch kind {
