@@ -1,32 +1,37 @@
 import StenoSystem
 import StenoTransport
-import Synchronization
 
 /// The `/v1/stream` sessions: by id (for `resume`), and by the connection carrying each
-/// (a session detached from its connection is in the first only), and when each next needs
-/// the router's tick (`schedule`). Written on the lws thread, by a session taking over
-/// another's connection on resume, and by sessions rescheduling themselves from any thread;
-/// read from any thread (`StenoServer` watches it while draining).
+/// (a session detached from its connection is in the first only), which of them are live,
+/// and when each next needs the router's tick (`schedule`). Written on the lws thread, by a
+/// session taking over another's connection on resume, and by sessions rescheduling
+/// themselves or closing from any thread; read from any thread (`StenoServer` watches it
+/// while draining).
+///
+/// It is the one owner of how many sessions there are: `count` (open, connected or
+/// detached: `/healthz`) and `liveCount` (not closed: capacity at each handshake, draining)
+/// are read here, not counted beside it.
 final class SessionRegistry: Sendable {
     private struct State {
         var byID: [String: StreamSession] = [:]
         var byConnection: [ConnectionID: StreamSession] = [:]
+        /// The ids of the sessions in `byID` whose protocol has not closed: a session leaves
+        /// when it closes (`closed`) or leaves the registry, whichever comes first, so its
+        /// count is kept as sessions come and go (counting them was O(sessions) per
+        /// handshake, most of a 2-core server's time once 10,000 were connected).
+        var live: Set<String> = []
         /// When each session wants its next tick: sessions put themselves here after every
         /// change (`StreamSession.wakeAt`), and the tick takes those due.
         var schedule = TickSchedule<StreamSession>()
     }
 
     private let state = Locked(State())
-    /// Sessions added whose protocol has not closed: kept as they come and go, because
-    /// admission asks at every handshake (counting them was O(sessions) per handshake, most of
-    /// a 2-core server's time once 10,000 were connected).
-    private let live = Atomic<Int>(0)
 
     func add(_ session: StreamSession, on connection: ConnectionID) {
-        live.add(1, ordering: .relaxed)
         state.withLock { s in
             s.byID[session.sessionID] = session
             s.byConnection[connection] = session
+            s.live.insert(session.sessionID)
             // Its first tick says when it wants the next (its start deadline, at least).
             s.schedule.set(session, at: -.infinity)
         }
@@ -52,10 +57,14 @@ final class SessionRegistry: Sendable {
     /// When `session` is due (nil: not scheduled), for tests.
     func due(_ session: StreamSession) -> Double? { state.withLock { $0.schedule.due(session) } }
 
-    /// `session`'s protocol has closed (it calls this once, from under its own lock: the
-    /// count is an atomic, so no lock order arises).
+    /// `session`'s protocol has closed: it no longer counts as live. Called from under the
+    /// session's own lock (lock order session → registry, as `schedule`), before its terminal
+    /// event is handed to its connection; again is harmless.
     func closed(_ session: StreamSession) {
-        live.subtract(1, ordering: .relaxed)
+        state.withLock { s in
+            guard s.byID[session.sessionID] === session else { return }
+            s.live.remove(session.sessionID)
+        }
     }
 
     /// The session `connection` carries.
@@ -72,27 +81,31 @@ final class SessionRegistry: Sendable {
     /// Forgets a session (it has closed and has no connection).
     func remove(_ session: StreamSession) {
         state.withLock { s in
-            if s.byID[session.sessionID] === session { s.byID[session.sessionID] = nil }
+            if s.byID[session.sessionID] === session {
+                s.byID[session.sessionID] = nil
+                s.live.remove(session.sessionID)
+            }
             s.schedule.remove(session)
         }
-        if session.leaveLiveCount() { live.subtract(1, ordering: .relaxed) }
     }
 
     /// `resumed` took over `connection`, which carried `placeholder` (a session that never
     /// started and is dropped).
     func replace(_ placeholder: StreamSession, by resumed: StreamSession, on connection: ConnectionID) {
         state.withLock { s in
-            if s.byID[placeholder.sessionID] === placeholder { s.byID[placeholder.sessionID] = nil }
+            if s.byID[placeholder.sessionID] === placeholder {
+                s.byID[placeholder.sessionID] = nil
+                s.live.remove(placeholder.sessionID)
+            }
             s.schedule.remove(placeholder)
             s.byConnection[connection] = resumed
         }
-        if placeholder.leaveLiveCount() { live.subtract(1, ordering: .relaxed) }
     }
 
     /// Sessions, connected or detached.
     var count: Int { state.withLock { $0.byID.count } }
-    /// Sessions whose protocol has not closed yet (draining waits for these).
-    var liveCount: Int { live.load(ordering: .relaxed) }
+    /// Sessions whose protocol has not closed yet (capacity counts these; draining waits for them).
+    var liveCount: Int { state.withLock { $0.live.count } }
     /// Every session.
     var all: [StreamSession] { state.withLock { Array($0.byID.values) } }
 }

@@ -57,7 +57,7 @@ extension StreamSession {
     func protocolClosed(_ s: inout SessionState<Link>) {
         releaseChannel(&s)
         if s.local.waitingFor != nil { waitForChannelAfterClose() }
-        if leaveLiveCount() { server.sessions.closed(self) }
+        server.sessions.closed(self)
     }
 
     /// A talker whose instance died may finish its speech here before the dead publisher's lease
@@ -144,7 +144,7 @@ extension StreamSession {
         // again must not be refused as if this session still counted.
         if s.machine.isClosed && (event.kind == .ended || event.kind == .cancelled || event.kind == .error) {
             releaseChannel(&s)
-            if leaveLiveCount() { server.sessions.closed(self) }
+            server.sessions.closed(self)
         }
         var result = s.local.connection.map { server.handle.send($0, message) } ?? .closed
         if result == .closed && !s.machine.isClosed && !s.machine.resumeForfeited {

@@ -10,7 +10,6 @@ import StenoSession
 import StenoSystem
 import StenoTransport
 import StenoWorkers
-import Synchronization
 
 /// One `/v1/stream` connection: the session driver, its pipeline's jobs on a worker `Lane`.
 ///
@@ -33,9 +32,6 @@ final class StreamSession: SessionDriver {
     let server: ServerContext
     let lane: Lane
     let core: SessionCore<Link>
-    /// Whether the registry counts this session as live (see `SessionRegistry.liveCount`);
-    /// cleared once, when its protocol closes or it leaves the registry.
-    private let countedLive = Atomic<Bool>(true)
 
     /// What the server keeps of a session under its lock, beside the machine.
     struct Link: Sendable {
@@ -171,11 +167,6 @@ final class StreamSession: SessionDriver {
 
     /// Wall-clock seconds its lane's compute jobs have taken: its demand, for admission.
     var laneBusySeconds: Double { lane.work.busy }
-
-    /// Takes the session out of the registry's live count; true the first time only.
-    func leaveLiveCount() -> Bool {
-        countedLive.exchange(false, ordering: .acquiringAndReleasing)
-    }
 
     // MARK: What the server counts and logs
 
