@@ -162,7 +162,6 @@ final class Router: TransportDelegate {
         routes[id] = .stream
         registry.add(session, on: id)
         admission.opened(ObjectIdentifier(session), now: now)
-        context.metrics.sessionsActive.increment()
         context.metrics.sessionsTotal.increment()
         if draining { session.input(.shutdown) }
     }
@@ -339,7 +338,6 @@ final class Router: TransportDelegate {
         admission.closed(ObjectIdentifier(session))
         context.log.info(line)
         context.metrics.sessionDurationSeconds.observe(seconds)
-        context.metrics.sessionsActive.decrement()
     }
 
     /// The server is shutting down: new connections are refused with 503, sessions finalize.

@@ -9,8 +9,8 @@ import StenoTransport
 /// while draining).
 ///
 /// It is the one owner of how many sessions there are: `count` (open, connected or
-/// detached: `/healthz`) and `liveCount` (not closed: capacity at each handshake, draining)
-/// are read here, not counted beside it.
+/// detached: `/healthz`, and `steno_sessions_active` at each scrape) and `liveCount` (not
+/// closed: capacity at each handshake, draining) are read here, not counted beside it.
 final class SessionRegistry: Sendable {
     private struct State {
         var byID: [String: StreamSession] = [:]

@@ -8,12 +8,11 @@ import StenoWorkers
 ///
 /// Times are seconds. Audio seconds are on the audio timeline (samples received at the
 /// declared rate), not wall-clock time. The transport updates these as things happen;
-/// ``attach(pool:)`` adds the worker pool's gauges, read at each scrape.
+/// ``attach(pool:)`` adds the worker pool's gauges, read at each scrape, and `attach(sessions:)`
+/// the sessions open.
 public final class StenoMetrics: Sendable {
     public let registry: MetricsRegistry
 
-    /// `steno_sessions_active`: transcription sessions open now.
-    public let sessionsActive: Gauge
     /// `steno_sessions_total`: `/v1/stream` connections opened (each a session, started or not).
     public let sessionsTotal: Counter
     /// `steno_handshakes_refused_total{reason}`: WebSocket upgrades refused before a
@@ -129,7 +128,6 @@ public final class StenoMetrics: Sendable {
             "steno_channel_events_sent_total", help: "Events queued for a channel's viewers.", labels: ["channel"])
         channelViewersDropped = registry.counter(
             "steno_channel_viewers_dropped_total", help: "A channel's viewers closed for not reading (4008).", labels: ["channel"])
-        sessionsActive = registry.gauge("steno_sessions_active", help: "Transcription sessions open now.")
         sessionsTotal = registry.counter("steno_sessions_total", help: "Connections opened on /v1/stream (sessions, started or not).")
         handshakesRefused = registry.counter(
             "steno_handshakes_refused_total", help: "WebSocket handshakes refused, by reason.", labels: ["reason"])
@@ -193,6 +191,13 @@ public final class StenoMetrics: Sendable {
     /// Counts an `error` event.
     public func errorSent(_ code: ErrorCode) {
         (errorCounters[code] ?? errors.labels(code.rawValue)).increment()
+    }
+
+    /// Publishes `steno_sessions_active`, the transcription sessions open now (connected or
+    /// detached, until the server forgets them), read from the sessions' registry at each
+    /// scrape: the registry owns the count, the gauge keeps none of its own.
+    func attach(sessions: SessionRegistry) {
+        registry.sampledGauge("steno_sessions_active", help: "Transcription sessions open now.") { Double(sessions.count) }
     }
 
     /// Publishes the shared recognizers' state, read at each scrape: `steno_recognizers`

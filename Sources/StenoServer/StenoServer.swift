@@ -77,6 +77,7 @@ public final class StenoServer: Sendable {
             ChannelRelay(url: $0, settings: .init(lease: options.channelLease, leaseRenewal: options.channelLease / 3), log: log)
         }
         context.channels.relay = relay
+        metrics.attach(sessions: sessions)
     }
 
     /// Starts listening; returns the port (the real one when `options.port` is 0). The

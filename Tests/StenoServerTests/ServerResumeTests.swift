@@ -53,6 +53,10 @@ import Testing
         try second.send(audio: Self.messages(from: received), of: Self.input)
         try second.end()
         #expect(second.closeCode == 1000)
+        // Both connections' sessions are gone once closed: the one resumed and the one the
+        // second connection opened (replaced by it) alike.
+        #expect(eventually { server.server.sessionCount == 0 && (try? server.metrics()["steno_sessions_active"]) == 0 },
+                "\((try? server.metrics()["steno_sessions_active"]) ?? -1)")
 
         // The client's view: what it had, then what came after `after`, numbered on.
         let replayed = second.events

@@ -12,7 +12,7 @@ import Testing
         let metrics = StenoMetrics()
         let pool = WorkerPool(workers: 2)
         metrics.attach(pool: pool)
-        metrics.sessionsActive.increment()
+        metrics.attach(sessions: SessionRegistry())
         metrics.sessionsTotal.increment()
         metrics.audioReceivedSeconds.add(1.5)
         metrics.audioAnalyzedSeconds.add(1.25)

@@ -321,6 +321,7 @@ final class MemoryServer {
             handle: connections, engine: speech ?? engine, pool: pool, metrics: metrics, log: .silent,
             channels: channels, sessions: sessions, sessionConfiguration: configuration)
         router = Router(context: context, options: options, registry: sessions)
+        metrics.attach(sessions: sessions)
     }
 
     /// An upgrade to `path`: its decision, and the new connection if accepted.
