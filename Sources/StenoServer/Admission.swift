@@ -74,7 +74,10 @@ import StenoSpeech
 ///
 /// A value type fed measurements (times, the lanes' work, lags) from outside, with no clock
 /// and no pool of its own, so it is tested in memory with any number of sessions. `Key` names
-/// a session (the server uses the session object's identity).
+/// a session (the server uses the session object's identity). It counts no sessions: how
+/// many are live (the connection limit, `--max-sessions`) is the session registry's
+/// `liveCount`, which the router reads beside `isBusy`; the tracks here are sessions' demand,
+/// and a quiet session has none.
 struct Admission<Key: Hashable & Sendable>: Sendable {
     /// Lag above which the server is too busy for another talker (seconds of audio).
     var lagTarget: Double = 1
@@ -155,7 +158,8 @@ struct Admission<Key: Hashable & Sendable>: Sendable {
         let estimate = speechCost * speechFraction
         return (proven.sum + priorTalkers * estimate) / (proven.count + priorTalkers)
     }
-    /// Sessions followed now (those with work in the window, or younger than it).
+    /// Sessions followed now (those with work in the window, or younger than it): not the
+    /// sessions open or live, which the registry counts.
     var trackedCount: Int { tracks.count }
 
     enum Reason: String, Sendable {
