@@ -184,8 +184,13 @@ public enum ServerEvent: Sendable, Hashable {
         }
         w.endObject()
         var errorCode: ErrorCode?
-        if case .error(let error) = self { errorCode = error.code }
-        return EncodedEvent(kind: kind, seq: 0, bytes: w.bytes, seqDigits: seqDigits, errorCode: errorCode)
+        var result: RecognitionResult?
+        switch self {
+        case .error(let error): errorCode = error.code
+        case .volatile(let carried, _), .final(let carried, _): result = carried
+        default: break
+        }
+        return EncodedEvent(kind: kind, seq: 0, bytes: w.bytes, seqDigits: seqDigits, errorCode: errorCode, result: result)
     }
 
     /// The event numbered `seq`, as a client receives it (tests, and local sessions, which
@@ -211,13 +216,21 @@ public struct EncodedEvent: Sendable, Hashable {
     public let seqDigits: Range<Int>
     /// For an `error` event, its code (so the server can count errors without parsing).
     public let errorCode: ErrorCode?
+    /// For a `volatile` or `final` event, the result it carries, with its words even when
+    /// `bytes` leave them out: whoever keeps finals from the events (a channel's backfill and
+    /// captions) keeps the very one this event is, without parsing it back, and without
+    /// asking the session's transcript, which may have gone further by the time the event is
+    /// delivered (finals reported together are all assembled before the first is sent).
+    public let result: RecognitionResult?
 
-    init(kind: ServerEventKind, seq: UInt64, bytes: [UInt8], seqDigits: Range<Int>, errorCode: ErrorCode? = nil) {
+    init(kind: ServerEventKind, seq: UInt64, bytes: [UInt8], seqDigits: Range<Int>, errorCode: ErrorCode? = nil,
+         result: RecognitionResult? = nil) {
         self.kind = kind
         self.seq = seq
         self.bytes = bytes
         self.seqDigits = seqDigits
         self.errorCode = errorCode
+        self.result = result
     }
 
     /// The JSON text as a String.
@@ -233,6 +246,6 @@ public struct EncodedEvent: Sendable, Hashable {
     /// The same event carrying `seq`, the rest of its bytes unchanged.
     public func numbered(_ seq: UInt64) -> EncodedEvent {
         let (out, slot) = SeqSlot(seqDigits).numbered(bytes, seq: seq)
-        return EncodedEvent(kind: kind, seq: seq, bytes: out, seqDigits: slot.digits, errorCode: errorCode)
+        return EncodedEvent(kind: kind, seq: seq, bytes: out, seqDigits: slot.digits, errorCode: errorCode, result: result)
     }
 }

@@ -23,10 +23,9 @@ extension ChannelHub {
                 _ = claim(name, session: session, startedAt: startedAt, includeWords: includeWords, origin: instance,
                           id: id, relay: nil, &s)
             }
-        case .event(let event, let result):
+        case .event(let event):
             guard isRemote(name, session: session) else { return }
-            publish(event, final: event.kind == .final ? result : nil, volatile: event.kind == .volatile ? result : nil,
-                    on: name, from: session)
+            publish(event, on: name, from: session)
         case .floor(let floor):
             guard isRemote(name, session: session) else { return }
             advance(name, session: session, floor: floor)

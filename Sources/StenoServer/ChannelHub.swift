@@ -150,9 +150,9 @@ final class ChannelHub: Sendable {
     }
 
     /// An event of the publisher of `name` (called under the publisher's session lock, in
-    /// `seq` order). `final` is the result a `final` event carries, for backfill and captions.
-    func publish(_ event: EncodedEvent, final: RecognitionResult?, volatile: RecognitionResult?,
-                 on name: String, from session: String) {
+    /// `seq` order). A `final` event's result (`EncodedEvent.result`) is kept for backfill and
+    /// captions, a `volatile`'s (with text) for viewers who join while it shows.
+    func publish(_ event: EncodedEvent, on name: String, from session: String) {
         guard event.kind.isBroadcast else { return }
         let relay = self.relay
         state.withLock { s in
@@ -161,18 +161,19 @@ final class ChannelHub: Sendable {
             guard s.channels[name]?.current?.session == session, s.channels[name]?.current?.state == .live,
                   let viewers = s.channels[name]?.viewers, let counters = s.channels[name]?.counters else { return }
             if s.channels[name]?.current?.origin == nil {
-                relay?.enqueue(.event(event, result: nil), channel: name, session: session)
+                relay?.enqueue(.event(event), channel: name, session: session)
             }
             switch event.kind {
             case .final:
-                if let final {
+                if let final = event.result {
                     s.channels[name]?.current?.finals.append(final)
                     let cues = s.channels[name]?.current?.cues.add(final) ?? []
                     s.channels[name]?.current?.track.add(cues)
                 }
                 s.channels[name]?.current?.showingVolatile = nil
             case .volatile:
-                s.channels[name]?.current?.showingVolatile = volatile
+                // An empty volatile clears what showed.
+                s.channels[name]?.current?.showingVolatile = event.result.flatMap { $0.text.isEmpty ? nil : $0 }
             default:
                 break
             }
@@ -276,11 +277,6 @@ final class ChannelHub: Sendable {
 
     /// Whether the hub knows `name`.
     func knows(_ name: String) -> Bool { state.withLock { $0.channels[name] != nil } }
-
-    /// The latest broadcast's finals so far, or nil for a channel the hub does not know.
-    func finals(of name: String) -> [RecognitionResult]? {
-        state.withLock { s in s.channels[name].map { $0.current?.finals ?? [] } }
-    }
 
     /// A broadcast of `name`: the latest (`id` nil) or the one with that id. Its finals and
     /// start only (no copy of its track).

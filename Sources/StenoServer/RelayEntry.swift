@@ -14,8 +14,9 @@ import StenoRedis
 ///   entry without it ends when it is read).
 enum RelayEntry: Sendable, Equatable {
     case live(broadcast: String, startedAt: UTCTime, includeWords: Bool)
-    /// The event as viewers get it; read back, a `final`'s or `volatile`'s result with it.
-    case event(EncodedEvent, result: RecognitionResult?)
+    /// The event as viewers get it; read back, a `final` or `volatile` carries its result
+    /// (`EncodedEvent.result`) as the publisher's did.
+    case event(EncodedEvent)
     case floor(Double)
     case end(state: PublisherState, duration: Double, endedAt: UTCTime?)
 
@@ -39,7 +40,7 @@ enum RelayEntry: Sendable, Equatable {
             w.field("words", includeWords)
             w.endObject()
             return String(decoding: w.bytes, as: UTF8.self)
-        case .event(let event, _):
+        case .event(let event):
             return event.text
         case .floor(let floor):
             return JSONWriter.secondsText(floor)
@@ -99,11 +100,11 @@ enum RelayEntry: Sendable, Equatable {
                 guard let result = RecognitionResult(wire: object) else { return nil }
                 let event: ServerEvent = type == "final" ? .final(result, includeWords: includeWords)
                     : .volatile(result, includeWords: includeWords)
-                return .event(event.encoded(), result: result)
+                return .event(event.encoded())
             case "speech":
                 guard case .string(let state)? = object["state"], let speech = SpeechState(rawValue: state),
                       case .number(let at)? = object["at"] else { return nil }
-                return .event(ServerEvent.speech(speech, at: at).encoded(), result: nil)
+                return .event(ServerEvent.speech(speech, at: at).encoded())
             default:
                 return nil
             }

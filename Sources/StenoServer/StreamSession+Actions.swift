@@ -94,8 +94,7 @@ extension StreamSession {
             s.local.channel = channel
             s.local.waitingFor = nil
             for final in s.machine.finals {
-                server.channels.publish(ServerEvent.final(final, includeWords: words).encoded(), final: final, volatile: nil,
-                                        on: channel, from: sessionID)
+                server.channels.publish(ServerEvent.final(final, includeWords: words).encoded(), on: channel, from: sessionID)
             }
             server.log.info("session \(sessionID) publishes on channel \(channel) now (\(s.machine.finals.count) finals so far)")
             if s.machine.isClosed { releaseChannel(&s) }
@@ -134,8 +133,7 @@ extension StreamSession {
         }
         let message = OutgoingMessage(event)
         if let channel = s.local.channel, event.kind.isBroadcast {
-            server.channels.publish(event, final: event.kind == .final ? s.machine.finals.last : nil,
-                                    volatile: s.machine.showingVolatile, on: channel, from: sessionID)
+            server.channels.publish(event, on: channel, from: sessionID)
         }
         // A closed session's channel is free before the client can read that it is over (its
         // finals are published by then): a client that starts the next publisher on `ended`

@@ -104,6 +104,24 @@ import Testing
         #expect(!server.events(second).contains { $0.type == "error" })
     }
 
+    @Test func finalsThatComeTogetherAreKeptForTheChannelAsTheyWereSent() throws {
+        // One batch of audio holding two utterances: the recognizer reports both finals at
+        // once, and the channel keeps each final its event carried (not the session's last).
+        let server = MemoryServer()
+        let publisher = try #require(server.connect().1)
+        server.send(publisher, Self.start(channel: "batch"))
+        server.settle()
+        let speech = { (blocks: Int) in MemoryServer.pcm(samples: blocks * 2048, speech: true) }
+        let silence = { (blocks: Int) in MemoryServer.pcm(samples: blocks * 2048, speech: false) }
+        server.send(publisher, audio: speech(3) + silence(1) + speech(2) + silence(1))
+        server.settle()
+        let sent = server.events(publisher).filter { $0.type == "final" }.compactMap { if case .string(let s)? = $0["text"] { s } else { nil } }
+        #expect(sent == ["w1 w2 w3", "w1 w2"])
+        #expect(server.channels.broadcast("batch")?.finals.map(\.text) == sent)
+        let text = String(decoding: Self.get(server, "/v1/channels/batch/captions.txt").body, as: UTF8.self)
+        #expect(text.contains("w1 w2 w3"), "\(text)")
+    }
+
     @Test func theChannelListAndPastBroadcasts() throws {
         let server = MemoryServer { $0.pastBroadcasts = 1 }
         var readies: [String] = []

@@ -16,15 +16,15 @@ import Testing
                     Word("again", range: TimeRange(start: 1.7, end: 2.5), confidence: 0.5)],
             alternatives: [Alternative(text: "try again", score: 0), Alternative(text: "tri a gain", score: -3.25)])
         let final = ServerEvent.final(result, includeWords: true).encoded()
-        let parsed = try #require(RelayEntry.parse(Self.fields(.event(final, result: nil)), includeWords: true))
+        let parsed = try #require(RelayEntry.parse(Self.fields(.event(final)), includeWords: true))
         #expect(parsed.instance == "inst1" && parsed.session == "sess1" && parsed.number == 7)
-        guard case .event(let event, let back) = parsed.entry else { Issue.record("\(parsed.entry)"); return }
+        guard case .event(let event) = parsed.entry else { Issue.record("\(parsed.entry)"); return }
         #expect(event.bytes == final.bytes)
-        #expect(back == result)
+        #expect(event.result == result)
 
         // Without words, as a publisher that asked for none sends its events.
         let bare = ServerEvent.volatile(result, includeWords: false).encoded()
-        guard case .event(let event2, _)? = RelayEntry.parse(Self.fields(.event(bare, result: nil)), includeWords: false)?.entry else {
+        guard case .event(let event2)? = RelayEntry.parse(Self.fields(.event(bare)), includeWords: false)?.entry else {
             Issue.record("volatile")
             return
         }
@@ -33,7 +33,7 @@ import Testing
         let speech = ServerEvent.speech(.started, at: 3.5).encoded()
         for entry: RelayEntry in [.live(broadcast: "1764443233", startedAt: UTCTime(millisecondsSince1970: 1_764_443_233_211), includeWords: false),
                                   .floor(12.345), .end(state: .lost, duration: 61.5, endedAt: UTCTime(millisecondsSince1970: 1_796_000_000_123)),
-                                  .end(state: .ended, duration: 2, endedAt: nil), .event(speech, result: nil)] {
+                                  .end(state: .ended, duration: 2, endedAt: nil), .event(speech)] {
             #expect(RelayEntry.parse(Self.fields(entry), includeWords: true)?.entry == entry, "\(entry)")
         }
     }
