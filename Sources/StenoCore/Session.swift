@@ -154,7 +154,7 @@ public struct SessionMachine: Sendable {
         return backlog < 1e-9 ? 0 : backlog
     }
 
-    /// The finals sent so far (with words), for broadcast backfill and captions.
+    /// The finals sent so far (with words): the session's transcript (`TranscriptAssembler.finals`).
     public var finals: [RecognitionResult] { assembler.finals }
 
     /// The earliest time a final still to come can start (see `TranscriptAssembler.nextFinalStart`):

@@ -41,7 +41,18 @@ public struct TranscriptAssembler: Sendable {
     }
 
     public let options: Options
-    /// Every final emitted so far, in order, with words (for broadcast backfill and captions).
+    /// Every final emitted so far, in order, with words: the session's transcript, for as long
+    /// as the session lasts (`steno transcribe`'s captions, the finals a session publishes on
+    /// a channel it could claim only later, the log).
+    ///
+    /// A channel's broadcast keeps a list of its own (StenoServer's `ChannelHub`), a different
+    /// fact: what its viewers were sent, from when the session claimed the channel until it let
+    /// it go (a prefix of this list, or all of it). It outlives the session (caption files,
+    /// past broadcasts, viewers who join after the end), another instance's broadcast has no
+    /// session here at all (its finals come through Redis), and it is read under the hub's
+    /// lock, which never waits for a session's. So the hub keeps each final as its event
+    /// carries it (`EncodedEvent.result`), never reading this list; the two hold the same
+    /// values, whose text and words are shared, not copied.
     public private(set) var finals: [RecognitionResult] = []
     /// The volatile result the client is showing (non-empty text), or nil.
     public private(set) var showingVolatile: RecognitionResult?

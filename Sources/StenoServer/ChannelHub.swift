@@ -34,7 +34,14 @@ final class ChannelHub: Sendable {
         var state: PublisherState = .live
         var endedAt: UTCTime?
         var includeWords: Bool
+        /// The finals its viewers were sent, each as its event carried it (`EncodedEvent.result`):
+        /// backfill, caption files, HLS cues, `/v1/channels`. Not the publishing session's
+        /// transcript (`TranscriptAssembler.finals`; for a local session, this is a prefix of
+        /// it, or all of it): the broadcast outlives its session (past broadcasts, files),
+        /// another instance's has no session here (its finals come from Redis), and backfill runs
+        /// under the hub's lock, which is taken under a session's and so can never take one.
         var finals: [RecognitionResult] = []
+        /// The volatile showing (with text), for a viewer who joins mid-utterance.
         var showingVolatile: RecognitionResult?
         var cues: CaptionCueBuilder
         var track: HLSCaptionTrack
