@@ -32,7 +32,8 @@ public final class ModelSet: SpeechEngine, Sendable {
 
     public var isReady: Bool { engines.allSatisfy(\.isReady) }
 
-    public var workerStats: EngineWorkerStats? { engines.lazy.compactMap(\.workerStats).first }
+    /// Every engine's worker process as one (`EngineWorkerStats.combined`); nil when none has one.
+    public var workerStats: EngineWorkerStats? { EngineWorkerStats.combined(engines.compactMap(\.workerStats)) }
 
     public func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
         guard let name = options.model else { return try engines[0].makeRecognizer(options: options, wake: wake) }

@@ -269,6 +269,16 @@ public struct EngineWorkerStats: Sendable, Hashable {
         self.pending = pending
         self.cpuSeconds = cpuSeconds
     }
+
+    /// Several engines' workers as `/metrics` shows them, in one series each: ready while every
+    /// one of them is, and the restarts, pending requests and CPU seconds of all of them added up
+    /// (for one worker, its own); nil for none.
+    public static func combined(_ workers: [EngineWorkerStats]) -> EngineWorkerStats? {
+        guard !workers.isEmpty else { return nil }
+        return EngineWorkerStats(ready: workers.allSatisfy(\.ready), restarts: workers.reduce(0) { $0 + $1.restarts },
+                                 pending: workers.reduce(0) { $0 + $1.pending },
+                                 cpuSeconds: workers.reduce(0) { $0 + $1.cpuSeconds })
+    }
 }
 
 extension SpeechEngine {
