@@ -73,9 +73,9 @@ public struct ServerOptions: Sendable, Equatable {
     /// Every `--model` given, in order (see `PocketSphinxConfiguration(modelSpec:)`): the
     /// first is the default model; empty: `modelPath` alone.
     public var models: [String] = []
-    /// The engine of sessions that name no model: "whisper" (the default) or "pocketsphinx".
-    /// The other is served beside it, except that `--engine pocketsphinx` starts no Whisper
-    /// worker unless a `whisper:` model is given.
+    /// The engine of sessions that name no model, by the name of its provider in the `steno`
+    /// target's `EngineRegistry` (which says what else is served beside it): "whisper" (the
+    /// default) or "pocketsphinx".
     public var engine = "whisper"
     /// How the Whisper worker runs (`steno serve` starts it; StenoWhisper supervises it).
     public var whisper = WhisperOptions()
@@ -159,6 +159,9 @@ public struct ServerOptions: Sendable, Equatable {
     /// What ends an utterance besides the speech detector, for every model (`--endpointing`);
     /// nil: the engine's default (`PocketSphinxConfiguration.endpointing`).
     public var endpointing: Endpointing? = nil
+    /// Seconds of one utterance's speech after which it is made final, for every pocketsphinx model
+    /// (`steno transcribe --max-utterance`; not a flag of `steno serve`).
+    public var maxUtteranceSeconds = PocketSphinxConfiguration().maxUtteranceSeconds
     /// Each session keeps a recognizer from its first utterance to its end, as before they were
     /// shared (`recognizers` then limits sessions that spoke). For comparison in benchmarks
     /// only (`steno-bench dedicated-server`); not a flag of `steno serve`.

