@@ -10,6 +10,14 @@ import Glibc
 /// `negativeThreshold` for `postSpeech` seconds (at the start of that run), Silero's own
 /// streaming rule. A window in between goes on with what was going on.
 ///
+/// Other people talking (babble, a panel, a room) is speech to Silero: it would never hear the
+/// talker pause. So once speech has gone on for `foregroundAfter` seconds without a pause, the
+/// talker's level is followed too (`foreground`: the 90th percentile of the last 3 s of speech
+/// windows' levels, each smoothed over 0.26 s), and a window more than `foregroundDrop` dB below
+/// it is not the talker's speech, whatever Silero says: the talker's pauses show (in babble at
+/// 10 dB SNR, finals p95 13 s after their last word became 1.4 s; bench/README.md, "Accuracy
+/// in noise"). Before that, Silero's own ends stand: the level would end soft last syllables.
+///
 /// A cheap first gate keeps quiet sessions off the model: while no speech is open and no model
 /// handle is held, a window whose level is below `quietBelow` (dBFS RMS) is not speech, without
 /// the model. The first louder window borrows a handle (given the last 0.25 s to settle on) and
@@ -26,6 +34,10 @@ public final class SileroSpeechDetector: VoiceDetector {
         public var postSpeech = 0.2
         public var quietBelow = -50.0
         public var releaseAfter = 2.0
+        public var foregroundDrop: Float = 10
+        /// Seconds of speech without a pause before the talker's level is looked at: Silero's
+        /// own ends are better where it hears pauses (the level would end soft last syllables).
+        public var foregroundAfter = 4.0
 
         public init(postSpeech: Double = 0.2, quietBelow: Double = -50) {
             self.postSpeech = postSpeech
@@ -53,6 +65,12 @@ public final class SileroSpeechDetector: VoiceDetector {
     /// Windows in a row below the gate.
     private var quietWindows = 0
     private var fed = 0
+    /// The last 8 windows' mean squares (a 0.26 s level), and the smoothed levels (dB) of the
+    /// last 3 s of speech windows, for the talker's level.
+    private var recentPower: [Float] = []
+    private var speechLevels: [Float] = []
+    /// The window the speech going on started at.
+    private var speechSince = 0
 
     public init(vad: SileroVAD, settings: Settings) {
         self.vad = vad
@@ -87,10 +105,20 @@ public final class SileroSpeechDetector: VoiceDetector {
         return events
     }
 
+    /// The talker's level (dB): the 90th percentile of the speech windows' smoothed levels, once
+    /// there is a second of them.
+    private var foreground: Float? {
+        guard speechLevels.count >= 31 else { return nil }
+        return speechLevels.sorted()[speechLevels.count * 9 / 10]
+    }
+
     private func decide(_ events: inout [TranscriberEvent]) {
         var sum: Float = 0
         for x in pending { sum += x * x }
         let quiet = (sum / Float(window)).squareRoot() < quietLevel
+        recentPower.append(sum / Float(window))
+        if recentPower.count > 8 { recentPower.removeFirst() }
+        let level = 10 * log10(recentPower.reduce(0, +) / Float(recentPower.count) + 1e-12)
         quietWindows = quiet ? quietWindows + 1 : 0
         var probability: Float = 0
         if handle == nil, !speaking, quiet {
@@ -106,19 +134,26 @@ public final class SileroSpeechDetector: VoiceDetector {
         }
         let at = windows
         windows += 1
+        let long = speaking && Double((at - speechSince) * window) >= settings.foregroundAfter * Double(SileroVAD.sampleRate)
+        let background = long && (foreground.map { level < $0 - settings.foregroundDrop } ?? false)
+        if probability >= settings.threshold {
+            speechLevels.append(level)
+            if speechLevels.count > 94 { speechLevels.removeFirst() }
+        }
         if !speaking {
             if probability >= settings.threshold {
                 if runLength == 0 { runStart = at }
                 runLength += 1
                 if runLength >= settings.onsetWindows {
                     speaking = true
+                    speechSince = runStart
                     runLength = 0
                     events.append(.speechStarted(at: seconds(runStart)))
                 }
             } else {
                 runLength = 0
             }
-        } else if probability < settings.negativeThreshold {
+        } else if probability < settings.negativeThreshold || background {
             if runLength == 0 { runStart = at }
             runLength += 1
             if runLength >= postSpeechWindows {

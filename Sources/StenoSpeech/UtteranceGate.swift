@@ -39,6 +39,10 @@ public final class UtteranceGate {
     public let tail: Int
     public let maximumLength: Int
     public let hangover: Int
+    /// From this length on an utterance has no hangover: the next pause the detector hears ends
+    /// it, however short (speech without pauses, such as a talker over babble, is cut at the
+    /// talker's breaths rather than at the maximum length).
+    public let longAfter: Int
 
     private let makeDetector: () throws(StenoError) -> any VoiceDetector
     private var detector: any VoiceDetector
@@ -57,10 +61,13 @@ public final class UtteranceGate {
     /// Where the pause going on began (the detector's end of speech), while the hangover has
     /// not passed.
     public private(set) var pauseStart: Int?
+    /// Where the last utterance cut ended.
+    private var lastCutEnd = 0
 
     /// `makeDetector`: a fresh detector, now and after each silence the client left out.
-    public init(sampleRate: Int, preRoll: Int, tail: Int, maximumLength: Int, hangover: Int = 0,
+    public init(sampleRate: Int, preRoll: Int, tail: Int, maximumLength: Int, hangover: Int = 0, longAfter: Int = .max,
                 makeDetector: @escaping () throws(StenoError) -> any VoiceDetector) throws(StenoError) {
+        self.longAfter = longAfter
         self.sampleRate = sampleRate
         self.preRoll = preRoll
         self.tail = tail
@@ -87,12 +94,13 @@ public final class UtteranceGate {
                     if onset < pause + hangover { continue }  // speech came back: the utterance goes on
                     endPause(pause, events: &events, cuts: &cuts)
                 }
-                if utteranceStart == nil { utteranceStart = max(bufferStart, onset - preRoll) }
+                // The pre-roll does not reach back into the utterance cut before (its audio is heard there).
+                if utteranceStart == nil { utteranceStart = max(bufferStart, onset - preRoll, lastCutEnd) }
                 isSpeaking = true
                 events.append(.speechStarted(at: seconds(max(0, onset))))
             case .speechEnded(let at):
                 let end = detectorBase + sample(atSeconds: at)
-                if hangover > 0 {
+                if hangover > 0, end - (utteranceStart ?? end) < longAfter {
                     pauseStart = end
                 } else {
                     endPause(end, events: &events, cuts: &cuts)
@@ -105,7 +113,7 @@ public final class UtteranceGate {
             pauseStart = nil
             endPause(pause, events: &events, cuts: &cuts)
         }
-        if let start = utteranceStart, received - start >= maximumLength, let cut = cut(at: received) {
+        if let start = utteranceStart, received - start >= maximumLength, let cut = cut(at: quietestPoint(), speechGoesOn: true) {
             cuts.append(cut)
         }
         let keep = preRoll + detector.undecidedSamples
@@ -163,13 +171,35 @@ public final class UtteranceGate {
         return loudest(split, buffer.count) < before * Float(pow(10, -decibels / 10))
     }
 
+    /// Where an utterance at its maximum length is cut: the quietest 0.1 s of its last 1.5 s
+    /// (a breath, a word's edge), not the middle of the word going on.
+    private func quietestPoint() -> Int {
+        let span = 1_600
+        var best = received
+        var least = Float.infinity
+        var at = max((utteranceStart ?? received) + maximumLength / 2, received - sampleRate * 3 / 2, bufferStart)
+        while at + span <= received - sampleRate / 10 {
+            var sum: Float = 0
+            for i in (at - bufferStart)..<(at - bufferStart + span) { sum += buffer[i] * buffer[i] }
+            if sum <= least {  // the latest of equals: steady sound is cut as late as it can be
+                least = sum
+                best = at + span / 2
+            }
+            at += 320
+        }
+        return best
+    }
+
     /// Cuts the utterance going on at `end` (a finalize, the end of input: `received`); nil if
     /// none goes on. If speech goes on, what follows is the next utterance's, from `end`.
-    public func cut(at end: Int) -> Cut? {
+    /// `speechGoesOn`: whether the speaker went on through the cut (by default: speech going on
+    /// and not in a pause, cut at the last sample heard).
+    public func cut(at end: Int, speechGoesOn: Bool? = nil) -> Cut? {
         guard let start = utteranceStart else { return nil }
         utteranceStart = isSpeaking ? end : nil
+        lastCutEnd = max(lastCutEnd, end)
         let cut = Cut(start: start, end: end, samples: kept(from: start, to: end),
-                      speechGoesOn: isSpeaking && pauseStart == nil && end >= received)
+                      speechGoesOn: speechGoesOn ?? (isSpeaking && pauseStart == nil && end >= received))
         guard !cut.samples.isEmpty else { return cut }
         let to = min(buffer.count, end - bufferStart)
         // What follows the utterance stays, for the next one's pre-roll.

@@ -32,7 +32,9 @@ public final class WhisperRecognizer: SpeechRecognizer {
     static let partialEvery = 16_000
     /// Unanswered requests in the worker past which no guess is asked for.
     static let guessBacklog = 16
-    /// An utterance is heard in pieces of at most this much (Whisper's window is 30 s).
+    /// An utterance is heard in pieces of at most this much (Whisper's window is 30 s), cut at
+    /// the quietest point of their last 1.5 s (`UtteranceGate`), each going on from the one
+    /// before it (the prompt's context).
     static let maximumUtterance = 16_000 * 25
     /// From this length on, an utterance's words that two guesses in a row agree on are made
     /// final (LocalAgreement, as whisper_streaming does), so a long one's final does not wait
@@ -110,7 +112,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
         self.language = options.language
         (self.phrases, self.notices) = Self.prompt(options.vocabulary)
         self.gate = try UtteranceGate(sampleRate: Self.sampleRate, preRoll: Self.preRoll, tail: Self.tail,
-                                      maximumLength: Self.maximumUtterance, hangover: Self.hangover,
+                                      maximumLength: Self.maximumUtterance, hangover: Self.hangover, longAfter: Self.commitAfter,
                                       makeDetector: { () throws(StenoError) in try makeDetector() })
         self.mailbox = Mailbox(wake: wake)
     }

@@ -158,7 +158,8 @@ func problem(_ arguments: [String], _ environment: [String: String] = [:]) -> Us
         ("log-level", "error", "debug"),
         ("engine", "pocketsphinx", "whisper"), ("whisper-python", "/env/python", "/flag/python"),
         ("whisper-worker", "/env/w.py", "/flag/w.py"), ("whisper-device", "cuda", "cpu"), ("whisper-threads", "1", "2"),
-        ("whisper-batch", "2", "8"), ("profanity", "keep", "remove"), ("audio-batch-seconds", "0", "0.064"),
+        ("whisper-batch", "2", "8"), ("speech-detector", "energy", "silero"), ("profanity", "keep", "remove"),
+        ("audio-batch-seconds", "0", "0.064"),
     ]
 
     @Test(arguments: 0..<pairs.count)

@@ -87,6 +87,38 @@ import Testing
         for (a, b) in zip(heard, inNoise) { #expect(abs(a - b) < 0.2, "\(heard) against \(inNoise)") }
     }
 
+    /// A talker over other talkers (babble at 10 dB SNR: three other sentences, looped, summed):
+    /// Silero hears speech throughout, but the talker's pause between two sentences is found by
+    /// the talker's own level, so the sentences are two utterances.
+    @Test func aTalkersPauseIsFoundInBabble() throws {
+        func sentence(_ name: String) throws -> [Float] {
+            try TestAudio.load("librivox/sense_and_sensibility_01_austen_64kb-\(name).wav").floats
+        }
+        let gap = [Float](repeating: 0, count: 16_000)
+        let (first, second) = (try sentence("0880"), try sentence("0930"))
+        let talker = gap + first + gap + second + gap
+        var babble = [Float](repeating: 0, count: talker.count)
+        for (k, name) in ["0870", "0890", "0920", "0870", "0890", "0920"].enumerated() {
+            let voice = try sentence(name)
+            for i in babble.indices { babble[i] += voice[(i + k * 7_919) % voice.count] }
+        }
+        func rms(_ x: [Float]) -> Float { (x.reduce(0) { $0 + $1 * $1 } / Float(x.count)).squareRoot() }
+        let scale = rms(first) / 3.16 / rms(babble)
+        let mixed = zip(talker, babble).map { $0 + $1 * scale }
+        func ends(_ drop: Float) throws -> [Double] {
+            var settings = SileroSpeechDetector.Settings(postSpeech: 0.2, quietBelow: SpeechDetection.quietBelow)
+            settings.foregroundDrop = drop
+            let detector = SileroSpeechDetector(vad: try Self.vad.get(), settings: settings)
+            return Self.events(mixed, into: detector).compactMap { if case .speechEnded(let at) = $0 { at } else { nil } }
+        }
+        // The gap between the sentences is from 4.0 to 5.0 s.
+        let pause = { (at: Double) in at > 3.5 && at < 5.0 }
+        let (withLevel, alone) = (try ends(10), try ends(1_000))
+        #expect(withLevel.contains(where: pause), "\(withLevel)")
+        // Without the talker's level, Silero alone hears no pause there.
+        #expect(!alone.contains(where: pause), "\(alone)")
+    }
+
     /// Noise alone is not speech, and a quiet room (below the first gate) never takes a model.
     @Test func noiseIsNotSpeechAndAQuietRoomTakesNoModel() throws {
         let noisy = try Self.detector()
