@@ -81,7 +81,7 @@ class Recognizer:
     """The model and how one batch of requests is recognized."""
 
     def __init__(self, model_path, device, compute_type, intra_threads, inter_threads,
-                 min_window, margin, no_speech_threshold, logprob_threshold, guess_min_window=None):
+                 min_window, margin, no_speech_threshold, logprob_threshold, volatile_min_window=None):
         import numpy as np
         from faster_whisper import WhisperModel
         from faster_whisper.tokenizer import Tokenizer
@@ -96,7 +96,7 @@ class Recognizer:
         self.tokenizers = {}
         self.tokenizer = self.tokenizer_for("en")
         self.min_window = min_window
-        self.guess_min_window = min_window if guess_min_window is None else guess_min_window
+        self.volatile_min_window = min_window if volatile_min_window is None else volatile_min_window
         self.margin = margin
         self.no_speech_threshold = no_speech_threshold
         self.logprob_threshold = logprob_threshold
@@ -231,7 +231,7 @@ class Recognizer:
 
     def run(self, batch, window=None):
         """[(options, samples as float32)] -> [result dict], in order. Requests of one beam
-        size are decoded together (a final's beam search would slow the guesses beside it)."""
+        size are decoded together (a final's beam search would slow the volatiles beside it)."""
         beams = sorted({max(1, int(o.get("beam", 1))) for o, _ in batch})
         if len(beams) == 1:
             return self.run_one_beam(batch, window)
@@ -246,10 +246,10 @@ class Recognizer:
         """`run` for requests of one beam size. A final whose text repeats itself in a short
         window (Whisper loops more often there: a text that compresses too well, or one run of
         words said twice) is heard again in the full 30 s one, and what it hears there stands.
-        A guess that compresses too well is dropped, one said twice kept as it is (the next
-        guess, or the final, comes soon)."""
+        A volatile that compresses too well is dropped, one said twice kept as it is (the next
+        volatile, or the final, comes soon)."""
         results = self.recognize(batch, window)
-        again = [i for i, r in enumerate(results) if r["window"] < FULL_WINDOW and not is_guess(batch[i][0])
+        again = [i for i, r in enumerate(results) if r["window"] < FULL_WINDOW and not is_volatile(batch[i][0])
                  and (r["dropped"] == "repetitive" or (r["dropped"] is None and doubled(r["text"])))]
         if again:
             for i, r in zip(again, self.recognize([batch[i] for i in again], FULL_WINDOW)):
@@ -269,9 +269,9 @@ class Recognizer:
             content = min(f.shape[-1], len(samples) // HOP)
             feats.append(f[:, :content])
             contents.append(content)
-        # Guesses are heard in shorter windows: most of a talker's cost is its guesses
-        # (bench/README.md, "Whisper's guesses").
-        minimum = self.guess_min_window if all(is_guess(o) for o, _ in batch) else self.min_window
+        # Volatiles are heard in shorter windows: most of a talker's cost is its volatiles
+        # (bench/README.md, "Whisper's volatiles").
+        minimum = self.volatile_min_window if all(is_volatile(o) for o, _ in batch) else self.min_window
         window = fixed_window or max(window_frames(c, minimum, self.margin) for c in contents)
         stacked = np.zeros((len(batch), feats[0].shape[0], window), dtype=np.float32)
         for i, f in enumerate(feats):
@@ -339,8 +339,8 @@ class Recognizer:
         return results
 
 
-def is_guess(options):
-    """A volatile guess (priority 0), not a final."""
+def is_volatile(options):
+    """A volatile result (priority 0), not a final."""
     return int(options.get("priority", 0)) <= 0
 
 

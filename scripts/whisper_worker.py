@@ -19,7 +19,7 @@ worker sends to standard error) cannot corrupt them. Both directions use one fra
 
 A request's JSON: {"words": bool, "prompt": str|null, "beam": int, "priority": int,
 "alternatives": int, "language": str|null} (higher priority first; a session's final has
-priority over volatile guesses, which are heard in shorter windows (--guess-min-window) and
+priority over volatile results, which are heard in shorter windows (--volatile-min-window) and
 dropped rather than heard again when they repeat themselves; "alternatives": readings wanted in all, 0-10; "language": the
 session's BCP 47 tag, for a multilingual model: without one, or one the model lacks, the
 language is detected; "alone": run in a batch of its own, as the server asks of a request
@@ -226,8 +226,8 @@ def main():
     parser.add_argument("--batch", type=int, default=4, help="most requests run together")
     parser.add_argument("--queue", type=int, default=64, help="most requests read ahead")
     parser.add_argument("--min-window", type=int, default=1000, help="least encoder frames (3000: always 30 s)")
-    parser.add_argument("--guess-min-window", type=int, default=500,
-                        help="least encoder frames for volatile guesses (priority 0)")
+    parser.add_argument("--volatile-min-window", type=int, default=500,
+                        help="least encoder frames for volatile results (priority 0)")
     parser.add_argument("--margin", type=int, default=200, help="encoder frames of padding after the audio")
     parser.add_argument("--no-speech-threshold", type=float, default=0.6)
     parser.add_argument("--logprob-threshold", type=float, default=-1.0)
@@ -245,7 +245,7 @@ def main():
     try:
         recognizer = Recognizer(model, args.device, args.compute_type, args.intra_threads, args.inter_threads,
                                 args.min_window, args.margin, args.no_speech_threshold, args.logprob_threshold,
-                                args.guess_min_window)
+                                args.volatile_min_window)
     except Exception as error:  # a model the package cannot load: say why, once
         sys.stderr.write(f"whisper worker: cannot load {model}: {error}\n")
         return 2

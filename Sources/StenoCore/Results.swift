@@ -77,8 +77,8 @@ public enum TranscriberEvent: Sendable, Hashable {
     case speechStarted(at: Double)
     /// Voice activity ended at this time.
     case speechEnded(at: Double)
-    /// The current guess for the utterance in progress; replaces the previous partial.
-    case partial(RecognitionResult)
+    /// The current reading of the utterance in progress; replaces the previous volatile.
+    case volatile(RecognitionResult)
     /// A finished utterance; never revised.
     case final(RecognitionResult)
 }

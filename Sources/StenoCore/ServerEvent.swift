@@ -63,7 +63,7 @@ public enum ServerEventKind: String, Sendable, Hashable, CaseIterable {
 public enum ServerEvent: Sendable, Hashable {
     /// `{"type":"ready","seq":1,"session":…,"startedAt":…,"engine":{…},"limits":{…}}`
     case ready(ReadyInfo)
-    /// The current guess; `includeWords` says whether to write the `words` array.
+    /// The current volatile result; `includeWords` says whether to write the `words` array.
     /// An empty text clears the volatile result.
     case volatile(RecognitionResult, includeWords: Bool)
     /// A final result; never revised.

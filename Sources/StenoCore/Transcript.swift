@@ -63,7 +63,7 @@ public struct TranscriptAssembler: Sendable {
     public private(set) var atSentenceStart = true
     /// Since when speech has been going on (the last `speechStarted` with no `speechEnded` yet).
     private var speechSince: Double?
-    /// The start of the first non-empty partial since the last final: the utterance in progress.
+    /// The start of the first non-empty volatile since the last final: the utterance in progress.
     private var utteranceSince: Double?
 
     public init(options: Options = Options()) {
@@ -107,7 +107,7 @@ public struct TranscriptAssembler: Sendable {
             speechSince = at.isFinite ? at : lastFinalEnd
         case .speechEnded:
             speechSince = nil
-        case .partial(let result) where utteranceSince == nil && !Self.trimmed(result.text).isEmpty:
+        case .volatile(let result) where utteranceSince == nil && !Self.trimmed(result.text).isEmpty:
             utteranceSince = result.range.start.isFinite ? result.range.start : lastFinalEnd
         case .final:
             utteranceSince = nil
@@ -119,7 +119,7 @@ public struct TranscriptAssembler: Sendable {
             return [.speech(.started, at: Self.quantize(at, otherwise: lastFinalEnd))]
         case .speechEnded(let at):
             return [.speech(.ended, at: Self.quantize(at, otherwise: lastFinalEnd))]
-        case .partial(let result):
+        case .volatile(let result):
             return consumePartial(result)
         case .final(let result):
             return consumeFinal(result, endsSentence: endsSentence)

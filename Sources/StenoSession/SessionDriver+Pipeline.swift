@@ -18,8 +18,8 @@ extension SessionDriver {
             do throws(StenoError) {
                 // Light: a front end of its own; a decoder is borrowed per utterance, and when
                 // none is free the recognizer waits and `wake` brings the jobs back.
-                // A session that asked for no volatile results pays for no guesses.
-                let options = RecognizerOptions(partialResults: request.volatile,
+                // A session that asked for no volatile results pays for no volatiles.
+                let options = RecognizerOptions(volatileResults: request.volatile,
                                                 keepsDecoder: core.options.keepsDecoder, vocabulary: request.vocabulary,
                                                 alternatives: request.alternatives, model: request.model,
                                                 language: request.language)

@@ -53,7 +53,7 @@ public final class TranscriptionPipeline {
     private var history: [Float] = []
     private var historyStart = 0
     private let historyLimit: Int
-    /// The partial result showing (session time), to know where the utterance in progress began.
+    /// The volatile result showing (session time), to know where the utterance in progress began.
     private var showing: RecognitionResult?
     private var finished = false
     /// A `finalize(through:)` before the end of the audio whose final has not come yet (the
@@ -282,10 +282,10 @@ public final class TranscriptionPipeline {
             switch event {
             case .speechStarted(let at): return .speechStarted(at: sessionTime(recognizerSeconds: at))
             case .speechEnded(let at): return .speechEnded(at: sessionTime(recognizerSeconds: at))
-            case .partial(let result):
+            case .volatile(let result):
                 let mapped = map(result)
                 showing = mapped.text.isEmpty ? nil : mapped
-                return .partial(mapped)
+                return .volatile(mapped)
             case .final(let result):
                 showing = nil
                 return .final(map(result))

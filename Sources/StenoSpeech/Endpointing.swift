@@ -17,7 +17,7 @@ import StenoCore
 /// pauses from the ends of sentences (bench/README.md, "Latency of finals"). An end comes up
 /// to a block (0.128 s) after its silence.
 ///
-/// The decisions are the search's own (the best path the partial results show), at block
+/// The decisions are the search's own (the best path the volatile results show), at block
 /// boundaries counted from the utterance's start: they do not depend on chunking or on which
 /// pooled decoder searched.
 ///

@@ -61,7 +61,7 @@ public struct PocketSphinxConfiguration: Sendable, Hashable {
     /// finalized at the next block boundary even while speech goes on.
     public var maxUtteranceSeconds: Double
 
-    /// Endpointing block, in samples: voice activity is checked, partial results made and
+    /// Endpointing block, in samples: voice activity is checked, volatile results made and
     /// utterances ended only at the end of each block, counted from the start of the
     /// utterance. 2048 (128 ms) is what `pocketsphinx_continuous -infile` reads at a time, and
     /// with it the finals are the CLI's words exactly. Must be 160...16000.

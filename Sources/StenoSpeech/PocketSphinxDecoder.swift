@@ -386,7 +386,7 @@ final class PocketSphinxDecoder: @unchecked Sendable {
     /// best path is the lattice's. When the lattice has no end to find a path to (with
     /// `-fwdflat no`, an utterance cut by `finalize` or the length limit where its last frames
     /// have no word exit), pocketsphinx gives no path at all after `ps_end_utt`, though its
-    /// first pass has one; that one, the path partial results show, is taken instead, so
+    /// first pass has one; that one, the path volatile results show, is taken instead, so
     /// that the words heard are not lost. It has no posteriors.
     ///
     /// An utterance shorter than the first pass's `lookahead` (a few frames: the search's early

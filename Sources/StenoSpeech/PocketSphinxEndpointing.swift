@@ -14,7 +14,7 @@ extension Endpointing {
 }
 
 extension PocketSphinxDecoder {
-    /// The end of the current best path (the first pass's, as partial results read it): how
+    /// The end of the current best path (the first pass's, as volatile results read it): how
     /// many frames it has searched since the end of its last word, and its last two words,
     /// most recent first. Nil while it has no word.
     func bestPathTail() -> (trailingFrames: Int, words: [String])? {

@@ -83,7 +83,7 @@ public final class PocketSphinxEngine: SpeechEngine, Sendable {
             pool: pool, shape: shape, frontEnd: frontEnd, info: info,
             blockSamples: configuration.blockSamples,
             maxUtteranceSeconds: maxSeconds,
-            partialResults: options.partialResults,
+            volatileResults: options.volatileResults,
             keepsDecoder: options.keepsDecoder,
             vocabulary: vocabulary,
             notices: notices,

@@ -141,7 +141,7 @@ extension PocketSphinxRecognizer {
     }
 
     /// The search's part of a block, and what follows it: the end of the utterance, a
-    /// partial result, or a cut at the maximum length.
+    /// volatile result, or a cut at the maximum length.
     private func search(_ block: Block, into events: inout [TranscriberEvent]) throws(StenoError) {
         var frames = block.frames
         if let decoder, !frames.isEmpty {
@@ -182,7 +182,7 @@ extension PocketSphinxRecognizer {
                 try endEarly(decoder, into: &events)
             } else if let decoder {
                 if continuesEarlyEnd && !speechActive { resumeSpeech(decoder, into: &events) }
-                if partialResults { reportPartial(decoder, into: &events) }
+                if volatileResults { reportVolatile(decoder, into: &events) }
             }
         }
         if let cut = cutWhileSpeaking, !utteranceHasSpeech, fed - cut >= shape.postSpeechFrames * shape.frameShift {

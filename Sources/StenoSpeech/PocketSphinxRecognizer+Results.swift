@@ -1,4 +1,4 @@
-// What `PocketSphinxRecognizer` reports of the search: partial results, the words of the
+// What `PocketSphinxRecognizer` reports of the search: volatile results, the words of the
 // best path on the session's timeline (fillers left out, the session's own spellings),
 // the n-best alternatives of a final, and a segment's word as spoken.
 
@@ -8,19 +8,19 @@ import StenoCore
 extension PocketSphinxRecognizer {
     // MARK: - Results
 
-    func reportPartial(_ decoder: PocketSphinxDecoder, into events: inout [TranscriberEvent]) {
+    func reportVolatile(_ decoder: PocketSphinxDecoder, into events: inout [TranscriberEvent]) {
         let words = self.words(decoder, final: false)
         let text = words.map(\.text).joined(separator: " ")
-        guard text != partialText else { return }
-        partialText = text
+        guard text != volatileText else { return }
+        volatileText = text
         let result = Self.result(words)
             ?? RecognitionResult(range: TimeRange(start: seconds(fed), end: seconds(fed)), text: "")
-        events.append(.partial(result))
+        events.append(.volatile(result))
     }
 
     /// The words of the current best path (`PocketSphinxDecoder.bestPath`), fillers left
     /// out, on the timeline. Finals carry the word posterior from `ps_seg_prob` as confidence;
-    /// partials have no posteriors yet (pocketsphinx computes them with the final lattice) and
+    /// volatiles have no posteriors yet (pocketsphinx computes them with the final lattice) and
     /// report 0, as does a final whose utterance made no lattice (see `bestPath`).
     func words(_ decoder: PocketSphinxDecoder, final: Bool) -> [Word] {
         var words: [Word] = []

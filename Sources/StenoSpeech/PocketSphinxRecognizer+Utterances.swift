@@ -73,8 +73,8 @@ extension PocketSphinxRecognizer {
             }
             if let result {
                 events.append(.final(result))
-            } else if !partialText.isEmpty {
-                events.append(.partial(RecognitionResult(range: TimeRange(start: seconds(fed), end: seconds(fed)), text: "")))
+            } else if !volatileText.isEmpty {
+                events.append(.volatile(RecognitionResult(range: TimeRange(start: seconds(fed), end: seconds(fed)), text: "")))
             }
             if speechActive {
                 if earlyEndSample != nil {
@@ -101,7 +101,7 @@ extension PocketSphinxRecognizer {
         silenceSample = nil
         earlyEndSample = nil
         continuesEarlyEnd = false
-        partialText = ""
+        volatileText = ""
     }
 
     // MARK: - The search's early end (Endpointing.swift)

@@ -25,7 +25,7 @@ import StenoCore
 ///   the exact frame of every change of voice activity); the block's cepstra go to the decoder
 ///   in the batches `ps_process_raw` would have made of it (`PocketSphinxDecoder.searchBlock`).
 /// - After each block: if the detector has gone from speech to silence, the utterance ends and
-///   becomes a `.final`; if speech goes on, the current best path becomes a `.partial` when its
+///   becomes a `.final`; if speech goes on, the current best path becomes a `.volatile` when its
 ///   text changed, and an utterance longer than `maxUtteranceSeconds` is finalized.
 ///   `endUtterance()` analyzes the incomplete block at once and finalizes; `finish()` does the
 ///   same at the end of input.
@@ -58,7 +58,7 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
     let shape: DecoderShape
     let blockSamples: Int
     let maxUtteranceSamples: Int
-    let partialResults: Bool
+    let volatileResults: Bool
     /// When an utterance ends besides the detector's switch (Endpointing.swift).
     let endpointing: Endpointing
     /// Where an early end (`endpointing`) decided the utterance was over, as a stream sample.
@@ -141,8 +141,8 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
     /// which sample of the stream it did.
     var silenceFrame: Int?
     var silenceSample: Int?
-    /// Text of the last `.partial` reported in this utterance.
-    var partialText = ""
+    /// Text of the last `.volatile` reported in this utterance.
+    var volatileText = ""
 
     // Voice activity as reported (`.speechStarted`/`.speechEnded`).
     var speechActive = false
@@ -152,7 +152,7 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
     var cutWhileSpeaking: Int?
 
     init(pool: DecoderPool, shape: DecoderShape, frontEnd: SpeechFrontEnd, info: SpeechEngineInfo,
-         blockSamples: Int, maxUtteranceSeconds: Double, partialResults: Bool, keepsDecoder: Bool = false,
+         blockSamples: Int, maxUtteranceSeconds: Double, volatileResults: Bool, keepsDecoder: Bool = false,
          vocabulary: SessionVocabulary? = nil, notices: [StenoError] = [], alternatives: Int = 0,
          endpointing: Endpointing = .detector, wake: @escaping @Sendable () -> Void) {
         self.endpointing = endpointing
@@ -166,7 +166,7 @@ public final class PocketSphinxRecognizer: SpeechRecognizer {
         self.info = info
         self.blockSamples = blockSamples
         self.maxUtteranceSamples = max(1, Int(min(maxUtteranceSeconds, 86_400) * Double(Self.sampleRate)))
-        self.partialResults = partialResults
+        self.volatileResults = volatileResults
         self.mean = shape.freshMean
         self.blockLength = blockSamples
         self.waiter = DecoderWaiter(wake: wake)

@@ -31,8 +31,8 @@ public struct SpeechEngineInfo: Sendable, Hashable, CustomStringConvertible {
 
 /// Per-session choices a server passes when it makes a recognizer.
 public struct RecognizerOptions: Sendable, Hashable {
-    /// Report `.partial` results (volatile guesses). Off saves a little CPU.
-    public var partialResults: Bool
+    /// Report `.volatile` results (volatile results). Off saves a little CPU.
+    public var volatileResults: Bool
     /// Keep a decoder from the first utterance to the end of the session instead of giving it
     /// back after each one: the design before shared decoders, kept for comparison in the
     /// benchmarks (each session then costs a decoder while connected).
@@ -51,14 +51,14 @@ public struct RecognizerOptions: Sendable, Hashable {
     /// A multilingual model hears it in that language (or detects one without it).
     public var language: String?
 
-    public init(partialResults: Bool = true, maxUtteranceSeconds: Double? = nil, keepsDecoder: Bool = false,
+    public init(volatileResults: Bool = true, maxUtteranceSeconds: Double? = nil, keepsDecoder: Bool = false,
                 vocabulary: Vocabulary? = nil, alternatives: Int = 0, model: String? = nil, language: String? = nil) {
         self.model = model
         self.language = language
         self.vocabulary = vocabulary
         self.alternatives = alternatives
         self.keepsDecoder = keepsDecoder
-        self.partialResults = partialResults
+        self.volatileResults = volatileResults
         self.maxUtteranceSeconds = maxUtteranceSeconds
     }
 }
@@ -71,7 +71,7 @@ public struct RecognizerOptions: Sendable, Hashable {
 /// are seconds on its own input timeline: 0 is the first sample ever passed to `accept`, and
 /// time advances only with samples fed.
 ///
-/// Results arrive in order: `.partial` results replace each other until a `.final` covers
+/// Results arrive in order: `.volatile` results replace each other until a `.final` covers
 /// them; finals never overlap and their ranges increase; every word lies inside its result's
 /// range. `.speechStarted`/`.speechEnded` alternate, starting with `.speechStarted`.
 ///

@@ -2,7 +2,7 @@
 //
 // - `SpeechEngine` (Sendable, one per server) makes a `SpeechRecognizer` per session.
 //   A recognizer takes 16 kHz mono Float samples and returns `TranscriberEvent`s
-//   (`.partial`, `.final`, `.speechStarted`, `.speechEnded`) in seconds from its first sample.
+//   (`.volatile`, `.final`, `.speechStarted`, `.speechEnded`) in seconds from its first sample.
 //   Another engine (Vosk, whisper.cpp, sherpa-onnx, SpeechAnalyzer) fits the same two protocols.
 // - `PocketSphinxEngine` / `PocketSphinxRecognizer`: pocketsphinx 5prealpha (Debian
 //   0.8+5prealpha+1) with the en-us model. `PocketSphinxSpeechDetector`: its voice activity

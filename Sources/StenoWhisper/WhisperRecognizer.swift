@@ -6,7 +6,7 @@ import StenoSystem
 /// session's own speech detector (pocketsphinx's voice activity detector, no model) finds
 /// utterances (`UtteranceGate`, with pre-roll and tail), and only their audio goes to the
 /// worker: each utterance is heard whole for its final, and, while it goes on, what there is
-/// of it for a volatile guess (one request in flight at a time, so the cadence follows the
+/// of it for a volatile result (one request in flight at a time, so the cadence follows the
 /// worker's load). While finals are awaited it owes them (`owesResults`: a finalize or `end` is
 /// done only when they have come) but goes on taking audio, its detector finding the next
 /// utterances; `wake` is called when the worker answers (its answers come through a
@@ -26,24 +26,24 @@ public final class WhisperRecognizer: SpeechRecognizer {
     static let preRoll = 8_000
     /// Audio kept after the detector's end of speech.
     static let tail = 3_200
-    /// Least new audio between two volatile guesses, and before the first (counted from the
-    /// utterance's start, pre-roll included), as whisper_streaming's shortest chunk: guesses are
-    /// most of a talker's cost (bench/README.md, "Whisper's guesses").
-    static let partialEvery = 16_000
-    /// Unanswered requests in the worker past which no guess is asked for.
-    static let guessBacklog = 16
+    /// Least new audio between two volatile results, and before the first (counted from the
+    /// utterance's start, pre-roll included), as whisper_streaming's shortest chunk: volatiles are
+    /// most of a talker's cost (bench/README.md, "Whisper's volatiles").
+    static let volatileEvery = 16_000
+    /// Unanswered requests in the worker past which no volatile is asked for.
+    static let volatileBacklog = 16
     /// An utterance is heard in pieces of at most this much (Whisper's window is 30 s), cut at
     /// the quietest point of their last 1.5 s (`UtteranceGate`), each going on from the one
     /// before it (the prompt's context).
     static let maximumUtterance = 16_000 * 25
-    /// From this length on, an utterance's words that two guesses in a row agree on are made
+    /// From this length on, an utterance's words that two volatiles in a row agree on are made
     /// final (LocalAgreement, as whisper_streaming does), so a long one's final does not wait
     /// for its end; shorter ones are heard whole, which Whisper does best.
     static let commitAfter = 16_000 * 8
-    /// Beam search for finals (guesses take the greedy best path): measured on LibriVox, 4.2 %
+    /// Beam search for finals (volatiles take the greedy best path): measured on LibriVox, 4.2 %
     /// WER instead of 7.0 %, the batch floor's figure (bench/README.md, "Whisper streaming").
     static let finalBeam = 5
-    /// Words this close to a guess's end are not committed: the next guess may still change them.
+    /// Words this close to a volatile's end are not committed: the next volatile may still change them.
     static let commitMargin = 1.0
     /// Silence that ends speech for the detector (a pause: its final is asked for at once), and
     /// the silence from the pause's start that ends the utterance (`UtteranceGate.hangover`):
@@ -55,7 +55,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
     private let worker: WhisperWorker
     /// The session's utterances, their audio and its timeline.
     private let gate: UtteranceGate
-    private let partialResults: Bool
+    private let volatileResults: Bool
     /// The session's phrases, the first part of the decoder's prompt (Whisper's way of being
     /// told what to expect).
     private let phrases: String?
@@ -64,7 +64,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
     private var context = ""
     /// How much of the finals before an utterance it is told (whisper_streaming keeps ≈ 200 characters).
     static let contextCharacters = 200
-    /// Readings each final carries (`RecognizerOptions.alternatives`; guesses carry none), and the
+    /// Readings each final carries (`RecognizerOptions.alternatives`; volatiles carry none), and the
     /// session's language (BCP 47; a multilingual model detects it without one).
     private let alternatives: Int
     private let language: String?
@@ -78,15 +78,15 @@ public final class WhisperRecognizer: SpeechRecognizer {
     /// whatever the timing; at real time they have long come).
     private var unsent: [Int: ArraySlice<Float>] = [:]
     private var answered: [Int: Answer] = [:]
-    private var partialInFlight = false
-    private var lastPartialAt = 0
-    /// The last guess's words for the utterance going on (times from its start), for LocalAgreement.
-    private var lastGuess: [Word] = []
+    private var volatileInFlight = false
+    private var lastVolatileAt = 0
+    /// The last volatile's words for the utterance going on (times from its start), for LocalAgreement.
+    private var lastVolatile: [Word] = []
     private var done = false
     /// The pause a final was last asked for early in (its start).
     private var askedInPause: Int?
     /// The final asked for early in a pause of the utterance going on: its first sample, through
-    /// which sample, and its answer once come; while in flight no guess is asked for (it shows
+    /// which sample, and its answer once come; while in flight no volatile is asked for (it shows
     /// as one if speech goes on).
     private var early: (start: Int, end: Int, answer: Answer?)?
     private var earlyInFlight = false
@@ -107,7 +107,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
          wake: @escaping @Sendable () -> Void) throws(StenoError) {
         self.worker = worker
         self.info = info
-        self.partialResults = options.partialResults
+        self.volatileResults = options.volatileResults
         self.alternatives = options.alternatives
         self.language = options.language
         (self.phrases, self.notices) = Self.prompt(options.vocabulary)
@@ -216,7 +216,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
         let (events, cuts) = gate.hear(samples)
         for cut in cuts { askForFinal(cut) }
         askInPause()
-        askForGuess()
+        askForVolatile()
         return events
     }
 
@@ -227,7 +227,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
     private func askInPause() {
         let pending = worker.pendingCount
         guard let pause = gate.pauseStart, pause != askedInPause, !earlyInFlight, awaited.isEmpty,
-              pending < Self.guessBacklog, pending + 1 < worker.options.maximumPending,
+              pending < Self.volatileBacklog, pending + 1 < worker.options.maximumPending,
               gate.received >= pause + Self.tail, let cut = gate.pauseCut(), !cut.samples.isEmpty else { return }
         askedInPause = pause
         let (start, end) = (cut.start, cut.end)
@@ -240,39 +240,39 @@ public final class WhisperRecognizer: SpeechRecognizer {
         requests[token] = id
         earlyInFlight = true
         early = (start, end, nil)
-        lastPartialAt = end
+        lastVolatileAt = end
     }
 
-    /// A volatile guess of the utterance so far, when none is in flight, no final is awaited
-    /// (a guess shown before an earlier final would break their order) and enough is new
-    /// (`guessSpacing`: each guess hears all of the utterance again, so a long one's guesses are
+    /// A volatile result of the utterance so far, when none is in flight, no final is awaited
+    /// (a volatile shown before an earlier final would break their order) and enough is new
+    /// (`volatileSpacing`: each volatile hears all of the utterance again, so a long one's volatiles are
     /// spaced out to cost about as much per second of speech as a short one's); none while the
-    /// worker has a backlog of its own (`guessBacklog` requests unanswered): finals first.
-    private func askForGuess() {
+    /// worker has a backlog of its own (`volatileBacklog` requests unanswered): finals first.
+    private func askForVolatile() {
         let received = gate.received
         let pending = worker.pendingCount
-        guard partialResults, !partialInFlight, !earlyInFlight, awaited.isEmpty, let start = gate.utteranceStart,
-              received - max(start, lastPartialAt) >= Self.guessSpacing(utterance: received - start, pending: pending),
-              pending < Self.guessBacklog else { return }
+        guard volatileResults, !volatileInFlight, !earlyInFlight, awaited.isEmpty, let start = gate.utteranceStart,
+              received - max(start, lastVolatileAt) >= Self.volatileSpacing(utterance: received - start, pending: pending),
+              pending < Self.volatileBacklog else { return }
         let slice = gate.audio(from: start)
         let end = received
-        partialInFlight = true
-        lastPartialAt = received
+        volatileInFlight = true
+        lastVolatileAt = received
         let long = received - start >= Self.commitAfter
         let token = takeToken()
         let id = worker.submit(slice, words: long, priority: 0, prompt: prompt, language: language) { [mailbox] result in
             mailbox.post(Answer(token: token, final: false, early: false, start: start, end: end, result: result))
         }
-        if let id { requests[token] = id } else { partialInFlight = false }  // the worker is full: no guess this time
+        if let id { requests[token] = id } else { volatileInFlight = false }  // the worker is full: no volatile this time
     }
 
-    /// New audio (samples) a guess waits for: `partialEvery`, or a quarter of the utterance so
-    /// far when that is more, and `partialEvery` twice more for each request the worker has not
-    /// answered yet (other sessions'). Guesses are most of the worker's work, and a final that
+    /// New audio (samples) a volatile waits for: `volatileEvery`, or a quarter of the utterance so
+    /// far when that is more, and `volatileEvery` twice more for each request the worker has not
+    /// answered yet (other sessions'). Volatiles are most of the worker's work, and a final that
     /// comes while one is heard waits for it: under load they thin out and finals stay prompt
     /// (bench/README.md, "Finals first at six and seven talkers").
-    static func guessSpacing(utterance: Int, pending: Int) -> Int {
-        max(partialEvery * (1 + 2 * max(0, pending)), utterance / 4)
+    static func volatileSpacing(utterance: Int, pending: Int) -> Int {
+        max(volatileEvery * (1 + 2 * max(0, pending)), utterance / 4)
     }
 
     /// Sends an utterance the gate cut for its final (if it kept any of its audio). If speech
@@ -280,7 +280,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
     /// The final asked for early in this utterance's last pause stands for it if it heard all of
     /// it (the pause ended it).
     private func askForFinal(_ cut: UtteranceGate.Cut, whole: ArraySlice<Float>? = nil) {
-        lastGuess = []
+        lastVolatile = []
         let asked = early
         early = nil
         guard !cut.samples.isEmpty else { return }
@@ -361,7 +361,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
         return nextToken
     }
 
-    /// The worker's answers that have come: finals in the order of their utterances; a guess
+    /// The worker's answers that have come: finals in the order of their utterances; a volatile
     /// for the utterance still going on, if no final is awaited.
     private func drain() throws(StenoError) -> [TranscriberEvent] {
         let answers = mailbox.collect()
@@ -391,28 +391,28 @@ public final class WhisperRecognizer: SpeechRecognizer {
         }
         sendNextFinal()
         for answer in answers where !answer.final {
-            if !answer.early { partialInFlight = false }
+            if !answer.early { volatileInFlight = false }
             guard case .success(let result) = answer.result, awaited.isEmpty, answer.start == gate.utteranceStart,
                   !result.text.isEmpty else { continue }
             if let (commit, rest) = commitAgreed(result, answer) {
                 events.append(commit)
-                // The guess's other words stay showing, after the final.
+                // The volatile's other words stay showing, after the final.
                 if let first = rest.first {
                     let range = TimeRange(start: min(seconds(answer.start) + first.range.start, seconds(answer.end)),
                                           end: seconds(answer.end))
-                    events.append(.partial(RecognitionResult(range: range, text: rest.map(\.text).joined(separator: " "),
+                    events.append(.volatile(RecognitionResult(range: range, text: rest.map(\.text).joined(separator: " "),
                                                              written: true)))
                 }
                 continue
             }
             let range = TimeRange(start: seconds(answer.start), end: seconds(answer.end))
-            events.append(.partial(RecognitionResult(range: range, text: result.text, written: true)))
+            events.append(.volatile(RecognitionResult(range: range, text: result.text, written: true)))
         }
         return events
     }
 
     /// An early final's answer: the final of the utterance whose cut took it, or kept in case
-    /// the cut still comes (and, while speech goes on, shown as a guess).
+    /// the cut still comes (and, while speech goes on, shown as a volatile).
     private func takeEarly(_ answer: Answer) {
         earlyInFlight = false
         if let taken = earlyTaken, taken.start == answer.start, taken.asked == answer.end {
@@ -430,14 +430,14 @@ public final class WhisperRecognizer: SpeechRecognizer {
         }
     }
 
-    /// LocalAgreement: of a long utterance, the words this guess and the last agree on, up to
+    /// LocalAgreement: of a long utterance, the words this volatile and the last agree on, up to
     /// `commitMargin` before its end, become a final now, and the utterance goes on from the
     /// last one's end.
     private func commitAgreed(_ result: WhisperResult, _ answer: Answer) -> (TranscriberEvent, ArraySlice<Word>)? {
         let limit = Double(answer.end - answer.start) / Double(Self.sampleRate) - Self.commitMargin
-        let count = Self.agreed(lastGuess, result.words, before: limit)
+        let count = Self.agreed(lastVolatile, result.words, before: limit)
         guard count > 0 else {
-            lastGuess = result.words
+            lastVolatile = result.words
             return nil
         }
         let offset = seconds(answer.start)
@@ -446,8 +446,8 @@ public final class WhisperRecognizer: SpeechRecognizer {
         }
         let end = answer.start + Int((result.words[count - 1].range.end * Double(Self.sampleRate)).rounded())
         gate.continueUtterance(from: end)
-        lastGuess = []
-        lastPartialAt = end
+        lastVolatile = []
+        lastVolatileAt = end
         let range = TimeRange(start: words[0].range.start, end: words[words.count - 1].range.end)
         remember(words.map(\.text).joined(separator: " "))
         let final = TranscriberEvent.final(RecognitionResult(range: range, text: words.map(\.text).joined(separator: " "),
@@ -468,7 +468,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
         return LanguageTag.isWellFormed(tag) ? tag : nil
     }
 
-    /// How many leading words two guesses agree on (their letters, case and punctuation aside),
+    /// How many leading words two volatiles agree on (their letters, case and punctuation aside),
     /// all ending before `limit` seconds, and none aligned over more than `longestWord`: such a
     /// word marks speech Whisper skipped (it does, now and then, even twice alike), and nothing
     /// from there is committed.

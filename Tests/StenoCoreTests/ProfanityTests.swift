@@ -46,7 +46,7 @@ import Testing
 
     @Test func theAssemblerFiltersVolatilesAndFinalsAfterFormatting() {
         var t = TranscriptAssembler(options: .init(format: .readable, profanity: .mask))
-        let v = t.consume([.partial(Self.timed("fuck this"))])
+        let v = t.consume([.volatile(Self.timed("fuck this"))])
         if case .volatile(let r, _)? = v.first { #expect(r.text == "F*** this") } else { Issue.record("no volatile") }
         _ = t.consume([.final(Self.timed("Good ol' fucking evil.", written: true)), .speechEnded(at: 3)])
         #expect(t.finals.last?.text == "Good ol' f****** evil.")

@@ -118,7 +118,7 @@ import Testing
 
     @Test func volatilesAreReadableButNeverEndASentence() {
         var t = TranscriptAssembler(options: .init(format: .readable))
-        let events = t.consume([.partial(ReadableTextTests.timed("i saw eleven", start: 0))])
+        let events = t.consume([.volatile(ReadableTextTests.timed("i saw eleven", start: 0))])
         #expect(events.count == 1)
         if case .volatile(let r, _)? = events.first { #expect(r.text == "I saw 11") }
         // The final that follows supersedes it.
@@ -142,7 +142,7 @@ import Testing
 
     @Test func writtenTextIsKeptWhenReadable() {
         var t = TranscriptAssembler(options: .init(format: .readable))
-        let v = t.consume([.partial(Self.written("So I went", start: 0))])
+        let v = t.consume([.volatile(Self.written("So I went", start: 0))])
         if case .volatile(let r, _)? = v.first { #expect(r.text == "So I went") } else { Issue.record("no volatile") }
         _ = t.consume([.final(Self.written("So I went, in 1990.", start: 0)), .speechEnded(at: 2)])
         #expect(t.finals.last?.text == "So I went, in 1990.")

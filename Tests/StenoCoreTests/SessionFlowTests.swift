@@ -25,7 +25,7 @@ import Testing
         var h = Harness()
         h.start()
         h.stream(seconds: 2)
-        #expect(h.results([.speechStarted(at: 0.3), .partial(result(0.3, 0.9, "hel"))]) == [
+        #expect(h.results([.speechStarted(at: 0.3), .volatile(result(0.3, 0.9, "hel"))]) == [
             #"{"type":"speech","seq":2,"state":"started","at":0.3}"#,
             #"{"type":"volatile","seq":3,"start":0.3,"end":0.9,"text":"hel","words":[]}"#])
         #expect(h.results([.final(result(0.3, 1.1, "hello", [word("hello", 0.3, 1.1, 0.8)])), .speechEnded(at: 1.2)],
@@ -50,7 +50,7 @@ import Testing
         var h = Harness()
         h.start(extra: #","volatile":false,"words":false"#)
         h.stream(seconds: 1)
-        #expect(h.results([.partial(result(0, 0.5, "hel")), .final(result(0, 0.6, "hello", [word("hello", 0, 0.6)]))])
+        #expect(h.results([.volatile(result(0, 0.5, "hel")), .final(result(0, 0.6, "hello", [word("hello", 0, 0.6)]))])
             == [#"{"type":"final","seq":2,"start":0,"end":0.6,"text":"hello"}"#])
         #expect(h.machine.includesWords == false)
     }
@@ -84,7 +84,7 @@ import Testing
         var h = Harness()
         h.start()
         h.stream(seconds: 1)
-        h.results([.partial(result(0.2, 0.8, "mm"))])
+        h.results([.volatile(result(0.2, 0.8, "mm"))])
         h.text(#"{"type":"finalize"}"#)
         #expect(h.feed(.finalizeCompleted) == [
             #"{"type":"volatile","seq":3,"start":0.2,"end":0.2,"text":"","words":[]}"#,
@@ -95,7 +95,7 @@ import Testing
         var h = Harness()
         h.start()
         h.stream(seconds: 3)
-        h.results([.final(result(0, 1, "one")), .partial(result(2.1, 2.9, "tw"))])
+        h.results([.final(result(0, 1, "one")), .volatile(result(2.1, 2.9, "tw"))])
         h.text(#"{"type":"finalize","through":2}"#)
         #expect(h.feed(.finalizeCompleted) == [#"{"type":"finalized","seq":4,"through":2}"#])
         #expect(h.machine.showingVolatile?.text == "tw")
@@ -107,7 +107,7 @@ import Testing
         h.stream(seconds: 2.5)
         #expect(h.text(#"{"type":"end"}"#) == ["end"])
         #expect(h.machine.phase == .ending(.requested))
-        h.results([.partial(result(1.5, 2.4, "goodby"))])
+        h.results([.volatile(result(1.5, 2.4, "goodby"))])
         #expect(h.results([.final(result(1.5, 2.4, "goodbye"))], analyzed: 2.5).count == 1)
         #expect(h.feed(.endCompleted) == [#"{"type":"ended","seq":4,"duration":2.5}"#, "close 1000 ended"])
         #expect(h.machine.phase == .ended)
@@ -118,7 +118,7 @@ import Testing
         var h = Harness()
         h.start()
         h.stream(seconds: 1)
-        h.results([.partial(result(0.5, 0.9, "uh"))])
+        h.results([.volatile(result(0.5, 0.9, "uh"))])
         h.text(#"{"type":"end"}"#)
         #expect(h.feed(.endCompleted) == [
             #"{"type":"volatile","seq":3,"start":0.5,"end":0.5,"text":"","words":[]}"#,
@@ -155,7 +155,7 @@ import Testing
         var h = Harness()
         h.start()
         h.stream(seconds: 3)
-        h.results([.final(result(0, 1.2, "one")), .partial(result(1.3, 1.8, "tw"))], analyzed: 1.9)
+        h.results([.final(result(0, 1.2, "one")), .volatile(result(1.3, 1.8, "tw"))], analyzed: 1.9)
         #expect(h.text(#"{"type":"cancel"}"#) == ["cancelPipeline", #"{"type":"cancelled","seq":4,"through":1.9}"#,
                                                   "close 1000 cancelled"])
         #expect(h.machine.phase == .cancelled)

@@ -214,7 +214,7 @@ import Testing
                     analyzed += Double(next(100)) / 100
                     let t = Double(next(500)) / 100
                     let events: [TranscriberEvent] = [
-                        .partial(result(t, t + 0.5, ["", "a", "a b"][next(3)])),
+                        .volatile(result(t, t + 0.5, ["", "a", "a b"][next(3)])),
                         .final(result(t, t + Double(next(100)) / 100, ["", "x", "x y"][next(3)])),
                         .speechStarted(at: t), .speechEnded(at: t),
                     ]

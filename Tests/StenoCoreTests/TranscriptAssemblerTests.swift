@@ -8,35 +8,35 @@ import Testing
 
     @Test func volatileOnlyWhenTextChanges() {
         var t = TranscriptAssembler()
-        #expect(t.consume(.partial(result(0.5, 1.0, "hel"))) == [.volatile(result(0.5, 1.0, "hel"), includeWords: true)])
-        #expect(t.consume(.partial(result(0.5, 1.2, "hel"))) == [])
-        #expect(t.consume(.partial(result(0.5, 1.2, " hel  "))) == [])
-        #expect(t.consume(.partial(result(0.5, 1.4, "hello"))) == [.volatile(result(0.5, 1.4, "hello"), includeWords: true)])
+        #expect(t.consume(.volatile(result(0.5, 1.0, "hel"))) == [.volatile(result(0.5, 1.0, "hel"), includeWords: true)])
+        #expect(t.consume(.volatile(result(0.5, 1.2, "hel"))) == [])
+        #expect(t.consume(.volatile(result(0.5, 1.2, " hel  "))) == [])
+        #expect(t.consume(.volatile(result(0.5, 1.4, "hello"))) == [.volatile(result(0.5, 1.4, "hello"), includeWords: true)])
         #expect(t.showingVolatile?.text == "hello")
     }
 
     @Test func emptyPartialClearsOnlyWhenShowing() {
         var t = TranscriptAssembler()
-        #expect(t.consume(.partial(result(0, 0, ""))) == [])
-        _ = t.consume(.partial(result(0.5, 1.0, "um")))
-        #expect(t.consume(.partial(result(0.5, 1.0, "  "))) == [emptyVolatile(0.5)])
+        #expect(t.consume(.volatile(result(0, 0, ""))) == [])
+        _ = t.consume(.volatile(result(0.5, 1.0, "um")))
+        #expect(t.consume(.volatile(result(0.5, 1.0, "  "))) == [emptyVolatile(0.5)])
         #expect(t.showingVolatile == nil)
-        #expect(t.consume(.partial(result(0.5, 1.0, ""))) == [])
+        #expect(t.consume(.volatile(result(0.5, 1.0, ""))) == [])
     }
 
     @Test func finalSupersedesAVolatileItCovers() {
         var t = TranscriptAssembler()
-        _ = t.consume(.partial(result(0.5, 1.0, "hel")))
+        _ = t.consume(.volatile(result(0.5, 1.0, "hel")))
         let final = result(0.5, 1.2, "hello")
         #expect(t.consume(.final(final)) == [.final(final, includeWords: true)])
         #expect(t.showingVolatile == nil)
         // The same guess again after the final is news to the client: sent.
-        #expect(t.consume(.partial(result(1.3, 1.5, "hel"))).count == 1)
+        #expect(t.consume(.volatile(result(1.3, 1.5, "hel"))).count == 1)
     }
 
     @Test func finalThatDoesNotCoverTheVolatileIsFollowedByAClear() {
         var t = TranscriptAssembler()
-        _ = t.consume(.partial(result(0.5, 2.0, "hello there")))
+        _ = t.consume(.volatile(result(0.5, 2.0, "hello there")))
         let final = result(0.5, 1.2, "hello")
         #expect(t.consume(.final(final)) == [.final(final, includeWords: true), emptyVolatile(1.2)])
         #expect(t.showingVolatile == nil)
@@ -44,7 +44,7 @@ import Testing
 
     @Test func blankFinalIsDroppedAndClearsTheVolatile() {
         var t = TranscriptAssembler()
-        _ = t.consume(.partial(result(0.5, 1.0, "mm")))
+        _ = t.consume(.volatile(result(0.5, 1.0, "mm")))
         #expect(t.consume(.final(result(0.5, 1.0, "  ", [word(" ", 0.5, 1.0)]))) == [emptyVolatile(0.5)])
         #expect(t.finals.isEmpty)
         #expect(t.lastFinalEnd == 0)
@@ -96,12 +96,12 @@ import Testing
     @Test func volatileIsClampedAfterTheLastFinal() {
         var t = TranscriptAssembler()
         _ = t.consume(.final(result(0, 2, "one")))
-        #expect(t.consume(.partial(result(1.5, 2.5, "tw"))) == [.volatile(result(2, 2.5, "tw"), includeWords: true)])
+        #expect(t.consume(.volatile(result(1.5, 2.5, "tw"))) == [.volatile(result(2, 2.5, "tw"), includeWords: true)])
     }
 
     @Test func volatileOffSendsNoVolatilesNorClears() {
         var t = TranscriptAssembler(options: .init(volatile: false, words: true))
-        #expect(t.consume(.partial(result(0, 1, "hel"))) == [])
+        #expect(t.consume(.volatile(result(0, 1, "hel"))) == [])
         #expect(t.consume(.final(result(0, 0.5, "hello"))) == [.final(result(0, 0.5, "hello"), includeWords: true)])
         #expect(t.consume(.final(result(1, 1, ""))) == [])
         #expect(t.clearVolatile() == [])
@@ -139,11 +139,11 @@ import Testing
 
     @Test func clearVolatileBeforeATime() {
         var t = TranscriptAssembler()
-        _ = t.consume(.partial(result(3, 4, "later")))
+        _ = t.consume(.volatile(result(3, 4, "later")))
         #expect(t.clearVolatile(before: 3) == [])
         #expect(t.clearVolatile(before: 3.5) == [emptyVolatile(3)])
         #expect(t.clearVolatile() == [])
-        _ = t.consume(.partial(result(5, 6, "again")))
+        _ = t.consume(.volatile(result(5, 6, "again")))
         t.discardVolatile()
         #expect(t.showingVolatile == nil)
     }

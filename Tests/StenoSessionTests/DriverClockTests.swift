@@ -51,8 +51,8 @@ import Testing
     @Test func aSessionWithoutVolatileResultsAsksForNoGuesses() throws {
         let (plain, _) = try RecordingHost.started(Self.quiet)
         let (quiet, _) = try RecordingHost.started(Self.quiet, volatile: false)
-        #expect(plain.asked.withLock { $0.map(\.partialResults) } == [true])
-        #expect(quiet.asked.withLock { $0.map(\.partialResults) } == [false])
+        #expect(plain.asked.withLock { $0.map(\.volatileResults) } == [true])
+        #expect(quiet.asked.withLock { $0.map(\.volatileResults) } == [false])
     }
 
     @Test func withoutBatchesEachMessageGoesAsItComes() throws {

@@ -49,7 +49,7 @@ import Testing
         let recognizer = try engine.makeRecognizer()
         let floats = audio.floats
         var before = try recognizer.accept(Array(floats[0..<cut]))
-        let partial = try #require(before.partials.last)
+        let partial = try #require(before.volatiles.last)
         before += try recognizer.endUtterance()
         let first = try #require(before.finals.first)
         #expect(before.finals.count == 1)

@@ -116,7 +116,7 @@ import Testing
             #expect(final.range.end <= Double(received) / 16000)
         }
         // What follows `through` was heard again: a volatile result after the final.
-        #expect(!Array(events[before...]).partials.isEmpty)
+        #expect(!Array(events[before...]).volatiles.isEmpty)
 
         events += try Self.feed(p, audio.samples, rate: 16000, from: received)
         events += try p.finish()
@@ -145,7 +145,7 @@ import Testing
         let through = Double(audio.samples.count / 3) / 16000
         var events = try Self.feed(p, audio.samples, rate: 16000, to: received)
         #expect(p.isWaiting, "the session heard speech and waits for the decoder")
-        #expect(events.finals.isEmpty && events.partials.isEmpty)
+        #expect(events.finals.isEmpty && events.volatiles.isEmpty)
         events += try p.finalize(through: through)
         holder.cancel()
 
@@ -172,7 +172,7 @@ import Testing
             #expect(final.range.end <= Double(received) / 16000)
         }
         // What follows `through` was heard again: a volatile result after the final.
-        #expect(!produced.partials.isEmpty)
+        #expect(!produced.volatiles.isEmpty)
 
         events += try Self.feed(p, audio.samples, rate: 16000, from: received)
         events += try settle()

@@ -67,7 +67,7 @@ import Testing
     static func runSession(engine: PocketSphinxEngine, audio: [[Float]], random: inout SplitMix, trace: Trace?) throws {
         let woken = DispatchSemaphore(value: 0)
         var options = RecognizerOptions()
-        options.partialResults = random.next() % 4 != 0
+        options.volatileResults = random.next() % 4 != 0
         if random.next() % 4 == 0 {
             // Half of them with a word of their own, which rebuilds the search's lexicon tree.
             options.vocabulary = try Vocabulary(

@@ -140,8 +140,8 @@ extension Array where Element == TranscriberEvent {
         compactMap { if case .final(let result) = $0 { return result } else { return nil } }
     }
 
-    var partials: [RecognitionResult] {
-        compactMap { if case .partial(let result) = $0 { return result } else { return nil } }
+    var volatiles: [RecognitionResult] {
+        compactMap { if case .volatile(let result) = $0 { return result } else { return nil } }
     }
 
     /// (started?, time) for each speech event, in order.

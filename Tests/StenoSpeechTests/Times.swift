@@ -11,7 +11,7 @@ import Testing
         let audio = try TestAudio.load("beckett.wav")
         let (events, _) = try SharedTranscriptions.get("beckett.wav")
         #expect(events.finals.count == 5)
-        var partialText: String?
+        var volatileText: String?
         var lastFinalEnd = 0.0
         var lastWordEnd = 0.0
         for event in events {
@@ -30,10 +30,10 @@ import Testing
                     lastWordEnd = word.range.end
                 }
                 lastFinalEnd = result.range.end
-                partialText = nil
-            case .partial(let result):
-                #expect(result.text != partialText)  // only when the text changes
-                partialText = result.text
+                volatileText = nil
+            case .volatile(let result):
+                #expect(result.text != volatileText)  // only when the text changes
+                volatileText = result.text
                 #expect(result.range.start >= lastFinalEnd)
                 #expect(result.range.end <= audio.duration)
                 for word in result.words {

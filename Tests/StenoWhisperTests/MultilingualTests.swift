@@ -52,13 +52,13 @@ import Testing
         #expect(engine.info.language == LanguageTag.multilingual)
         let sentence = NotSpeech.silence(0.5) + (try WorkerPaths.sentence("0930")) + NotSpeech.silence(1)
         for (told, heard) in [(nil, "jv"), ("de-DE", "de")] as [(String?, String)] {
-            let run = try RecognizerRun(options: RecognizerOptions(partialResults: true), language: told, worker: engine.worker)
+            let run = try RecognizerRun(options: RecognizerOptions(volatileResults: true), language: told, worker: engine.worker)
             try run.feed(sentence)
             try run.finish()
             #expect(!run.finals.isEmpty)
             #expect(run.finals.allSatisfy { $0.language == heard }, "\(run.finals)")
             // Guesses name none: a guess's language is a guess too.
-            #expect(run.partials.allSatisfy { $0.language == nil })
+            #expect(run.volatiles.allSatisfy { $0.language == nil })
         }
     }
 

@@ -75,8 +75,8 @@ final class RecognizerRun {
     var finals: [RecognitionResult] {
         events.compactMap { if case .final(let r) = $0 { r } else { nil } }
     }
-    var partials: [RecognitionResult] {
-        events.compactMap { if case .partial(let r) = $0 { r } else { nil } }
+    var volatiles: [RecognitionResult] {
+        events.compactMap { if case .volatile(let r) = $0 { r } else { nil } }
     }
     var words: [String] { finals.flatMap { WorkerPaths.words($0.text) } }
 }
@@ -181,7 +181,7 @@ extension ModelTests {
             // The 3.5 s sentence's words are heard where it was said (it starts after 1 s of silence).
             let first = try #require(run.finals.first?.words.first)
             #expect(first.range.start > 0.7 && first.range.start < 1.6)
-            #expect(!run.partials.isEmpty)
+            #expect(!run.volatiles.isEmpty)
             // Speech starts and ends alternate, starting with a start.
             let voice = run.events.compactMap { e -> Bool? in
                 switch e {
@@ -212,7 +212,7 @@ extension ModelTests {
             // asked for in the pause heard only the first, so it does not stand for the utterance.
             let first = try WorkerPaths.sentence("0880")
             let second = try WorkerPaths.sentence("0930").dropLast(3_200)
-            let joined = try RecognizerRun(options: RecognizerOptions(partialResults: false),
+            let joined = try RecognizerRun(options: RecognizerOptions(volatileResults: false),
                                            detector: { SpeechFrom(sample: 16_000) })
             try joined.feed(NotSpeech.silence(1) + first + NotSpeech.silence(0.6) + second)
             try joined.take(joined.recognizer.endUtterance())
@@ -232,7 +232,7 @@ extension ModelTests {
         @Test(arguments: [Double.infinity, 1])
         func inputEndingInAPauseIsHeardWholeWhenThePausesFinalHeardNothing(speed: Double) throws {
             let samples = try WAVFile(path: WorkerPaths.root + "/Tests/StenoSpeechTests/Resources/cards/004.wav").mono
-            let run = try RecognizerRun(options: RecognizerOptions(partialResults: false))
+            let run = try RecognizerRun(options: RecognizerOptions(volatileResults: false))
             try run.feed(samples, speed: speed)
             try run.finish()
             let text = run.finals.map(\.text).joined(separator: " ")
@@ -256,7 +256,7 @@ extension ModelTests {
             let worker = try WorkerPaths.worker.get()
             let before = worker.restarts
             let (samples, reference) = try Self.reading()
-            let run = try RecognizerRun(options: RecognizerOptions(partialResults: false))
+            let run = try RecognizerRun(options: RecognizerOptions(volatileResults: false))
             var killed = false
             // The worker dies once the first final has been asked for, before it answers.
             run.onWaiting = { _ in
@@ -280,11 +280,11 @@ extension ModelTests {
             defer { worker.stop() }
             let sentence = try WorkerPaths.sentence("0930")
             // Another session's long final holds the worker's only place for a second or so.
-            let other = try RecognizerRun(options: RecognizerOptions(partialResults: false), worker: worker)
+            let other = try RecognizerRun(options: RecognizerOptions(volatileResults: false), worker: worker)
             _ = try other.recognizer.accept(NotSpeech.silence(0.5) + sentence + sentence + sentence)
             _ = try other.recognizer.endUtterance()
             #expect(worker.pendingCount == 1)
-            let run = try RecognizerRun(options: RecognizerOptions(partialResults: false), worker: worker)
+            let run = try RecognizerRun(options: RecognizerOptions(volatileResults: false), worker: worker)
             try run.feed(NotSpeech.silence(0.5) + sentence + NotSpeech.silence(1))
             try run.finish()
             let reference = Self.reference["0930"]!.split(separator: " ").map(String.init)
@@ -293,7 +293,7 @@ extension ModelTests {
 
         @Test func aFinalizeMidSpeechLosesNothingThatFollows() throws {
             let sentence = try WorkerPaths.sentence("0890")
-            let run = try RecognizerRun(options: RecognizerOptions(partialResults: false))
+            let run = try RecognizerRun(options: RecognizerOptions(volatileResults: false))
             let half = sentence.count / 2
             try run.feed(NotSpeech.silence(0.5) + Array(sentence[..<half]))
             // The cut's final is owed (it comes while the rest is heard, not before).
@@ -321,7 +321,7 @@ extension ModelTests {
             let noiseLevel = (noise.reduce(0) { $0 + $1 * $1 } / Float(noise.count)).squareRoot()
             let scale = level / 3.16 / noiseLevel
             let noisy = zip(reading, noise).map { $0 + $1 * scale }
-            let run = try RecognizerRun(options: RecognizerOptions(partialResults: false))
+            let run = try RecognizerRun(options: RecognizerOptions(volatileResults: false))
             try run.feed(noisy)
             try run.finish()
             #expect(run.finals.count == 3, "\(run.finals.map(\.text))")
@@ -350,7 +350,7 @@ extension ModelTests {
             let asked = try RecognizerRun(options: RecognizerOptions(alternatives: 3))
             try asked.feed(samples, speed: 4)
             try asked.finish()
-            let plain = try RecognizerRun(options: RecognizerOptions(partialResults: false))
+            let plain = try RecognizerRun(options: RecognizerOptions(volatileResults: false))
             try plain.feed(samples)
             try plain.finish()
             #expect(asked.finals.count >= 3)
@@ -368,7 +368,7 @@ extension ModelTests {
                 #expect(zip(alternatives, alternatives.dropFirst()).allSatisfy { $0.score >= $1.score }, "\(alternatives)")
             }
             #expect(asked.finals.contains { $0.alternatives.count > 1 }, "\(asked.finals.map(\.alternatives))")
-            #expect(!asked.partials.isEmpty && asked.partials.allSatisfy { $0.alternatives.isEmpty })
+            #expect(!asked.volatiles.isEmpty && asked.volatiles.allSatisfy { $0.alternatives.isEmpty })
             #expect(plain.finals.allSatisfy { $0.alternatives.isEmpty })
         }
 
@@ -378,7 +378,7 @@ extension ModelTests {
             #expect(engine.info.language == "en-US" && engine.languages == ["en"])
             let sentence = NotSpeech.silence(0.5) + (try WorkerPaths.sentence("0930")) + NotSpeech.silence(1)
             let runs = try [nil, "de-DE"].map { language in
-                let run = try RecognizerRun(options: RecognizerOptions(partialResults: false), language: language)
+                let run = try RecognizerRun(options: RecognizerOptions(volatileResults: false), language: language)
                 try run.feed(sentence)
                 try run.finish()
                 return run
@@ -405,7 +405,7 @@ extension ModelTests {
         @Test func theFinalsSoFarFollowThePhrasesInThePrompt() throws {
             let (samples, _) = try Self.reading()
             let vocabulary = try Vocabulary(phrases: ["Marianne", "Norland"])
-            let run = try RecognizerRun(options: RecognizerOptions(partialResults: false, vocabulary: vocabulary))
+            let run = try RecognizerRun(options: RecognizerOptions(volatileResults: false, vocabulary: vocabulary))
             try run.feed(samples)
             try run.finish()
             let recognizer = try #require(run.recognizer as? WhisperRecognizer)
@@ -431,7 +431,7 @@ extension ModelTests {
             #expect(WhisperRecognizer.unclosed(try result("Stop!")).text == "Stop!")
             // Cut mid-sentence by a finalize, heard alone: its final ends without the full stop.
             let sentence = try WorkerPaths.sentence("0890")
-            let run = try RecognizerRun(options: RecognizerOptions(partialResults: false))
+            let run = try RecognizerRun(options: RecognizerOptions(volatileResults: false))
             try run.feed(NotSpeech.silence(0.5) + Array(sentence[..<(sentence.count / 2)]))
             try run.take(run.recognizer.endUtterance())
             try run.finish()
@@ -474,11 +474,11 @@ extension ModelTests {
         /// utterance), and give way as requests wait in it, so finals are not kept waiting.
         @Test func guessesThinOutWhileTheWorkerHasWaitingRequests() {
             let second = 16_000
-            #expect(WhisperRecognizer.guessSpacing(utterance: 2 * second, pending: 0) == second)
-            #expect(WhisperRecognizer.guessSpacing(utterance: 12 * second, pending: 0) == 3 * second)
-            #expect(WhisperRecognizer.guessSpacing(utterance: 2 * second, pending: 1) == 3 * second)
-            #expect(WhisperRecognizer.guessSpacing(utterance: 2 * second, pending: 2) == 5 * second)
-            #expect(WhisperRecognizer.guessSpacing(utterance: 40 * second, pending: 1) == 10 * second)
+            #expect(WhisperRecognizer.volatileSpacing(utterance: 2 * second, pending: 0) == second)
+            #expect(WhisperRecognizer.volatileSpacing(utterance: 12 * second, pending: 0) == 3 * second)
+            #expect(WhisperRecognizer.volatileSpacing(utterance: 2 * second, pending: 1) == 3 * second)
+            #expect(WhisperRecognizer.volatileSpacing(utterance: 2 * second, pending: 2) == 5 * second)
+            #expect(WhisperRecognizer.volatileSpacing(utterance: 40 * second, pending: 1) == 10 * second)
         }
 
         /// Twenty-five seconds of reading with no pause the detector ends: its first words are final

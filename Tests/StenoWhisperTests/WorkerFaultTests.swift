@@ -27,6 +27,18 @@ extension ModelTests {
                     sourceLocation: sourceLocation)
         }
 
+        /// Three requests of `sentence`, the middle one with `fault`; then what each came to:
+        /// the two heard, the middle one failed with `failure` in its message.
+        static func three(_ worker: WhisperWorker, _ sentence: ArraySlice<Float>, fault: String, failure: String) throws {
+            let (first, poisoned, last) = (Outcome(), Outcome(), Outcome())
+            worker.submit(sentence, words: true, completion: first.completion)
+            worker.submit(sentence, words: true, extra: Self.fault(fault), completion: poisoned.completion)
+            worker.submit(sentence, words: true, completion: last.completion)
+            try expectHeard(first)
+            try expectHeard(last)
+            try expectFailed(poisoned, failure)
+        }
+
         static func expectFailed(_ outcome: Outcome, _ words: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
             switch try #require(outcome.wait(), sourceLocation: sourceLocation) {
             case .success(let result): Issue.record("heard \(result.text)", sourceLocation: sourceLocation)
@@ -38,13 +50,7 @@ extension ModelTests {
             let worker = try Self.faulty()
             defer { worker.stop() }
             let sentence = try WorkerPaths.sentence("0930")[...]
-            let (before, crashing, after) = (Outcome(), Outcome(), Outcome())
-            worker.submit(sentence, words: true, completion: before.completion)
-            worker.submit(sentence, words: true, extra: Self.fault("crash"), completion: crashing.completion)
-            worker.submit(sentence, words: true, completion: after.completion)
-            try Self.expectHeard(before)
-            try Self.expectHeard(after)
-            try Self.expectFailed(crashing, "failed twice")
+            try Self.three(worker, sentence, fault: "crash", failure: "failed twice")
             // It crashed twice (in its batch, then alone); another worker serves.
             #expect(worker.restarts == 2)
             #expect(worker.isReady && worker.pendingCount == 0)
@@ -72,14 +78,8 @@ extension ModelTests {
             let sentence = try WorkerPaths.sentence("0930")[...]
             // A long request first, so that the three after it come while it is heard: one batch.
             // (A final: the guesses after it cannot join its batch.)
-            let (blocker, first, poisoned, last) = (Outcome(), Outcome(), Outcome(), Outcome())
-            worker.submit(sentence + sentence + sentence, words: false, priority: 1, completion: blocker.completion)
-            worker.submit(sentence, words: true, completion: first.completion)
-            worker.submit(sentence, words: true, extra: Self.fault("raise"), completion: poisoned.completion)
-            worker.submit(sentence, words: true, completion: last.completion)
-            try Self.expectHeard(first)
-            try Self.expectHeard(last)
-            try Self.expectFailed(poisoned, "poisoned")
+            worker.submit(sentence + sentence + sentence, words: false, priority: 1, completion: Outcome().completion)
+            try Self.three(worker, sentence, fault: "raise", failure: "poisoned")
             #expect(worker.restarts == 0)
         }
 
@@ -160,7 +160,7 @@ extension ModelTests {
             let sentence = try WorkerPaths.sentence("0930")
             let blocker = Outcome()
             worker.submit((sentence + sentence)[...], words: false, priority: 1, extra: Self.fault("slow"), completion: blocker.completion)
-            let run = try RecognizerRun(options: RecognizerOptions(partialResults: false), worker: worker)
+            let run = try RecognizerRun(options: RecognizerOptions(volatileResults: false), worker: worker)
             var samples = NotSpeech.silence(0.5)
             samples += sentence
             samples += NotSpeech.silence(1.2)

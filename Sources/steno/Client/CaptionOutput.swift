@@ -75,7 +75,7 @@ final class StatusLine: Sendable {
         self.isTerminal = isTerminal
     }
 
-    /// Shows `text` as the current guess (empty: clears it).
+    /// Shows `text` as the current volatile (empty: clears it).
     func show(_ text: String) {
         guard isTerminal else { return }
         let width = max(10, (StandardStreams.terminalWidth(2) ?? 80) - 1)

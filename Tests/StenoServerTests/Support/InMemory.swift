@@ -122,7 +122,7 @@ final class ScriptedEngine: SpeechEngine {
 
     func makeRecognizer(options: RecognizerOptions, wake: @escaping @Sendable () -> Void) throws(StenoError) -> any SpeechRecognizer {
         if refusesRecognizers.load(ordering: .relaxed) { throw StenoError(.internal, "the scripted engine refuses") }
-        return ScriptedRecognizer(decoders: decoders, wake: wake, partials: options.partialResults,
+        return ScriptedRecognizer(decoders: decoders, wake: wake, volatiles: options.volatileResults,
                                   engineCost: engineSecondsPerSpeechBlock.withLock { $0 },
                                   failsAfter: failsAfterBlocks.withLock { $0 })
     }
@@ -158,7 +158,7 @@ final class ScriptedRecognizer: SpeechRecognizer {
     let sampleRate = 16000
     private let decoders: ScriptedDecoders
     private let waiter: PoolWaiter<ScriptedDecoders.Decoder>
-    private let partials: Bool
+    private let volatiles: Bool
     private var decoder: ScriptedDecoders.Decoder?
     private var waiting = false
     private var pending: [Float] = []
@@ -171,13 +171,13 @@ final class ScriptedRecognizer: SpeechRecognizer {
     /// Blocks after which `accept` fails (`ScriptedEngine.failsAfterBlocks`).
     private let failsAfter: Int?
 
-    init(decoders: ScriptedDecoders, wake: @escaping @Sendable () -> Void, partials: Bool, engineCost: Double = 0,
+    init(decoders: ScriptedDecoders, wake: @escaping @Sendable () -> Void, volatiles: Bool, engineCost: Double = 0,
          failsAfter: Int? = nil) {
         self.engineCost = engineCost
         self.failsAfter = failsAfter
         self.decoders = decoders
         self.waiter = PoolWaiter(wake: wake)
-        self.partials = partials
+        self.volatiles = volatiles
         decoders.recognizersAlive.add(1, ordering: .relaxed)
     }
 
@@ -248,7 +248,7 @@ final class ScriptedRecognizer: SpeechRecognizer {
                 engineSeconds += engineCost
                 if words.isEmpty { events.append(.speechStarted(at: start)) }
                 words.append(Word("w\(words.count + 1)", range: TimeRange(start: start, end: end), confidence: 0.9))
-                if partials { events.append(.partial(result(words))) }
+                if volatiles { events.append(.volatile(result(words))) }
             } else if !words.isEmpty {
                 events.append(.final(result(words)))
                 events.append(.speechEnded(at: end))

@@ -232,7 +232,7 @@ private struct PhraseBench {
 
     func recognize(_ file: PhraseFile, phrases: [String], boost: Double, engine: PocketSphinxEngine) throws -> (words: [String], cpu: Double) {
         let vocabulary = phrases.isEmpty ? nil : try Vocabulary(phrases: phrases, boost: boost)
-        let recognizer = try engine.makePocketSphinxRecognizer(options: RecognizerOptions(partialResults: false, vocabulary: vocabulary))
+        let recognizer = try engine.makePocketSphinxRecognizer(options: RecognizerOptions(volatileResults: false, vocabulary: vocabulary))
         let began = Self.cpu()
         var events: [TranscriberEvent] = []
         var offset = 0
@@ -283,8 +283,8 @@ private struct PhraseBench {
         let ownA = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(recognizers: 1))
         let ownB = try PocketSphinxEngine(configuration: PocketSphinxConfiguration(recognizers: 1))
         func turns(_ a: PocketSphinxEngine, _ b: PocketSphinxEngine) throws -> Double {
-            let phraseSession = try a.makePocketSphinxRecognizer(options: RecognizerOptions(partialResults: false, vocabulary: vocabulary))
-            let plainSession = try b.makePocketSphinxRecognizer(options: RecognizerOptions(partialResults: false))
+            let phraseSession = try a.makePocketSphinxRecognizer(options: RecognizerOptions(volatileResults: false, vocabulary: vocabulary))
+            let plainSession = try b.makePocketSphinxRecognizer(options: RecognizerOptions(volatileResults: false))
             let began = Self.cpu()
             for file in files {
                 for session in [phraseSession, plainSession] {

@@ -229,7 +229,7 @@ struct SpeechBench {
 
     /// Decodes a file on a recognizer from `engine`, fed `settings.chunk` samples at a time.
     func decode(_ file: BenchFile, engine: PocketSphinxEngine, partials: Bool = true) throws -> (cpu: Double, text: String, words: [Word]) {
-        let recognizer = try engine.makePocketSphinxRecognizer(options: RecognizerOptions(partialResults: partials))
+        let recognizer = try engine.makePocketSphinxRecognizer(options: RecognizerOptions(volatileResults: partials))
         let floats = file.samples.map { Float($0) / 32768 }
         let start = threadCPU()
         var events = try feed(floats, to: recognizer)
