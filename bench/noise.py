@@ -19,6 +19,7 @@ and are not shown.
 """
 
 import argparse
+import json
 import os
 import shlex
 import subprocess
@@ -126,7 +127,12 @@ def alone(args):
     print(f"{'noise alone':14} {'minutes':>7}" + "".join(f" | {name[:18]:18} {'words':>5} {'finals':>6}" for name, _ in args.config))
     results = {}
     for name, options in args.config:
-        process, port = streaming.serve(args.steno, "whisper", ("--idle-timeout", "0", *shlex.split(options)))
+        try:
+            process, port = streaming.serve(args.steno, "whisper", ("--idle-timeout", "0", *shlex.split(options)))
+        except RuntimeError as error:
+            print(f"  {name}: {error}", file=sys.stderr)
+            args.config = [c for c in args.config if c[0] != name]
+            continue
         try:
             for kind in ("music", "applause", "pink"):
                 path = os.path.join(args.folder, f"noise-{kind}.wav")
@@ -158,6 +164,7 @@ def main():
                         help="a server configuration: a name and its steno serve options; repeatable (default: the defaults)")
     parser.add_argument("--no-floor", action="store_true")
     parser.add_argument("--alone", action="store_true", help="the noises alone, ten minutes each")
+    parser.add_argument("--words", default=None, help="write each run's words to this JSON file")
     args = parser.parse_args()
     args.config = [tuple(c.split("=", 1)) if "=" in c else (c, "") for c in args.config] or [("default", "")]
     args.encodings = args.encodings.split(",")
@@ -177,6 +184,10 @@ def main():
     floor_errors = {} if args.no_floor else floors(args, readings, refs)
     runs = run_configs(args, readings, refs)
     table(args, readings, refs, runs, floor_errors)
+    if args.words:
+        # Each run's words, to set runs side by side (real time against --fast, Opus against PCM).
+        with open(args.words, "w") as f:
+            json.dump({f"{name} {encoding} {label}": words for (name, encoding, label), (words, _, _, _) in runs.items()}, f)
 
 
 if __name__ == "__main__":
