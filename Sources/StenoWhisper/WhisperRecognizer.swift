@@ -3,7 +3,7 @@ import StenoSpeech
 import StenoSystem
 
 /// One session's recognizer on the Whisper worker. Whisper is not a streaming model, so the
-/// session's own speech detector (pocketsphinx's voice activity detector, no model) finds
+/// session's own speech detector (Silero VAD, or the energy detector: `SpeechDetection`) finds
 /// utterances (`UtteranceGate`, with pre-roll and tail), and only their audio goes to the
 /// worker: each utterance is heard whole for its final, and, while it goes on, what there is
 /// of it for a volatile result (one request in flight at a time, so the cadence follows the
@@ -82,6 +82,11 @@ public final class WhisperRecognizer: SpeechRecognizer {
     private var lastVolatileAt = 0
     /// The last volatile's words for the utterance going on (times from its start), for LocalAgreement.
     private var lastVolatile: [Word] = []
+    /// Where the utterance going on resumed after its last committed words (LocalAgreement): its
+    /// volatiles go on carrying words and committing what two agree on, however short its rest
+    /// (else each piece would wait for `commitAfter` again, and a talker who never pauses would
+    /// see a final only every 8 s or more).
+    private var committedThrough: Int?
     private var done = false
     /// The pause a final was last asked for early in (its start).
     private var askedInPause: Int?
@@ -118,23 +123,6 @@ public final class WhisperRecognizer: SpeechRecognizer {
     }
 
     deinit { worker.cancel(requests.values) }
-
-    /// The phrases as a prompt ("Steno, Hummingbird, CTranslate2."), and what the session is told
-    /// of what Whisper cannot take (pronunciations: it spells what it hears).
-    static func prompt(_ vocabulary: Vocabulary?) -> (String?, [StenoError]) {
-        guard let vocabulary, !vocabulary.isEmpty else { return (nil, []) }
-        let phrases = vocabulary.phrases.map { $0.joined(separator: " ") }
-        var notices: [StenoError] = []
-        if !vocabulary.pronunciations.isEmpty {
-            notices.append(StenoError(.badMessage, "pronunciations are not used by the whisper engine (it spells what it hears)"))
-        }
-        // Whisper's prompt is at most half its 448-token context: keep the phrases within ≈ 800 characters.
-        var prompt = ""
-        for phrase in phrases where prompt.count + phrase.count + 2 <= 800 {
-            prompt += prompt.isEmpty ? phrase : ", " + phrase
-        }
-        return (prompt.isEmpty ? nil : prompt + ".", notices)
-    }
 
     /// Analyzed through the end of the oldest utterance whose final the worker has not given
     /// yet (all received, when none): how far behind the worker is shows as the session's lag.
@@ -258,7 +246,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
         let end = received
         volatileInFlight = true
         lastVolatileAt = received
-        let long = received - start >= Self.commitAfter
+        let long = start == committedThrough || received - start >= Self.commitAfter
         let token = takeToken()
         let id = worker.submit(slice, words: long, priority: 0, prompt: prompt, language: language) { [mailbox] result in
             mailbox.post(Answer(token: token, final: false, early: false, start: start, end: end, result: result))
@@ -337,23 +325,6 @@ public final class WhisperRecognizer: SpeechRecognizer {
         guard context.count > Self.contextCharacters else { return }
         let tail = context.suffix(Self.contextCharacters)
         context = String(tail.drop { $0 != " " }.dropFirst())
-    }
-
-    /// A final cut where speech went on (the maximum length, a finalize mid-speech): Whisper
-    /// ends a sentence at the end of what it hears ("period." or "rather..."), but the speaker
-    /// did not; its closing full stop or dots go (from the final and from the next prompt, so the
-    /// next final goes on the sentence). A question's or an exclamation's mark stays.
-    static func unclosed(_ result: WhisperResult) -> WhisperResult {
-        func open(_ text: String) -> String {
-            var text = text
-            while let last = text.last, last == "." || last == "…" { text.removeLast() }
-            return text
-        }
-        guard let last = result.words.last, open(result.text) != result.text, !open(result.text).isEmpty else { return result }
-        var unclosed = result
-        unclosed.text = open(result.text)
-        unclosed.words[unclosed.words.count - 1] = Word(open(last.text), range: last.range, confidence: last.confidence)
-        return unclosed
     }
 
     private func takeToken() -> Int {
@@ -447,6 +418,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
         let end = answer.start + Int((result.words[count - 1].range.end * Double(Self.sampleRate)).rounded())
         gate.continueUtterance(from: end)
         lastVolatile = []
+        committedThrough = end
         lastVolatileAt = end
         let range = TimeRange(start: words[0].range.start, end: words[words.count - 1].range.end)
         remember(words.map(\.text).joined(separator: " "))
@@ -461,30 +433,6 @@ public final class WhisperRecognizer: SpeechRecognizer {
         guard info.language == LanguageTag.multilingual, let code = result.language else { return nil }
         return Self.languageTag(whisperCode: code)
     }
-
-    /// Whisper's language codes are BCP 47 primary subtags but one: Javanese's "jw" is "jv".
-    static func languageTag(whisperCode code: String) -> String? {
-        let tag = code == "jw" ? "jv" : code
-        return LanguageTag.isWellFormed(tag) ? tag : nil
-    }
-
-    /// How many leading words two volatiles agree on (their letters, case and punctuation aside),
-    /// all ending before `limit` seconds, and none aligned over more than `longestWord`: such a
-    /// word marks speech Whisper skipped (it does, now and then, even twice alike), and nothing
-    /// from there is committed.
-    static func agreed(_ previous: [Word], _ current: [Word], before limit: Double) -> Int {
-        func key(_ w: Word) -> String { w.text.lowercased().filter { $0.isLetter || $0.isNumber } }
-        var count = 0
-        while count < min(previous.count, current.count), key(previous[count]) == key(current[count]),
-              current[count].range.end <= limit, current[count].range.end - current[count].range.start <= longestWord {
-            count += 1
-        }
-        return count
-    }
-
-    /// The longest a committed word may be aligned over: slow speech takes ≈ 1 s a word; five
-    /// words over ten seconds of speech is a skip.
-    static let longestWord = 2.0
 
     private func seconds(_ samples: Int) -> Double { Double(samples) / Double(Self.sampleRate) }
 }

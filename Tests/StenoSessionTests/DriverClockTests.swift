@@ -47,8 +47,8 @@ import Testing
     }
 
     /// A session that asks for no volatile results has a recognizer that makes none (the
-    /// Whisper engine's guesses are most of a talker's cost).
-    @Test func aSessionWithoutVolatileResultsAsksForNoGuesses() throws {
+    /// Whisper engine's volatiles are most of a talker's cost).
+    @Test func aSessionWithoutVolatileResultsAsksForNoVolatiles() throws {
         let (plain, _) = try RecordingHost.started(Self.quiet)
         let (quiet, _) = try RecordingHost.started(Self.quiet, volatile: false)
         #expect(plain.asked.withLock { $0.map(\.volatileResults) } == [true])

@@ -57,7 +57,7 @@ import Testing
             try run.finish()
             #expect(!run.finals.isEmpty)
             #expect(run.finals.allSatisfy { $0.language == heard }, "\(run.finals)")
-            // Guesses name none: a guess's language is a guess too.
+            // Volatiles name none: a volatile's language is a volatile too.
             #expect(run.volatiles.allSatisfy { $0.language == nil })
         }
     }

@@ -77,7 +77,7 @@ extension ModelTests {
             defer { worker.stop() }
             let sentence = try WorkerPaths.sentence("0930")[...]
             // A long request first, so that the three after it come while it is heard: one batch.
-            // (A final: the guesses after it cannot join its batch.)
+            // (A final: the volatiles after it cannot join its batch.)
             worker.submit(sentence + sentence + sentence, words: false, priority: 1, completion: Outcome().completion)
             try Self.three(worker, sentence, fault: "raise", failure: "poisoned")
             #expect(worker.restarts == 0)
@@ -116,7 +116,7 @@ extension ModelTests {
             let sentence = try WorkerPaths.sentence("0930")[...]
             let (blocker, final) = (Outcome(), Outcome())
             #expect(worker.submit(sentence, words: true, extra: Self.fault("slow"), completion: blocker.completion) != nil)
-            // A guess is refused; a final waits its turn.
+            // A volatile is refused; a final waits its turn.
             #expect(worker.submit(sentence, words: false, completion: { _ in }) == nil)
             #expect(worker.submit(sentence, words: true, priority: 1, waitIfFull: true, completion: final.completion) != nil)
             #expect(worker.pendingCount == 2)

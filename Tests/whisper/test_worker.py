@@ -126,7 +126,7 @@ def test_a_doubled_final_is_heard_again_in_the_full_window_and_what_it_hears_the
     assert scripted.windows == [(1000, 1), (3000, 1)]
     assert result["text"] == "7 of clubs." and result["window"] == 3000
     assert result["seconds"] == 0.5  # both hearings are the request's cost
-    # A guess said twice stands as it is: the next guess, or the final, comes soon.
+    # A volatile said twice stands as it is: the next volatile, or the final, comes soon.
     scripted.windows = []
     [guess] = scripted.run([({"priority": 0}, np.zeros(RATE))])
     assert scripted.windows == [(1000, 1)] and guess["text"] == "7 of clubs 7 of clubs"
@@ -169,7 +169,7 @@ def test_beams_mixed_in_a_batch_each_hear_as_alone(worker):
 
 def test_finals_go_before_volatile_guesses(worker):
     items = librivox()
-    # While the worker is busy with a long request, four guesses and then a final queue up.
+    # While the worker is busy with a long request, four volatiles and then a final queue up.
     blocker = worker.send(np.concatenate([s for _, s, _ in items]), priority=0)
     low = [worker.send(s, priority=0) for _, s, _ in items[:4]]
     high = worker.send(items[4][1], priority=1)
@@ -177,13 +177,13 @@ def test_finals_go_before_volatile_guesses(worker):
     assert set(order) == set(low) | {high, blocker}
     order = [i for i in order if i != blocker]
     # In order of arrival it would be last. Whatever the worker took with the blocker (it
-    # reads what has come when it starts a batch), the final overtakes the guesses still queued.
+    # reads what has come when it starts a batch), the final overtakes the volatiles still queued.
     assert order.index(high) < len(low), order
 
 
 def test_a_final_that_comes_while_a_batch_runs_goes_next():
     # One request a batch: the worker weighs what has come before each batch, so a final sent
-    # while the first of five guesses is heard goes before the guesses still waiting (it used
+    # while the first of five volatiles is heard goes before the volatiles still waiting (it used
     # to wait for all those read with the first).
     w = Worker("--batch", "1")
     try:

@@ -1,0 +1,64 @@
+import StenoCore
+import StenoSpeech
+
+/// The rules a `WhisperRecognizer` applies to prompts and to the worker's text, apart from its
+/// state so that tests can hold them to their examples.
+extension WhisperRecognizer {
+    /// The phrases as a prompt ("Steno, Hummingbird, CTranslate2."), and what the session is told
+    /// of what Whisper cannot take (pronunciations: it spells what it hears).
+    static func prompt(_ vocabulary: Vocabulary?) -> (String?, [StenoError]) {
+        guard let vocabulary, !vocabulary.isEmpty else { return (nil, []) }
+        let phrases = vocabulary.phrases.map { $0.joined(separator: " ") }
+        var notices: [StenoError] = []
+        if !vocabulary.pronunciations.isEmpty {
+            notices.append(StenoError(.badMessage, "pronunciations are not used by the whisper engine (it spells what it hears)"))
+        }
+        // Whisper's prompt is at most half its 448-token context: keep the phrases within ≈ 800 characters.
+        var prompt = ""
+        for phrase in phrases where prompt.count + phrase.count + 2 <= 800 {
+            prompt += prompt.isEmpty ? phrase : ", " + phrase
+        }
+        return (prompt.isEmpty ? nil : prompt + ".", notices)
+    }
+
+    /// A final cut where speech went on (the maximum length, a finalize mid-speech): Whisper
+    /// ends a sentence at the end of what it hears ("period." or "rather..."), but the speaker
+    /// did not; its closing full stop or dots go (from the final and from the next prompt, so the
+    /// next final goes on the sentence). A question's or an exclamation's mark stays.
+    static func unclosed(_ result: WhisperResult) -> WhisperResult {
+        func open(_ text: String) -> String {
+            var text = text
+            while let last = text.last, last == "." || last == "…" { text.removeLast() }
+            return text
+        }
+        guard let last = result.words.last, open(result.text) != result.text, !open(result.text).isEmpty else { return result }
+        var unclosed = result
+        unclosed.text = open(result.text)
+        unclosed.words[unclosed.words.count - 1] = Word(open(last.text), range: last.range, confidence: last.confidence)
+        return unclosed
+    }
+
+    /// Whisper's language codes are BCP 47 primary subtags but one: Javanese's "jw" is "jv".
+    static func languageTag(whisperCode code: String) -> String? {
+        let tag = code == "jw" ? "jv" : code
+        return LanguageTag.isWellFormed(tag) ? tag : nil
+    }
+
+    /// How many leading words two volatiles agree on (their letters, case and punctuation aside),
+    /// all ending before `limit` seconds, and none aligned over more than `longestWord`: such a
+    /// word marks speech Whisper skipped (it does, now and then, even twice alike), and nothing
+    /// from there is committed.
+    static func agreed(_ previous: [Word], _ current: [Word], before limit: Double) -> Int {
+        func key(_ w: Word) -> String { w.text.lowercased().filter { $0.isLetter || $0.isNumber } }
+        var count = 0
+        while count < min(previous.count, current.count), key(previous[count]) == key(current[count]),
+              current[count].range.end <= limit, current[count].range.end - current[count].range.start <= longestWord {
+            count += 1
+        }
+        return count
+    }
+
+    /// The longest a committed word may be aligned over: slow speech takes ≈ 1 s a word; five
+    /// words over ten seconds of speech is a skip.
+    static let longestWord = 2.0
+}
