@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The noise bench's audio (bench/README.md, "Accuracy in noise"), made from audio the
+"""The noise bench's audio (bench/README.md, "Noisy speech"), made from audio the
 repository has, nothing downloaded, the same bytes every time:
 
 - each labelled set as one reading (its files one after another, a second of silence before

@@ -49,7 +49,6 @@ extension WhisperRecognizer {
     /// word marks speech Whisper skipped (it does, now and then, even twice alike), and nothing
     /// from there is committed.
     static func agreed(_ previous: [Word], _ current: [Word], before limit: Double) -> Int {
-        func key(_ w: Word) -> String { w.text.lowercased().filter { $0.isLetter || $0.isNumber } }
         var count = 0
         while count < min(previous.count, current.count), key(previous[count]) == key(current[count]),
               current[count].range.end <= limit, current[count].range.end - current[count].range.start <= longestWord {
@@ -57,6 +56,26 @@ extension WhisperRecognizer {
         }
         return count
     }
+
+    /// A word as agreement and repetition compare it: its letters and digits, lowercase.
+    static func key(_ word: Word) -> String { word.text.lowercased().filter { $0.isLetter || $0.isNumber } }
+
+    /// What Whisper heard after committed words, without the committed words it heard again at
+    /// its start (up to `repeatable` of them: a word's alignment can end early, and the prompt
+    /// ends with them), as whisper_streaming drops them. Empty text when nothing else is left.
+    static func withoutRepeat(of committed: [String], _ result: WhisperResult) -> WhisperResult {
+        let most = min(repeatable, committed.count, result.words.count)
+        guard let count = (1...max(1, most)).reversed().first(where: { n in
+            n <= most && result.words.prefix(n).map(key) == Array(committed.suffix(n))
+        }) else { return result }
+        var rest = result
+        rest.words.removeFirst(count)
+        rest.text = rest.words.map(\.text).joined(separator: " ")
+        return rest
+    }
+
+    /// The most committed words looked for again at the start of what follows them.
+    static let repeatable = 5
 
     /// The longest a committed word may be aligned over: slow speech takes ≈ 1 s a word; five
     /// words over ten seconds of speech is a skip.

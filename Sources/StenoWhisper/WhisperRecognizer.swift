@@ -90,6 +90,8 @@ public final class WhisperRecognizer: SpeechRecognizer {
     /// (else each piece would wait for `commitAfter` again, and a talker who never pauses would
     /// see a final only every 8 s or more).
     private var committedThrough: Int?
+    /// The last committed words' keys (`key`), which the rest's first words may repeat.
+    private var committedTail: [String] = []
     private var done = false
     /// The pause a final was last asked for early in (its start).
     private var askedInPause: Int?
@@ -349,6 +351,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
         while let first = awaited.first, let answer = answered.removeValue(forKey: first.start) {
             awaited.removeFirst()
             var result = try answer.result.get()
+            if first.start == committedThrough { result = Self.withoutRepeat(of: committedTail, result) }
             guard !result.text.isEmpty else { continue }
             if first.open { result = Self.unclosed(result) }
             remember(result.text)
@@ -366,8 +369,9 @@ public final class WhisperRecognizer: SpeechRecognizer {
         sendNextFinal()
         for answer in answers where !answer.final {
             if !answer.early { volatileInFlight = false }
-            guard case .success(let result) = answer.result, awaited.isEmpty, answer.start == gate.utteranceStart,
-                  !result.text.isEmpty else { continue }
+            guard case .success(var result) = answer.result, awaited.isEmpty, answer.start == gate.utteranceStart else { continue }
+            if answer.start == committedThrough { result = Self.withoutRepeat(of: committedTail, result) }
+            guard !result.text.isEmpty else { continue }
             if let (commit, rest) = commitAgreed(result, answer) {
                 events.append(commit)
                 // The volatile's other words stay showing, after the final.
@@ -422,6 +426,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
         gate.continueUtterance(from: end)
         lastVolatile = []
         committedThrough = end
+        committedTail = Array((committedTail + words.map(Self.key)).suffix(Self.repeatable))
         lastVolatileAt = end
         let range = TimeRange(start: words[0].range.start, end: words[words.count - 1].range.end)
         remember(words.map(\.text).joined(separator: " "))

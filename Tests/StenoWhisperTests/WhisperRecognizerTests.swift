@@ -464,6 +464,21 @@ extension ModelTests {
             #expect(WhisperRecognizer.agreed([], b, before: 10) == 0)
         }
 
+        /// What follows committed words may begin by hearing them again (their alignment ended
+        /// early, the prompt ends with them): those words go, the longest repeat of up to five.
+        @Test func committedWordsHeardAgainAreDropped() throws {
+            func result(_ text: String) throws -> WhisperResult {
+                let words = text.split(separator: " ").enumerated().map { #"["\#($1)",\#($0),\#($0 + 1),0.9]"# }
+                return try WhisperResult(json: JSONParser().parse(#"{"text":"\#(text)","words":[\#(words.joined(separator: ","))]}"#))
+            }
+            let committed = ["ten", "of", "clubs", "four", "queen", "of", "clubs"].suffix(WhisperRecognizer.repeatable).map { $0 }
+            let again = WhisperRecognizer.withoutRepeat(of: committed, try result("Queen of clubs, seven of clubs."))
+            #expect(again.text == "seven of clubs." && again.words.count == 3)
+            #expect(WhisperRecognizer.withoutRepeat(of: committed, try result("Seven of clubs.")).text == "Seven of clubs.")
+            #expect(WhisperRecognizer.withoutRepeat(of: committed, try result("clubs.")).text.isEmpty)
+            #expect(WhisperRecognizer.withoutRepeat(of: [], try result("Clubs.")).text == "Clubs.")
+        }
+
         /// Whisper now and then skips speech in a volatile, twice alike, and aligns what it heard over
         /// the gap ("he was not" … "he might have been made" over ten seconds): a word aligned over
         /// more than two seconds is not committed, nor anything after it.
