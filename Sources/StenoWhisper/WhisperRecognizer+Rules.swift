@@ -4,6 +4,15 @@ import StenoSpeech
 /// The rules a `WhisperRecognizer` applies to prompts and to the worker's text, apart from its
 /// state so that tests can hold them to their examples.
 extension WhisperRecognizer {
+    /// New audio (samples) a volatile waits for: `volatileEvery`, or a quarter of the utterance so
+    /// far when that is more, and `volatileEvery` twice more for each request the worker has not
+    /// answered yet (other sessions'). Volatiles are most of the worker's work, and a final that
+    /// comes while one is heard waits for it: under load they thin out and finals stay prompt
+    /// (bench/README.md, "Finals first at six and seven talkers").
+    static func volatileSpacing(utterance: Int, pending: Int) -> Int {
+        max(volatileEvery * (1 + 2 * max(0, pending)), utterance / 4)
+    }
+
     /// The phrases as a prompt ("Steno, Hummingbird, CTranslate2."), and what the session is told
     /// of what Whisper cannot take (pronunciations: it spells what it hears).
     static func prompt(_ vocabulary: Vocabulary?) -> (String?, [StenoError]) {

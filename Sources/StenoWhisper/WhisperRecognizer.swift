@@ -259,15 +259,6 @@ public final class WhisperRecognizer: SpeechRecognizer {
         if let id { requests[token] = id } else { volatileInFlight = false }  // the worker is full: no volatile this time
     }
 
-    /// New audio (samples) a volatile waits for: `volatileEvery`, or a quarter of the utterance so
-    /// far when that is more, and `volatileEvery` twice more for each request the worker has not
-    /// answered yet (other sessions'). Volatiles are most of the worker's work, and a final that
-    /// comes while one is heard waits for it: under load they thin out and finals stay prompt
-    /// (bench/README.md, "Finals first at six and seven talkers").
-    static func volatileSpacing(utterance: Int, pending: Int) -> Int {
-        max(volatileEvery * (1 + 2 * max(0, pending)), utterance / 4)
-    }
-
     /// Sends an utterance the gate cut for its final (if it kept any of its audio). If speech
     /// goes on (a finalize, or the maximum length, cut it), what follows is the next utterance's.
     /// The final asked for early in this utterance's last pause stands for it if it heard all of
