@@ -15,8 +15,8 @@ import Glibc
 /// talker's level is followed too (`foreground`: the 90th percentile of the last 3 s of speech
 /// windows' levels, each smoothed over 0.26 s), and a window more than `foregroundDrop` dB below
 /// it is not the talker's speech, whatever Silero says: the talker's pauses show (in babble at
-/// 10 dB SNR, finals p95 13 s after their last word became 1.4 s; bench/README.md, "Accuracy
-/// in noise"). Before that, Silero's own ends stand: the level would end soft last syllables.
+/// 10 dB SNR, finals p95 13 s after their last word became 1.4 s in its first measure;
+/// bench/README.md, "Noisy speech"). Before that, Silero's own ends stand: the level would end soft last syllables.
 ///
 /// A cheap first gate keeps quiet sessions off the model: while no speech is open and no model
 /// handle is held, a window whose level is below `quietBelow` (dBFS RMS) is not speech, without

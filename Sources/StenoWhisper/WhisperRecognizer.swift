@@ -39,8 +39,9 @@ public final class WhisperRecognizer: SpeechRecognizer {
     /// From this length on, an utterance's words that two volatiles in a row agree on are made
     /// final (LocalAgreement, as whisper_streaming does), so a long one's final does not wait
     /// for its end; shorter ones are heard whole, which Whisper does best. 4 s rather than 8:
-    /// over babble, finals p95 1.7 s instead of 8.2 s at 20 dB, clean speech's words the same
-    /// (bench/README.md, "Noisy speech").
+    /// over babble, finals p95 1.6 s instead of 8.2 s at 20 dB, the same WER on clean speech,
+    /// 2–4 more LibriVox words of 71 lost over pink noise and music (bench/README.md, "Noisy speech").
+    /// It is also where a pause stops being held open (`UtteranceGate.longAfter`).
     static let commitAfter = 16_000 * 4
     /// Beam search for finals (volatiles take the greedy best path): measured on LibriVox, 4.2 %
     /// WER instead of 7.0 %, the batch floor's figure (bench/README.md, "Whisper streaming").
