@@ -70,3 +70,13 @@ if ! cmp -s scripts/whisper-requirements.txt "$stamp"; then
     cp scripts/whisper-requirements.txt "$stamp"
 fi
 echo "bootstrap: the Whisper worker's packages are installed (.venv)" >&2
+
+# The tests' own tooling (scripts/test-requirements.txt), in the same .venv.
+if [ "$mode" = test ]; then
+    stamp=.venv/.test-requirements
+    if ! cmp -s scripts/test-requirements.txt "$stamp"; then
+        echo "bootstrap: installing the tests' Python packages into .venv" >&2
+        .venv/bin/python -m pip install --quiet --disable-pip-version-check -r scripts/test-requirements.txt
+        cp scripts/test-requirements.txt "$stamp"
+    fi
+fi

@@ -35,6 +35,10 @@ public enum CaptionFormat: String, Sendable, Hashable, CaseIterable {
     case srt = "srt"
     case plainText = "txt"
     case jsonLines = "jsonl"
+    /// Scenarist SCC: CEA-608 pairs on 29.97 fps drop-frame timecode (see `SCCWriter`).
+    case scc = "scc"
+    /// TTML, IMSC 1.1 Text Profile and EBU-TT-D (see `TTML`).
+    case ttml = "ttml"
 
     /// File extension (without dot), as in `/v1/channels/NAME/captions.vtt`.
     public var fileExtension: String { rawValue }
@@ -46,6 +50,8 @@ public enum CaptionFormat: String, Sendable, Hashable, CaseIterable {
         case .srt: return "application/x-subrip; charset=utf-8"
         case .plainText: return "text/plain; charset=utf-8"
         case .jsonLines: return "application/x-ndjson; charset=utf-8"
+        case .scc: return "text/x-scc; charset=us-ascii"
+        case .ttml: return "application/ttml+xml; charset=utf-8"
         }
     }
 }
@@ -66,6 +72,7 @@ public enum Captions {
         case .srt: return srt(finals, layout: layout)
         case .plainText: return plainText(finals)
         case .jsonLines: return jsonLines(finals, includeWords: includeWords)
+        case .scc, .ttml: return render(finals, as: format, layout: layout, offset: 0)
         }
     }
 

@@ -4,10 +4,11 @@ import StenoTransport
 /// The HTTP routes of channels, for players, CDNs and broadcasters (the caller checked tokens):
 ///
 /// - `/v1/channels`: every channel, as JSON.
-/// - `/v1/channels/NAME/captions.vtt|.srt|.txt`: the latest broadcast's captions so far.
+/// - `/v1/channels/NAME/captions.vtt|.srt|.txt|.scc|.ttml`: the latest broadcast's captions so far.
 /// - `/v1/channels/NAME/broadcasts`: the broadcasts the server keeps, as JSON;
-///   `/v1/channels/NAME/broadcasts/ID/captions.vtt|.srt|.txt`: one of them.
-/// - `?clock=wall` on caption files: times of day (UTC) instead of the audio timeline.
+///   `/v1/channels/NAME/broadcasts/ID/captions.vtt|…`: one of them.
+/// - `?clock=wall` on caption files: times of day (UTC) instead of the audio timeline;
+///   `?mode=rollup` on SCC files: roll-up captions instead of pop-on.
 /// - `/v1/channels/NAME/captions.m3u8`: the live HLS subtitle playlist;
 ///   `/v1/channels/NAME/captions/SEQ.vtt`: its segments.
 ///
@@ -70,7 +71,7 @@ struct ChannelRoutes {
             guard let format = Self.captionFormat(parts[1]), let broadcast = channels.broadcast(name) else {
                 return .plain(status: 404)
             }
-            return captions(broadcast.finals, startedAt: broadcast.startedAt, format: format, wall: wall)
+            return captions(broadcast.finals, startedAt: broadcast.startedAt, format: format, wall: wall, request: request)
         case 3 where parts[1] == "captions":
             guard parts[2].hasSuffix(".vtt"), let sequence = Int(parts[2].dropLast(4)), sequence >= 0,
                   let body = channels.segment(name, sequence: sequence) else { return .plain(status: 404) }
@@ -79,7 +80,7 @@ struct ChannelRoutes {
             guard let format = Self.captionFormat(parts[3]), let broadcast = channels.broadcast(name, id: parts[2]) else {
                 return .plain(status: 404)
             }
-            return captions(broadcast.finals, startedAt: broadcast.startedAt, format: format, wall: wall)
+            return captions(broadcast.finals, startedAt: broadcast.startedAt, format: format, wall: wall, request: request)
         default:
             return .plain(status: 404)
         }
@@ -90,14 +91,25 @@ struct ChannelRoutes {
         case "captions.vtt": .webVTT
         case "captions.srt": .srt
         case "captions.txt": .plainText
+        case "captions.scc": .scc
+        case "captions.ttml": .ttml
         default: nil
         }
     }
 
-    private func captions(_ finals: [RecognitionResult], startedAt: UTCTime?, format: CaptionFormat, wall: Bool) -> HTTPResponse {
+    private func captions(_ finals: [RecognitionResult], startedAt: UTCTime?, format: CaptionFormat, wall: Bool,
+                          request: HTTPRequest) -> HTTPResponse {
         let offset = wall ? startedAt.map(Captions.timeOfDay) ?? 0 : 0
+        var mode = SCCWriter.Mode.popOn
+        if let asked = request.queryValue("mode") {
+            guard format == .scc, let known = SCCWriter.Mode(rawValue: asked) else {
+                return HTTPResponse(status: 400, contentType: "text/plain; charset=utf-8",
+                                    text: "mode must be popon or rollup, on an SCC file\n")
+            }
+            mode = known
+        }
         return HTTPResponse(status: 200, contentType: format.contentType,
-                            text: Captions.render(finals, as: format, layout: channels.layout, offset: offset))
+                            text: Captions.render(finals, as: format, layout: channels.layout, offset: offset, sccMode: mode))
     }
 
     private func list() -> HTTPResponse {

@@ -228,7 +228,7 @@ import Testing
             RecognitionResult(range: TimeRange(start: 3, end: 12),
                               text: "a final of many words that takes far longer than one cue may last on screen"),
         ]
-        for format in [CaptionOutputFormat.text, .vtt, .srt] {
+        for format in [CaptionOutputFormat.text, .vtt, .srt, .scc, .ttml] {
             var out = ""
             let writer = CaptionWriter(format: format) { out += $0 }
             for final in finals { writer.final(final) }
@@ -237,10 +237,11 @@ import Testing
             let expected = switch format {
             case .text: Captions.plainText(finals)
             case .vtt: Captions.webVTT(finals)
-            default: Captions.srt(finals)
+            case .srt: Captions.srt(finals)
+            default: Captions.render(finals, as: format.file!)
             }
             #expect(out == expected, "\(format)")
-            if format != .text { #expect(out.contains("\nyes ever try it\n"), "\(out)") }
+            if format == .vtt || format == .srt { #expect(out.contains("\nyes ever try it\n"), "\(out)") }
         }
         var jsonl = ""
         let writer = CaptionWriter(format: .jsonl) { jsonl += $0 }

@@ -109,6 +109,6 @@ import Testing
         #expect(problem(["a.wav", "b.wav"]) == .unexpectedArgument("b.wav"))
         #expect(problem(["a.wav", "--chunk-ms", "0"]) != nil)
         #expect(problem(["a.wav", "--format", "mp3"]) == .invalidValue(
-            source: "--format", value: "mp3", expected: "one of text, jsonl, vtt, srt"))
+            source: "--format", value: "mp3", expected: "one of text, jsonl, vtt, srt, scc, ttml"))
     }
 }

@@ -11,49 +11,74 @@ enum CaptionOutputFormat: String, CaseIterable, Sendable {
     case vtt
     /// SubRip, written cue by cue as finals come.
     case srt
+    /// SCC (CEA-608 pop-on captions), written cue by cue as finals come.
+    case scc
+    /// TTML (IMSC 1.1 Text Profile), written cue by cue; the document is closed at the end.
+    case ttml
+
+    /// The caption file it writes, if it is one.
+    var file: CaptionFormat? {
+        switch self {
+        case .text, .jsonl: nil
+        case .vtt: .webVTT
+        case .srt: .srt
+        case .scc: .scc
+        case .ttml: .ttml
+        }
+    }
 }
 
 /// Writes finals to standard output as they come, in one of the formats. Finals must come
-/// in time order (the server's are; callers map them onto their own timeline first). VTT and
-/// SRT cues follow the caption rules of the server's files (`CaptionCueBuilder`): a cue too
+/// in time order (the server's are; callers map them onto their own timeline first). Caption
+/// files follow the caption rules of the server's files (`CaptionFileWriter`): a cue too
 /// short to read waits for the next final, which may join it, or for `finish`.
 final class CaptionWriter {
     let format: CaptionOutputFormat
     private let write: (String) -> Void
-    private var cues = 0
-    private var builder = CaptionCueBuilder()
+    private var file: CaptionFileWriter?
+    private var finalsSinceFinish = false
+    private var finished = false
 
     init(format: CaptionOutputFormat, write: @escaping (String) -> Void) {
         self.format = format
         self.write = write
-        if format == .vtt { write(Captions.webVTTHeader) }
+        if let kind = format.file {
+            var file = CaptionFileWriter(format: kind)
+            let header = file.start()
+            if !header.isEmpty { write(header) }
+            self.file = file
+        }
     }
 
-    /// A final, in `text`, `vtt` or `srt` (jsonl prints events, see `event`).
+    /// A final, in `text` or a caption file (jsonl prints events, see `event`).
     func final(_ result: RecognitionResult) {
-        switch format {
-        case .text:
-            write(Captions.plainText([result]))
-        case .vtt, .srt:
-            written(builder.add(result))
-        case .jsonl:
-            break
+        finalsSinceFinish = true
+        if format == .text { write(Captions.plainText([result])) }
+        if var file {
+            let text = file.add(result)
+            self.file = file
+            if !text.isEmpty { write(text) }
         }
     }
 
     /// The captions are over for now (the session or broadcast ended, or the command stops):
-    /// the cue still waiting for a next final is written.
+    /// the cue still waiting for a next final is written (and a TTML document is closed: what
+    /// follows starts a new one).
     func finish() {
-        if format == .vtt || format == .srt { written(builder.finish()) }
-    }
-
-    private func written(_ settled: [CaptionCue]) {
-        var out = ""
-        for cue in settled {
-            cues += 1
-            out += format == .vtt ? Captions.webVTTCue(cue) : Captions.srtCue(cue, number: cues)
+        guard var file else { return }
+        if file.format == .ttml {
+            // One document for the finals since the last: none when there were none (but an
+            // empty one rather than nothing at all).
+            guard finalsSinceFinish || !finished else { return }
+            write(file.finish())
+            self.file = CaptionFileWriter(format: .ttml)
+        } else {
+            let text = file.finish()
+            self.file = file
+            if !text.isEmpty { write(text) }
         }
-        if !out.isEmpty { write(out) }
+        finalsSinceFinish = false
+        finished = true
     }
 
     /// A wire event, printed as it came in `jsonl`.

@@ -28,7 +28,7 @@ struct ClientOptions: Sendable, Equatable {
                                 default: "none", environment: "STENO_TOKEN")
         static let ca = Flag("ca", value: "FILE", help: "trust this PEM certificate (authority) for wss://, e.g. a self-signed one",
                              default: "the system's", environment: "STENO_CA")
-        static let format = Flag("format", value: "F", help: "text: [start → end] text per final; jsonl: the wire events; vtt, srt",
+        static let format = Flag("format", value: "F", help: "text: [start → end] text per final; jsonl: the wire events; vtt, srt, scc (CEA-608), ttml (IMSC 1.1)",
                                  default: CaptionOutputFormat.text.rawValue)
         static let retryFor = Flag("retry-for", value: "SECONDS", help: "give up (exit 4) after this long without reaching the server",
                                    default: "300")

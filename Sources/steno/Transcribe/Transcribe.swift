@@ -13,7 +13,7 @@ import Glibc
 /// (the protocol state machine, decoding, resampling, recognition), printed as text, wire
 /// events (JSON lines), WebVTT or SRT.
 enum Transcribe {
-    enum Format: String, CaseIterable { case text, jsonl, vtt, srt }
+    enum Format: String, CaseIterable { case text, jsonl, vtt, srt, scc, ttml }
 
     struct Options {
         var file = ""
@@ -38,7 +38,7 @@ enum Transcribe {
     }
 
     enum Flags {
-        static let format = Flag("format", value: "F", help: "text: one final per line, [start → end] text; jsonl: the wire events; vtt, srt: captions",
+        static let format = Flag("format", value: "F", help: "text: one final per line, [start → end] text; jsonl: the wire events; vtt, srt, scc, ttml: captions",
                                  default: Format.text.rawValue)
         static let phrases = Flag("phrases", value: "FILE", help: PhraseFile.help)
         static let boost = Flag("boost", value: "B", help: PhraseFile.boostHelp, default: "1")
@@ -197,6 +197,8 @@ enum Transcribe {
         switch options.format {
         case .vtt: StandardStreams.stdout(Captions.webVTT(session.finals))
         case .srt: StandardStreams.stdout(Captions.srt(session.finals))
+        case .scc: StandardStreams.stdout(Captions.render(session.finals, as: .scc))
+        case .ttml: StandardStreams.stdout(Captions.render(session.finals, as: .ttml))
         case .text, .jsonl: break
         }
         guard session.closeCode == 1000 else {
