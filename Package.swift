@@ -42,12 +42,16 @@ let package = Package(
         .systemLibrary(
             name: "CCrypto", pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(
+            name: "CCurl", pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]),
 
         // One shim per C library: what Swift cannot call (variadic functions, macros).
         .target(name: "CLwsShims", dependencies: ["CLibWebSockets"]),
         .target(name: "COpusShims", dependencies: ["COpus"]),
         .target(name: "CPocketSphinxShims", dependencies: ["CPocketSphinx"]),
         .target(name: "CAlsaShims", dependencies: ["CAlsa"]),
+        .target(name: "CCurlShims", dependencies: ["CCurl"]),
         // libuv, for the event loop libwebsockets runs on (its Debian plugin, a foreign loop).
         .target(name: "CLibUVShims", linkerSettings: [.linkedLibrary("uv")]),
 
@@ -91,7 +95,7 @@ let package = Package(
         .executableTarget(
             name: "steno",
             dependencies: ["StenoCore", "StenoAudio", "StenoSpeech", "StenoSession", "StenoServer", "StenoSystem",
-                           "StenoTransport", "StenoRedis", "StenoWhisper", "CAlsa", "CAlsaShims"]),
+                           "StenoTransport", "StenoRedis", "StenoWhisper", "CAlsa", "CAlsaShims", "CCurlShims"]),
 
         // Benchmarks: `make bench` prints their tables.
         .systemLibrary(name: "CEpoll", path: "bench/Sources/CEpoll"),

@@ -18,6 +18,7 @@ run_packages=(
     libasound2-dev      # ALSA capture for steno send --device
     libhiredis-dev      # the Redis client of channels across instances (StenoRedis)
     libssl-dev          # libcrypto's SHA-256, for the proof of a channel's takeover (libwebsockets-dev needs it too)
+    libcurl4-openssl-dev  # HTTPS POSTs of steno listen --youtube-url (YouTube's caption ingestion)
     festival festlex-cmu  # letter-to-sound rules: pronunciations of phrase words the dictionary lacks
 )
 test_packages=(

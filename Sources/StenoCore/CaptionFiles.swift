@@ -111,7 +111,7 @@ public struct CaptionFileWriter: Sendable {
     }
 
     /// A final in CEA-608's characters.
-    static func in608(_ final: RecognitionResult) -> RecognitionResult {
+    public static func in608(_ final: RecognitionResult) -> RecognitionResult {
         var final = final
         final.text = CEA608.transliterated(final.text)
         final.words = final.words.map { word in

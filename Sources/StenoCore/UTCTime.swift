@@ -44,6 +44,41 @@ public struct UTCTime: Sendable, Hashable, Comparable, CustomStringConvertible {
 
     public var description: String { iso8601 }
 
+    /// Reads what `iso8601` writes (`YYYY-MM-DDTHH:MM:SS.mmmZ`; the fraction may have 0-9
+    /// digits, read to the millisecond); nil for anything else.
+    public init?(iso8601 text: String) {
+        let bytes = Array(text.utf8)
+        guard bytes.count >= 20, bytes.last == UInt8(ascii: "Z") else { return nil }
+        func number(_ from: Int, _ count: Int) -> Int64? {
+            var value: Int64 = 0
+            for byte in bytes[from..<(from + count)] {
+                guard byte >= 0x30, byte <= 0x39 else { return nil }
+                value = value * 10 + Int64(byte - 0x30)
+            }
+            return value
+        }
+        let separators: [(Int, Character)] = [(4, "-"), (7, "-"), (10, "T"), (13, ":"), (16, ":")]
+        guard separators.allSatisfy({ bytes[$0.0] == $0.1.asciiValue }),
+              let year = number(0, 4), let month = number(5, 2), let day = number(8, 2),
+              let hour = number(11, 2), let minute = number(14, 2), let second = number(17, 2),
+              (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61 else { return nil }
+        var millis: Int64 = 0
+        if bytes.count > 20 {
+            let digits = bytes.count - 21
+            guard bytes[19] == UInt8(ascii: "."), (1...9).contains(digits), let fraction = number(20, min(digits, 3)),
+                  number(20, digits) != nil else { return nil }
+            millis = fraction * [100, 10, 1][min(digits, 3) - 1]
+        }
+        // Days from 1970-01-01 of a proleptic Gregorian date (the inverse of `civilDate`).
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        let days = era * 146_097 + dayOfEra - 719_468
+        self.init(millisecondsSince1970: ((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + millis)
+    }
+
     /// Proleptic Gregorian date of a day count from 1970-01-01, by the era arithmetic
     /// (400-year cycles of 146,097 days, years starting in March so leap days fall last).
     static func civilDate(daysSince1970: Int64) -> (year: Int64, month: Int64, day: Int64) {

@@ -118,6 +118,19 @@ func word(_ text: String, _ start: Double, _ end: Double, _ confidence: Double =
     ])
     func iso8601(_ ms: Int64, _ expected: String) {
         #expect(UTCTime(millisecondsSince1970: ms).iso8601 == expected)
+        // Read back: the same instant (within the years written).
+        #expect(UTCTime(iso8601: expected)?.iso8601 == expected)
+    }
+
+    @Test func readingISO8601() {
+        #expect(UTCTime(iso8601: "2025-03-07T14:05:09.042Z")?.millisecondsSince1970 == 1_741_356_309_042)
+        #expect(UTCTime(iso8601: "2025-03-07T14:05:09Z")?.millisecondsSince1970 == 1_741_356_309_000)
+        #expect(UTCTime(iso8601: "2025-03-07T14:05:09.5Z")?.millisecondsSince1970 == 1_741_356_309_500)
+        #expect(UTCTime(iso8601: "2025-03-07T14:05:09.123456Z")?.millisecondsSince1970 == 1_741_356_309_123)
+        for bad in ["", "2025-03-07", "2025-03-07T14:05:09.042", "2025-13-07T14:05:09Z", "2025-03-07 14:05:09Z",
+                    "2025-03-07T14:05:09.Z", "2025-03-07T24:00:00Z", "2025-03-07T14:05:09.04xZ"] {
+            #expect(UTCTime(iso8601: bad) == nil, "\(bad)")
+        }
     }
 
     @Test func fromSeconds() {

@@ -253,9 +253,23 @@ struct SendOptions: Sendable, Equatable {
 struct ListenOptions: Sendable, Equatable {
     var client = ClientOptions()
     var channel = ""
+    /// obs-websocket 5 of an OBS Studio to put the captions into.
+    var obs: WebSocketURL?
+    var obsPassword: String?
+    /// OBS shows words as they become stable, not only cues of finals.
+    var liveWords = false
+    /// YouTube Live's caption ingestion URL.
+    var youtubeURL: String?
 
     enum Flags {
         static let channel = Flag("channel", value: "NAME", help: "the broadcast channel to follow (required)")
+        static let obs = Flag("obs", value: "URL", help: "also put the captions into OBS Studio's stream (CEA-608), through obs-websocket 5: ws://HOST:4455",
+                              environment: "STENO_OBS")
+        static let obsPassword = Flag("obs-password", value: "P", help: "OBS's WebSocket password (OBS: Tools → WebSocket Server Settings)",
+                                      environment: "STENO_OBS_PASSWORD")
+        static let liveWords = Flag.toggle("live-words", help: "OBS: the caption grows as words become stable, instead of cues of finals")
+        static let youtubeURL = Flag("youtube-url", value: "URL", help: "also post the captions to YouTube Live's caption ingestion URL (YouTube Studio: the stream's closed captions, POST captions to URL)",
+                                     environment: "STENO_YOUTUBE_URL")
     }
 
     static let spec = CommandSpec(
@@ -264,7 +278,7 @@ struct ListenOptions: Sendable, Equatable {
             Prints a broadcast channel's captions: the finals so far, then the live ones, following
             the channel across reconnects without printing a final twice. Runs until interrupted.
             """,
-        flags: [Flags.channel] + ClientOptions.Flags.all,
+        flags: [Flags.channel, Flags.obs, Flags.obsPassword, Flags.liveWords, Flags.youtubeURL] + ClientOptions.Flags.all,
         epilogue: ClientOptions.exitCodes)
 
     static func parse(_ arguments: [String], environment: [String: String]) throws(UsageError) -> ListenOptions? {
@@ -277,6 +291,29 @@ struct ListenOptions: Sendable, Equatable {
             throw given.error(.invalidValue(source: value.source, value: value.text, expected: "1-64 letters, digits, '-', '_' or '.'"))
         }
         options.channel = value.text
+        if let value = given.single(Flags.obs) {
+            guard let url = WebSocketURL(value.text) else {
+                throw given.error(.invalidValue(source: value.source, value: value.text, expected: "ws://HOST[:PORT] or wss://HOST[:PORT]"))
+            }
+            options.obs = url
+        }
+        if let value = given.single(Flags.obsPassword) {
+            guard options.obs != nil else {
+                throw given.error(.requires(option: Flags.obsPassword.flag, other: Flags.obs.flag, reason: "the password is OBS's"))
+            }
+            options.obsPassword = value.text
+        }
+        options.liveWords = given.isOn(Flags.liveWords)
+        if options.liveWords && options.obs == nil {
+            throw given.error(.requires(option: Flags.liveWords.flag, other: Flags.obs.flag, reason: "live words are shown in OBS"))
+        }
+        if let value = given.single(Flags.youtubeURL) {
+            let text = value.text
+            guard text.hasPrefix("https://") || text.hasPrefix("http://"), text.count > 8, !text.contains(where: \.isWhitespace) else {
+                throw given.error(.invalidValue(source: value.source, value: text, expected: "an http:// or https:// URL"))
+            }
+            options.youtubeURL = text
+        }
         return options
     }
 }

@@ -17,22 +17,28 @@ enum ClientInput: Sendable {
     case inputEnded(error: String?)
     /// SIGINT or SIGTERM, the `count`-th one.
     case interrupt(count: Int)
+    /// A caption bridge (`steno listen --obs`, `--youtube-url`) cannot go on: the command
+    /// exits with `code`.
+    case bridgeFailed(code: Int32, message: String)
 }
 
+/// The client's main loop's queue.
+typealias Inbox = Mailbox<ClientInput>
+
 /// A queue many threads post to and one thread waits on.
-final class Inbox: Sendable {
+final class Mailbox<Item: Sendable>: Sendable {
     // `Locked`, not `Mutex`: ThreadSanitizer cannot see a `Mutex` on Linux (StenoSystem.Locked).
-    private let items = Locked<[ClientInput]>([])
+    private let items = Locked<[Item]>([])
     private let signal = DispatchSemaphore(value: 0)
 
-    func post(_ input: ClientInput) {
+    func post(_ input: Item) {
         items.withLock { $0.append(input) }
         signal.signal()
     }
 
     /// Everything posted so far, waiting up to `timeout` seconds for something when there is
     /// nothing yet (nil: as long as it takes). Empty when the time passed.
-    func take(timeout: Double?) -> [ClientInput] {
+    func take(timeout: Double?) -> [Item] {
         let waiting = items.withLock { $0.isEmpty }
         if waiting {
             if let timeout {

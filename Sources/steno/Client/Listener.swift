@@ -41,6 +41,8 @@ final class Listener {
     private var retryAt: Double?
     private var joinedOnce = false
     private var exitCode: Int32?
+    /// OBS and YouTube, when asked for.
+    private var bridges: [any CaptionBridge] = []
 
     init(options: ListenOptions, log: Log, status: StatusLine, inbox: Inbox) {
         self.options = options
@@ -50,6 +52,13 @@ final class Listener {
         writer = CaptionWriter(format: options.client.format) { text in status.around { StandardStreams.stdout(text) } }
         connector = Connector(options: options.client, route: "/v1/listen?channel=\(options.channel)", inbox: inbox, log: log)
         reconnection = options.client.reconnection
+        let failed: @Sendable (Int32, String) -> Void = { code, message in inbox.post(.bridgeFailed(code: code, message: message)) }
+        if let url = options.obs {
+            bridges.append(OBSBridge(url: url, password: options.obsPassword, liveWords: options.liveWords, log: log, failed: failed))
+        }
+        if let url = options.youtubeURL {
+            bridges.append(YouTubeBridge(url: url, caFile: options.client.caFile, log: log, failed: failed))
+        }
     }
 
     func run() -> Int32 {
@@ -65,6 +74,10 @@ final class Listener {
         }
         writer.finish()
         status.show("")
+        for bridge in bridges {
+            bridge.finish()
+            bridge.stop(timeout: 5)
+        }
         connection.finish()
         return exitCode ?? ExitCode.done
     }
@@ -99,6 +112,9 @@ final class Listener {
             exitCode = ExitCode.done
         case .audio, .inputEnded:
             break
+        case .bridgeFailed(let code, let message):
+            log.error(message)
+            exitCode = code
         }
     }
 
@@ -108,6 +124,8 @@ final class Listener {
             let startedAt = message.string("startedAt") ?? ""
             reconnection.succeeded()
             if follower.joined(startedAt: startedAt) {
+                let wall = UTCTime(iso8601: startedAt).map { Double($0.millisecondsSince1970) / 1000 }
+                for bridge in bridges { bridge.timeline(startedAt: wall) }
                 writer.event(message)
                 log.info(joinedOnce ? "channel \(options.channel): a new timeline (started \(startedAt))"
                                     : "following channel \(options.channel) (started \(startedAt))")
@@ -119,16 +137,19 @@ final class Listener {
             guard let result = message.result, follower.isNew(result.range) else { return }
             writer.event(message)
             writer.final(result)
+            for bridge in bridges { bridge.final(result) }
             status.show("")
         case "volatile":
             writer.event(message)
             status.show(message.string("text") ?? "")
+            for bridge in bridges { bridge.volatile(message.string("text") ?? "") }
         case "publisher":
             writer.event(message)
             let state = message.string("state") ?? ""
             if state == "ended" || state == "lost" {
                 // No final of this broadcast follows: its last cue is written now.
                 writer.finish()
+                for bridge in bridges { bridge.finish() }
                 status.show("")
             }
             log.info("channel \(options.channel): the broadcast is \(state)")

@@ -211,7 +211,7 @@ final class Sender {
             case .closed, .refused, .failed:
                 connectionEnded(event)
             }
-        case .audio:
+        case .audio, .bridgeFailed:
             break
         case .inputEnded(let error):
             if let error {
