@@ -1,6 +1,8 @@
 # Steno: the two commands of the README, plus benchmarks.
 #   make run    install what is missing, build, start the server with the English model and the web client
-#   make test   install what is missing, build, run every test (Swift suites, the Whisper worker's, then the browser test)
+#   make test   install what is missing, build, run every test (Swift suites, the Whisper worker's, the browser test,
+#               then the broadcast check: a real OBS putting Steno's captions into its stream)
+#   make broadcast-check  the broadcast check alone (scripts/broadcast/), after a debug build
 #   make bench  build in release mode and print the benchmark tables
 #   make conformance  Autobahn|Testsuite against the real transport (needs Python 2.7; not in make test)
 #   make sanitize  AddressSanitizer and ThreadSanitizer over the stress suites (two instrumented builds)
@@ -10,7 +12,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8080
 SWIFT ?= swift
 
-.PHONY: run test bench conformance sanitize soak build clean
+.PHONY: run test bench conformance sanitize soak build clean broadcast-check
 
 run:
 	scripts/bootstrap.sh run
@@ -24,6 +26,13 @@ test:
 	$(SWIFT) test
 	scripts/whisper-test.sh
 	scripts/browser-test.sh
+	python3 scripts/fakes/test_fakes.py
+	scripts/broadcast/steno-check.sh
+
+broadcast-check:
+	scripts/bootstrap.sh test
+	$(SWIFT) build --product steno
+	scripts/broadcast/steno-check.sh
 
 bench:
 	scripts/bootstrap.sh test

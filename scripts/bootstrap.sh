@@ -35,9 +35,17 @@ test_packages=(
     redis-server          # the cluster tests: channels across instances (--redis)
 )
 
+# The broadcast check (scripts/broadcast/): a real OBS, headless, streaming to nginx-rtmp.
+# Without their recommendations (OBS's would bring plugins the check does not use).
+broadcast_packages=(
+    obs-studio xvfb       # OBS Studio 29 (obs-websocket 5) under a virtual X server
+    libnginx-mod-rtmp     # the RTMP server OBS streams to, recording the stream
+    iproute2              # `ip link`: loopback in the check's own network namespace
+)
+
 packages=("${run_packages[@]}")
 case "$mode" in
-    run) ;;
+    run) broadcast_packages=() ;;
     test) packages+=("${test_packages[@]}") ;;
     *) echo "usage: $0 [run|test]" >&2; exit 2 ;;
 esac
@@ -49,12 +57,24 @@ for p in "${packages[@]}"; do
     fi
 done
 
-if [ ${#missing[@]} -gt 0 ]; then
+missing_broadcast=()
+for p in "${broadcast_packages[@]}"; do
+    if [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]; then
+        missing_broadcast+=("$p")
+    fi
+done
+
+if [ ${#missing[@]} -gt 0 ] || [ ${#missing_broadcast[@]} -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ]; then sudo=(); else sudo=(sudo); fi
-    echo "bootstrap: installing ${missing[*]}" >&2
+    echo "bootstrap: installing ${missing[*]} ${missing_broadcast[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive
     "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 update -qq
-    "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${missing[@]}" >/dev/null
+    if [ ${#missing[@]} -gt 0 ]; then
+        "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${missing[@]}" >/dev/null
+    fi
+    if [ ${#missing_broadcast[@]} -gt 0 ]; then
+        "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing_broadcast[@]}" >/dev/null
+    fi
 fi
 echo "bootstrap: Debian packages for '$mode' are installed" >&2
 
