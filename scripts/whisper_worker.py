@@ -18,17 +18,29 @@ worker sends to standard error) cannot corrupt them. Both directions use one fra
     rest                  payload: for a request, 16 kHz mono signed 16-bit PCM
 
 A request's JSON: {"words": bool, "prompt": str|null, "beam": int, "priority": int,
-"alternatives": int, "language": str|null} (higher priority first; a session's final has
-priority over volatile results, which are heard in shorter windows (--volatile-min-window) and
+"alternatives": int, "language": str|null, "task": "transcribe"|"translate"|null,
+"candidates": [str, ...]|null} (any key may be left out; higher priority first; a session's
+final has priority over volatile results, which are heard in shorter windows (--volatile-min-window) and
 dropped rather than heard again when they repeat themselves; "alternatives": readings wanted in all, 0-10; "language": the
 session's BCP 47 tag, for a multilingual model: without one, or one the model lacks, the
-language is detected; "alone": run in a batch of its own, as the server asks of a request
-that was being heard when a worker died).
+language is the likeliest of "candidates" the model has, else the one Whisper detects;
+"task": "transcribe" (the default) writes what was said, "translate" writes it in English
+(Whisper's translate task; English speech is transcribed; an English-only model always
+transcribes; the English words are timed by the same alignment heads, on the speech they
+translate: "Rome" where "Roma" was said); "candidates": BCP 47 tags, mapped as "language"
+is, at most 100, whose probabilities the result's "languageScores" gives; "alone": run in a
+batch of its own, as the server asks of a request that was being heard when a worker died).
 A started or cancel frame's JSON: {"ids": [id, ...]}.
 A result's JSON: {"text": str, "heard": what was decoded (also when dropped), "words": [[text, start, end, probability], ...],
 "noSpeech": float, "logprob": float, "dropped": null|"no_speech"|"repetitive"|"low_confidence",
 "window": frames, "seconds": CPU s, "language": Whisper's code of what it was heard as,
-"languageProbability": float (only when detected), "alternatives": [[text, score], ...] (only
+"languageProbability": float (only when detected, also among candidates: Whisper's
+probability of that language), "languageScores": {tag: float|null} (only when "candidates"
+were given: for each tag as the request spelt it, Whisper's probability, from its language
+detection over the whole request, of that tag's language, whatever language was chosen; null
+for a tag the model has no language for, and for every tag with an English-only model, which
+cannot tell languages apart), "task": "translate" (only when asked: the text is English; the
+"language" is still the one spoken), "alternatives": [[text, score], ...] (only
 when asked for and not dropped: the text first with score 0, then other readings of the beam,
 best first, each scored by its mean log-probability per token relative to the text's)}.
 Times are seconds from the request's first sample.
@@ -56,6 +68,7 @@ import threading
 import time
 
 # The model's side (beside this file: Python puts a script's folder first on its path).
+from whisper_languages import check_candidates
 from whisper_recognizer import RATE, Recognizer, default_model_path
 
 
@@ -67,6 +80,10 @@ def check_request(body):
                        ("prompt", (str, type(None))), ("words", bool), ("alone", bool), ("fault", str)):
         if key in body and (not isinstance(body[key], kinds) or (kinds is int and isinstance(body[key], bool))):
             raise ValueError(f"\"{key}\" has the wrong type")
+    if body.get("task") not in (None, "transcribe", "translate"):
+        raise ValueError("\"task\" is neither \"transcribe\" nor \"translate\"")
+    if body.get("candidates") is not None:
+        check_candidates(body["candidates"])
     return body
 
 

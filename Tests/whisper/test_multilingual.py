@@ -1,0 +1,168 @@
+"""The Whisper worker with the multilingual base model that scripts/bootstrap.sh assembles in
+.venv/models/whisper-base: a request's candidate languages and their scores ("lanes"), and
+translation into English. One worker (one loaded model) serves the whole module.
+
+The Italian and Czech clips are spoken at test time by festival's voices (festvox-italp16k,
+festvox-czech-ph: bootstrap's test packages), at 16 kHz (`text2wave -F 16000`: the same
+samples on every run); the English one is a LibriVox sentence of pocketsphinx-testdata. (Not
+beckett.wav: base, unlike tiny.en, loops on its "fail better" in the worker's 12 s window, so
+each final of it is heard again in the 30 s one, which takes twice as long.)"""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from worker_client import ROOT, Worker, errors, librivox, normalized, read_wav
+
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from whisper_languages import best_candidate, language_scores  # noqa: E402
+
+RATE = 16000
+ENGLISH = "he was not an ill disposed young man".split()  # librivox()[1]
+BASE = os.path.join(ROOT, ".venv", "models", "whisper-base")
+
+# (festival's voice, its text's encoding, the text).
+SPEECH = {
+    "it": ("lp_diphone", "latin-1", "Buongiorno a tutti. Oggi parliamo del tempo e della città di Roma."),
+    "cs": ("czech_ph", "iso-8859-2", "Dobrý den. Dnes budeme mluvit o počasí v Praze."),
+}
+
+
+@pytest.fixture(scope="module")
+def base():
+    assert os.path.isfile(os.path.join(BASE, "model.bin")), f"no {BASE}: run scripts/bootstrap.sh test"
+    w = Worker("--model", BASE)
+    yield w
+    w.close()
+
+
+@pytest.fixture(scope="module")
+def speech(tmp_path_factory):
+    """{language: samples} of SPEECH, spoken by festival."""
+    assert shutil.which("text2wave"), "festival is missing: run scripts/bootstrap.sh test"
+    folder = tmp_path_factory.mktemp("speech")
+    out = {}
+    for language, (voice, encoding, text) in SPEECH.items():
+        source, wav = folder / f"{language}.txt", folder / f"{language}.wav"
+        source.write_bytes(text.encode(encoding))
+        run = subprocess.run(["text2wave", "-F", str(RATE), "-eval", f"(voice_{voice})", "-o", str(wav), str(source)],
+                             capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0 and wav.exists(), \
+            f"festival's {voice} is missing (run scripts/bootstrap.sh test): {run.stderr}"
+        out[language] = read_wav(str(wav))
+    _, out["en"], _ = librivox()[1]
+    return out
+
+
+def test_base_is_multilingual_and_names_its_99_languages(base):
+    assert base.hello["path"] == BASE and base.hello["multilingual"] is True
+    languages = base.hello["languages"]
+    assert len(languages) == 99 and len(set(languages)) == 99
+    assert languages[0] == "en" and {"it", "cs", "ru", "zh", "ja", "ca", "fi"} <= set(languages)
+
+
+def test_candidates_are_scored_as_spelt_with_whisper_s_names():
+    languages = ["en", "de", "no", "he", "zh"]
+    heard = {"en": 0.1, "de": 0.2, "no": 0.6, "he": 0.05, "zh": 0.05}
+    scores = language_scores(["nb-NO", "no", "iw", "de-AT", "fr", "cmn-Hans"], heard, languages)
+    assert scores == {"nb-NO": 0.6, "no": 0.6, "iw": 0.05, "de-AT": 0.2, "fr": None, "cmn-Hans": 0.05}
+    assert best_candidate(["de-AT", "nb-NO", "fr"], heard, languages) == ("no", 0.6)
+    assert best_candidate(["he", "zh"], heard, languages) == ("he", 0.05)  # the first named of equals
+    assert best_candidate(["fr"], heard, languages) is None
+    # An English-only model cannot tell: no scores.
+    assert language_scores(["en", "de"], None, ["en"]) == {"en": None, "de": None}
+
+
+def test_candidates_are_scored_as_spelt_and_the_likeliest_is_heard(base, speech):
+    candidates = ["ru", "en-GB", "it-IT", "x-klingon", "cs"]
+    result = base.transcribe(speech["it"], candidates=candidates, words=True, beam=5, priority=1)
+    scores = result["languageScores"]
+    assert list(scores) == candidates, scores
+    assert scores["x-klingon"] is None  # no such language in the model
+    assert scores["it-IT"] > 0.9 and all(scores[c] < 0.05 for c in ("ru", "en-GB", "cs")), scores
+    assert result["language"] == "it" and result["languageProbability"] == scores["it-IT"]
+    words = normalized(result["text"].replace("à", "a"))
+    assert {"tutti", "oggi", "parliamo", "tempo", "roma"} <= set(words), result
+    # Whisper's scores are the same whatever the candidates: the Czech clip, scored alone.
+    czech = base.transcribe(speech["cs"], candidates=["cs-CZ"])
+    assert czech["languageScores"]["cs-CZ"] > 0.5 and czech["language"] == "cs", czech
+    assert "languageScores" not in base.transcribe(speech["cs"])
+
+
+def test_the_sessions_language_stands_and_its_candidates_are_still_scored(base, speech):
+    result = base.transcribe(speech["en"], language="en", candidates=["it", "cs"])
+    assert result["language"] == "en" and "languageProbability" not in result
+    assert errors(ENGLISH, normalized(result["text"])) <= 2, result
+    # English speech matches none of them: the server's lane would reject it.
+    assert all(p < 0.1 for p in result["languageScores"].values()), result
+    # Without a language, it is heard in the likeliest candidate even so (the server decides).
+    told = base.transcribe(speech["en"], candidates=["it", "cs"])
+    assert told["language"] in ("it", "cs") and told["languageProbability"] < 0.1, told
+    # Candidates the model lacks leave the language to Whisper's detection.
+    free = base.transcribe(speech["en"], candidates=["x-klingon"])
+    assert free["language"] == "en" and free["languageProbability"] > 0.5, free
+    assert free["languageScores"] == {"x-klingon": None}
+
+
+def test_translate_writes_english_and_says_the_language_spoken(base, speech):
+    heard = base.transcribe(speech["it"], beam=5, priority=1)
+    assert "task" not in heard and "Roma" in heard["text"], heard
+    result = base.transcribe(speech["it"], task="translate", words=True, beam=5, priority=1)
+    assert result["task"] == "translate" and result["language"] == "it", result
+    words = normalized(result["text"])
+    assert {"today", "rome"} <= set(words) and not {"oggi", "roma", "tutti"} & set(words), result
+    assert [w[0] for w in result["words"]] == result["text"].split(), result
+    assert all(0 <= w[1] <= w[2] <= len(speech["it"]) / RATE + 0.05 for w in result["words"]), result
+    # Czech, with its language given.
+    czech = base.transcribe(speech["cs"], task="translate", language="cs-CZ", beam=5, priority=1)
+    assert czech["language"] == "cs" and normalized(czech["text"])[:2] == ["good", "day"], czech
+
+
+def test_translating_english_is_transcribing_it(base, speech):
+    transcribed = base.transcribe(speech["en"], beam=5, priority=1)
+    translated = base.transcribe(speech["en"], task="translate", beam=5, priority=1)
+    assert translated["text"] == transcribed["text"] and translated["language"] == "en"
+    assert errors(ENGLISH, normalized(translated["text"])) <= 2, translated
+
+
+def test_a_batch_of_both_tasks_is_aligned_per_task(base, speech):
+    # The same clip transcribed and translated in one batch (they queue behind a slower request,
+    # so the worker takes them together): each request's text and words as alone.
+    alone = [base.transcribe(speech["it"], words=True, language="it"),
+             base.transcribe(speech["it"], words=True, language="it", task="translate")]
+    blocker = base.send(np.concatenate([speech["cs"]] * 3), beam=5, alternatives=5)
+    ids = [base.send(speech["it"], words=True, language="it"),
+           base.send(speech["it"], words=True, language="it", task="translate")]
+    got = {}
+    for _ in ids + [blocker]:
+        kind, ident, body = base.read()
+        assert kind == 2, body
+        got[ident] = body
+    for a, i in zip(alone, ids):
+        assert errors(normalized(a["text"]), normalized(got[i]["text"])) <= 1, (a, got[i])
+        assert [w[0] for w in got[i]["words"]] == got[i]["text"].split()
+    assert got[ids[1]]["task"] == "translate" and "task" not in got[ids[0]]
+
+
+def test_a_bad_task_or_candidates_is_refused(base, speech):
+    for options, message in (({"task": "summarize"}, "task"), ({"candidates": "it"}, "candidates"),
+                             ({"candidates": ["it", 7]}, "candidates"), ({"candidates": ["en"] * 101}, "more than")):
+        ident = base.send(np.zeros(RATE), **options)
+        kind, got, body = base.read()
+        assert (kind, got) == (3, ident) and message in body["message"], (options, body)
+    # Null is as if absent.
+    assert base.transcribe(speech["en"], task=None, candidates=None)["language"] == "en"
+
+
+def test_an_english_model_scores_no_candidates(speech):
+    tiny = Worker()  # tiny.en, the default model
+    try:
+        result = tiny.transcribe(speech["en"], candidates=["en", "it"], task="translate")
+        assert result["languageScores"] == {"en": None, "it": None} and result["language"] == "en"
+        assert errors(ENGLISH, normalized(result["text"])) <= 2, result
+    finally:
+        tiny.close()
