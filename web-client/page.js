@@ -75,10 +75,23 @@ export class CaptionView {
     span.dataset.start = final.start.toFixed(3);
     span.dataset.end = final.end.toFixed(3);
     // A multilingual model says what language each final is in: screen readers and
-    // hyphenation follow the element's `lang`.
-    if (typeof final.language === 'string' && /^[A-Za-z]{2,8}$/.test(final.language)) span.lang = final.language;
-    if (this.volatileEl.parentNode === paragraph.text) paragraph.text.insertBefore(span, this.volatileEl);
-    else paragraph.text.append(span);
+    // hyphenation follow the element's `lang`, and a tag shows where the language changes.
+    const nodes = [span];
+    if (typeof final.language === 'string' && /^[A-Za-z]{2,8}$/.test(final.language)) {
+      span.lang = final.language;
+      if (final.language !== this._language) {
+        const tag = document.createElement('span');
+        tag.className = 'lang-tag';
+        tag.textContent = final.language;
+        tag.title = languageName(final.language);
+        nodes.unshift(tag);
+      }
+      this._language = final.language;
+    }
+    for (const node of nodes) {
+      if (this.volatileEl.parentNode === paragraph.text) paragraph.text.insertBefore(node, this.volatileEl);
+      else paragraph.text.append(node);
+    }
     paragraph.lastEnd = final.end;
     paragraph.lastFinal = { start: final.start, end: final.end };
     this.finals.push({ start: final.start, end: final.end, text, words: final.words });
@@ -109,6 +122,7 @@ export class CaptionView {
     this._container = this.root;
     this._paragraph = null;
     this._pending = null;
+    this._language = undefined;
     this._break = false;
     this.onChange();
   }
@@ -234,6 +248,34 @@ export function formatBytes(n) {
   if (n < 1024) return `${n} B`;
   if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
   return `${(n / 1024 / 1024).toFixed(1)} MB`;
+}
+
+/** A language's name in English ("Italian" for "it"), or its tag where the browser cannot say. */
+export function languageName(tag) {
+  try {
+    return new Intl.DisplayNames(['en'], { type: 'language' }).of(tag) || tag;
+  } catch {
+    return tag;
+  }
+}
+
+/**
+ * Fills a language <select> with "Auto" (found for each utterance) and every language of the
+ * server's models (fetchModels' list: their `languages`), each once, in the models' order;
+ * `wanted` stays chosen, kept as an option of its own when the list lacks it.
+ */
+export function fillLanguageChoice(select, models, wanted = select.value) {
+  select.replaceChildren(new Option('Auto: found for each utterance', 'auto'));
+  const seen = new Set(['auto']);
+  for (const model of models) {
+    for (const code of Array.isArray(model.languages) ? model.languages : []) {
+      if (typeof code !== 'string' || seen.has(code)) continue;
+      seen.add(code);
+      select.append(new Option(`${languageName(code)} (${code})`, code));
+    }
+  }
+  if (wanted && !seen.has(wanted)) select.append(new Option(wanted, wanted));
+  select.value = wanted || 'auto';
 }
 
 /**

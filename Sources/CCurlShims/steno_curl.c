@@ -30,9 +30,9 @@ static void steno_curl_global_init(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-int steno_http_post(const char *url, const char *content_type, const void *body, size_t length,
-                    long timeout_ms, const char *ca_file, long *status,
-                    char *response, size_t response_capacity, char *error, size_t error_capacity) {
+int steno_http_request(const char *url, const char *content_type, const void *body, size_t length,
+                       const char *authorization, long timeout_ms, const char *ca_file, long *status,
+                       char *response, size_t response_capacity, char *error, size_t error_capacity) {
     pthread_once(&steno_curl_once, steno_curl_global_init);
     if (response_capacity > 0) response[0] = 0;
     if (error_capacity > 0) error[0] = 0;
@@ -42,18 +42,27 @@ int steno_http_post(const char *url, const char *content_type, const void *body,
         return -1;
     }
     char message[CURL_ERROR_SIZE] = {0};
-    char header[256];
-    snprintf(header, sizeof header, "Content-Type: %s", content_type);
-    struct curl_slist *headers = curl_slist_append(NULL, header);
-    // No "Expect: 100-continue" round trip before small bodies.
-    headers = curl_slist_append(headers, "Expect:");
+    char header[1024];
+    struct curl_slist *headers = NULL;
+    if (body) {
+        snprintf(header, sizeof header, "Content-Type: %s", content_type);
+        headers = curl_slist_append(headers, header);
+        // No "Expect: 100-continue" round trip before small bodies.
+        headers = curl_slist_append(headers, "Expect:");
+    }
+    if (authorization) {
+        snprintf(header, sizeof header, "Authorization: %s", authorization);
+        headers = curl_slist_append(headers, header);
+    }
     struct sink sink = {response, response_capacity, 0};
 
     curl_easy_setopt(curl, CURLOPT_URL, url);
-    curl_easy_setopt(curl, CURLOPT_POST, 1L);
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)length);
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    if (body) {
+        curl_easy_setopt(curl, CURLOPT_POST, 1L);
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)length);
+    }
+    if (headers) curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, steno_curl_write);

@@ -24,6 +24,8 @@ public struct StartRequest: Sendable, Hashable {
     /// The model asked for by name, or nil. The session machine sets it to the model that
     /// serves the session (by `model`, else `language`, else the server's first).
     public var model: String?
+    /// `"language":"auto"`, lanes (`languages`) and translation (`translate`); nil: none of them.
+    public var languagePlan: LanguagePlan?
     /// The session this one goes on from (`continues`), a session the client lost: with its
     /// resume token, the proof that lets this session take over that one's channel at once
     /// when that session's instance is gone (`ChannelRelay`). Nothing without `channel`.
@@ -111,7 +113,7 @@ public enum ClientMessage: Sendable, Hashable {
                                  channel: String? = nil, volatile: Bool = true, words: Bool = true,
                                  format: TextFormat = .readable, phrases: [String] = [], boost: Double? = nil,
                                  alternatives: Int = 0, profanity: ProfanityMode? = nil,
-                                 continues: StartRequest.Continuation? = nil) -> String {
+                                 continues: StartRequest.Continuation? = nil, lanes: [String] = [], translate: String? = nil) -> String {
         var w = JSONWriter(capacity: 256)
         w.beginObject()
         w.field("type", "start")
@@ -136,6 +138,13 @@ public enum ClientMessage: Sendable, Hashable {
         }
         if let boost { w.key("boost"); w.number(boost) }
         if alternatives > 0 { w.field("alternatives", integer: alternatives) }
+        if !lanes.isEmpty {
+            w.key("languages")
+            w.beginArray()
+            for lane in lanes { w.string(lane) }
+            w.endArray()
+        }
+        if let translate { w.field("translate", translate) }
         if let continues {
             w.key("continues")
             w.beginObject()
@@ -272,6 +281,7 @@ public enum ClientMessage: Sendable, Hashable {
                                                           resumeToken: try continues.requiredString("resumeToken"))
         }
         try parseVocabularyOptions(fields, into: &request)
+        request.languagePlan = try LanguagePlan.parse(language: language, object: fields.object)
         return request
     }
 }
@@ -408,6 +418,9 @@ public enum LanguageTag {
     public static func primary(_ tag: String) -> String {
         (subtags(of: tag).first ?? "").lowercased()
     }
+
+    /// `start`'s `"language":"auto"`: the language is found for each utterance.
+    public static let auto = "auto"
 
     /// What a multilingual model recognizes (ISO 639's "multiple languages"): a Whisper model
     /// that hears the session's language, or finds it.

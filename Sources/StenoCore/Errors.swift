@@ -10,12 +10,14 @@ public enum ErrorCode: String, Sendable, CaseIterable, Hashable {
     case idle = "idle"
     case shuttingDown = "shutting_down"
     case resumeFailed = "resume_failed"
+    /// An utterance in none of the session's languages (lanes): no final for it.
+    case lowConfidence = "low_confidence"
     case `internal` = "internal"
 
     /// The WebSocket close code that follows a fatal error of this kind; nil for non-fatal codes.
     public var closeCode: UInt16? {
         switch self {
-        case .badMessage, .badAudio: return nil
+        case .badMessage, .badAudio, .lowConfidence: return nil
         case .notStarted: return 4400
         case .unsupportedAudio: return 1003
         case .tooLarge: return 1009

@@ -81,4 +81,7 @@ public enum TranscriberEvent: Sendable, Hashable {
     case volatile(RecognitionResult)
     /// A finished utterance; never revised.
     case final(RecognitionResult)
+    /// An utterance heard in none of the session's languages well enough (`LanguagePlan`'s
+    /// lanes): no final; the engine's scores of each lane.
+    case unheard(TimeRange, scores: [LanguageScore])
 }

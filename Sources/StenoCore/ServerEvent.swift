@@ -80,6 +80,9 @@ public enum ServerEvent: Sendable, Hashable {
     case cancelled(through: Double)
     /// `{"type":"error","code":…,"message":…,"fatal":…}`; `fatal` is `error.code.isFatal`.
     case error(StenoError)
+    /// `{"type":"error","code":"low_confidence","message":…,"fatal":false,"start":T1,"end":T2,
+    /// "scores":{"ru":0.04,"en":0.02}}`: an utterance in none of the session's languages.
+    case lowConfidence(TimeRange, scores: [LanguageScore])
     /// For broadcast viewers: `{"type":"joined","channel":…,"startedAt":…}`
     case joined(channel: String, startedAt: UTCTime)
     /// `{"type":"resumed","session":…,"received":R}`: the session continues on this
@@ -106,7 +109,7 @@ public enum ServerEvent: Sendable, Hashable {
         case .finalized: return .finalized
         case .ended: return .ended
         case .cancelled: return .cancelled
-        case .error: return .error
+        case .error, .lowConfidence: return .error
         case .joined: return .joined
         case .resumed: return .resumed
         case .gap: return .gap
@@ -166,6 +169,20 @@ public enum ServerEvent: Sendable, Hashable {
             w.field("code", error.code.rawValue)
             w.field("message", error.message)
             w.field("fatal", error.code.isFatal)
+        case .lowConfidence(let range, let scores):
+            let listed = scores.map { "\($0.language) \(Int(($0.probability * 100).rounded())) %" }.joined(separator: ", ")
+            w.field("code", ErrorCode.lowConfidence.rawValue)
+            w.field("message", "speech in none of the session's languages (\(listed)): no final for it")
+            w.field("fatal", false)
+            w.field("start", seconds: range.start)
+            w.field("end", seconds: range.end)
+            w.key("scores")
+            w.beginObject()
+            for score in scores {
+                w.key(score.language)
+                w.decimal(score.probability, places: 3)
+            }
+            w.endObject()
         case .joined(let channel, let startedAt):
             w.field("channel", channel)
             w.field("startedAt", startedAt.iso8601)

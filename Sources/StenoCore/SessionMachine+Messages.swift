@@ -112,6 +112,22 @@ extension SessionMachine {
     /// The model a `start` asks for: by name, else the first that serves its language, else
     /// the default; a `bad_message` naming what this server has otherwise.
     static func model(for request: StartRequest, among models: [ServedModel]) -> Result<ServedModel, StenoError> {
+        if let plan = request.languagePlan {
+            // Auto, lanes and translation: a multilingual model (the one named, if it is one).
+            let multilingual = models.filter { $0.engine.language == LanguageTag.multilingual }
+            let what = plan.translate != nil ? "translation" : plan.auto ? "\"language\":\"auto\"" : "\"languages\""
+            if let name = request.model {
+                guard let model = multilingual.first(where: { $0.engine.model == name }) else {
+                    return .failure(StenoError(.badMessage, "\(what) needs a multilingual model, and \"\(clippedForError(name))\" is not one"
+                        + " (see /v1/models)"))
+                }
+                return .success(model)
+            }
+            guard let model = multilingual.first else {
+                return .failure(StenoError(.badMessage, "\(what) needs a multilingual model; this server has none (see /v1/models)"))
+            }
+            return .success(model)
+        }
         if let name = request.model {
             guard let model = models.first(where: { $0.engine.model == name }) else {
                 return .failure(StenoError(.badMessage, "model \"\(clippedForError(name))\" is not available; this server has "

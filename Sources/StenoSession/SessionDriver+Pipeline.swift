@@ -19,10 +19,11 @@ extension SessionDriver {
                 // Light: a front end of its own; a decoder is borrowed per utterance, and when
                 // none is free the recognizer waits and `wake` brings the jobs back.
                 // A session that asked for no volatile results pays for no volatiles.
-                let options = RecognizerOptions(volatileResults: request.volatile,
+                var options = RecognizerOptions(volatileResults: request.volatile,
                                                 keepsDecoder: core.options.keepsDecoder, vocabulary: request.vocabulary,
                                                 alternatives: request.alternatives, model: request.model,
                                                 language: request.language)
+                options.languagePlan = request.languagePlan
                 let recognizer = try core.engine.makeRecognizer(options: options) { [weak self] in
                     self?.wake()
                 }

@@ -289,6 +289,9 @@ public final class TranscriptionPipeline {
             case .final(let result):
                 showing = nil
                 return .final(map(result))
+            case .unheard(let range, let scores):
+                showing = nil
+                return .unheard(map(range), scores: scores)
             }
         }
     }

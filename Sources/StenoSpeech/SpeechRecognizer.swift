@@ -50,6 +50,8 @@ public struct RecognizerOptions: Sendable, Hashable {
     /// The language the session said it speaks (BCP 47, `start`'s `language`); nil: not said.
     /// A multilingual model hears it in that language (or detects one without it).
     public var language: String?
+    /// Auto, lanes, translation (`start`'s); nil: none. Only a multilingual model is given one.
+    public var languagePlan: LanguagePlan?
 
     public init(volatileResults: Bool = true, maxUtteranceSeconds: Double? = nil, keepsDecoder: Bool = false,
                 vocabulary: Vocabulary? = nil, alternatives: Int = 0, model: String? = nil, language: String? = nil) {
@@ -190,11 +192,15 @@ public struct SpeechModelInfo: Sendable, Hashable {
     /// The acoustic model's phones (empty: pronunciations are not checked against them).
     public var phones: Set<String>
     public var sources: [Source]
+    /// The languages it recognizes, as BCP 47 primary subtags ("en", "it", …), in the model's
+    /// order; nil: its own language's (`info.language`).
+    public var languages: [String]
 
-    public init(info: SpeechEngineInfo, phones: Set<String> = [], sources: [Source] = []) {
+    public init(info: SpeechEngineInfo, phones: Set<String> = [], sources: [Source] = [], languages: [String]? = nil) {
         self.info = info
         self.phones = phones
         self.sources = sources
+        self.languages = languages ?? [LanguageTag.primary(info.language)]
     }
 
     /// How a session chooses it (StenoCore's `SessionMachine`).

@@ -38,7 +38,8 @@ public final class WhisperEngine: SpeechEngine, Sendable {
         if case .object(let hello)? = worker.hello, case .string(let path)? = hello["path"] {
             sources.append(.init(name: "model", path: path))
         }
-        return [SpeechModelInfo(info: info, sources: sources)]
+        return [SpeechModelInfo(info: info, sources: sources,
+                                languages: languages.compactMap(WhisperRecognizer.languageTag(whisperCode:)))]
     }
 
     /// Ready while a worker has its model loaded (not while one restarts).

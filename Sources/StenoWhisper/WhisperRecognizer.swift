@@ -68,9 +68,9 @@ public final class WhisperRecognizer: SpeechRecognizer {
     /// How much of the finals before an utterance it is told (whisper_streaming keeps ≈ 200 characters).
     static let contextCharacters = 200
     /// Readings each final carries (`RecognizerOptions.alternatives`; volatiles carry none), and the
-    /// session's language (BCP 47; a multilingual model detects it without one).
+    /// session's language: its own, auto, lanes, translation (`SessionLanguage`).
     private let alternatives: Int
-    private let language: String?
+    private var languages: SessionLanguage
     public let notices: [StenoError]
 
     /// The finals asked for and not yet reported, by their utterance's first sample (and
@@ -120,7 +120,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
         self.info = info
         self.volatileResults = options.volatileResults
         self.alternatives = options.alternatives
-        self.language = options.language
+        self.languages = SessionLanguage(language: options.language, plan: options.languagePlan)
         (self.phrases, self.notices) = Self.prompt(options.vocabulary)
         self.gate = try UtteranceGate(sampleRate: Self.sampleRate, preRoll: Self.preRoll, tail: Self.tail,
                                       maximumLength: Self.maximumUtterance, hangover: Self.hangover, longAfter: Self.commitAfter,
@@ -226,8 +226,9 @@ public final class WhisperRecognizer: SpeechRecognizer {
         askedInPause = pause
         let (start, end) = (cut.start, cut.end)
         let token = takeToken()
+        let (language, extra) = languages.request(seconds: seconds(cut.samples.count))
         let id = worker.submit(cut.samples, words: true, priority: 1, prompt: prompt, beam: Self.finalBeam,
-                               alternatives: alternatives, language: language) { [mailbox] result in
+                               alternatives: alternatives, language: language, extra: extra) { [mailbox] result in
             mailbox.post(Answer(token: token, final: false, early: true, start: start, end: end, result: result))
         }
         guard let id else { return }
@@ -254,7 +255,8 @@ public final class WhisperRecognizer: SpeechRecognizer {
         lastVolatileAt = received
         let long = start == committedThrough || received - start >= Self.commitAfter
         let token = takeToken()
-        let id = worker.submit(slice, words: long, priority: 0, prompt: prompt, language: language) { [mailbox] result in
+        let (language, extra) = languages.request(seconds: seconds(slice.count))
+        let id = worker.submit(slice, words: long, priority: 0, prompt: prompt, language: language, extra: extra) { [mailbox] result in
             mailbox.post(Answer(token: token, final: false, early: false, start: start, end: end, result: result))
         }
         if let id { requests[token] = id } else { volatileInFlight = false }  // the worker is full: no volatile this time
@@ -293,8 +295,9 @@ public final class WhisperRecognizer: SpeechRecognizer {
     /// A final waits for room in a full worker rather than fail its session.
     private func submitFinal(_ samples: ArraySlice<Float>, start: Int, end: Int) {
         let token = takeToken()
-        let id = worker.submit(samples, words: true, priority: 1, prompt: prompt, beam: Self.finalBeam,
-                               alternatives: alternatives, language: language, waitIfFull: true) { [mailbox] result in
+        let (language, extra) = languages.request(seconds: seconds(samples.count))
+        let id = worker.submit(samples, words: true, priority: 1, prompt: prompt, beam: Self.finalBeam, alternatives: alternatives,
+                               language: language, waitIfFull: true, extra: extra) { [mailbox] result in
             mailbox.post(Answer(token: token, final: true, early: false, start: start, end: end, result: result))
         }
         if let id {
@@ -345,6 +348,10 @@ public final class WhisperRecognizer: SpeechRecognizer {
             var result = try answer.result.get()
             if first.start == committedThrough { result = Self.withoutRepeat(of: committedTail, result) }
             guard !result.text.isEmpty else { continue }
+            if case .unheard(let scores) = languages.decide(result, settling: true) {
+                events.append(.unheard(TimeRange(start: seconds(answer.start), end: seconds(answer.end)), scores: scores))
+                continue
+            }
             if first.open { result = Self.unclosed(result) }
             remember(result.text)
             let offset = seconds(answer.start)
@@ -363,7 +370,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
             if !answer.early { volatileInFlight = false }
             guard case .success(var result) = answer.result, awaited.isEmpty, answer.start == gate.utteranceStart else { continue }
             if answer.start == committedThrough { result = Self.withoutRepeat(of: committedTail, result) }
-            guard !result.text.isEmpty else { continue }
+            guard !result.text.isEmpty, languages.decide(result, settling: false) == .heard else { continue }
             if let (commit, rest) = commitAgreed(result, answer) {
                 events.append(commit)
                 // The volatile's other words stay showing, after the final.
@@ -425,13 +432,6 @@ public final class WhisperRecognizer: SpeechRecognizer {
         let final = TranscriberEvent.final(RecognitionResult(range: range, text: words.map(\.text).joined(separator: " "),
                                                              words: words, written: true, language: heardIn(result)))
         return (final, result.words[count...])
-    }
-
-    /// The language a final was heard in, as a BCP 47 tag, on a multilingual model (an English
-    /// one hears English whatever it is told: nil, as for pocketsphinx).
-    private func heardIn(_ result: WhisperResult) -> String? {
-        guard info.language == LanguageTag.multilingual, let code = result.language else { return nil }
-        return Self.languageTag(whisperCode: code)
     }
 
     private func seconds(_ samples: Int) -> Double { Double(samples) / Double(Self.sampleRate) }

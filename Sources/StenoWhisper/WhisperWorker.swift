@@ -21,6 +21,9 @@ public struct WhisperResult: Sendable, Hashable {
     /// Whisper's code of the language it was heard as ("en", "de"), and how likely when detected.
     public var language: String?
     public var languageProbability: Double?
+    /// How likely each of the request's `candidates` is (tags as asked; nil for one the model
+    /// lacks), when it asked for candidates.
+    public var languageScores: [String: Double?] = [:]
 
     init(json: JSONValue) throws(StenoError) {
         guard case .object(let o) = json, case .string(let text)? = o["text"] else {
@@ -51,6 +54,11 @@ public struct WhisperResult: Sendable, Hashable {
         self.alternatives = alternatives
         if case .string(let code)? = o["language"] { language = code } else { language = nil }
         if case .number(let p)? = o["languageProbability"], p.isFinite { languageProbability = p } else { languageProbability = nil }
+        if case .object(let scores)? = o["languageScores"] {
+            for tag in scores.keys {
+                if case .number(let p)? = scores[tag], p.isFinite { languageScores[tag] = min(max(p, 0), 1) } else { languageScores[tag] = .some(nil) }
+            }
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //   steno transcribe FILE [...]    a WAV file through the same session pipeline
 //   steno send [INPUT] [...]       audio to a server, captions back
 //   steno listen --channel NAME    a broadcast channel's captions
+//   steno models                   the models a server has, and their languages
 
 #if canImport(Glibc)
 import Glibc
@@ -17,6 +18,7 @@ let usage = """
       transcribe FILE       transcribe a WAV file (steno transcribe --help)
       send [INPUT]          stream a file, standard input or a microphone to a server (steno send --help)
       listen --channel NAME print a broadcast channel's captions (steno listen --help)
+      models                print the models a server has and the languages they recognize
       version               print the version
 
     """
@@ -30,6 +32,8 @@ case "send":
     exit(Send.run(Array(arguments.dropFirst())))
 case "listen":
     exit(Listen.run(Array(arguments.dropFirst())))
+case "models":
+    exit(Models.run(Array(arguments.dropFirst())))
 case "version", "--version":
     print("steno \(StenoVersion.string)")
 case "help", "--help", "-h":

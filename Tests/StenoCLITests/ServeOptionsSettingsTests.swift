@@ -1,5 +1,6 @@
 import StenoCore
 import StenoRedis
+import StenoServer
 import StenoSpeech
 import Testing
 @testable import steno
@@ -142,23 +143,30 @@ extension ServeOptionsTests {
         #expect(try parse([], ["STENO_WRITE_STALL_SECONDS": "12"]).writeStall == .seconds(12))
     }
 
-    /// Whisper by default, its worker found beside the program; `--model whisper:` names
-    /// another model folder (once), the other `--model`s are pocketsphinx's.
+    /// Whisper by default, its worker found beside the program, with tiny.en and the
+    /// multilingual model of the `.venv` (when installed); `--model whisper:` names the model
+    /// folders instead (each once), the other `--model`s are pocketsphinx's.
     @Test func whisperIsTheDefaultAndAWhisperModelIsNamedByItsFolder() throws {
         let plain = try parse([])
         #expect(plain.engine == "whisper")
-        #expect(plain.whisper.model == nil && plain.whisper.servedName == "whisper-tiny.en")
+        #expect(plain.whisper.models == [] && plain.whisper.multilingual == "./.venv/models/whisper-base")
+        #expect(plain.whisper.served(multilingualInstalled: false).map(\.servedName) == ["whisper-tiny.en"])
+        #expect(plain.whisper.served(multilingualInstalled: true).map(\.servedName) == ["whisper-tiny.en", "whisper-base"])
+        #expect(try parse(["--whisper-multilingual", "none"]).whisper.served(multilingualInstalled: true).count == 1)
+        #expect(try parse(["--whisper-multilingual", "/opt/base"]).whisper.multilingual == "/opt/base")
         #expect(plain.whisper.worker == "scripts/whisper_worker.py" && plain.whisper.python == "./.venv/bin/python")
         let base = try parse(["--model", "whisper:/models/faster-whisper-base.en/", "--model", "/m"])
-        #expect(base.whisper.model == "/models/faster-whisper-base.en/")
-        #expect(base.whisper.servedName == "faster-whisper-base.en")
+        #expect(base.whisper.models == [WhisperModelChoice(directory: "/models/faster-whisper-base.en/")])
+        #expect(base.whisper.served(multilingualInstalled: true).map(\.servedName) == ["faster-whisper-base.en"])
         #expect(base.modelPath == "/m" && base.models == [])
-        let named = try parse(["--engine", "pocketsphinx", "--model", "whisper:small=/models/small.en"])
-        #expect(named.engine == "pocketsphinx" && named.whisper.name == "small" && named.whisper.model == "/models/small.en")
+        let named = try parse(["--engine", "pocketsphinx", "--model", "whisper:small=/models/small.en", "--model", "whisper:/models/base"])
+        #expect(named.engine == "pocketsphinx")
+        #expect(named.whisper.models == [WhisperModelChoice(directory: "/models/small.en", name: "small"),
+                                         WhisperModelChoice(directory: "/models/base")])
         #expect(named.modelPath == "/models/en-us")
         #expect(problem(["--engine", "vosk"]) == .invalidValue(source: "--engine", value: "vosk",
                                                                 expected: "one of whisper, pocketsphinx"))
-        #expect(problem(["--model", "whisper:/a", "--model", "whisper:/b"]) != nil)
+        #expect(problem(["--model", "whisper:/a/m", "--model", "whisper:/b/m"]) != nil, "two of one name")
         #expect(problem(["--model", "whisper:"]) != nil)
     }
 

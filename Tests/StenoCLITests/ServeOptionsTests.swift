@@ -157,7 +157,8 @@ func problem(_ arguments: [String], _ environment: [String: String] = [:]) -> Us
         ("hls-mpegts-offset", "1.4", "10"), ("past-broadcasts", "0", "8"),
         ("log-level", "error", "debug"),
         ("engine", "pocketsphinx", "whisper"), ("whisper-python", "/env/python", "/flag/python"),
-        ("whisper-worker", "/env/w.py", "/flag/w.py"), ("whisper-device", "cuda", "cpu"), ("whisper-threads", "1", "2"),
+        ("whisper-worker", "/env/w.py", "/flag/w.py"), ("whisper-multilingual", "/env/base", "none"),
+        ("whisper-device", "cuda", "cpu"), ("whisper-threads", "1", "2"),
         ("whisper-batch", "2", "8"), ("speech-detector", "energy", "silero"), ("profanity", "keep", "remove"),
         ("audio-batch-seconds", "0", "0.064"),
     ]

@@ -9,9 +9,10 @@ import Testing
 /// reading's text, volatiles before finals, the worker killed mid-utterance losing nothing.
 /// Each test has a server of its own (≈ 1 s to load the model), stopped when it ends.
 @Suite(.serialized) struct WhisperServeTests {
-    /// `steno serve` with its defaults, for `body`; SIGTERM after.
+    /// `steno serve` with its defaults but for the multilingual model (MultilingualServeTests
+    /// has it), for `body`; SIGTERM after.
     static func withServer(_ body: (ServeProcess) throws -> Void) throws {
-        let server = try ServeProcess(engine: nil)
+        let server = try ServeProcess(engine: nil, arguments: ["--whisper-multilingual", "none"])
         defer { _ = try? server.terminate() }
         try body(server)
     }

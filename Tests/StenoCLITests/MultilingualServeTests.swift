@@ -1,0 +1,102 @@
+import Foundation
+import StenoCore
+import StenoTestSupport
+import Testing
+
+/// `steno serve` with its defaults — tiny.en, and the multilingual Whisper base that
+/// scripts/bootstrap.sh installs — and `steno send`: English stays on tiny.en; Italian spoken by
+/// festival (festvox-italp16k) is found with `--language auto`, translated with `--translate en`,
+/// heard in its lane with `--languages it,en` and refused (`low_confidence`, no final) with
+/// `--languages ru,en`; `/v1/models` and `steno models` list each model's languages. One
+/// server (two models loaded) for all of it.
+@Suite(.serialized) struct MultilingualServeTests {
+    static let italian = "Buongiorno a tutti. Oggi parliamo del tempo e della città di Roma."
+
+    /// The Italian sentence spoken by festival at 16 kHz, as a WAV file.
+    static func italianSpeech() throws -> String {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("steno-it-\(getpid())").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let text = folder + "/it.txt"
+        let wav = folder + "/it.wav"
+        try Data(italian.data(using: .isoLatin1)!).write(to: URL(fileURLWithPath: text))
+        let festival = Process()
+        festival.executableURL = URL(fileURLWithPath: "/usr/bin/text2wave")
+        festival.arguments = ["-F", "16000", "-eval", "(voice_lp_diphone)", "-o", wav, text]
+        try festival.run()
+        festival.waitUntilExit()
+        #expect(festival.terminationStatus == 0, "festival's Italian voice (festvox-italp16k): scripts/bootstrap.sh test installs it")
+        return wav
+    }
+
+    static func finals(_ jsonl: String) -> [JSONObject] {
+        WhisperServeTests.events(jsonl).filter { $0["type"] == .string("final") }
+    }
+
+    static func words(_ finals: [JSONObject]) -> [String] { WhisperServeTests.words(ofFinals: finals) }
+
+    @Test func languagesAutoLanesAndTranslation() throws {
+        let server = try ServeProcess(engine: nil)
+        defer { _ = try? server.terminate() }
+        let wav = try Self.italianSpeech()
+        func send(_ file: String, _ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+            try StenoCommand.run(["send", file, "--fast", "--server", server.url, "--format", "jsonl"] + arguments)
+        }
+
+        // The models and their languages.
+        let models = try HTTPTestClient.get(port: server.port, "/v1/models").bodyText
+        #expect(models.contains(#""name":"whisper-tiny.en","language":"en-US","languages":["en"]"#), "\(models)")
+        #expect(models.contains(#""name":"whisper-base","language":"mul","languages":["en","zh","de","es","ru""#), "\(models)")
+        let listed = try StenoCommand.run(["models", "--server", server.url])
+        #expect(listed.status == 0, "\(listed.stderr)")
+        let lines = listed.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first?.hasPrefix("whisper-tiny.en") == true && lines.first?.contains("default") == true, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("whisper-base") && $0.contains(" languages: en zh de es ru") && $0.contains(" it ") },
+                "\(lines)")
+
+        // English without a language: tiny.en, no language on the finals.
+        let english = try send(TestAudio.beckett, [])
+        #expect(english.status == 0, "\(english.stderr)")
+        #expect(english.stdout.contains(#""model":"whisper-tiny.en""#))
+        #expect(Self.words(Self.finals(english.stdout)).contains("again"))
+
+        // Italian, found.
+        let auto = try send(wav, ["--language", "auto"])
+        #expect(auto.status == 0, "\(auto.stderr)")
+        #expect(auto.stdout.contains(#""model":"whisper-base""#))
+        let autoFinals = Self.finals(auto.stdout)
+        #expect(!autoFinals.isEmpty && autoFinals.allSatisfy { $0["language"] == .string("it") }, "\(auto.stdout)")
+        #expect(Set(Self.words(autoFinals)).isSuperset(of: ["buongiorno", "roma", "tempo"]), "\(Self.words(autoFinals))")
+
+        // Translated into English, the language spoken still named.
+        let translated = try send(wav, ["--translate", "en"])
+        #expect(translated.status == 0, "\(translated.stderr)")
+        let english2 = Self.finals(translated.stdout)
+        #expect(english2.allSatisfy { $0["language"] == .string("it") }, "\(translated.stdout)")
+        #expect(Set(Self.words(english2)).isSuperset(of: ["rome"]), "\(Self.words(english2))")
+        #expect(!Set(Self.words(english2)).contains("roma"), "\(Self.words(english2))")
+
+        // Lanes: heard in its lane; in none of them, no final but a non-fatal low_confidence.
+        let lane = try send(wav, ["--languages", "it,en"])
+        #expect(lane.status == 0, "\(lane.stderr)")
+        #expect(Set(Self.words(Self.finals(lane.stdout))).isSuperset(of: ["roma"]), "\(lane.stdout)")
+        let refused = try send(wav, ["--languages", "ru,en"])
+        #expect(refused.status == 0, "\(refused.stderr)")
+        #expect(Self.finals(refused.stdout).isEmpty, "\(refused.stdout)")
+        let errors = WhisperServeTests.events(refused.stdout).filter { $0["type"] == .string("error") }
+        #expect(!errors.isEmpty && errors.allSatisfy { $0["code"] == .string("low_confidence") && $0["fatal"] == .bool(false) },
+                "\(refused.stdout)")
+        if case .object(let scores)? = errors.first?["scores"] {
+            #expect(scores.keys == ["ru", "en"])
+        } else {
+            Issue.record("no scores: \(refused.stdout)")
+        }
+        // English in lanes of its own: heard (a LibriVox sentence: base loops on Beckett's
+        // "fail better" in a short window).
+        let englishLane = try send(WhisperServeTests.librivox + "0880.wav", ["--languages", "ru,en"])
+        #expect(Self.words(Self.finals(englishLane.stdout)).contains("disposed"), "\(englishLane.stdout)")
+
+        // Wrong values: a bad_message naming the field.
+        let wrong = try StenoCommand.run(["send", wav, "--fast", "--server", server.url, "--translate", "fr"])
+        #expect(wrong.status == 2 && wrong.stderr.contains("--translate"), "\(wrong.stderr)")
+    }
+}
