@@ -75,7 +75,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
 
     /// The finals asked for and not yet reported, by their utterance's first sample (and
     /// through which sample), in order; and answers that came before an earlier one's.
-    private var awaited: [(start: Int, end: Int, open: Bool)] = []
+    private(set) var awaited: [(start: Int, end: Int, open: Bool)] = []
     /// Cuts whose finals are not asked for yet, by their first sample: a final is asked for
     /// once the finals before it have come, so that its prompt holds them (the same words
     /// whatever the timing; at real time they have long come).
@@ -100,7 +100,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
     /// which sample, and its answer once come; while in flight no volatile is asked for (it shows
     /// as one if speech goes on).
     private var early: (start: Int, end: Int, answer: Answer?)?
-    private var earlyInFlight = false
+    private(set) var earlyInFlight = false
     /// An early final an utterance's cut took before its answer came: its start, its request's
     /// end, the cut's end, and at the end of input all the audio received, heard instead if
     /// the early final heard no words.
