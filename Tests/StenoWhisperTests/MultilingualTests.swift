@@ -5,9 +5,9 @@ import StenoSystem
 import Testing
 @testable import StenoWhisper
 
-/// A multilingual model's finals say what language they were heard in. No multilingual model is
-/// installed here (Tests/whisper/multilingual_check.py checks a real one by hand), so a scripted
-/// worker speaks the worker's framing: it says it is multilingual, and answers every request with
+/// A multilingual model's finals say what language they were heard in. A scripted worker (the
+/// real base is checked by Tests/whisper/test_multilingual_worker.py and, through a server, by
+/// MultilingualServeTests) speaks the worker's framing: it says it is multilingual, and answers every request with
 /// the same two words, heard in the session's language or, without one, "found" to be Javanese
 /// (Whisper's "jw", BCP 47's "jv"). The detector and the recognizer are the real ones.
 @Suite struct MultilingualTests {

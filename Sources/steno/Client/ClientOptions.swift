@@ -300,7 +300,7 @@ struct ListenOptions: Sendable, Equatable {
             the channel across reconnects without printing a final twice. Runs until interrupted.
             """,
         flags: [Flags.channel, Flags.obs, Flags.obsPassword, Flags.liveWords, Flags.youtubeURL] + ClientOptions.Flags.all,
-        epilogue: ClientOptions.exitCodes)
+        epilogue: ClientOptions.exitCodes + "\nWith --obs or --youtube-url, 3 is also OBS refusing the password, or YouTube the URL.")
 
     static func parse(_ arguments: [String], environment: [String: String]) throws(UsageError) -> ListenOptions? {
         let given = try spec.parse(arguments, environment: environment)
