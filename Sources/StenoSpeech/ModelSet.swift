@@ -30,7 +30,9 @@ public final class ModelSet: SpeechEngine, Sendable {
 
     public var models: [SpeechModelInfo] { engines.flatMap(\.models) }
 
-    public var isReady: Bool { engines.allSatisfy(\.isReady) }
+    /// Ready while the default engine is: another model's worker restarting (the multilingual
+    /// one) keeps its own sessions waiting, and must not turn the instance's other sessions away.
+    public var isReady: Bool { engines[0].isReady }
 
     /// Every engine's worker process as one (`EngineWorkerStats.combined`); nil when none has one.
     public var workerStats: EngineWorkerStats? { EngineWorkerStats.combined(engines.compactMap(\.workerStats)) }
