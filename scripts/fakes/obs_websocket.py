@@ -64,6 +64,9 @@ import struct
 import sys
 import time
 
+from obs_captions import CAPTION_LINE_BYTES, obs_caption_rows  # noqa: F401 (the fake's captions)
+from ws_server import WS_GUID, PeerClosed, ProtocolError, RFC6455Close, WebSocket  # noqa: F401 (its connections)
+
 # --------------------------------------------------------------------------------------
 # obs-websocket protocol constants (src/websocketserver/types/*.h,
 # src/requesthandler/types/RequestStatus.h, src/eventhandler/types/EventSubscription.h)
@@ -84,8 +87,8 @@ class Op:
     REQUEST_BATCH_RESPONSE = 9
 
 
-class Close:
-    """WebSocketCloseCode (obs-websocket) plus the RFC 6455 codes this server uses."""
+class Close(RFC6455Close):
+    """WebSocketCloseCode (obs-websocket), beside the RFC 6455 codes."""
 
     UNKNOWN_REASON = 4000
     MESSAGE_DECODE_ERROR = 4002
@@ -99,12 +102,6 @@ class Close:
     UNSUPPORTED_RPC_VERSION = 4010
     SESSION_INVALIDATED = 4011
     UNSUPPORTED_FEATURE = 4012
-    # RFC 6455
-    NORMAL = 1000
-    GOING_AWAY = 1001
-    PROTOCOL_ERROR = 1002
-    INVALID_PAYLOAD = 1007
-    MESSAGE_TOO_BIG = 1009
 
 
 class Status:
@@ -137,9 +134,6 @@ OUTPUT_STARTED = "OBS_WEBSOCKET_OUTPUT_STARTED"
 OUTPUT_STOPPING = "OBS_WEBSOCKET_OUTPUT_STOPPING"
 OUTPUT_STOPPED = "OBS_WEBSOCKET_OUTPUT_STOPPED"
 
-WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-MAX_MESSAGE_BYTES = 32_000_000  # websocketpp's default max_message_size
-CLOSE_ACK_TIMEOUT = 2.0  # how long a server-started close waits for the client's close
 
 
 def dump_json(obj):
@@ -153,143 +147,6 @@ def log(msg):
 
 
 QUIET = False
-
-
-# --------------------------------------------------------------------------------------
-# What OBS does with caption text: libobs obs_output_output_caption_text2() + libcaption
-# --------------------------------------------------------------------------------------
-
-CAPTION_LINE_BYTES = 128  # libobs: #define CAPTION_LINE_BYTES (4 * CAPTION_LINE_CHARS)
-SCREEN_ROWS = 15  # libcaption caption.h
-SCREEN_COLS = 32
-
-# Every string libcaption's _eia608_from_utf8() (eia608_from_utf8.re2c) maps to a non-zero
-# EIA-608 code.  A character not in this set is "not representable": caption_frame_write_char
-# refuses it and its cell stays empty.  Written as the UTF-8 byte strings of the re2c file.
-_EIA608_NON_ASCII = [
-    # second half of the ASCII exceptions (basic North American set)
-    b"\xC3\xA1", b"\xC3\xA9", b"\xC3\xAD", b"\xC3\xB3", b"\xC3\xBA", b"\xC3\xA7",
-    b"\xC3\xB7", b"\xC3\x91", b"\xC3\xB1", b"\xE2\x96\x88",
-    # special North American set
-    b"\xC2\xAE", b"\xC2\xB0", b"\xC2\xBD", b"\xC2\xBF", b"\xE2\x84\xA2", b"\xC2\xA2",
-    b"\xC2\xA3", b"\xE2\x99\xAA", b"\xC3\xA0", b"\xC2\xA0", b"\xC3\xA8", b"\xC3\xA2",
-    b"\xC3\xAA", b"\xC3\xAE", b"\xC3\xB4", b"\xC3\xBB",
-    # extended Spanish / miscellaneous
-    b"\xC3\x81", b"\xC3\x89", b"\xC3\x93", b"\xC3\x9A", b"\xC3\x9C", b"\xC3\xBC",
-    b"\xE2\x80\x98", b"\xC2\xA1", b"\xE2\x80\x99", b"\xE2\x80\x94", b"\xC2\xA9",
-    b"\xE2\x84\xA0", b"\xE2\x80\xA2", b"\xE2\x80\x9C", b"\xE2\x80\x9D",
-    # extended French
-    b"\xC3\x80", b"\xC3\x82", b"\xC3\x87", b"\xC3\x88", b"\xC3\x8A", b"\xC3\x8B",
-    b"\xC3\xAB", b"\xC3\x8E", b"\xC3\x8F", b"\xC3\xAF", b"\xC3\x94", b"\xC3\x99",
-    b"\xC3\xB9", b"\xC3\x9B", b"\xC2\xAB", b"\xC2\xBB",
-    # Portuguese
-    b"\xC3\x83", b"\xC3\xA3", b"\xC3\x8D", b"\xC3\x8C", b"\xC3\xAC", b"\xC3\x92",
-    b"\xC3\xB2", b"\xC3\x95", b"\xC3\xB5",
-    # German / Danish
-    b"\xC3\x84", b"\xC3\xA4", b"\xC3\x96", b"\xC3\xB6", b"\xC3\x9F", b"\xC2\xA5",
-    b"\xC2\xA4", b"\xC2\xA6", b"\xC3\x85", b"\xC3\xA5", b"\xC3\x98", b"\xC3\xB8",
-    b"\xE2\x94\x8C", b"\xE2\x94\x90", b"\xE2\x94\x94", b"\xE2\x94\x98",
-]
-EIA608_REPRESENTABLE = frozenset(
-    [chr(c) for c in range(0x20, 0x7F)] + [b.decode("utf-8") for b in _EIA608_NON_ASCII]
-)
-
-# A trailing UTF-8 sequence cut in half by the 128-byte truncation: one "character" for
-# libcaption's walk (utf8_char_length reads its lead byte), never representable.
-_PARTIAL = object()
-_NUL = ""  # what libcaption reads at (and past) the end of the C string
-
-
-def _is_whitespace(u):
-    """libcaption utf8_char_whitespace(): first byte <= ' ', DEL, or U+00A0 (and NUL)."""
-    if u is _PARTIAL:
-        return False
-    return u == _NUL or ord(u) <= 0x20 or u == "\x7f" or u == "\u00a0"
-
-
-def _is_newline(u):
-    """libcaption _utf8_newline(): '\\r' or '\\n' (NUL is not a newline)."""
-    return u in ("\r", "\n")
-
-
-def _wrap_length(units, pos, size):
-    """libcaption utf8_wrap_length(data, size): how many characters go on this row.
-
-    Looks at positions 0..size (size + 1 of them): a newline ends the row there; the last
-    whitespace seen is the split point; with none, `size` characters (a word longer than a
-    row is cut, not hyphenated).  NUL counts as whitespace and does not advance, so the
-    rest of a string that fits returns `size`.
-    """
-    split_at = size
-    p = pos
-    for char_count in range(size + 1):
-        u = units[p] if p < len(units) else _NUL
-        if _is_newline(u):
-            return char_count
-        if _is_whitespace(u):
-            split_at = char_count
-        if p < len(units):
-            p += 1
-    return split_at
-
-
-def obs_caption_rows(text):
-    """What OBS puts on screen for SendStreamCaption(captionText=text).
-
-    Returns (kept, rows):
-      kept -- the text libobs keeps: the C string (cut at a NUL) truncated to its first 128
-              bytes by snprintf into caption_text.text[129] (obs_output_output_caption_text2
-              -> caption_text_new), a half-cut trailing UTF-8 sequence dropped.
-      rows -- the rows of the pop-on caption as a viewer's decoder shows them: row 0 first,
-              a blank row as "" only when a later row has text, each row's leading empty
-              cells as spaces (the preamble's column), cut at its first empty cell after
-              that (sei_from_caption_frame writes a row while `*data` is non-empty), and
-              trailing blanks stripped.  Characters are the ones written into the cells
-              (EIA-608 glyph substitutions such as ' -> U+2019 are not applied).
-
-    libcaption caption_frame_from_text(): for each row (at most SCREEN_ROWS = 15) skip the
-    whitespace at the start (so '\\n', '\\r', blank lines and leading spaces never make an
-    empty row; '\\n' or '\\r' always ends the row it is on), take utf8_wrap_length(data, 32)
-    characters, write each into cell (row, col) if EIA-608 can show it (else the cell stays
-    empty but the column is used), and go to the next row only if the row took characters.
-    """
-    raw = text.encode("utf-8").split(b"\x00", 1)[0]
-    kept_bytes = raw[:CAPTION_LINE_BYTES]
-    kept = kept_bytes.decode("utf-8", errors="ignore")
-    units = list(kept)
-    if len(kept.encode("utf-8")) != len(kept_bytes):
-        units.append(_PARTIAL)
-
-    grid = [[None] * SCREEN_COLS for _ in range(SCREEN_ROWS)]
-    pos, row = 0, 0
-    while pos < len(units) and row < SCREEN_ROWS:
-        while pos < len(units) and _is_whitespace(units[pos]):
-            pos += 1
-        count = _wrap_length(units, pos, SCREEN_COLS)
-        for col in range(count):
-            u = units[pos] if pos < len(units) else _NUL
-            if u is not _PARTIAL and u in EIA608_REPRESENTABLE:
-                grid[row][col] = u
-            if pos < len(units):
-                pos += 1
-        if count:
-            row += 1
-
-    rows = []
-    for cells in grid:
-        first = next((c for c, u in enumerate(cells) if u is not None), None)
-        if first is None:
-            rows.append("")
-            continue
-        out = []
-        for u in cells[first:]:
-            if u is None:
-                break
-            out.append(u)
-        rows.append((" " * first + "".join(out)).rstrip(" \u00a0"))
-    while rows and rows[-1] == "":
-        rows.pop()
-    return kept, rows
 
 
 # --------------------------------------------------------------------------------------
@@ -311,191 +168,6 @@ def generate_secret(password, salt):
 def expected_auth(secret, challenge):
     """base64(sha256(secret + challenge)) -- what Identify.authentication must equal."""
     return base64.b64encode(hashlib.sha256((secret + challenge).encode("utf-8")).digest()).decode()
-
-
-# --------------------------------------------------------------------------------------
-# RFC 6455 framing
-# --------------------------------------------------------------------------------------
-
-
-class ProtocolError(Exception):
-    """A WebSocket-level error: the server closes with `code` (1002, 1007, 1009)."""
-
-    def __init__(self, code, reason):
-        super().__init__(reason)
-        self.code = code
-        self.reason = reason
-
-
-class PeerClosed(Exception):
-    """The client sent a close frame (code None when it carried no status)."""
-
-    def __init__(self, code, reason):
-        super().__init__(f"peer closed {code} {reason!r}")
-        self.code = code
-        self.reason = reason
-
-
-def _unmask(data, key):
-    n = len(data)
-    if n == 0:
-        return data
-    k = (key * (n // 4 + 1))[:n]
-    return (int.from_bytes(data, "big") ^ int.from_bytes(k, "big")).to_bytes(n, "big")
-
-
-def _frame(opcode, payload):
-    """A server frame: FIN set, never masked (RFC 6455 5.1)."""
-    n = len(payload)
-    if n < 126:
-        header = struct.pack("!BB", 0x80 | opcode, n)
-    elif n < 1 << 16:
-        header = struct.pack("!BBH", 0x80 | opcode, 126, n)
-    else:
-        header = struct.pack("!BBQ", 0x80 | opcode, 127, n)
-    return header + payload
-
-
-def _close_payload(code, reason):
-    data = reason.encode("utf-8")
-    while len(data) > 123:  # a control frame payload is at most 125 bytes
-        reason = reason[:-1]
-        data = reason.encode("utf-8")
-    return struct.pack("!H", code) + data
-
-
-def _valid_close_code(code):
-    return 1000 <= code <= 1003 or 1007 <= code <= 1014 or 3000 <= code <= 4999
-
-
-class WebSocket:
-    """The server side of one RFC 6455 connection over asyncio streams."""
-
-    def __init__(self, reader, writer):
-        self.reader = reader
-        self.writer = writer
-        self.close_sent = False
-
-    async def read_frame(self):
-        b0, b1 = await self.reader.readexactly(2)
-        fin, rsv, opcode = bool(b0 & 0x80), b0 & 0x70, b0 & 0x0F
-        masked, length = bool(b1 & 0x80), b1 & 0x7F
-        if rsv:
-            raise ProtocolError(Close.PROTOCOL_ERROR, "RSV bits set but no extension was negotiated")
-        if opcode not in (0x0, 0x1, 0x2, 0x8, 0x9, 0xA):
-            raise ProtocolError(Close.PROTOCOL_ERROR, f"unknown frame opcode {opcode}")
-        if length == 126:
-            (length,) = struct.unpack("!H", await self.reader.readexactly(2))
-        elif length == 127:
-            (length,) = struct.unpack("!Q", await self.reader.readexactly(8))
-            if length >> 63:
-                raise ProtocolError(Close.PROTOCOL_ERROR, "frame length has its top bit set")
-        if opcode >= 0x8 and (not fin or length > 125):
-            raise ProtocolError(Close.PROTOCOL_ERROR, "control frames must be unfragmented, <= 125 bytes")
-        if not masked:
-            raise ProtocolError(Close.PROTOCOL_ERROR, "client frames must be masked")
-        if length > MAX_MESSAGE_BYTES:
-            raise ProtocolError(Close.MESSAGE_TOO_BIG, "message too big")
-        key = await self.reader.readexactly(4)
-        payload = _unmask(await self.reader.readexactly(length), key)
-        return fin, opcode, payload
-
-    async def read_message(self):
-        """The next complete data message as (opcode, payload).
-
-        Answers pings, ignores pongs, reassembles fragments (control frames may come between
-        them), checks text is UTF-8, raises PeerClosed on a (valid) close frame.
-        """
-        msg_opcode, parts, total = None, [], 0
-        while True:
-            fin, opcode, payload = await self.read_frame()
-            if opcode == 0x9:
-                self.send(0xA, payload)
-                continue
-            if opcode == 0xA:
-                continue
-            if opcode == 0x8:
-                raise self._parse_close(payload)
-            if opcode == 0x0:
-                if msg_opcode is None:
-                    raise ProtocolError(Close.PROTOCOL_ERROR, "continuation frame with no message to continue")
-            else:
-                if msg_opcode is not None:
-                    raise ProtocolError(Close.PROTOCOL_ERROR, "new data frame inside a fragmented message")
-                msg_opcode = opcode
-            parts.append(payload)
-            total += len(payload)
-            if total > MAX_MESSAGE_BYTES:
-                raise ProtocolError(Close.MESSAGE_TOO_BIG, "message too big")
-            if fin:
-                data = b"".join(parts)
-                if msg_opcode == 0x1:
-                    try:
-                        data.decode("utf-8")
-                    except UnicodeDecodeError:
-                        raise ProtocolError(Close.INVALID_PAYLOAD, "text message is not valid UTF-8")
-                return msg_opcode, data
-
-    @staticmethod
-    def _parse_close(payload):
-        if not payload:
-            return PeerClosed(None, "")
-        if len(payload) == 1:
-            return ProtocolError(Close.PROTOCOL_ERROR, "close frame with a 1-byte payload")
-        (code,) = struct.unpack("!H", payload[:2])
-        if not _valid_close_code(code):
-            return ProtocolError(Close.PROTOCOL_ERROR, f"invalid close code {code}")
-        try:
-            reason = payload[2:].decode("utf-8")
-        except UnicodeDecodeError:
-            return ProtocolError(Close.INVALID_PAYLOAD, "close reason is not valid UTF-8")
-        return PeerClosed(code, reason)
-
-    def send(self, opcode, payload):
-        if self.close_sent or self.writer.is_closing():
-            return
-        self.writer.write(_frame(opcode, payload))  # one write() per frame: never interleaved
-
-    def send_text(self, text):
-        self.send(0x1, text.encode("utf-8"))
-
-    async def close(self, code, reason, wait_for_ack=True):
-        """Start (or finish) the close handshake, then drop the TCP connection."""
-        if not self.close_sent and not self.writer.is_closing():
-            self.writer.write(_frame(0x8, _close_payload(code, reason)))
-            self.close_sent = True
-            if wait_for_ack:
-                try:
-                    await asyncio.wait_for(self._await_close_frame(), CLOSE_ACK_TIMEOUT)
-                except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError, ProtocolError):
-                    pass
-        self.close_sent = True
-        await self.abort()
-
-    async def _await_close_frame(self):
-        while True:  # after our close, data frames are discarded (RFC 6455 5.5.1)
-            _, opcode, _ = await self.read_frame()
-            if opcode == 0x8:
-                return
-
-    async def echo_close(self, code):
-        """Answer a client's close frame (echoing its status code) and drop the connection."""
-        if not self.close_sent and not self.writer.is_closing():
-            payload = b"" if code is None else struct.pack("!H", code)
-            self.writer.write(_frame(0x8, payload))
-            self.close_sent = True
-        await self.abort()
-
-    async def abort(self):
-        try:
-            await self.writer.drain()
-        except (ConnectionError, RuntimeError):
-            pass
-        self.writer.close()
-        try:
-            await self.writer.wait_closed()
-        except (ConnectionError, RuntimeError):
-            pass
 
 
 # --------------------------------------------------------------------------------------
