@@ -68,20 +68,16 @@ public enum Captions {
     public static func render(_ finals: [RecognitionResult], as format: CaptionFormat,
                               layout: CaptionLayout = CaptionLayout(), includeWords: Bool = true) -> String {
         switch format {
-        case .webVTT: return webVTT(finals, layout: layout)
-        case .srt: return srt(finals, layout: layout)
         case .plainText: return plainText(finals)
         case .jsonLines: return jsonLines(finals, includeWords: includeWords)
-        case .scc, .ttml: return render(finals, as: format, layout: layout, offset: 0)
+        case .webVTT, .srt, .scc, .ttml: return render(finals, as: format, layout: layout, offset: 0)
         }
     }
 
     /// WebVTT: `WEBVTT`, a blank line, then cues `00:00:01.200 --> 00:00:02.480` separated by
     /// blank lines. `&`, `<` and `>` in text are escaped as the format requires.
     public static func webVTT(_ finals: [RecognitionResult], layout: CaptionLayout = CaptionLayout()) -> String {
-        var out = webVTTHeader
-        for cue in cues(finals, layout: layout) { out += webVTTCue(cue) }
-        return out
+        render(finals, as: .webVTT, layout: layout, offset: 0)
     }
 
     /// What a WebVTT file starts with, before its first cue.
@@ -97,9 +93,7 @@ public enum Captions {
 
     /// SubRip: numbered cues `1`, `00:00:01,200 --> 00:00:02,480`, lines, separated by blank lines.
     public static func srt(_ finals: [RecognitionResult], layout: CaptionLayout = CaptionLayout()) -> String {
-        var out = ""
-        for (index, cue) in cues(finals, layout: layout).enumerated() { out += srtCue(cue, number: index + 1) }
-        return out
+        render(finals, as: .srt, layout: layout, offset: 0)
     }
 
     /// SubRip cue `number` (from 1), with the blank line that separates it from the one

@@ -19,8 +19,8 @@ protocol CaptionBridge: AnyObject, Sendable {
 
 /// A bridge's thread: posts go into its mailbox; `run` takes them until `stop`.
 final class BridgeThread<Input: Sendable>: Sendable {
-    let mailbox = Mailbox<Input>()
-    private let done = Mailbox<Bool>()
+    let mailbox = BlockingQueue<Input>()
+    private let done = BlockingQueue<Bool>()
 
     /// Starts `body` on a thread of its own; it returns when the bridge is done.
     func start(name: String, _ body: @escaping @Sendable () -> Void) {

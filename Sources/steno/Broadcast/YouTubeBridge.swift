@@ -61,10 +61,7 @@ final class YouTubeBridge: CaptionBridge, @unchecked Sendable {
             if let at = retryAt { wake = min(wake ?? at, at) }
             if let at = stopAt { wake = min(wake ?? at, at) }
             for input in thread.mailbox.take(timeout: wake.map { max(0, $0 - now) }) { handle(input) }
-            for caption in captions.due(now: SystemClock.now()) where !caption.lines.isEmpty {
-                let wall = (startedAt ?? Self.wallSeconds()) + (caption.spokenAt ?? 0)
-                ingestion.add(YouTubeIngestion.Caption(spokenAt: wall, lines: caption.lines))
-            }
+            takeDue(at: SystemClock.now())
             if retryAt.map({ SystemClock.now() >= $0 }) ?? true { post() }
             if let at = stopAt, (ingestion.inFlight == nil && ingestion.waiting.isEmpty) || SystemClock.now() >= at { break }
         }
@@ -83,11 +80,16 @@ final class YouTubeBridge: CaptionBridge, @unchecked Sendable {
         case .finish: captions.finish(now: now)
         case .stop(let deadline):
             captions.finish(now: now)
-            for caption in captions.due(now: now + captions.idleSettle) where !caption.lines.isEmpty {
-                let wall = (startedAt ?? Self.wallSeconds()) + (caption.spokenAt ?? 0)
-                ingestion.add(YouTubeIngestion.Caption(spokenAt: wall, lines: caption.lines))
-            }
+            takeDue(at: now + captions.idleSettle)
             stopAt = deadline
+        }
+    }
+
+    /// The cues due by `time`, waiting for a POST, timed on the wall clock when they were said.
+    private func takeDue(at time: Double) {
+        for caption in captions.due(now: time) where !caption.lines.isEmpty {
+            let wall = (startedAt ?? Self.wallSeconds()) + (caption.spokenAt ?? 0)
+            ingestion.add(YouTubeIngestion.Caption(spokenAt: wall, lines: caption.lines))
         }
     }
 

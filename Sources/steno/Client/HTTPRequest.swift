@@ -30,6 +30,7 @@ enum HTTPRequest {
         let errorCapacity = error.count
         let result: Int32
         if let body {
+            // A POST needs a non-NULL body pointer even when it is empty (NULL means GET).
             result = body.withUnsafeBytes { raw in
                 steno_http_request(url, contentType, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1), raw.count, authorization,
                                    Int(timeout * 1000), caFile, &status, &response, responseCapacity, &error, errorCapacity)

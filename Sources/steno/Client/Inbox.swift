@@ -23,10 +23,11 @@ enum ClientInput: Sendable {
 }
 
 /// The client's main loop's queue.
-typealias Inbox = Mailbox<ClientInput>
+typealias Inbox = BlockingQueue<ClientInput>
 
-/// A queue many threads post to and one thread waits on.
-final class Mailbox<Item: Sendable>: Sendable {
+/// A queue many threads post to and one thread waits on (StenoSpeech's `Mailbox`, by contrast,
+/// never blocks: it calls a wake-up).
+final class BlockingQueue<Item: Sendable>: Sendable {
     // `Locked`, not `Mutex`: ThreadSanitizer cannot see a `Mutex` on Linux (StenoSystem.Locked).
     private let items = Locked<[Item]>([])
     private let signal = DispatchSemaphore(value: 0)

@@ -36,10 +36,10 @@ enum Models {
             StandardStreams.stderr("steno models: \(error)\n")
             return ExitCode.usage
         }
-        var base = server.path
-        if let query = base.firstIndex(of: "?") { base = String(base[..<query]) }
-        while base.hasSuffix("/") { base.removeLast() }
-        let url = (server.secure ? "https://" : "http://") + server.hostHeader + base + "/v1/models"
+        var client = ClientOptions()
+        client.server = server
+        let route = client.url("/v1/models")
+        let url = (route.secure ? "https://" : "http://") + route.hostHeader + route.path
         switch HTTPRequest.get(url, authorization: token.map { "Bearer " + $0 }, caFile: caFile) {
         case .failure(let failure):
             StandardStreams.stderr("steno models: cannot reach \(url): \(failure.message)\n")

@@ -13,7 +13,8 @@ import Glibc
 /// (the protocol state machine, decoding, resampling, recognition), printed as text, wire
 /// events (JSON lines), WebVTT or SRT.
 enum Transcribe {
-    enum Format: String, CaseIterable { case text, jsonl, vtt, srt, scc, ttml }
+    /// The same formats as `steno send` and `listen` print.
+    typealias Format = CaptionOutputFormat
 
     struct Options {
         var file = ""
@@ -195,10 +196,7 @@ enum Transcribe {
         bar.clear()
 
         switch options.format {
-        case .vtt: StandardStreams.stdout(Captions.webVTT(session.finals))
-        case .srt: StandardStreams.stdout(Captions.srt(session.finals))
-        case .scc: StandardStreams.stdout(Captions.render(session.finals, as: .scc))
-        case .ttml: StandardStreams.stdout(Captions.render(session.finals, as: .ttml))
+        case .vtt, .srt, .scc, .ttml: StandardStreams.stdout(Captions.render(session.finals, as: options.format.file!))
         case .text, .jsonl: break
         }
         guard session.closeCode == 1000 else {
