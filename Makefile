@@ -25,6 +25,7 @@ test:
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 	scripts/whisper-test.sh
+	scripts/interop-test.sh
 	scripts/browser-test.sh
 	python3 scripts/fakes/test_fakes.py
 	scripts/broadcast/steno-check.sh

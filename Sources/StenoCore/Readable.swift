@@ -241,7 +241,8 @@ extension ReadableText {
             .joined(separator: " ")
     }
 
-    private static func lowered(word: String) -> String {
+    /// One written word in the raw format (empty: it was only punctuation).
+    public static func lowered(word: String) -> String {
         let keeps: (Character) -> Bool = { $0.isLetter || $0.isNumber }
         guard let first = word.firstIndex(where: keeps), let last = word.lastIndex(where: keeps) else { return "" }
         let inner = word[first...last].filter { keeps($0) || $0 == "'" || $0 == "’" || $0 == "-" }

@@ -207,7 +207,8 @@ public enum ServerEvent: Sendable, Hashable {
         case .volatile(let carried, _), .final(let carried, _): result = carried
         default: break
         }
-        return EncodedEvent(kind: kind, seq: 0, bytes: w.bytes, seqDigits: seqDigits, errorCode: errorCode, result: result)
+        return EncodedEvent(kind: kind, seq: 0, bytes: w.bytes, seqDigits: seqDigits, errorCode: errorCode, result: result,
+                            event: self)
     }
 
     /// The event numbered `seq`, as a client receives it (tests, and local sessions, which
@@ -239,15 +240,19 @@ public struct EncodedEvent: Sendable, Hashable {
     /// asking the session's transcript, which may have gone further by the time the event is
     /// delivered (finals reported together are all assembled before the first is sent).
     public let result: RecognitionResult?
+    /// The event itself, typed: what another route's codec writes in its own protocol
+    /// (Deepgram's `Results`); nil for an event made from bytes alone.
+    public let event: ServerEvent?
 
     init(kind: ServerEventKind, seq: UInt64, bytes: [UInt8], seqDigits: Range<Int>, errorCode: ErrorCode? = nil,
-         result: RecognitionResult? = nil) {
+         result: RecognitionResult? = nil, event: ServerEvent? = nil) {
         self.kind = kind
         self.seq = seq
         self.bytes = bytes
         self.seqDigits = seqDigits
         self.errorCode = errorCode
         self.result = result
+        self.event = event
     }
 
     /// The JSON text as a String.
@@ -263,6 +268,7 @@ public struct EncodedEvent: Sendable, Hashable {
     /// The same event carrying `seq`, the rest of its bytes unchanged.
     public func numbered(_ seq: UInt64) -> EncodedEvent {
         let (out, slot) = SeqSlot(seqDigits).numbered(bytes, seq: seq)
-        return EncodedEvent(kind: kind, seq: seq, bytes: out, seqDigits: slot.digits, errorCode: errorCode, result: result)
+        return EncodedEvent(kind: kind, seq: seq, bytes: out, seqDigits: slot.digits, errorCode: errorCode, result: result,
+                            event: event)
     }
 }

@@ -189,6 +189,10 @@ public struct SessionMachine: Sendable {
             receiveText(byteCount: bytes.count, now: now, wallClock: wallClock, into: &out) { () throws(StenoError) in
                 try ClientMessage.parse(utf8: bytes, parser: parser)
             }
+        case .message(let message, let now, let wallClock):
+            receiveText(byteCount: 0, now: now, wallClock: wallClock, into: &out) { () throws(StenoError) in message }
+        case .activity(let now):
+            lastActivity = max(lastActivity, now)
         case .audio(let bytes, let now):
             receiveAudio(bytes, now: now, into: &out)
         case .frameTooLarge(let bytes):

@@ -62,6 +62,11 @@ public enum SessionInput: Sendable, Hashable {
     case text(String, now: Double, wallClock: UTCTime)
     /// A complete text frame as raw bytes (validated as UTF-8 here).
     case textBytes([UInt8], now: Double, wallClock: UTCTime)
+    /// A client message a route's codec has already read from the wire (a Deepgram client's
+    /// `Finalize`, or the `start` its handshake's query made): as `.text`, without the parsing.
+    case message(ClientMessage, now: Double, wallClock: UTCTime)
+    /// A frame a route's codec took whole (a keep-alive): the client is there, nothing else.
+    case activity(now: Double)
     /// A complete binary frame.
     case audio([UInt8], now: Double)
     /// The transport refused a frame over `limits.maxFrameBytes` without assembling it.

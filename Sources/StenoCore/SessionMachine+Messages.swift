@@ -111,7 +111,7 @@ extension SessionMachine {
 
     /// The model a `start` asks for: by name, else the first that serves its language, else
     /// the default; a `bad_message` naming what this server has otherwise.
-    static func model(for request: StartRequest, among models: [ServedModel]) -> Result<ServedModel, StenoError> {
+    public static func model(for request: StartRequest, among models: [ServedModel]) -> Result<ServedModel, StenoError> {
         if let plan = request.languagePlan {
             // Auto, lanes and translation: a multilingual model (the one named, if it is one).
             let multilingual = models.filter { $0.engine.language == LanguageTag.multilingual }

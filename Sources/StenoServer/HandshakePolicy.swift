@@ -48,8 +48,9 @@ public struct HandshakePolicy: Sendable {
         return .accept
     }
 
-    /// Whether the request carries an accepted token, as `Authorization: Bearer T`
-    /// or as `?token=T`.
+    /// Whether the request carries an accepted token, as `Authorization: Bearer T` (or
+    /// `Token T`, as Deepgram's clients send it), as `Sec-WebSocket-Protocol: token, T` (a
+    /// browser's Deepgram client, which cannot set headers) or as `?token=T`.
     /// `readOnly`: a viewer token is good enough too.
     public func isAuthorized(_ request: UpgradeRequest, readOnly: Bool = false) -> Bool {
         isAuthorized(headers: request.headers, query: request.query, readOnly: readOnly)
@@ -59,8 +60,12 @@ public struct HandshakePolicy: Sendable {
     public func isAuthorized(headers: HTTPHeaders, query: [QueryItem], readOnly: Bool = false) -> Bool {
         if let header = headers["authorization"] {
             let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-            if parts.count == 2, parts[0].lowercased() == "bearer",
+            if parts.count == 2, ["bearer", "token"].contains(parts[0].lowercased()),
                matches(String(parts[1]).trimmingSpaces, readOnly: readOnly) { return true }
+        }
+        if let offered = headers["sec-websocket-protocol"] {
+            let parts = offered.split(separator: ",").map { String($0).trimmingSpaces }
+            if parts.count == 2, parts[0].lowercased() == "token", matches(parts[1], readOnly: readOnly) { return true }
         }
         for item in query where item.name == "token" {
             if matches(item.value, readOnly: readOnly) { return true }

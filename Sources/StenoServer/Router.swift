@@ -12,8 +12,8 @@ import Synchronization
 /// Not `Sendable`: the transport calls it on the lws service thread only, and its own state
 /// (`pendingUpgrades`, `draining`) is touched nowhere else.
 final class Router: TransportDelegate {
-    static let streamPath = "/v1/stream"
-    static let listenPath = "/v1/listen"
+    static let streamPath = SessionRoute.streamPath
+    static let listenPath = SessionRoute.listenPath
 
     let context: ServerContext
     let options: ServerOptions
@@ -55,7 +55,7 @@ final class Router: TransportDelegate {
         self.admission.lagTarget = options.lagTarget
         self.admission.utilizationTarget = options.admitUtilization
         self.policy = HandshakePolicy(
-            paths: [Self.streamPath, Self.listenPath],
+            paths: SessionRoute.paths,
             tokens: Set(options.tokens),
             viewerTokens: Set(options.viewerTokens),
             viewerPaths: [Self.listenPath],
@@ -73,10 +73,17 @@ final class Router: TransportDelegate {
         if let echo = options.echoPath, request.path == echo {
             return draining ? .reject(status: 503, headers: [("Retry-After", String(policy.retryAfterSeconds))]) : .accept
         }
-        let decision = admission(path: request.path, query: request.query, headers: request.headers)
+        let session = route(request.path, request.query) != nil
+        var decision = admission(path: request.path, query: request.query, headers: request.headers)
         switch decision {
-        case .accept:
-            if request.path == Self.streamPath { pendingUpgrades.append(context.clock.now()) }
+        case .accept, .acceptNaming:
+            if session { pendingUpgrades.append(context.clock.now()) }
+            // A browser's Deepgram client sent its key as the subprotocols "token, KEY": it
+            // needs "token" named back.
+            if session, request.path == Self.listenPath, let offered = request.headers["sec-websocket-protocol"],
+               offered.split(separator: ",").first.map({ $0.filter { $0 != " " && $0 != "\t" } }) == "token" {
+                decision = .acceptNaming(subprotocol: "token")
+            }
         case .reject(let response):
             let reason: String? = switch response.status {
             case 401: "unauthorized"
@@ -105,14 +112,20 @@ final class Router: TransportDelegate {
     /// What an upgrade to `path` would get now: the one place that decides routes, tokens,
     /// origins, capacity and draining, for handshakes and for the plain-GET diagnosis.
     private func admission(path: String, query: [QueryItem], headers: HTTPHeaders) -> UpgradeDecision {
-        let request = UpgradeRequest(path: path, query: query, headers: headers)
-        if path == Self.listenPath {
-            guard let name = request.queryValue("channel"), ChannelName.isValid(name) else {
+        var request = UpgradeRequest(path: path, query: query, headers: headers)
+        switch route(path, query) {
+        case .refused(let refusal)?:
+            return .reject(refusal)
+        case .session?:
+            // Every protocol's session is admitted as a session, with a session's tokens.
+            request.path = Self.streamPath
+        case nil:
+            if path == Self.listenPath, let name = request.queryValue("channel"), !ChannelName.isValid(name) {
                 return .reject(HTTPResponse(status: 400,
-                    text: "400 Bad Request: /v1/listen needs ?channel=NAME (1-64 letters, digits, '-', '_', '.')\n"))
+                    text: "400 Bad Request: a channel's name is 1-64 letters, digits, '-', '_', '.'\n"))
             }
         }
-        let refusal = self.refusal(for: path, resuming: request.queryValue("resume"))
+        let refusal = self.refusal(for: request.path, resuming: request.queryValue("resume"))
         let decision = policy.evaluate(request, hasCapacity: refusal == nil)
         guard case .reject(let response) = decision, response.status == 503, let refusal else { return decision }
         // The 503 says why and when to come back, in a form a page can read (`GET /v1/stream`).
@@ -158,12 +171,19 @@ final class Router: TransportDelegate {
             return
         }
         if !pendingUpgrades.isEmpty { pendingUpgrades.removeFirst() }
-        let session = StreamSession(connection: id, remoteAddress: remoteAddress, server: context)
+        guard case .session(let route)? = self.route(request.path, request.query) else { return }
+        let session = StreamSession(connection: id, remoteAddress: remoteAddress, server: context, route: route)
         routes[id] = .stream
         registry.add(session, on: id)
         admission.opened(ObjectIdentifier(session), now: now)
         context.metrics.sessionsTotal.increment()
+        session.opened()
         if draining { session.input(.shutdown) }
+    }
+
+    /// The protocol of a session upgrade (nil: not a session; a refusal: its query cannot be served).
+    private func route(_ path: String, _ query: [QueryItem]) -> SessionRoute.Choice? {
+        SessionRoute.choose(path: path, query: query, models: context.sessionConfiguration.models)
     }
 
     func received(_ id: ConnectionID, _ message: IncomingMessage) {
@@ -245,11 +265,11 @@ final class Router: TransportDelegate {
             return HTTPResponse(status: refusal == nil ? 200 : 503, contentType: "application/json", body: w.bytes,
                                 headers: [("Cache-Control", "no-store")]
                                     + (refusal == nil ? [] : [("Retry-After", String(policy.retryAfterSeconds))]))
-        case Self.streamPath, Self.listenPath:
+        case Self.streamPath, Self.listenPath, SessionRoute.realtimePath:
             // A plain GET of a WebSocket route says what the handshake would get (browsers
             // cannot read the status of a refused handshake): 426 when it would be accepted.
             switch admission(path: request.path, query: request.query, headers: request.headers) {
-            case .accept:
+            case .accept, .acceptNaming:
                 return .plain(status: 426, headers: [("Upgrade", "websocket"), ("Cache-Control", "no-store")])
             case .reject(var response):
                 response.headers.append((name: "Cache-Control", value: "no-store"))

@@ -47,8 +47,15 @@ extension StreamSession {
 
     func close(code: UInt16, reason: String, _ s: inout SessionState<Link>) {
         if let connection = s.local.connection {
-            server.handle.close(connection, code: code, reason: reason, discardQueued: code == 4008)
+            let (wireCode, wireReason) = s.local.codec.close(code: code, reason: reason)
+            server.handle.close(connection, code: wireCode, reason: wireReason, discardQueued: code == 4008)
         }
+    }
+
+    /// What the codec held back for the end of the batch goes to the client now.
+    func performed(_ s: inout SessionState<Link>) -> [SessionAction] {
+        let messages = s.local.codec.flush()
+        return messages.isEmpty ? [] : send(messages, &s)
     }
 
     /// Once the protocol has closed nothing more is published: the channel is free for the next
@@ -131,7 +138,6 @@ extension StreamSession {
         default:
             break
         }
-        let message = OutgoingMessage(event)
         if let channel = s.local.channel, event.kind.isBroadcast {
             server.channels.publish(event, on: channel, from: sessionID)
         }
@@ -144,13 +150,22 @@ extension StreamSession {
             releaseChannel(&s)
             server.sessions.closed(self)
         }
-        var result = s.local.connection.map { server.handle.send($0, message) } ?? .closed
-        if result == .closed && !s.machine.isClosed && !s.machine.resumeForfeited {
-            // No connection, or it just went (its `closed` is on its way): held for the client
-            // that resumes. Bounded like a connection's queue; beyond it the session cannot be
-            // resumed and ends, its events going only to its channel (`outboundOverflow`).
-            result = s.local.held.enqueue(message, size: message.byteCount, delivery: message.delivery) == .overflow
-                ? .overflow : .queued
+        return send(s.local.codec.encode(event), &s)
+    }
+
+    /// Queues messages on the connection (or holds them while detached); returns what the
+    /// machine says to do if the client is not reading.
+    func send(_ messages: [OutgoingMessage], _ s: inout SessionState<Link>) -> [SessionAction] {
+        var result = SendResult.queued
+        for message in messages where result != .overflow {
+            result = s.local.connection.map { server.handle.send($0, message) } ?? .closed
+            if result == .closed && !s.machine.isClosed && !s.machine.resumeForfeited {
+                // No connection, or it just went (its `closed` is on its way): held for the client
+                // that resumes. Bounded like a connection's queue; beyond it the session cannot be
+                // resumed and ends, its events going only to its channel (`outboundOverflow`).
+                result = s.local.held.enqueue(message, size: message.byteCount, delivery: message.delivery) == .overflow
+                    ? .overflow : .queued
+            }
         }
         if result == .overflow {
             let detached = s.machine.isDetached

@@ -51,6 +51,8 @@ final class StreamSession: SessionDriver {
         /// The channel it asked for while another instance's publisher had it, and whether its
         /// events carry words: it publishes there once that publisher is gone.
         var waitingFor: (channel: String, words: Bool)?
+        /// The wire protocol of its connection's route.
+        var codec: any SessionCodec
     }
 
     /// How a session takes the end of its connection.
@@ -61,19 +63,22 @@ final class StreamSession: SessionDriver {
         case closed(line: String, seconds: Double)
     }
 
-    init(connection: ConnectionID, remoteAddress: String, server: ServerContext) {
+    init(connection: ConnectionID, remoteAddress: String, server: ServerContext, route: SessionRoute = .steno) {
         self.remoteAddress = remoteAddress
         self.server = server
         self.sessionID = Self.makeID(length: 12)
         self.lane = server.pool.makeLane(label: "session \(sessionID)")
-        let limits = server.sessionConfiguration.limits
+        var configuration = server.sessionConfiguration
+        configuration.limits = route.limits(configuration.limits)
+        let limits = configuration.limits
         let now = server.clock.now()
         let resumeToken = Self.makeID(length: 24)
         // Only a token the client is given (`ready` has one when sessions can be resumed) proves anything.
         channelProof = limits.resumeSeconds > 0 ? SHA256.hex(resumeToken) : nil
-        let machine = SessionMachine(id: sessionID, configuration: server.sessionConfiguration, now: now,
+        let machine = SessionMachine(id: sessionID, configuration: configuration, now: now,
                                      resumeToken: resumeToken)
-        let link = Link(connection: connection, held: OutboundQueue(byteLimit: limits.outboundBytes), openedAt: now)
+        let link = Link(connection: connection, held: OutboundQueue(byteLimit: limits.outboundBytes), openedAt: now,
+                        codec: route.codec)
         self.core = SessionCore(machine: machine, local: link, engine: server.engine, executor: lane,
                                 clock: server.clock, options: server.driver)
         if limits.resumeSeconds > 0 {
@@ -88,11 +93,32 @@ final class StreamSession: SessionDriver {
 
     /// A message from the client (lws thread).
     func received(_ message: IncomingMessage) {
-        switch message {
-        case .text(let text): receivedText(text)
-        case .binary(let bytes): receivedAudio(bytes)
+        take(mutate { $0.local.codec.decode(message) })
+    }
+
+    /// The connection has opened: what its protocol says and does first.
+    func opened() {
+        let inputs = mutate { s -> [CodecInput] in
+            let (messages, inputs) = s.local.codec.opened()
+            perform(send(messages, &s), &s)
+            return inputs
+        }
+        take(inputs)
+    }
+
+    private func take(_ inputs: [CodecInput]) {
+        for input in inputs {
+            switch input {
+            case .text(let text): receivedText(text)
+            case .audio(let bytes): receivedAudio(bytes)
+            case .message(let message): self.input(.message(message, now: core.clock.now(), wallClock: core.clock.wall()))
+            case .activity: self.input(.activity(now: core.clock.now()))
+            case .warning(let error): self.input(.pipelineWarning(error))
+            case .reply(let message): mutate { s in perform(send([message], &s), &s) }
+            }
         }
     }
+
 
     /// The connection `id` is gone (lws thread). A started session that may be resumed is
     /// detached and keeps what the connection left behind; any other stops its pipeline.

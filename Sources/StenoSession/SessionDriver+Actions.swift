@@ -11,51 +11,58 @@ extension SessionDriver {
     /// Carries out `actions` (and what they lead to), in order.
     public func perform(_ actions: [SessionAction], _ s: inout SessionState<Local>) {
         var queue = actions[...]
-        while let action = queue.popFirst() {
-            switch action {
-            case .send(let event):
-                queue.append(contentsOf: deliver(event, &s))
-            case .startPipeline(let request):
-                startPipeline(request)
-                queue.append(contentsOf: starting(request, &s))
-            case .submitAudio(let chunk):
-                note(.audioAccepted(seconds: chunk.duration))
-                heard(&s)
-                if s.batch.isEmpty { s.batch.since = s.quietSince }
-                s.batch.chunks.append(chunk)
-                s.batch.seconds += chunk.duration
-                if s.batch.seconds >= core.options.batchSeconds || s.batch.completesBlock(through: chunk.start + chunk.duration) {
+        while true {
+            while let action = queue.popFirst() {
+                switch action {
+                case .send(let event):
+                    queue.append(contentsOf: deliver(event, &s))
+                case .startPipeline(let request):
+                    startPipeline(request)
+                    queue.append(contentsOf: starting(request, &s))
+                case .submitAudio(let chunk):
+                    note(.audioAccepted(seconds: chunk.duration))
+                    heard(&s)
+                    if s.batch.isEmpty { s.batch.since = s.quietSince }
+                    s.batch.chunks.append(chunk)
+                    s.batch.seconds += chunk.duration
+                    if s.batch.seconds >= core.options.batchSeconds || s.batch.completesBlock(through: chunk.start + chunk.duration) {
+                        submitBatch(&s)
+                    }
+                case .pauseReading:
+                    setReading(false, &s)
+                case .resumeReading:
+                    setReading(true, &s)
+                case .submitGap(let duration):
+                    heard(&s)
                     submitBatch(&s)
+                    submit { pipeline throws(StenoError) in
+                        (try pipeline.gap(seconds: duration), [])
+                    }
+                case .resume(let request):
+                    s.resumeRequest = request
+                case .submitFinalize(let through):
+                    submitBatch(&s)
+                    submit { pipeline throws(StenoError) in
+                        (try pipeline.finalize(through: through), [.finalizeCompleted])
+                    }
+                case .submitEnd:
+                    submitBatch(&s)
+                    s.endSubmittedAt = core.clock.now()
+                    submit(timed: .end) { pipeline throws(StenoError) in
+                        (try pipeline.finish(), [.endCompleted])
+                    }
+                case .cancelPipeline:
+                    _ = s.batch.take()
+                    releasePipeline()
+                case .close(let code, let reason):
+                    close(code: code, reason: reason, &s)
                 }
-            case .pauseReading:
-                setReading(false, &s)
-            case .resumeReading:
-                setReading(true, &s)
-            case .submitGap(let duration):
-                heard(&s)
-                submitBatch(&s)
-                submit { pipeline throws(StenoError) in
-                    (try pipeline.gap(seconds: duration), [])
-                }
-            case .resume(let request):
-                s.resumeRequest = request
-            case .submitFinalize(let through):
-                submitBatch(&s)
-                submit { pipeline throws(StenoError) in
-                    (try pipeline.finalize(through: through), [.finalizeCompleted])
-                }
-            case .submitEnd:
-                submitBatch(&s)
-                s.endSubmittedAt = core.clock.now()
-                submit(timed: .end) { pipeline throws(StenoError) in
-                    (try pipeline.finish(), [.endCompleted])
-                }
-            case .cancelPipeline:
-                _ = s.batch.take()
-                releasePipeline()
-            case .close(let code, let reason):
-                close(code: code, reason: reason, &s)
             }
+            // What the host held back until the machine's actions were done (a codec that
+            // waits to see whether speech ended after a final) goes now.
+            let more = performed(&s)
+            if more.isEmpty { break }
+            queue.append(contentsOf: more)
         }
         if s.machine.isClosed && !s.closeCarriedOut {
             s.closeCarriedOut = true

@@ -164,6 +164,9 @@ public protocol SessionDriver: AnyObject, Sendable {
     /// Under the lock: delivers one event. Returns what the machine says to do if it did not
     /// fit (`outboundOverflow`), else nothing.
     func deliver(_ event: EncodedEvent, _ s: inout SessionState<Local>) -> [SessionAction]
+    /// Under the lock, after the actions of one input were carried out: what the host held back
+    /// for the end of the batch is delivered; returns what the machine says if it did not fit.
+    func performed(_ s: inout SessionState<Local>) -> [SessionAction]
     /// Under the lock: the pipeline starts for `request`; returns what else the machine says
     /// (e.g. a warning that the request's channel is taken).
     func starting(_ request: StartRequest, _ s: inout SessionState<Local>) -> [SessionAction]
@@ -194,6 +197,7 @@ extension SessionDriver {
     public func resume(_ request: ResumeRequest) {}
     public func closedWakeAt(_ s: SessionState<Local>) -> Double { .infinity }
     public func analyzed(_ s: inout SessionState<Local>) {}
+    public func performed(_ s: inout SessionState<Local>) -> [SessionAction] { [] }
     public var logsLatency: Bool { false }
 
     // MARK: Inputs

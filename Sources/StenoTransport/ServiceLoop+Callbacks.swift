@@ -29,8 +29,9 @@ extension ServiceLoop {
 
         case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
             // lws has bound the protocol (the alias, if `unselectedSubprotocol` named it): from
-            // here on its name must be empty, so the 101 names no subprotocol.
-            clearSubprotocolAlias()
+            // here on its name must be empty, so the 101 names no subprotocol, unless the
+            // decision was to name it (the next upgrade's confirmation empties it first).
+            if !namingSubprotocol { clearSubprotocolAlias() }
             // Only upgrades this transport accepted in HTTP_CONFIRM_UPGRADE go on.
             guard let wsi, pendingUpgrades[wsi] != nil else { return 1 }
             return 0

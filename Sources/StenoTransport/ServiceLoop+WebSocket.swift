@@ -54,6 +54,15 @@ extension ServiceLoop {
             pendingUpgrades[wsi] = request
             if !offered.isEmpty && !speaksOffered { unselectedSubprotocol(offered[0]) }
             return 0
+        case .acceptNaming(let subprotocol):
+            pendingUpgrades[wsi] = request
+            if !speaksOffered && offered.first == subprotocol {
+                unselectedSubprotocol(subprotocol)
+                namingSubprotocol = true
+            } else if !offered.isEmpty && !speaksOffered {
+                unselectedSubprotocol(offered[0])
+            }
+            return 0
         case .reject(let response):
             return refuse(wsi, response)
         }
@@ -75,6 +84,7 @@ extension ServiceLoop {
 
     func clearSubprotocolAlias() {
         storage.aliasName[0] = 0
+        namingSubprotocol = false
     }
 
     /// 431 when the request head is over `maxRequestHeaderBytes` (counted as libwebsockets

@@ -73,6 +73,9 @@ final class ServiceLoop: @unchecked Sendable {
     var closing: Set<ConnectionID> = []
     /// Accepted upgrades between HTTP_CONFIRM_UPGRADE and ESTABLISHED, by wsi.
     var pendingUpgrades: [OpaquePointer: UpgradeRequest] = [:]
+    /// The upgrade being confirmed names its first offered subprotocol in its 101
+    /// (`UpgradeDecision.acceptNaming`): the alias keeps its name until lws has written it.
+    var namingSubprotocol = false
     /// Connections still sending their first request head (`ServiceLoop+Heads`).
     var heads: HeadBudget
     /// Bytes of messages being assembled (`ServiceLoop+WebSocket`'s `receive`).

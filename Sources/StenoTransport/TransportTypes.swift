@@ -202,6 +202,10 @@ public struct UpgradeRequest: Sendable, Equatable {
 public enum UpgradeDecision: Sendable, Equatable {
     /// Switch protocols; the connection becomes a WebSocket.
     case accept
+    /// Switch protocols naming this subprotocol in the 101, which the client offered first: a
+    /// convention that carries something else in the list (Deepgram's browser clients offer
+    /// `token, KEY` and need `token` back).
+    case acceptNaming(subprotocol: String)
     /// Answer with this HTTP response and close the connection.
     case reject(HTTPResponse)
 

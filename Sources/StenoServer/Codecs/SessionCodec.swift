@@ -1,0 +1,69 @@
+// The seam between a session and the wire protocol its route speaks. The session machine takes
+// client messages and gives typed events (`ServerEvent`, carried in `EncodedEvent.event`); a
+// codec, chosen by the route when the connection opens, reads the client's frames into those
+// messages and writes the events in its protocol, with its close codes. Steno's own protocol is
+// `StenoCodec` (the machine's JSON as it is); Deepgram's live API is `DeepgramCodec`. Adding a
+// protocol is a codec, a `SessionRoute` and its place in `Router.route(for:)`.
+
+import StenoCore
+import StenoTransport
+
+/// What a client's frame is to the session, once its codec has read it.
+enum CodecInput: Sendable {
+    /// A text frame in Steno's protocol: the machine parses it (and answers its errors).
+    case text(String)
+    /// A message already read from the codec's protocol.
+    case message(ClientMessage)
+    /// Audio in the session's declared format.
+    case audio([UInt8])
+    /// A frame the codec took whole (a keep-alive): the client is there.
+    case activity
+    /// A non-fatal problem with the frame, for the client in the codec's protocol.
+    case warning(StenoError)
+    /// The codec's own answer to the frame, for the client (OpenAI's `session.updated`).
+    case reply(OutgoingMessage)
+}
+
+/// A session's wire protocol: how its client's frames are read and its events written.
+/// Kept with the session and used under its lock, so it may keep state (a final held back
+/// until the end of the batch, the audio bytes that did not make a whole sample).
+protocol SessionCodec: Sendable {
+    /// What the protocol says and does as the connection opens: messages for the client (OpenAI's
+    /// `session.created`) and inputs for the session (the `start` Deepgram's query made).
+    mutating func opened() -> (messages: [OutgoingMessage], inputs: [CodecInput])
+    /// What the client's frame means.
+    mutating func decode(_ message: IncomingMessage) -> [CodecInput]
+    /// The frames that carry `event` (none: the protocol has no such event).
+    mutating func encode(_ event: EncodedEvent) -> [OutgoingMessage]
+    /// What was held back for the end of a batch of events.
+    mutating func flush() -> [OutgoingMessage]
+    /// The close a session's close becomes in this protocol.
+    func close(code: UInt16, reason: String) -> (code: UInt16, reason: String)
+}
+
+/// Steno's own protocol (docs/protocol.md): frames and events as the machine reads and writes them.
+struct StenoCodec: SessionCodec {
+    func opened() -> (messages: [OutgoingMessage], inputs: [CodecInput]) { ([], []) }
+
+    func decode(_ message: IncomingMessage) -> [CodecInput] {
+        switch message {
+        case .text(let text): return [.text(text)]
+        case .binary(let bytes): return [.audio(bytes)]
+        }
+    }
+
+    func encode(_ event: EncodedEvent) -> [OutgoingMessage] { [OutgoingMessage(event)] }
+
+    func flush() -> [OutgoingMessage] { [] }
+
+    func close(code: UInt16, reason: String) -> (code: UInt16, reason: String) { (code, reason) }
+}
+
+/// How a connection that carries a session came: which protocol it speaks, and the limits it
+/// runs under (Deepgram: no resume, 10 s without audio).
+struct SessionRoute: Sendable {
+    var codec: any SessionCodec
+    var limits: @Sendable (SessionLimits) -> SessionLimits
+
+    static let steno = SessionRoute(codec: StenoCodec(), limits: { $0 })
+}
