@@ -45,6 +45,9 @@ let package = Package(
         .systemLibrary(
             name: "CCurl", pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(
+            name: "CAVFormat", pkgConfig: "libavformat",
+            providers: [.apt(["libavformat-dev", "libavcodec-dev", "libswresample-dev", "libavutil-dev"])]),
 
         // One shim per C library: what Swift cannot call (variadic functions, macros).
         .target(name: "CLwsShims", dependencies: ["CLibWebSockets"]),
@@ -52,6 +55,9 @@ let package = Package(
         .target(name: "CPocketSphinxShims", dependencies: ["CPocketSphinx"]),
         .target(name: "CAlsaShims", dependencies: ["CAlsa"]),
         .target(name: "CCurlShims", dependencies: ["CCurl"]),
+        .target(name: "CAVShims", dependencies: ["CAVFormat"],
+                linkerSettings: [.linkedLibrary("avformat"), .linkedLibrary("avcodec"), .linkedLibrary("swresample"),
+                                 .linkedLibrary("avutil")]),
         // libuv, for the event loop libwebsockets runs on (its Debian plugin, a foreign loop).
         .target(name: "CLibUVShims", linkerSettings: [.linkedLibrary("uv")]),
 
@@ -65,7 +71,7 @@ let package = Package(
         // PCM conversion, Opus decoding, resampling, the audio clock, WAV files.
         .target(
             name: "StenoAudio",
-            dependencies: ["StenoCore", "COpus", "COpusShims", "CSoxr"]),
+            dependencies: ["StenoCore", "COpus", "COpusShims", "CSoxr", "CAVShims"]),
         // The recognizer room: the recognizer protocol, pocketsphinx, the speech detector.
         .target(
             name: "StenoSpeech",

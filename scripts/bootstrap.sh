@@ -19,6 +19,7 @@ run_packages=(
     libhiredis-dev      # the Redis client of channels across instances (StenoRedis)
     libssl-dev          # libcrypto's SHA-256, for the proof of a channel's takeover (libwebsockets-dev needs it too)
     libcurl4-openssl-dev  # HTTPS POSTs of steno listen --youtube-url (YouTube's caption ingestion)
+    libavformat-dev libavcodec-dev libswresample-dev libavutil-dev  # audio files posted to /v1/audio/transcriptions
     festival festlex-cmu  # letter-to-sound rules: pronunciations of phrase words the dictionary lacks
 )
 test_packages=(

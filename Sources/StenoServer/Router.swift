@@ -5,6 +5,7 @@ import StenoSpeech
 import StenoSystem
 import StenoTransport
 import StenoWorkers
+import Foundation
 import Synchronization
 
 /// The session layer on top of the transport: it routes upgrades and HTTP requests to
@@ -46,6 +47,8 @@ final class Router: TransportDelegate {
     var admission = Admission<ObjectIdentifier>()
     /// Whether the log last said the server was busy (a handshake can make it busy between ticks).
     private var announcedBusy = false
+    /// Uploads being transcribed (`http(_:body:exchange:)`).
+    private let uploads = JobSlots()
 
     init(context: ServerContext, options: ServerOptions, registry: SessionRegistry) {
         self.context = context
@@ -311,6 +314,40 @@ final class Router: TransportDelegate {
         return staticFiles?.response(for: request.path)
     }
 
+    /// OpenAI's transcription and translation uploads, heard on a thread of their own: at most
+    /// one per worker at once (429 beyond), answered through the transport when done.
+    func http(_ request: HTTPRequest, body: [UInt8], exchange: HTTPExchange) -> HTTPResponse? {
+        let translate: Bool
+        switch request.path {
+        case OpenAITranscriptions.transcriptionsPath: translate = false
+        case OpenAITranscriptions.translationsPath: translate = true
+        default: return .plain(status: 405, headers: [("Allow", "GET, HEAD")])
+        }
+        if !policy.tokens.isEmpty && !policy.isAuthorized(headers: request.headers, query: request.query) {
+            return OpenAITranscriptions.error(401, "a valid API key is required (Authorization: Bearer KEY)", code: "invalid_api_key")
+        }
+        if let refusal = refusal(for: Self.streamPath) {
+            return OpenAITranscriptions.error(503, "the server is \(refusal); try again later", type: "server_error")
+        }
+        let jobs = uploads
+        guard jobs.take(limit: context.pool.workerCount) else {
+            return OpenAITranscriptions.error(429, "as many files are being transcribed as the server has workers; try again shortly",
+                                              code: "rate_limit_exceeded", type: "rate_limit_error")
+        }
+        let job = OpenAITranscriptions(engine: context.engine, models: context.sessionConfiguration.models,
+                                       maxSeconds: context.sessionConfiguration.limits.maxSessionSeconds)
+        let handle = context.handle
+        let contentType = request.headers["content-type"] ?? ""
+        let log = context.log
+        Thread.detachNewThread {
+            let response = job.answer(body: body, contentType: contentType, translate: translate)
+            log.info("\(request.path): \(body.count) bytes answered \(response.status)")
+            handle.respond(exchange, response)
+            jobs.give()
+        }
+        return nil
+    }
+
     func tick() { tick(now: context.clock.now()) }
 
     /// The tick at monotonic `now` (tests choose it). Only the sessions due are visited (each
@@ -414,4 +451,22 @@ final class Router: TransportDelegate {
         context.metrics.outboundQueueBytes.set(Double(queued))
         context.metrics.inboundBufferedAudioSeconds.set(buffered)
     }
+}
+
+/// A count of jobs running, taken and given from any thread.
+final class JobSlots: Sendable {
+    private let running = Atomic<Int>(0)
+
+    /// Takes a slot if fewer than `limit` are taken.
+    func take(limit: Int) -> Bool {
+        var current = running.load(ordering: .relaxed)
+        while current < limit {
+            let (exchanged, original) = running.compareExchange(expected: current, desired: current + 1, ordering: .acquiringAndReleasing)
+            if exchanged { return true }
+            current = original
+        }
+        return false
+    }
+
+    func give() { running.subtract(1, ordering: .acquiringAndReleasing) }
 }

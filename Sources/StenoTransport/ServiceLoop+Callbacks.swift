@@ -88,6 +88,14 @@ extension ServiceLoop {
             headFinished(wsi)
             return http(wsi)
 
+        case LWS_CALLBACK_HTTP_BODY:
+            guard let wsi else { return -1 }
+            return bodyReceived(wsi, UnsafeRawBufferPointer(start: input, count: length))
+
+        case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+            guard let wsi else { return -1 }
+            return bodyComplete(wsi)
+
         case LWS_CALLBACK_HTTP_WRITEABLE:
             guard let wsi else { return -1 }
             return httpWriteable(wsi)
@@ -95,6 +103,7 @@ extension ServiceLoop {
         case LWS_CALLBACK_CLOSED_HTTP:
             if let wsi {
                 httpResponses[wsi] = nil
+                if let body = httpBodies.removeValue(forKey: wsi) { httpExchanges[body.exchange] = nil }
                 pendingUpgrades[wsi] = nil
                 headFinished(wsi)
             }
@@ -104,6 +113,7 @@ extension ServiceLoop {
             // Sent for every wsi, however far it got: the last word on it.
             if let wsi {
                 httpResponses[wsi] = nil
+                if let body = httpBodies.removeValue(forKey: wsi) { httpExchanges[body.exchange] = nil }
                 pendingUpgrades[wsi] = nil
                 headFinished(wsi)
                 finish(wsi)

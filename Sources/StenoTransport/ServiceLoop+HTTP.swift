@@ -25,14 +25,57 @@ extension ServiceLoop {
         }
         let isHead = method == .head
         if let tooLarge = headTooLarge(wsi) { return startHTTPResponse(wsi, tooLarge, includeBody: !isHead, close: true) }
+        let request = HTTPRequest(method: method, path: path, query: queryItems(wsi), headers: requestHeaders(wsi), remoteAddress: peerAddress(wsi))
+        if method == .other("POST") { return startBody(wsi, request) }
         guard method == .get || isHead else {
-            let response = HTTPResponse.plain(status: 405, headers: [("Allow", "GET, HEAD")])
+            let response = HTTPResponse.plain(status: 405, headers: [("Allow", "GET, HEAD, POST")])
             return startHTTPResponse(wsi, response, includeBody: true, close: true)
         }
-        let request = HTTPRequest(method: method, path: path, query: queryItems(wsi), headers: requestHeaders(wsi), remoteAddress: peerAddress(wsi))
         let response = delegate.http(request) ?? .plain(status: 404)
         drainCommands()
         return startHTTPResponse(wsi, response, includeBody: !isHead, close: false)
+    }
+
+    /// A POST: its body is read (lws delivers it in HTTP_BODY) when its length is given and
+    /// within `maxBodyBytes`.
+    func startBody(_ wsi: OpaquePointer, _ request: HTTPRequest) -> Int32 {
+        guard let length = headerValue(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH).flatMap({ Int($0) }), length >= 0 else {
+            return startHTTPResponse(wsi, .plain(status: 411), includeBody: true, close: true)
+        }
+        guard length <= configuration.maxBodyBytes else {
+            return startHTTPResponse(wsi, HTTPResponse(status: 413,
+                text: "413 Content Too Large: this server takes bodies of up to \(configuration.maxBodyBytes) bytes\n"),
+                includeBody: true, close: true)
+        }
+        nextExchange += 1
+        httpBodies[wsi] = PendingHTTPBody(request: request, exchange: HTTPExchange(rawValue: nextExchange), expected: length)
+        if length == 0 { return bodyComplete(wsi) }
+        return 0
+    }
+
+    /// A piece of a POST's body.
+    func bodyReceived(_ wsi: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> Int32 {
+        guard let pending = httpBodies[wsi] else { return -1 }
+        guard pending.body.count + bytes.count <= configuration.maxBodyBytes else { return -1 }
+        pending.body.append(contentsOf: bytes)
+        return 0
+    }
+
+    /// The POST's body is whole: the delegate answers it now or later.
+    func bodyComplete(_ wsi: OpaquePointer) -> Int32 {
+        guard let pending = httpBodies[wsi], httpExchanges[pending.exchange] == nil else { return -1 }
+        let response = delegate.http(pending.request, body: pending.body, exchange: pending.exchange)
+        pending.body = []
+        if let response {
+            httpBodies[wsi] = nil
+            drainCommands()
+            return startHTTPResponse(wsi, response, includeBody: true, close: false)
+        }
+        // Answered later: lws must not time the connection out meanwhile.
+        httpExchanges[pending.exchange] = wsi
+        lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0)
+        drainCommands()
+        return 0
     }
 
     static func methodName(_ m: Int32) -> String {
@@ -178,6 +221,7 @@ extension ServiceLoop {
             ("user-agent", WSI_TOKEN_HTTP_USER_AGENT),
             ("sec-websocket-protocol", WSI_TOKEN_PROTOCOL),
             ("x-forwarded-for", WSI_TOKEN_X_FORWARDED_FOR),
+            ("content-type", WSI_TOKEN_HTTP_CONTENT_TYPE),
         ]
         for (name, token) in wanted {
             if let v = headerValue(wsi, token) { headers.add(name, v) }

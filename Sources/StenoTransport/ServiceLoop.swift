@@ -50,6 +50,18 @@ final class LiveConnection {
 }
 
 /// An HTTP response being written in pieces, one `lws_write` per HTTP_WRITEABLE.
+/// A POST whose body is being read, then, once handed to the delegate, waiting for its answer.
+final class PendingHTTPBody {
+    let request: HTTPRequest
+    let exchange: HTTPExchange
+    var body: [UInt8] = []
+    init(request: HTTPRequest, exchange: HTTPExchange, expected: Int) {
+        self.request = request
+        self.exchange = exchange
+        body.reserveCapacity(expected)
+    }
+}
+
 final class PendingHTTPResponse {
     let bytes: [UInt8]
     var offset = 0
@@ -81,6 +93,10 @@ final class ServiceLoop: @unchecked Sendable {
     /// Bytes of messages being assembled (`ServiceLoop+WebSocket`'s `receive`).
     var messages: MessageBudget
     var httpResponses: [OpaquePointer: PendingHTTPResponse] = [:]
+    /// POSTs being read, by wsi; and those whose answer the delegate gives later, by exchange.
+    var httpBodies: [OpaquePointer: PendingHTTPBody] = [:]
+    var httpExchanges: [HTTPExchange: OpaquePointer] = [:]
+    var nextExchange: UInt64 = 0
     var nextID: UInt64 = 1
     private var drainingCommands = false
     /// Connections whose closing handshake `startClosingHandshakes` starts next.
@@ -176,6 +192,8 @@ final class ServiceLoop: @unchecked Sendable {
         connections.removeAll()
         pendingUpgrades.removeAll()
         httpResponses.removeAll()
+        httpBodies.removeAll()
+        httpExchanges.removeAll()
     }
 
     // MARK: - Ticks (lws sul timer on this thread)
@@ -303,6 +321,12 @@ final class ServiceLoop: @unchecked Sendable {
                     if let c = connections[id] { setReading(c, reading) }
                 case .perform(let body):
                     body(delegate)
+                case .respond(let exchange, let response):
+                    guard let wsi = httpExchanges.removeValue(forKey: exchange) else { continue }
+                    httpBodies[wsi] = nil
+                    if startHTTPResponse(wsi, response, includeBody: true, close: false) != 0 {
+                        lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+                    }
                 }
             }
         }

@@ -68,6 +68,9 @@ public struct TransportConfiguration: Sendable {
     /// separators); a head that does not fit even there is cut without an answer (lws 4.1.6
     /// has no hook for it: docs/reliability.md).
     public var maxRequestHeaderBytes: Int = 16 * 1024
+    /// The largest POST body taken (413 above it): OpenAI's limit on an uploaded file is
+    /// 25 MB, and a multipart form adds a little.
+    public var maxBodyBytes: Int = 26 * 1024 * 1024
     public static let requestHeaderSlack = 8 * 1024
     /// The buffer libwebsockets keeps per connection while it reads a request head.
     public var headBufferBytes: Int { max(4096, maxRequestHeaderBytes + Self.requestHeaderSlack) }

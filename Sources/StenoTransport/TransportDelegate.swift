@@ -47,6 +47,12 @@ public protocol TransportDelegate: AnyObject {
     /// itself). Return nil for 404.
     func http(_ request: HTTPRequest) -> HTTPResponse?
 
+    /// A POST with its whole body (at most `TransportConfiguration.maxBodyBytes`). Return the
+    /// answer, or nil to give it later with `TransportHandle.respond(exchange, …)`, from any
+    /// thread (work that takes seconds must not hold the service thread). Delegates that take
+    /// no POSTs leave the default, 405.
+    func http(_ request: HTTPRequest, body: [UInt8], exchange: HTTPExchange) -> HTTPResponse?
+
     /// Periodic tick (`TransportConfiguration.tickInterval`), for idle timeouts,
     /// progress reports and session limits.
     func tick()
@@ -59,6 +65,9 @@ extension TransportDelegate {
     public func refusedConnection(_ refusal: ConnectionRefusal) {}
     public func refusedMessage(_ id: ConnectionID) {}
     public func http(_ request: HTTPRequest) -> HTTPResponse? { nil }
+    public func http(_ request: HTTPRequest, body: [UInt8], exchange: HTTPExchange) -> HTTPResponse? {
+        .plain(status: 405, headers: [("Allow", "GET, HEAD")])
+    }
     public func tick() {}
 }
 
@@ -73,6 +82,8 @@ public protocol ConnectionSink: Sendable {
     func close(_ id: ConnectionID, code: UInt16, reason: String, discardQueued: Bool)
     /// Stops or resumes reading `id`'s socket (TCP backpressure on the client).
     func setReading(_ id: ConnectionID, _ reading: Bool)
+    /// Answers a POST the delegate took to answer later (see `TransportHandle.respond`).
+    func respond(_ exchange: HTTPExchange, _ response: HTTPResponse)
     /// Unsent outbound bytes of `id`, or nil when it is not open.
     func queuedBytes(_ id: ConnectionID) -> Int?
     /// Keeps up to `bytes` of the numbered messages last written to `id`, for a resume.
@@ -90,3 +101,8 @@ extension ConnectionSink {
 }
 
 extension TransportHandle: ConnectionSink {}
+
+extension ConnectionSink {
+    /// A sink with no HTTP (the session layer's tests in memory) has nobody to answer.
+    public func respond(_ exchange: HTTPExchange, _ response: HTTPResponse) {}
+}

@@ -69,6 +69,13 @@ public final class TransportHandle: Sendable {
         }
     }
 
+    /// Answers a POST the delegate took to answer later (`TransportDelegate.http(_:body:exchange:)`),
+    /// from any thread; nothing if its client has gone.
+    public func respond(_ exchange: HTTPExchange, _ response: HTTPResponse) {
+        let wake = !isServiceThread
+        state.withLock { $0.post(.respond(exchange, response), wake: wake) }
+    }
+
     /// Stops (`false`) or resumes (`true`) reading from `id`'s socket: TCP
     /// backpressure on the client. Messages libwebsockets already read may still be
     /// delivered after a pause; nothing is lost on resume.
@@ -310,6 +317,8 @@ enum ServiceCommand: Sendable {
     case kill(ConnectionID)
     case setReading(ConnectionID, Bool)
     case perform(@Sendable (any TransportDelegate) -> Void)
+    /// The answer to a POST the delegate took to answer later.
+    case respond(HTTPExchange, HTTPResponse)
 }
 
 struct SharedState: Sendable {

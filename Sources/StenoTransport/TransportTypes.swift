@@ -182,7 +182,7 @@ public struct UpgradeRequest: Sendable, Equatable {
     public var path: String
     public var query: [QueryItem]
     /// The request headers the transport reads: `authorization`, `origin`, `host`,
-    /// `user-agent`, `sec-websocket-protocol`, `x-forwarded-for`.
+    /// `user-agent`, `sec-websocket-protocol`, `x-forwarded-for`, `content-type`.
     public var headers: HTTPHeaders
     /// Peer IP address as text.
     public var remoteAddress: String
@@ -196,6 +196,14 @@ public struct UpgradeRequest: Sendable, Equatable {
 
     /// The first value of query parameter `name`.
     public func queryValue(_ name: String) -> String? { query.first { $0.name == name }?.value }
+}
+
+/// One HTTP request whose answer comes later (`TransportHandle.respond`): never reused within
+/// a process.
+public struct HTTPExchange: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt64
+    public init(rawValue: UInt64) { self.rawValue = rawValue }
+    public var description: String { "http#\(rawValue)" }
 }
 
 /// The transport's answer to an upgrade request.
