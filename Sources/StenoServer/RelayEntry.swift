@@ -94,19 +94,13 @@ enum RelayEntry: Sendable, Equatable {
             if case .number(let ms)? = object["endedAt"], ms.isFinite, abs(ms) < 1e15 { endedAt = UTCTime(millisecondsSince1970: Int64(ms)) }
             return .end(state: state, duration: duration, endedAt: endedAt)
         case "event":
-            guard let object = object(data), case .string(let type)? = object["type"] else { return nil }
-            switch type {
-            case "final", "volatile":
-                guard let result = RecognitionResult(wire: object) else { return nil }
-                let event: ServerEvent = type == "final" ? .final(result, includeWords: includeWords)
-                    : .volatile(result, includeWords: includeWords)
-                return .event(event.encoded())
-            case "speech":
-                guard case .string(let state)? = object["state"], let speech = SpeechState(rawValue: state),
-                      case .number(let at)? = object["at"] else { return nil }
-                return .event(ServerEvent.speech(speech, at: at).encoded())
-            default:
-                return nil
+            // What a channel relays (volatile, final, speech), read as the events they are; a
+            // result carries words as the publisher's session said.
+            guard let object = object(data), let event = ServerEvent(wire: object), event.kind.isBroadcast else { return nil }
+            switch event {
+            case .final(let result, _): return .event(ServerEvent.final(result, includeWords: includeWords).encoded())
+            case .volatile(let result, _): return .event(ServerEvent.volatile(result, includeWords: includeWords).encoded())
+            default: return .event(event.encoded())
             }
         default:
             return nil

@@ -38,12 +38,26 @@ struct ServerMessage: Sendable, Equatable {
         return nil
     }
 
-    /// The result a `final` or `volatile` carries (StenoCore's reading of it, whole or not at all).
-    var result: RecognitionResult? { RecognitionResult(wire: object) }
+    /// The event, as StenoCore's `ServerEvent` reads it back (whole or not at all).
+    var event: ServerEvent? { ServerEvent(wire: object) }
 
-    /// For `error`: its code, message, and whether the session is over.
+    /// The result a `final` or `volatile` carries.
+    var result: RecognitionResult? {
+        switch event {
+        case .final(let result, _)?, .volatile(let result, _)?: result
+        default: nil
+        }
+    }
+
+    /// For `error`: its code, message, and whether the session is over. A code this version
+    /// does not know is told as it came (the event does not read it), fatal as the server said.
     var error: (code: String, message: String, fatal: Bool)? {
-        guard type == "error" else { return nil }
-        return (string("code") ?? "", string("message") ?? "", bool("fatal") ?? false)
+        switch event {
+        case .error(let error)?: return (error.code.rawValue, error.message, error.code.isFatal)
+        case .lowConfidence?: return (ErrorCode.lowConfidence.rawValue, string("message") ?? "", false)
+        default:
+            guard type == "error" else { return nil }
+            return (string("code") ?? "", string("message") ?? "", bool("fatal") ?? false)
+        }
     }
 }
