@@ -89,7 +89,15 @@ int steno_av_decode(const uint8_t *data, size_t size, int rate, double max_secon
     if (codec->ch_layout.nb_channels == 0) av_channel_layout_default(&codec->ch_layout, 1);
     AVChannelLayout mono = AV_CHANNEL_LAYOUT_MONO;
     if (swr_alloc_set_opts2(&swr, &mono, AV_SAMPLE_FMT_FLT, rate, &codec->ch_layout, codec->sample_fmt,
-                            codec->sample_rate, 0, NULL) < 0 || swr_init(swr) < 0) {
+                            codec->sample_rate, 0, NULL) < 0) {
+        why = "the file's audio cannot be resampled"; goto done;
+    }
+    /* The channels' mean, as Steno mixes a stereo session (FFmpeg's default mix weighs them -3 dB). */
+    int channels = codec->ch_layout.nb_channels;
+    double weights[64];
+    if (channels > 64) { why = "the file has too many channels"; goto done; }
+    for (int i = 0; i < channels; i++) weights[i] = 1.0 / channels;
+    if (swr_set_matrix(swr, weights, channels) < 0 || swr_init(swr) < 0) {
         why = "the file's audio cannot be resampled"; goto done;
     }
     size_t limit = max_seconds > 0 ? (size_t)(max_seconds * rate) : 0;

@@ -193,6 +193,8 @@ public struct SessionMachine: Sendable {
             receiveText(byteCount: 0, now: now, wallClock: wallClock, into: &out) { () throws(StenoError) in message }
         case .activity(let now):
             lastActivity = max(lastActivity, now)
+        case .refused(let error):
+            fail(error.code.isFatal ? error.code : .unsupportedAudio, error.message, into: &out)
         case .audio(let bytes, let now):
             receiveAudio(bytes, now: now, into: &out)
         case .frameTooLarge(let bytes):

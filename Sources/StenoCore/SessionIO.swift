@@ -67,6 +67,9 @@ public enum SessionInput: Sendable, Hashable {
     case message(ClientMessage, now: Double, wallClock: UTCTime)
     /// A frame a route's codec took whole (a keep-alive): the client is there, nothing else.
     case activity(now: Double)
+    /// A route's codec cannot take the client's stream (a container it does not read): the
+    /// session fails with this error (a fatal code), started or not.
+    case refused(StenoError)
     /// A complete binary frame.
     case audio([UInt8], now: Double)
     /// The transport refused a frame over `limits.maxFrameBytes` without assembling it.

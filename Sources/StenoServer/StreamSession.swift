@@ -115,6 +115,7 @@ final class StreamSession: SessionDriver {
             case .activity: self.input(.activity(now: core.clock.now()))
             case .warning(let error): self.input(.pipelineWarning(error))
             case .reply(let message): mutate { s in perform(send([message], &s), &s) }
+            case .refused(let error): self.input(.refused(error))
             }
         }
     }

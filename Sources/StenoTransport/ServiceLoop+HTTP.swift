@@ -49,7 +49,7 @@ extension ServiceLoop {
         }
         nextExchange += 1
         httpBodies[wsi] = PendingHTTPBody(request: request, exchange: HTTPExchange(rawValue: nextExchange), expected: length)
-        if length == 0 { return bodyComplete(wsi) }
+        // lws says the body is complete even when it is empty.
         return 0
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import StenoCore
 @testable import StenoAudio
@@ -177,5 +178,23 @@ private func floats(_ bytes: [UInt8]) -> [Float] {
     @Test func aForeignStreamFailsAtOnce() {
         #expect(throws: StenoError.self) { _ = try WAVHeader.parse(Array("OggS".utf8), complete: false) }
         #expect(throws: StenoError.self) { _ = try WAVHeader.parse(Array("RIFF\u{0}\u{0}\u{0}\u{0}AVI ".utf8), complete: false) }
+    }
+}
+
+/// Files decoded by FFmpeg's libraries (`MediaFile`), as uploads to the OpenAI-compatible route are.
+@Suite struct MediaFileTests {
+    @Test func aWAVFileIsDecodedToMonoAtTheRateAsked() throws {
+        // One second of a 440 Hz tone in stereo at 22,050 Hz, as a WAV file's bytes.
+        let tone = (0..<22_050).map { Float(sin(Double($0) * 2 * .pi * 440 / 22_050)) * 0.5 }
+        let path = "/tmp/steno-mediafile-\(getpid()).wav"
+        try WAVFile(sampleRate: 22_050, channels: 2, samples: tone.flatMap { [$0, $0] }).write(path: path)
+        defer { unlink(path) }
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        let samples = try MediaFile.decode(bytes, sampleRate: 16_000)
+        #expect(abs(samples.count - 16_000) < 100)
+        let peak = samples.dropFirst(1000).prefix(8000).map(abs).max() ?? 0
+        #expect(abs(peak - 0.5) < 0.05)
+        #expect(throws: MediaFile.Failure.tooLong) { try MediaFile.decode(bytes, sampleRate: 16_000, maxSeconds: 0.5) }
+        #expect(throws: MediaFile.Failure.self) { try MediaFile.decode(Array("not audio at all".utf8), sampleRate: 16_000) }
     }
 }

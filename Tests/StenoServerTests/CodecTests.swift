@@ -44,7 +44,7 @@ import Testing
         let named = try DeepgramQuery.parse(Self.query([("encoding", "linear16"), ("sample_rate", "16000"),
                                                         ("model", "whisper-tiny.en")]), models: Self.models).get()
         #expect(named.start.model == "whisper-tiny.en")
-        for refused in [[("encoding", "opus"), ("sample_rate", "48000")], [("encoding", "linear16")],
+        for refused in [[("encoding", "flac"), ("sample_rate", "48000")], [("encoding", "linear16")],
                         [("encoding", "linear16"), ("sample_rate", "16000"), ("vad_events", "yes")],
                         [("encoding", "linear16"), ("sample_rate", "16000"), ("utterance_end_ms", "500")],
                         [("encoding", "linear16"), ("sample_rate", "16000"), ("language", "multi")]] {
@@ -138,5 +138,23 @@ import Testing
         #expect(G711.muLaw.linear(0x00) == -32124 && G711.muLaw.linear(0x80) == 32124)
         #expect(G711.aLaw.linear(0xD5) == 8 && G711.aLaw.linear(0x55) == -8)
         #expect(G711.aLaw.linear(0xAA) == 32256 && G711.aLaw.linear(0x2A) == -32256)
+    }
+}
+
+/// The form OpenAI's clients post, read back.
+@Suite struct MultipartFormTests {
+    @Test func readsFieldsAndFilesWhateverTheBytes() throws {
+        let file: [UInt8] = [0, 13, 10, 45, 45, 255, 82, 73, 70, 70]  // NUL, CRLF, "--", not UTF-8
+        var body = Array("--XyZ\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nwhisper-1\r\n".utf8)
+        body += Array("--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a b.wav\"\r\nContent-Type: audio/wav\r\n\r\n".utf8)
+        body += file + Array("\r\n--XyZ\r\nContent-Disposition: form-data; name=\"timestamp_granularities[]\"\r\n\r\nword\r\n".utf8)
+        body += Array("--XyZ\r\nContent-Disposition: form-data; name=\"timestamp_granularities[]\"\r\n\r\nsegment\r\n--XyZ--\r\n".utf8)
+        let form = try #require(MultipartForm(body: body, contentType: "multipart/form-data; boundary=XyZ"))
+        #expect(form["model"]?.text == "whisper-1")
+        #expect(form["file"]?.bytes == file && form["file"]?.filename == "a b.wav")
+        #expect(form.all("timestamp_granularities[]").map(\.text) == ["word", "segment"])
+        #expect(MultipartForm(body: body, contentType: "application/json") == nil)
+        #expect(MultipartForm(body: Array("--XyZ\r\nContent-Disposition: form-data; name=\"x\"\r\n\r\nno end".utf8),
+                              contentType: "multipart/form-data; boundary=\"XyZ\"") == nil)
     }
 }

@@ -5,6 +5,7 @@ handshake's refusals and Deepgram's close codes. Every message is checked agains
 own models (validated, not just constructed)."""
 
 import hashlib
+import subprocess
 import threading
 import time
 
@@ -244,3 +245,31 @@ def test_no_audio_for_ten_seconds_closes_with_net_0001_and_keepalive_holds_it_op
         kept.send('{"type":"CloseStream"}')
         metadata = ListenV1Metadata.model_validate_json(kept.recv(10))
         assert metadata.duration == 0
+
+
+@pytest.mark.parametrize("kind", ["wav", "ogg-opus"])
+def test_a_container_without_encoding_is_read_from_its_header(server, tmp_path, kind):
+    source = speech_path = "/usr/share/pocketsphinx/test/data/librivox/sense_and_sensibility_01_austen_64kb-0880.wav"
+    if kind == "ogg-opus":
+        speech_path = str(tmp_path / "sentence.ogg")
+        subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-y", "-i", source, "-c:a", "libopus",
+                        "-page_duration", "100000", speech_path], check=True)
+    with open(speech_path, "rb") as f:
+        data = f.read()
+    # Sent in pieces of odd sizes, as a file is read: the header may be cut anywhere.
+    chunks = [data[i:i + 1001] for i in range(0, len(data), 1001)]
+    query = {} if kind == "wav" else {"encoding": "ogg-opus"}
+    messages = stream(server, chunks, 0.0, **query)
+    assert word_errors(words(SENTENCES["0880"]), words(finals_text(messages))) <= 2, finals_text(messages)
+    assert isinstance(messages[-1], ListenV1Metadata) and abs(messages[-1].duration - 2.99) < 0.1
+    assert messages[-1].sha256 == hashlib.sha256(data).hexdigest()
+
+
+def test_a_stream_that_is_no_container_closes_with_data_0000(server):
+    url = f"ws://127.0.0.1:{server.port}/v1/listen?model=nova-3"
+    with ws_client.connect(url, additional_headers={"Authorization": f"Token {TOKEN}"}) as conn:
+        conn.send(b"this is not audio at all, neither WAV nor Ogg")
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:
+                conn.recv(10)
+    assert closed.value.rcvd.code == 1008 and closed.value.rcvd.reason == "DATA-0000"

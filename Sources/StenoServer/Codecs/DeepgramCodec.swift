@@ -18,6 +18,16 @@ struct DeepgramCodec: SessionCodec {
     let audioDigest = SHA256.Stream()
     /// Bytes of a sample frame that has not come whole yet.
     private var partialFrame: [UInt8] = []
+    /// Raw samples: the bytes of one sample frame, and the G.711 law to expand; nil while a
+    /// container's header has not said (or for Ogg Opus, whose packets go as they are).
+    private var frameBytes: Int?
+    private var companding: G711?
+    /// A container's stream: its first bytes until they say which, then an Ogg demuxer.
+    private var sniffed: [UInt8] = []
+    private var ogg: OggDemuxer?
+    private var oggPackets = 0
+    /// A WAV whose samples are not 16-bit: converted to 32-bit float.
+    private var wav: WAVHeader?
     /// The final last seen, kept until it is known whether speech ended with it (`speech_final`).
     private var heldFinal: RecognitionResult?
     /// `Finalize` messages not yet answered (`from_finalize`), and whether a final answered the oldest.
@@ -33,6 +43,10 @@ struct DeepgramCodec: SessionCodec {
     init(query: DeepgramQuery, requestID: String = DeepgramCodec.makeRequestID()) {
         self.query = query
         self.requestID = requestID
+        if case .samples(let law) = query.input {
+            frameBytes = 2 * query.start.audio.channels
+            companding = law
+        }
     }
 
     /// Deepgram's session limits: no resume (its clients do not know it), and closed with
@@ -46,16 +60,27 @@ struct DeepgramCodec: SessionCodec {
 
     // MARK: Client → server
 
-    /// The session starts as the connection opens, as its query said.
-    func opened() -> (messages: [OutgoingMessage], inputs: [CodecInput]) { ([], [.message(.start(query.start))]) }
+    /// The session starts as the connection opens, as its query said; a container's once its
+    /// header has come.
+    func opened() -> (messages: [OutgoingMessage], inputs: [CodecInput]) {
+        query.input == .container ? ([], []) : ([], [.message(.start(query.start))])
+    }
 
     mutating func decode(_ message: IncomingMessage) -> [CodecInput] {
         switch message {
         case .binary(let bytes):
             audioDigest.update(bytes)
-            var pcm = query.companding.map { $0.pcmS16LE(bytes) } ?? bytes
-            // Whole sample frames only: a client may cut its buffers anywhere.
-            let frameBytes = 2 * query.start.audio.channels
+            if query.input == .container && frameBytes == nil { return container(bytes) }
+            return samples(bytes)
+        case .text(let text):
+            return control(text)
+        }
+    }
+
+    /// Raw samples, joined into whole sample frames (a client may cut its buffers anywhere).
+    private mutating func samples(_ bytes: [UInt8]) -> [CodecInput] {
+            guard let frameBytes else { return [] }
+            var pcm = companding.map { $0.pcmS16LE(bytes) } ?? bytes
             if !partialFrame.isEmpty {
                 pcm = partialFrame + pcm
                 partialFrame = []
@@ -65,8 +90,77 @@ struct DeepgramCodec: SessionCodec {
                 partialFrame = Array(pcm[whole...])
                 pcm.removeLast(pcm.count - whole)
             }
+            if let wav, !pcm.isEmpty {
+                let floats = pcm.withUnsafeBytes { wav.decode($0) }
+                pcm = floats.withUnsafeBytes { Array($0) }
+            }
             return pcm.isEmpty ? [.activity] : [.audio(pcm)]
-        case .text(let text):
+    }
+
+    /// A container's bytes: its header read first (WAV's chunks up to `data`, Ogg Opus's
+    /// `OpusHead`), then its audio.
+    private mutating func container(_ bytes: [UInt8]) -> [CodecInput] {
+        if var demuxer = ogg {
+            let packets = demuxer.feed(bytes)
+            ogg = demuxer
+            if demuxer.isBroken { return [.refused(StenoError(.unsupportedAudio, "the Ogg stream is damaged"))] }
+            var inputs: [CodecInput] = []
+            for packet in packets {
+                oggPackets += 1
+                if oggPackets == 1 {
+                    // OpusHead: "OpusHead", version, channels, pre-skip, input rate …
+                    guard packet.count >= 19, packet.starts(with: Array("OpusHead".utf8)), (1...2).contains(Int(packet[9])),
+                          let format = try? AudioFormat(encoding: .opus, sampleRate: 48_000, channels: Int(packet[9])) else {
+                        return [.refused(StenoError(.unsupportedAudio, "the Ogg stream is not Opus in one or two channels"))]
+                    }
+                    var start = query.start
+                    start.audio = format
+                    inputs.append(.message(.start(start)))
+                } else if oggPackets > 2 {  // the second is OpusTags
+                    inputs.append(.audio(packet))
+                }
+            }
+            return inputs.isEmpty ? [.activity] : inputs
+        }
+        sniffed += bytes
+        guard sniffed.count >= 12 else { return [.activity] }
+        if sniffed.starts(with: Array("OggS".utf8)) {
+            ogg = OggDemuxer()
+            let all = sniffed
+            sniffed = []
+            return container(all)
+        }
+        guard sniffed.starts(with: Array("RIFF".utf8)), Array(sniffed[8..<12]) == Array("WAVE".utf8) else {
+            return [.refused(StenoError(.unsupportedAudio,
+                "without an encoding the audio must be WAV or Ogg Opus; give encoding and sample_rate for raw audio"))]
+        }
+        let parsed: WAVHeader?
+        do throws(StenoError) {
+            parsed = try WAVHeader.parse(sniffed, complete: false)
+        } catch {
+            return [.refused(StenoError(.unsupportedAudio, error.message))]
+        }
+        guard let header = parsed else {
+            if sniffed.count > 64 * 1024 { return [.refused(StenoError(.unsupportedAudio, "the WAV header is over 64 KB"))] }
+            return [.activity]
+        }
+        // 16-bit samples go as they are; any other WAV format as 32-bit float.
+        let plain = header.bitsPerSample == 16 && !header.isFloat
+        guard let format = try? AudioFormat(encoding: plain ? .pcmS16LE : .pcmF32LE, sampleRate: header.sampleRate,
+                                            channels: header.channels) else {
+            return [.refused(StenoError(.unsupportedAudio, "WAV at \(header.sampleRate) Hz in \(header.channels) channels: "
+                                        + "this server takes 8000-48000 Hz, one or two channels"))]
+        }
+        var start = query.start
+        start.audio = format
+        frameBytes = header.bytesPerFrame
+        wav = plain ? nil : header
+        let rest = Array(sniffed[header.dataOffset...])
+        sniffed = []
+        return [.message(.start(start))] + samples(rest)
+    }
+
+    private mutating func control(_ text: String) -> [CodecInput] {
             let type: String?
             if case .object(let object)? = try? JSONParser(maxDepth: 8, maxBytes: 64 * 1024).parse(text),
                case .string(let name)? = object["type"] {
@@ -88,7 +182,6 @@ struct DeepgramCodec: SessionCodec {
             case nil:
                 return [.warning(StenoError(.badMessage, "a text message must be a JSON object with a \"type\""))]
             }
-        }
     }
 
     // MARK: Server → client

@@ -21,8 +21,17 @@ struct DeepgramQuery: Sendable {
     var utteranceEnd = false
     /// The model the client named, as it named it.
     var model: String
-    /// Audio companded with G.711, expanded to 16-bit PCM before the pipeline.
-    var companding: G711?
+    /// How the audio comes: raw samples (`linear16`, or G.711 expanded to 16-bit PCM before the
+    /// pipeline), or a container read from the stream's first bytes (WAV, or Ogg Opus), whose
+    /// header decides the format: the session starts once it has come.
+    enum Input: Sendable, Equatable {
+        case samples(G711?)
+        case container
+    }
+    var input: Input
+
+    /// The G.711 law of raw companded samples.
+    var companding: G711? { if case .samples(let law) = input { law } else { nil } }
 
     /// Parameters taken and not honoured: Steno has no such feature (diarization, redaction,
     /// search, entities, callbacks, tags…), or decides it itself (`endpointing`).
@@ -69,22 +78,23 @@ struct DeepgramQuery: Sendable {
         let channels = Int(values["channels"] ?? "1") ?? 0
         let encodingName = values["encoding"]
         var audio: AudioFormat
-        var companding: G711?
+        let input: Input
         do throws(StenoError) {
-            guard let encodingName else {
-                return fail("encoding is required here (linear16, mulaw or alaw, with sample_rate): this server does not detect containers")
-            }
-            guard let rateText = values["sample_rate"], let rate = Int(rateText) else {
-                return fail("sample_rate is required with encoding=\(clippedForError(encodingName))")
-            }
             switch encodingName {
-            case "linear16": break
-            case "mulaw": companding = .muLaw
-            case "alaw": companding = .aLaw
-            default:
-                return fail("encoding \"\(clippedForError(encodingName))\" is not supported by this server (linear16, mulaw, alaw)")
+            case nil, "opus"?, "ogg-opus"?:
+                // The container says (the format here is a placeholder until its header has come).
+                input = .container
+                audio = try AudioFormat(encoding: .opus, sampleRate: 48_000, channels: 1)
+            case "linear16"?, "mulaw"?, "alaw"?:
+                guard let rateText = values["sample_rate"], let rate = Int(rateText) else {
+                    return fail("sample_rate is required with encoding=\(encodingName ?? "")")
+                }
+                input = .samples(encodingName == "mulaw" ? .muLaw : encodingName == "alaw" ? .aLaw : nil)
+                audio = try AudioFormat(encoding: .pcmS16LE, sampleRate: rate, channels: channels)
+            case let other?:
+                return fail("encoding \"\(clippedForError(other))\" is not supported by this server (linear16, mulaw, alaw, opus "
+                            + "in Ogg; or no encoding, for WAV or Ogg Opus)")
             }
-            audio = try AudioFormat(encoding: .pcmS16LE, sampleRate: rate, channels: channels)
         } catch {
             return .failure(StenoError(.badMessage, error.message))
         }
@@ -107,7 +117,7 @@ struct DeepgramQuery: Sendable {
             }
         }
         if case .failure(let error) = SessionMachine.model(for: start, among: models) { return .failure(error) }
-        var parsed = DeepgramQuery(start: start, model: model, companding: companding)
+        var parsed = DeepgramQuery(start: start, model: model, input: input)
         parsed.interim = start.volatile
         parsed.punctuate = booleans["punctuate"] == true || booleans["smart_format"] == true
         parsed.vadEvents = booleans["vad_events"] == true

@@ -22,6 +22,9 @@ enum CodecInput: Sendable {
     case warning(StenoError)
     /// The codec's own answer to the frame, for the client (OpenAI's `session.updated`).
     case reply(OutgoingMessage)
+    /// The stream cannot be taken (a container the codec does not read): the session fails
+    /// with this error, started or not.
+    case refused(StenoError)
 }
 
 /// A session's wire protocol: how its client's frames are read and its events written.
