@@ -5,7 +5,6 @@ import StenoSpeech
 import StenoSystem
 import StenoTransport
 import StenoWorkers
-import Foundation
 import Synchronization
 
 /// The session layer on top of the transport: it routes upgrades and HTTP requests to
@@ -18,7 +17,7 @@ final class Router: TransportDelegate {
 
     let context: ServerContext
     let options: ServerOptions
-    private let policy: HandshakePolicy
+    let policy: HandshakePolicy
     /// Who may read `/metrics` (its tokens only; no paths of its own).
     private let metricsPolicy: HandshakePolicy
     /// The web client's files, served for paths no route takes.
@@ -47,8 +46,8 @@ final class Router: TransportDelegate {
     var admission = Admission<ObjectIdentifier>()
     /// Whether the log last said the server was busy (a handshake can make it busy between ticks).
     private var announcedBusy = false
-    /// Uploads being transcribed (`http(_:body:exchange:)`).
-    private let uploads = JobSlots()
+    /// Uploads being transcribed (Router+Uploads.swift).
+    let uploads = JobSlots()
 
     init(context: ServerContext, options: ServerOptions, registry: SessionRegistry) {
         self.context = context
@@ -123,9 +122,10 @@ final class Router: TransportDelegate {
             // Every protocol's session is admitted as a session, with a session's tokens.
             request.path = Self.streamPath
         case nil:
-            if path == Self.listenPath, let name = request.queryValue("channel"), !ChannelName.isValid(name) {
+            if path == Self.listenPath, !ChannelName.isValid(request.queryValue("channel") ?? "") {
                 return .reject(HTTPResponse(status: 400,
-                    text: "400 Bad Request: a channel's name is 1-64 letters, digits, '-', '_', '.'\n"))
+                    text: "400 Bad Request: /v1/listen needs ?channel=NAME (1-64 letters, digits, '-', '_', '.'), "
+                        + "or Deepgram's parameters (model, encoding …)\n"))
             }
         }
         let refusal = self.refusal(for: request.path, resuming: request.queryValue("resume"))
@@ -148,7 +148,7 @@ final class Router: TransportDelegate {
     /// A client coming back for its session (`?resume=SESSION`, the id of one not ended) adds
     /// no talker and no session, so only draining refuses it: the one client that must not be
     /// turned away by the load is the one whose session is still running here.
-    private func refusal(for path: String, resuming sessionID: String? = nil) -> String? {
+    func refusal(for path: String, resuming sessionID: String? = nil) -> String? {
         if draining { return "draining" }
         guard path == Self.streamPath else { return nil }
         if let sessionID, let session = registry.session(id: sessionID), !session.isClosed { return nil }
@@ -314,40 +314,6 @@ final class Router: TransportDelegate {
         return staticFiles?.response(for: request.path)
     }
 
-    /// OpenAI's transcription and translation uploads, heard on a thread of their own: at most
-    /// one per worker at once (429 beyond), answered through the transport when done.
-    func http(_ request: HTTPRequest, body: [UInt8], exchange: HTTPExchange) -> HTTPResponse? {
-        let translate: Bool
-        switch request.path {
-        case OpenAITranscriptions.transcriptionsPath: translate = false
-        case OpenAITranscriptions.translationsPath: translate = true
-        default: return .plain(status: 405, headers: [("Allow", "GET, HEAD")])
-        }
-        if !policy.tokens.isEmpty && !policy.isAuthorized(headers: request.headers, query: request.query) {
-            return OpenAITranscriptions.error(401, "a valid API key is required (Authorization: Bearer KEY)", code: "invalid_api_key")
-        }
-        if let refusal = refusal(for: Self.streamPath) {
-            return OpenAITranscriptions.error(503, "the server is \(refusal); try again later", type: "server_error")
-        }
-        let jobs = uploads
-        guard jobs.take(limit: context.pool.workerCount) else {
-            return OpenAITranscriptions.error(429, "as many files are being transcribed as the server has workers; try again shortly",
-                                              code: "rate_limit_exceeded", type: "rate_limit_error")
-        }
-        let job = OpenAITranscriptions(engine: context.engine, models: context.sessionConfiguration.models,
-                                       maxSeconds: context.sessionConfiguration.limits.maxSessionSeconds)
-        let handle = context.handle
-        let contentType = request.headers["content-type"] ?? ""
-        let log = context.log
-        Thread.detachNewThread {
-            let response = job.answer(body: body, contentType: contentType, translate: translate)
-            log.info("\(request.path): \(body.count) bytes answered \(response.status)")
-            handle.respond(exchange, response)
-            jobs.give()
-        }
-        return nil
-    }
-
     func tick() { tick(now: context.clock.now()) }
 
     /// The tick at monotonic `now` (tests choose it). Only the sessions due are visited (each
@@ -453,20 +419,3 @@ final class Router: TransportDelegate {
     }
 }
 
-/// A count of jobs running, taken and given from any thread.
-final class JobSlots: Sendable {
-    private let running = Atomic<Int>(0)
-
-    /// Takes a slot if fewer than `limit` are taken.
-    func take(limit: Int) -> Bool {
-        var current = running.load(ordering: .relaxed)
-        while current < limit {
-            let (exchanged, original) = running.compareExchange(expected: current, desired: current + 1, ordering: .acquiringAndReleasing)
-            if exchanged { return true }
-            current = original
-        }
-        return false
-    }
-
-    func give() { running.subtract(1, ordering: .acquiringAndReleasing) }
-}

@@ -15,6 +15,9 @@ public final class StenoMetrics: Sendable {
 
     /// `steno_sessions_total`: `/v1/stream` connections opened (each a session, started or not).
     public let sessionsTotal: Counter
+    /// `steno_uploads_total{status}`: files posted to the OpenAI-compatible routes, by the
+    /// HTTP status they were answered with.
+    public let uploads: MetricFamily<Counter>
     /// `steno_handshakes_refused_total{reason}`: WebSocket upgrades refused before a
     /// session existed; reasons `unauthorized`, `forbidden_origin`, `capacity`, `overload`,
     /// `draining`, and (by the transport, before any route) `malformed` (400 or 426: not a
@@ -128,7 +131,10 @@ public final class StenoMetrics: Sendable {
             "steno_channel_events_sent_total", help: "Events queued for a channel's viewers.", labels: ["channel"])
         channelViewersDropped = registry.counter(
             "steno_channel_viewers_dropped_total", help: "A channel's viewers closed for not reading (4008).", labels: ["channel"])
-        sessionsTotal = registry.counter("steno_sessions_total", help: "Connections opened on /v1/stream (sessions, started or not).")
+        sessionsTotal = registry.counter("steno_sessions_total",
+            help: "Connections opened for a session (sessions, started or not), on /v1/stream and Deepgram's and OpenAI's routes.")
+        uploads = registry.counter("steno_uploads_total", help: "Files posted to /v1/audio/transcriptions and /translations, by status.",
+                                   labels: ["status"])
         handshakesRefused = registry.counter(
             "steno_handshakes_refused_total", help: "WebSocket handshakes refused, by reason.", labels: ["reason"])
         messagesRefused = registry.counter(

@@ -27,7 +27,10 @@ extension SessionRoute {
         case streamPath:
             return .session(.steno)
         case listenPath:
-            guard !query.contains(where: { $0.name == "channel" }) else { return nil }
+            // A viewer names its channel; a Deepgram client names its model (the SDKs always
+            // do) or its audio. Neither: a viewer that forgot its channel (400 in the router).
+            guard !query.contains(where: { $0.name == "channel" }),
+                  query.contains(where: { $0.name != "token" }) else { return nil }
             switch DeepgramQuery.parse(query, models: models) {
             case .success(let parsed):
                 return .session(SessionRoute(codec: DeepgramCodec(query: parsed), limits: DeepgramCodec.limits))
