@@ -37,10 +37,13 @@ extension Router {
         let log = context.log
         let metrics = context.metrics
         Thread.detachNewThread {
-            let response = job.answer(body: body, contentType: contentType, translate: translate)
-            log.info("\(request.path): \(body.count) bytes answered \(response.status)")
-            metrics.uploads.labels(String(response.status)).increment()
-            handle.respond(exchange, response)
+            let stream = OpenAITranscriptions.Stream(head: { handle.respondStreaming(exchange, head: $0) },
+                                                     write: { handle.write(exchange, $0, final: $1) })
+            let response = job.answer(body: body, contentType: contentType, translate: translate, stream: stream)
+            let status = response?.status ?? 200
+            log.info("\(request.path): \(body.count) bytes answered \(status)\(response == nil ? " (streamed)" : "")")
+            metrics.uploads.labels(String(status)).increment()
+            if let response { handle.respond(exchange, response) }
             jobs.give()
         }
         return nil

@@ -90,9 +90,11 @@ extension ServiceLoop {
         }
     }
 
-    func startHTTPResponse(_ wsi: OpaquePointer, _ response: HTTPResponse, includeBody: Bool, close: Bool) -> Int32 {
-        guard let bytes = encodeResponse(wsi, response, includeBody: includeBody, close: close) else { return -1 }
-        httpResponses[wsi] = PendingHTTPResponse(bytes: bytes, closeAfter: close)
+    func startHTTPResponse(_ wsi: OpaquePointer, _ response: HTTPResponse, includeBody: Bool, close: Bool,
+                           streaming: Bool = false) -> Int32 {
+        guard let bytes = encodeResponse(wsi, response, includeBody: includeBody, close: close, length: !streaming)
+        else { return -1 }
+        httpResponses[wsi] = PendingHTTPResponse(bytes: bytes, closeAfter: close, streaming: streaming)
         lws_callback_on_writable(wsi)
         return 0
     }
@@ -100,8 +102,14 @@ extension ServiceLoop {
     func httpWriteable(_ wsi: OpaquePointer) -> Int32 {
         guard let pending = httpResponses[wsi] else { return 0 }
         let remaining = pending.bytes.count - pending.offset
+        if remaining == 0 {
+            // A streamed body: more is coming, or it is over (its end is the close).
+            if pending.streaming { return 0 }
+            httpResponses[wsi] = nil
+            return -1
+        }
         let n = min(remaining, LwsContextStorage.httpChunk)
-        let last = n == remaining
+        let last = n == remaining && !pending.streaming
         let pre = steno_lws_pre
         pending.bytes.withUnsafeBytes { src in
             (storage.httpScratch + pre).copyMemory(from: src.baseAddress! + pending.offset, byteCount: n)
@@ -110,8 +118,12 @@ extension ServiceLoop {
                                 last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP)
         if written < n { return -1 }
         pending.offset += n
+        if pending.offset > 1 << 20 {
+            pending.bytes.removeFirst(pending.offset)
+            pending.offset = 0
+        }
         if !last {
-            lws_callback_on_writable(wsi)
+            if pending.offset < pending.bytes.count || !pending.streaming { lws_callback_on_writable(wsi) }
             return 0
         }
         httpResponses[wsi] = nil
@@ -124,9 +136,9 @@ extension ServiceLoop {
     /// version and adds the `Server` header), then the body.
     /// `beforeUpgrade`: the answer to a WebSocket handshake, written in HTTP_CONFIRM_UPGRADE.
     func encodeResponse(_ wsi: OpaquePointer, _ response: HTTPResponse, includeBody: Bool, close: Bool,
-                        beforeUpgrade: Bool = false) -> [UInt8]? {
-        var fields: [(String, String)] = [("content-type:", response.contentType),
-                                          ("content-length:", String(response.body.count))]
+                        beforeUpgrade: Bool = false, length: Bool = true) -> [UInt8]? {
+        var fields: [(String, String)] = [("content-type:", response.contentType)]
+        if length { fields.append(("content-length:", String(response.body.count))) }
         for h in response.headers {
             fields.append((Self.headerToken(h.name) + ":", Self.headerValue(h.value)))
         }

@@ -63,13 +63,17 @@ final class PendingHTTPBody {
 }
 
 final class PendingHTTPResponse {
-    let bytes: [UInt8]
+    var bytes: [UInt8]
     var offset = 0
     let closeAfter: Bool
+    /// A body still being written (`TransportHandle.write`): the connection waits for more,
+    /// and closes once the last piece is written (the body has no length).
+    var streaming: Bool
 
-    init(bytes: [UInt8], closeAfter: Bool) {
+    init(bytes: [UInt8], closeAfter: Bool, streaming: Bool = false) {
         self.bytes = bytes
         self.closeAfter = closeAfter
+        self.streaming = streaming
     }
 }
 
@@ -321,12 +325,18 @@ final class ServiceLoop: @unchecked Sendable {
                     if let c = connections[id] { setReading(c, reading) }
                 case .perform(let body):
                     body(delegate)
-                case .respond(let exchange, let response):
-                    guard let wsi = httpExchanges.removeValue(forKey: exchange) else { continue }
+                case .respond(let exchange, let response, let streaming):
+                    guard let wsi = streaming ? httpExchanges[exchange] : httpExchanges.removeValue(forKey: exchange) else { continue }
                     httpBodies[wsi] = nil
-                    if startHTTPResponse(wsi, response, includeBody: true, close: false) != 0 {
+                    if startHTTPResponse(wsi, response, includeBody: !streaming, close: streaming, streaming: streaming) != 0 {
                         lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
                     }
+                case .write(let exchange, let bytes, let final):
+                    guard let wsi = final ? httpExchanges.removeValue(forKey: exchange) : httpExchanges[exchange],
+                          let pending = httpResponses[wsi] else { continue }
+                    pending.bytes += bytes
+                    if final { pending.streaming = false }
+                    lws_callback_on_writable(wsi)
                 }
             }
         }

@@ -82,8 +82,11 @@ public protocol ConnectionSink: Sendable {
     func close(_ id: ConnectionID, code: UInt16, reason: String, discardQueued: Bool)
     /// Stops or resumes reading `id`'s socket (TCP backpressure on the client).
     func setReading(_ id: ConnectionID, _ reading: Bool)
-    /// Answers a POST the delegate took to answer later (see `TransportHandle.respond`).
+    /// Answers a POST the delegate took to answer later (see `TransportHandle.respond`), whole
+    /// or streamed (`respondStreaming`, then `write`s).
     func respond(_ exchange: HTTPExchange, _ response: HTTPResponse)
+    func respondStreaming(_ exchange: HTTPExchange, head: HTTPResponse)
+    func write(_ exchange: HTTPExchange, _ bytes: [UInt8], final: Bool)
     /// Unsent outbound bytes of `id`, or nil when it is not open.
     func queuedBytes(_ id: ConnectionID) -> Int?
     /// Keeps up to `bytes` of the numbered messages last written to `id`, for a resume.
@@ -105,4 +108,6 @@ extension TransportHandle: ConnectionSink {}
 extension ConnectionSink {
     /// A sink with no HTTP (the session layer's tests in memory) has nobody to answer.
     public func respond(_ exchange: HTTPExchange, _ response: HTTPResponse) {}
+    public func respondStreaming(_ exchange: HTTPExchange, head: HTTPResponse) {}
+    public func write(_ exchange: HTTPExchange, _ bytes: [UInt8], final: Bool) {}
 }

@@ -73,7 +73,21 @@ public final class TransportHandle: Sendable {
     /// from any thread; nothing if its client has gone.
     public func respond(_ exchange: HTTPExchange, _ response: HTTPResponse) {
         let wake = !isServiceThread
-        state.withLock { $0.post(.respond(exchange, response), wake: wake) }
+        state.withLock { $0.post(.respond(exchange, response, streaming: false), wake: wake) }
+    }
+
+    /// Starts a streamed answer to a POST: `head`'s status and headers now (no length: the
+    /// body ends when the connection closes), its body in `write`s as it is made (server-sent
+    /// events of a transcription as its finals come).
+    public func respondStreaming(_ exchange: HTTPExchange, head: HTTPResponse) {
+        let wake = !isServiceThread
+        state.withLock { $0.post(.respond(exchange, head, streaming: true), wake: wake) }
+    }
+
+    /// More of a streamed answer; `final`: the last, after which the connection closes.
+    public func write(_ exchange: HTTPExchange, _ bytes: [UInt8], final: Bool) {
+        let wake = !isServiceThread
+        state.withLock { $0.post(.write(exchange, bytes, final: final), wake: wake) }
     }
 
     /// Stops (`false`) or resumes (`true`) reading from `id`'s socket: TCP
@@ -317,8 +331,11 @@ enum ServiceCommand: Sendable {
     case kill(ConnectionID)
     case setReading(ConnectionID, Bool)
     case perform(@Sendable (any TransportDelegate) -> Void)
-    /// The answer to a POST the delegate took to answer later.
-    case respond(HTTPExchange, HTTPResponse)
+    /// The answer to a POST the delegate took to answer later (`streaming`: its head only;
+    /// its body comes in `write`s).
+    case respond(HTTPExchange, HTTPResponse, streaming: Bool)
+    /// More of a streamed answer's body; `final`: the last of it.
+    case write(HTTPExchange, [UInt8], final: Bool)
 }
 
 struct SharedState: Sendable {

@@ -9,6 +9,7 @@ import StenoAudio
 import StenoCore
 import StenoSession
 import StenoSpeech
+import StenoSystem
 import StenoTransport
 
 /// One upload's transcription, run on a thread of its own (it takes as long as the file
@@ -30,8 +31,15 @@ struct OpenAITranscriptions: Sendable {
     /// The longest audio taken (the session limit).
     let maxSeconds: Double
 
-    /// Answers one request (its form whole in `body`).
-    func answer(body: [UInt8], contentType: String, translate: Bool) -> HTTPResponse {
+    /// Where a streamed answer goes: its head, then pieces of its body (`true`: the last).
+    struct Stream: Sendable {
+        let head: @Sendable (HTTPResponse) -> Void
+        let write: @Sendable ([UInt8], Bool) -> Void
+    }
+
+    /// Answers one request (its form whole in `body`); nil when the answer went to `stream`
+    /// (`stream=true`: server-sent events as the finals come).
+    func answer(body: [UInt8], contentType: String, translate: Bool, stream streamTo: Stream) -> HTTPResponse? {
         guard let form = MultipartForm(body: body, contentType: contentType) else {
             return Self.error(400, "the body must be multipart/form-data with a \"file\"")
         }
@@ -63,6 +71,33 @@ struct OpenAITranscriptions: Sendable {
         if language?.isEmpty == true { language = nil }
         var phrases: [String] = []
         if let prompt = form["prompt"]?.text, !prompt.isEmpty, (try? Vocabulary(phrases: [prompt])) != nil { phrases = [prompt] }
+        if stream {
+            // Each final as it is heard; a session that cannot start is still a plain error.
+            var started = false
+            let sent = Locked(0)
+            let outcome = transcribe(samples, model: model, language: translate ? nil : language, phrases: phrases,
+                                     translate: translate, starting: {
+                started = true
+                streamTo.head(HTTPResponse(status: 200, contentType: "text/event-stream", body: [],
+                                           headers: [("Cache-Control", "no-store")]))
+            }, onFinal: { final in
+                let index = sent.withLock { n -> Int in n += 1; return n - 1 }
+                streamTo.write(Array(Self.sse(["type": .string("transcript.text.delta"),
+                                               "delta": .string((index > 0 ? " " : "") + final.text)]).utf8), false)
+            })
+            switch outcome {
+            case .success(let finals):
+                let text = finals.map(\.text).joined(separator: " ")
+                streamTo.write(Array(Self.sse(["type": .string("transcript.text.done"), "text": .string(text)]).utf8), true)
+                return nil
+            case .failure(let error) where started:
+                streamTo.write(Array(Self.sse(["type": .string("error"), "error": .object(JSONObject([
+                    "message": .string(error.message), "type": .string("server_error")]))]).utf8), true)
+                return nil
+            case .failure(let error):
+                return Self.error(error.code == .internal ? 500 : 400, error.message)
+            }
+        }
         let heard: [RecognitionResult]
         switch transcribe(samples, model: model, language: translate ? nil : language, phrases: phrases, translate: translate) {
         case .success(let finals): heard = finals
@@ -72,15 +107,6 @@ struct OpenAITranscriptions: Sendable {
         let text = heard.map(\.text).joined(separator: " ")
         let spoken = heard.compactMap(\.language).first ?? language
             ?? models.first { $0.engine.model == model }?.engine.language ?? models[0].engine.language
-        if stream {
-            var body = ""
-            for (index, final) in heard.enumerated() {
-                body += Self.sse(["type": .string("transcript.text.delta"), "delta": .string((index > 0 ? " " : "") + final.text)])
-            }
-            body += Self.sse(["type": .string("transcript.text.done"), "text": .string(text)])
-            return HTTPResponse(status: 200, contentType: "text/event-stream", body: Array(body.utf8),
-                                headers: [("Cache-Control", "no-store")])
-        }
         switch format {
         case .text:
             return HTTPResponse(status: 200, contentType: "text/plain; charset=utf-8", body: Array((text + "\n").utf8))
@@ -112,9 +138,13 @@ struct OpenAITranscriptions: Sendable {
     }
 
     /// The finals of `samples` heard by a session of their own.
-    private func transcribe(_ samples: [Float], model: String?, language: String?, phrases: [String],
-                            translate: Bool) -> Result<[RecognitionResult], StenoError> {
+    private func transcribe(_ samples: [Float], model: String?, language: String?, phrases: [String], translate: Bool,
+                            starting: () -> Void = {}, onFinal: ((RecognitionResult) -> Void)? = nil)
+        -> Result<[RecognitionResult], StenoError> {
         let session = LocalSession(engine: engine, id: "rest")
+        if let onFinal {
+            session.onEvent = { event in if case .final(let result, _)? = event.event { onFinal(result) } }
+        }
         let format = try! AudioFormat(encoding: .pcmF32LE, sampleRate: Self.sampleRate, channels: 1)
         session.send(text: ClientMessage.startText(format, language: language, model: model, volatile: false,
                                                    phrases: phrases, translate: translate ? "en" : nil))
@@ -124,6 +154,7 @@ struct OpenAITranscriptions: Sendable {
             }.first
             return .failure(refusal ?? StenoError(.badMessage, "the transcription could not start"))
         }
+        starting()
         let chunk = Self.sampleRate  // a second a frame
         var index = 0
         while index < samples.count {
