@@ -193,13 +193,7 @@ struct DeepgramCodec: SessionCodec {
             heldFinal = nil
             if query.utteranceEnd, let end = lastWordEnd, end != utteranceEndSaid {
                 utteranceEndSaid = end
-                var w = JSONWriter(capacity: 96)
-                w.beginObject()
-                w.field("type", "UtteranceEnd")
-                channelIndex(&w, key: "channel")
-                w.field("last_word_end", seconds: end)
-                w.endObject()
-                out.append(message(w))
+                out.append(timed("UtteranceEnd", "last_word_end", end))
             }
             return out
         }
@@ -213,14 +207,7 @@ struct DeepgramCodec: SessionCodec {
         case .final(let result, _):
             heldFinal = result
         case .speech(.started, let at):
-            guard query.vadEvents else { break }
-            var w = JSONWriter(capacity: 80)
-            w.beginObject()
-            w.field("type", "SpeechStarted")
-            channelIndex(&w, key: "channel")
-            w.field("timestamp", seconds: at)
-            w.endObject()
-            out.append(message(w))
+            if query.vadEvents { out.append(timed("SpeechStarted", "timestamp", at)) }
         case .finalized(let through):
             guard finalizing > 0 else { break }
             finalizing -= 1
@@ -359,6 +346,17 @@ struct DeepgramCodec: SessionCodec {
 
     /// A stable id for the model serving the session, in a UUID's shape.
     private var modelUUID: String { Self.uuidShape(SHA256.hex(engine?.model ?? query.model)) }
+
+    /// `SpeechStarted` and `UtteranceEnd`: a type, the channel, one time.
+    private func timed(_ type: String, _ key: String, _ seconds: Double) -> OutgoingMessage {
+        var w = JSONWriter(capacity: 96)
+        w.beginObject()
+        w.field("type", type)
+        channelIndex(&w, key: "channel")
+        w.field(key, seconds: seconds)
+        w.endObject()
+        return message(w)
+    }
 
     private func channelIndex(_ w: inout JSONWriter, key: String) {
         w.key(key)
