@@ -55,7 +55,8 @@ extension ServiceLoop {
 
     /// A piece of a POST's body.
     func bodyReceived(_ wsi: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> Int32 {
-        guard let pending = httpBodies[wsi] else { return -1 }
+        // A body refused already (413): its bytes are read and dropped while the answer goes.
+        guard let pending = httpBodies[wsi] else { return httpResponses[wsi] != nil ? 0 : -1 }
         guard pending.body.count + bytes.count <= configuration.maxBodyBytes else { return -1 }
         pending.body.append(contentsOf: bytes)
         return 0
@@ -63,7 +64,9 @@ extension ServiceLoop {
 
     /// The POST's body is whole: the delegate answers it now or later.
     func bodyComplete(_ wsi: OpaquePointer) -> Int32 {
-        guard let pending = httpBodies[wsi], httpExchanges[pending.exchange] == nil else { return -1 }
+        guard let pending = httpBodies[wsi], httpExchanges[pending.exchange] == nil else {
+            return httpResponses[wsi] != nil ? 0 : -1
+        }
         let response = delegate.http(pending.request, body: pending.body, exchange: pending.exchange)
         pending.body = []
         if let response {

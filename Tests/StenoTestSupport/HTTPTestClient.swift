@@ -63,14 +63,15 @@ public struct TestHTTPResponse: Equatable, Sendable, CustomStringConvertible {
 /// One-shot HTTP/1.1 requests over a fresh connection.
 public enum HTTPTestClient {
     public static func request(port: Int, method: String = "GET", path: String, headers: [(String, String)] = [],
-                        tls: Bool = false, timeout: Double = 5) throws -> TestHTTPResponse {
+                        body: [UInt8]? = nil, tls: Bool = false, timeout: Double = 5) throws -> TestHTTPResponse {
         let stream = tls ? try TestStream.tls(port: port) : try TestStream.tcp(port: port)
         defer { stream.close() }
         var text = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
         for (n, v) in headers { text += "\(n): \(v)\r\n" }
+        if let body { text += "Content-Length: \(body.count)\r\n" }
         text += "\r\n"
         let deadline = Deadline(timeout)
-        try stream.write(Array(text.utf8), timeout: timeout)
+        try stream.write(Array(text.utf8) + (body ?? []), timeout: timeout)
         var response = try TestHTTPResponse.readHead(from: stream, deadline: deadline)
         try response.readBody(from: stream, deadline: deadline, isHead: method == "HEAD")
         return response

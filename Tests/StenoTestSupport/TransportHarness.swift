@@ -31,6 +31,9 @@ public final class TestControl: Sendable {
         public var routes: [String: HTTPResponse] = [:]
         /// Answers GET/HEAD requests that no route takes (e.g. static files).
         public var files: (@Sendable (String) -> HTTPResponse?)?
+        /// Answers POSTs (their whole body, the exchange to answer later through the handle);
+        /// nil: the transport's default (405).
+        public var post: (@Sendable (HTTPRequest, [UInt8], HTTPExchange, TransportHandle) -> HTTPResponse?)?
         /// Pause reading as soon as a connection opens.
         public var pauseOnOpen = false
         /// Pause reading from inside `received` once a connection got this many messages.
@@ -139,6 +142,13 @@ public final class EchoDelegate: TransportDelegate {
     public func http(_ request: HTTPRequest) -> HTTPResponse? {
         let s = control.settings.withLock { $0 }
         return s.routes[request.path] ?? s.files?(request.path)
+    }
+
+    public func http(_ request: HTTPRequest, body: [UInt8], exchange: HTTPExchange) -> HTTPResponse? {
+        guard let post = control.settings.withLock({ $0.post }) else {
+            return .plain(status: 405, headers: [("Allow", "GET, HEAD")])
+        }
+        return post(request, body, exchange, handle)
     }
 
     public func tick() { control.tick() }

@@ -45,6 +45,46 @@ import StenoTestSupport
         #expect(del.status == 405)
     }
 
+    @Test func postBodiesAreReadWholeAndAnsweredNowLaterOrStreamed() throws {
+        var settings = TestControl.Settings()
+        settings.post = { request, body, exchange, handle in
+            switch request.path {
+            case "/now":
+                return HTTPResponse(status: 200, contentType: "text/plain", body: Array("got \(body.count)".utf8))
+            case "/later":
+                DispatchQueue.global().asyncAfter(deadline: .now() + 0.2) {
+                    handle.respond(exchange, HTTPResponse(status: 201, contentType: "text/plain", body: body.reversed()))
+                }
+                return nil
+            default:
+                DispatchQueue.global().async {
+                    handle.respondStreaming(exchange, head: HTTPResponse(status: 200, contentType: "text/event-stream", body: []))
+                    for i in 0..<3 {
+                        Thread.sleep(forTimeInterval: 0.05)
+                        handle.write(exchange, Array("data: \(i)\n\n".utf8), final: i == 2)
+                    }
+                }
+                return nil
+            }
+        }
+        let server = try TestServer(settings) { $0.maxBodyBytes = 100_000 }
+        let big = [UInt8]((0..<50_000).map { UInt8($0 % 251) })
+        let now = try HTTPTestClient.request(port: server.port, method: "POST", path: "/now", body: big)
+        #expect(now.status == 200 && now.bodyText == "got 50000")
+        let empty = try HTTPTestClient.request(port: server.port, method: "POST", path: "/now", body: [])
+        #expect(empty.status == 200 && empty.bodyText == "got 0")
+        let later = try HTTPTestClient.request(port: server.port, method: "POST", path: "/later", body: [1, 2, 3])
+        #expect(later.status == 201 && later.body == [3, 2, 1])
+        let streamed = try HTTPTestClient.request(port: server.port, method: "POST", path: "/stream", body: [0])
+        #expect(streamed.status == 200 && streamed.header("Content-Length") == nil)
+        #expect(streamed.bodyText == "data: 0\n\ndata: 1\n\ndata: 2\n\n")
+        // Over the limit, or without a length: refused before any body is read.
+        let large = try HTTPTestClient.request(port: server.port, method: "POST", path: "/now", body: [UInt8](repeating: 0, count: 100_001))
+        #expect(large.status == 413)
+        let unsized = try HTTPTestClient.request(port: server.port, method: "POST", path: "/now")
+        #expect(unsized.status == 411)
+    }
+
     @Test func keepAliveServesSeveralRequestsOnOneConnection() throws {
         let server = try Self.server()
         let stream = try TestStream.tcp(port: server.port)
