@@ -48,6 +48,8 @@ final class Router: TransportDelegate {
     private var announcedBusy = false
     /// Uploads being transcribed (Router+Uploads.swift).
     let uploads = JobSlots()
+    /// Multichannel connections: their group and its sessions, one per channel.
+    private var groups: [ConnectionID: (group: ChannelGroup, sessions: [StreamSession])] = [:]
 
     init(context: ServerContext, options: ServerOptions, registry: SessionRegistry) {
         self.context = context
@@ -175,14 +177,32 @@ final class Router: TransportDelegate {
         }
         if !pendingUpgrades.isEmpty { pendingUpgrades.removeFirst() }
         guard case .session(let route)? = self.route(request.path, request.query) else { return }
-        let session = StreamSession(connection: id, remoteAddress: remoteAddress, server: context, route: route)
         routes[id] = .stream
-        registry.add(session, on: id)
-        admission.opened(ObjectIdentifier(session), now: now)
-        context.metrics.sessionsTotal.increment()
-        session.opened()
-        if draining { session.input(.shutdown) }
+        var members: [StreamSession] = []
+        if let channels = route.channels {
+            // One session per channel, each writing through the group (ChannelGroup.swift).
+            let group = ChannelGroup(connection: id, count: channels.count, sampleBytes: channels.sampleBytes, sink: context.handle)
+            for index in 0..<channels.count {
+                var server = context
+                server.handle = group.member(index)
+                members.append(StreamSession(connection: id, remoteAddress: remoteAddress, server: server,
+                                             route: SessionRoute(codec: channels.codec(index, group), limits: route.limits)))
+            }
+            groups[id] = (group, members)
+        } else {
+            members = [StreamSession(connection: id, remoteAddress: remoteAddress, server: context, route: route)]
+        }
+        for session in members {
+            registry.add(session, on: id)
+            admission.opened(ObjectIdentifier(session), now: now)
+            context.metrics.sessionsTotal.increment()
+            session.opened()
+            if draining { session.input(.shutdown) }
+        }
     }
+
+    /// The sessions of a multichannel connection, if `id` is one.
+    private func members(_ id: ConnectionID) -> [StreamSession]? { groups[id]?.sessions }
 
     /// The protocol of a session upgrade (nil: not a session; a refusal: its query cannot be served).
     private func route(_ path: String, _ query: [QueryItem]) -> SessionRoute.Choice? {
@@ -200,7 +220,16 @@ final class Router: TransportDelegate {
                 context.handle.close(id, code: 4008, reason: "slow_consumer", discardQueued: true)
             }
         case .stream:
-            registry[id]?.received(message)
+            if let (group, sessions) = groups[id] {
+                switch message {
+                case .binary(let bytes):
+                    for (session, part) in zip(sessions, group.split(bytes)) { session.received(.binary(part)) }
+                case .text:
+                    for session in sessions { session.received(message) }
+                }
+            } else {
+                registry[id]?.received(message)
+            }
         case .viewer:
             let error = ServerEvent.error(StenoError(.badMessage, "a viewer of a channel cannot send messages"))
             let sent = context.handle.send(id, OutgoingMessage(error.encoded()))
@@ -216,8 +245,8 @@ final class Router: TransportDelegate {
     }
 
     func tooLarge(_ id: ConnectionID, limit: Int) {
-        if routes[id] == .stream, let session = registry[id] {
-            session.input(.frameTooLarge(bytes: limit + 1))
+        if routes[id] == .stream, let sessions = members(id) ?? registry[id].map({ [$0] }) {
+            for session in sessions { session.input(.frameTooLarge(bytes: limit + 1)) }
         } else {
             context.handle.close(id, code: 1009, reason: "too_large")
         }
@@ -226,10 +255,12 @@ final class Router: TransportDelegate {
     /// A connection that has taken no byte for `--write-stall-seconds` while events waited for
     /// it is not reading: a slow consumer, closed with 4008 as when its queue overflows.
     func writeStalled(_ id: ConnectionID) {
-        if routes[id] == .stream, let session = registry[id] {
+        if routes[id] == .stream, let sessions = members(id) ?? registry[id].map({ [$0] }) {
             context.metrics.writeStalls.increment()
-            context.log.info("session \(session.sessionID) on \(id): nothing written for \(options.writeStall?.inSeconds ?? 0) s; closed as a slow consumer")
-            session.input(.outboundOverflow)
+            for session in sessions {
+                context.log.info("session \(session.sessionID) on \(id): nothing written for \(options.writeStall?.inSeconds ?? 0) s; closed as a slow consumer")
+                session.input(.outboundOverflow)
+            }
         } else if routes[id] == .viewer, context.channels.dropSlowViewer(id) {
             context.metrics.writeStalls.increment()
             context.log.info("viewer \(id): nothing written for \(options.writeStall?.inSeconds ?? 0) s; closed as a slow consumer")
@@ -241,12 +272,14 @@ final class Router: TransportDelegate {
         case .echo, nil:
             return
         case .stream:
-            guard let session = registry.disconnect(id) else { return }
-            switch session.transportClosed(id, backlog: backlog) {
-            case .detached:
-                context.log.info("session \(session.sessionID) lost its connection \(id); it may be resumed")
-            case .closed(let line, let seconds):
-                forget(session, line: line, seconds: seconds)
+            guard let carried = registry.disconnect(id) else { return }
+            for session in groups.removeValue(forKey: id)?.sessions ?? [carried] {
+                switch session.transportClosed(id, backlog: backlog) {
+                case .detached:
+                    context.log.info("session \(session.sessionID) lost its connection \(id); it may be resumed")
+                case .closed(let line, let seconds):
+                    forget(session, line: line, seconds: seconds)
+                }
             }
         case .viewer:
             context.channels.removeViewer(id)
@@ -374,35 +407,6 @@ final class Router: TransportDelegate {
     }
 
     // MARK: -
-
-    /// `/v1/models`: every model the server has, the default first, with what it was loaded from.
-    private func modelsDocument() -> [UInt8] {
-        var w = JSONWriter(capacity: 512)
-        w.beginObject()
-        w.key("models")
-        w.beginArray()
-        for (index, model) in context.engine.models.enumerated() {
-            w.beginObject()
-            w.field("name", model.info.model)
-            w.field("language", model.info.language)
-            w.key("languages")
-            w.beginArray()
-            for language in model.languages { w.string(language) }
-            w.endArray()
-            w.field("sampleRate", integer: model.info.sampleRate)
-            w.field("engine", model.info.name)
-            w.field("version", model.info.version)
-            w.field("default", index == 0)
-            w.key("loadedFrom")
-            w.beginObject()
-            for source in model.sources { w.field(source.name, source.path) }
-            w.endObject()
-            w.endObject()
-        }
-        w.endArray()
-        w.endObject()
-        return w.bytes
-    }
 
     private func updateSampledMetrics() {
         var queued = 0

@@ -12,7 +12,7 @@ import Glibc
 /// What every session of a server shares.
 struct ServerContext: Sendable {
     /// The connections: the transport's handle, or one in memory in tests.
-    let handle: any ConnectionSink
+    var handle: any ConnectionSink
     let engine: any SpeechEngine
     let pool: WorkerPool
     let metrics: StenoMetrics

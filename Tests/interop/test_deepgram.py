@@ -191,7 +191,7 @@ def test_mulaw_at_8khz_without_punctuation_with_keyterms(server):
 @pytest.mark.parametrize("query, says", [
     ({"encoding": "flac", "sample_rate": 16000}, "encoding"),
     ({"encoding": "linear16"}, "sample_rate"),
-    ({"encoding": "linear16", "sample_rate": 16000, "multichannel": "true"}, "multichannel"),
+    ({"encoding": "linear16", "sample_rate": 16000, "channels": 9, "multichannel": "true"}, "multichannel"),
     ({"encoding": "linear16", "sample_rate": 16000, "interim_results": "maybe"}, "interim_results"),
     ({"encoding": "linear16", "sample_rate": 16000, "language": "tlh"}, "language"),
 ])
@@ -273,3 +273,28 @@ def test_a_stream_that_is_no_container_closes_with_data_0000(server):
             while True:
                 conn.recv(10)
     assert closed.value.rcvd.code == 1008 and closed.value.rcvd.reason == "DATA-0000"
+
+
+def test_multichannel_hears_each_channel_on_its_own(server):
+    # A call: one sentence on the left, another on the right, at the same time.
+    left, rate = speech("0880")
+    right, _ = speech("0930")
+    a = np.frombuffer(left, dtype="<i2")
+    b = np.frombuffer(right, dtype="<i2")
+    n = max(len(a), len(b)) + rate
+    stereo = np.zeros((n, 2), dtype="<i2")
+    stereo[:len(a), 0] = a
+    stereo[:len(b), 1] = b
+    audio = stereo.tobytes()
+    chunks = [audio[i:i + 6401] for i in range(0, len(audio), 6401)]  # not whole frames
+    messages = stream(server, chunks, 0.0, encoding="linear16", sample_rate=rate, channels=2, multichannel="true")
+    finals = [m for m in messages if isinstance(m, ListenV1Results) and m.is_final and m.channel.alternatives[0].transcript]
+    heard = {index: words(" ".join(m.channel.alternatives[0].transcript for m in finals if m.channel_index == [index, 2]))
+             for index in (0, 1)}
+    assert word_errors(words(SENTENCES["0880"]), heard[0]) <= 2, heard
+    assert word_errors(words(SENTENCES["0930"]), heard[1]) <= 2, heard
+    assert {tuple(m.channel_index) for m in finals} == {(0, 2), (1, 2)}
+    metadata = [m for m in messages if isinstance(m, ListenV1Metadata)]
+    assert len(metadata) == 1 and metadata[0].channels == 2 and metadata[0] is messages[-1]
+    assert metadata[0].sha256 == hashlib.sha256(audio).hexdigest()
+    assert abs(metadata[0].duration - n / rate) < 0.05

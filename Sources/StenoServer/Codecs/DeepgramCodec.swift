@@ -40,9 +40,16 @@ struct DeepgramCodec: SessionCodec {
     private var engine: EngineInfo?
     private var startedAt: UTCTime?
 
-    init(query: DeepgramQuery, requestID: String = DeepgramCodec.makeRequestID()) {
+    /// With `multichannel=true`: this session's channel and its group (which says `Metadata`
+    /// once, for every channel).
+    let channel: Int
+    let group: ChannelGroup?
+
+    init(query: DeepgramQuery, requestID: String = DeepgramCodec.makeRequestID(), channel: Int = 0, group: ChannelGroup? = nil) {
         self.query = query
         self.requestID = requestID
+        self.channel = channel
+        self.group = group
         if case .samples(let law) = query.input {
             frameBytes = 2 * query.start.audio.channels
             companding = law
@@ -218,7 +225,8 @@ struct DeepgramCodec: SessionCodec {
             }
             finalSinceFinalize = false
         case .ended(let duration):
-            out.append(metadata(duration: duration))
+            // One Metadata for the connection: the last channel's session to end says it.
+            if group?.memberEnded() ?? true { out.append(metadata(duration: duration)) }
         case .error(let error):
             var w = JSONWriter(capacity: 160)
             w.beginObject()
@@ -319,10 +327,10 @@ struct DeepgramCodec: SessionCodec {
         w.field("type", "Metadata")
         w.field("transaction_key", "deprecated")
         w.field("request_id", requestID)
-        w.field("sha256", audioDigest.hex())
+        w.field("sha256", (group?.audioDigest ?? audioDigest).hex())
         w.field("created", (startedAt ?? UTCTime(millisecondsSince1970: 0)).iso8601)
         w.field("duration", seconds: duration)
-        w.field("channels", integer: 1)
+        w.field("channels", integer: group?.count ?? 1)
         w.key("models")
         w.beginArray()
         w.string(modelUUID)
@@ -361,8 +369,8 @@ struct DeepgramCodec: SessionCodec {
     private func channelIndex(_ w: inout JSONWriter, key: String) {
         w.key(key)
         w.beginArray()
-        w.integer(0)
-        w.integer(1)
+        w.integer(channel)
+        w.integer(group?.count ?? 1)
         w.endArray()
     }
 

@@ -21,6 +21,9 @@ struct DeepgramQuery: Sendable {
     var utteranceEnd = false
     /// The model the client named, as it named it.
     var model: String
+    /// `multichannel=true`: how many channels, each its own session (`ChannelGroup`); else 1.
+    var channels = 1
+    static let maxChannels = 8
     /// How the audio comes: raw samples (`linear16`, or G.711 expanded to 16-bit PCM before the
     /// pipeline), or a container read from the stream's first bytes (WAV, or Ogg Opus), whose
     /// header decides the format: the session starts once it has come.
@@ -72,10 +75,14 @@ struct DeepgramQuery: Sendable {
             guard let value = flag(name) else { return fail("\(name) must be true or false, not \"\(clippedForError(values[name] ?? ""))\"") }
             if let value { booleans[name] = value }
         }
-        if booleans["multichannel"] == true {
-            return fail("multichannel=true is not supported by this server: send one channel, or a mix of them")
-        }
         let channels = Int(values["channels"] ?? "1") ?? 0
+        let multichannel = booleans["multichannel"] == true && channels > 1
+        if multichannel {
+            guard channels <= Self.maxChannels else { return fail("multichannel takes at most \(Self.maxChannels) channels, not \(channels)") }
+            guard ["linear16", "mulaw", "alaw"].contains(values["encoding"] ?? "") else {
+                return fail("multichannel=true needs raw audio: encoding linear16, mulaw or alaw, with sample_rate and channels")
+            }
+        }
         let encodingName = values["encoding"]
         var audio: AudioFormat
         let input: Input
@@ -90,7 +97,8 @@ struct DeepgramQuery: Sendable {
                     return fail("sample_rate is required with encoding=\(encodingName ?? "")")
                 }
                 input = .samples(encodingName == "mulaw" ? .muLaw : encodingName == "alaw" ? .aLaw : nil)
-                audio = try AudioFormat(encoding: .pcmS16LE, sampleRate: rate, channels: channels)
+                // Each channel its own session (mono) with multichannel; else mixed, as in `start`.
+                audio = try AudioFormat(encoding: .pcmS16LE, sampleRate: rate, channels: multichannel ? 1 : channels)
             case let other?:
                 return fail("encoding \"\(clippedForError(other))\" is not supported by this server (linear16, mulaw, alaw, opus "
                             + "in Ogg; or no encoding, for WAV or Ogg Opus)")
@@ -118,6 +126,7 @@ struct DeepgramQuery: Sendable {
         }
         if case .failure(let error) = SessionMachine.model(for: start, among: models) { return .failure(error) }
         var parsed = DeepgramQuery(start: start, model: model, input: input)
+        parsed.channels = multichannel ? channels : 1
         parsed.interim = start.volatile
         parsed.punctuate = booleans["punctuate"] == true || booleans["smart_format"] == true
         parsed.vadEvents = booleans["vad_events"] == true

@@ -67,6 +67,9 @@ struct StenoCodec: SessionCodec {
 struct SessionRoute: Sendable {
     var codec: any SessionCodec
     var limits: @Sendable (SessionLimits) -> SessionLimits
+    /// A connection that is several sessions, one per channel (Deepgram's `multichannel`): how
+    /// many, the bytes of a channel's sample, and each member's codec.
+    var channels: (count: Int, sampleBytes: Int, codec: @Sendable (Int, ChannelGroup) -> any SessionCodec)?
 
     static let steno = SessionRoute(codec: StenoCodec(), limits: { $0 })
 }

@@ -33,7 +33,14 @@ extension SessionRoute {
                   query.contains(where: { $0.name != "token" }) else { return nil }
             switch DeepgramQuery.parse(query, models: models) {
             case .success(let parsed):
-                return .session(SessionRoute(codec: DeepgramCodec(query: parsed), limits: DeepgramCodec.limits))
+                var route = SessionRoute(codec: DeepgramCodec(query: parsed), limits: DeepgramCodec.limits)
+                if parsed.channels > 1 {
+                    let requestID = DeepgramCodec.makeRequestID()
+                    route.channels = (parsed.channels, parsed.companding == nil ? 2 : 1, { index, group in
+                        DeepgramCodec(query: parsed, requestID: requestID, channel: index, group: group)
+                    })
+                }
+                return .session(route)
             case .failure(let error):
                 return .refused(refusal(["err_code": "Bad Request", "err_msg": error.message]))
             }
