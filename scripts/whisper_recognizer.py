@@ -341,7 +341,9 @@ def task_of(options):
 
 
 def is_volatile(options):
-    """A volatile result (priority 0), not a final."""
+    """A volatile result, not a final: as "volatile" says, else a priority of 0 or less."""
+    if "volatile" in options:
+        return bool(options["volatile"])
     return int(options.get("priority", 0)) <= 0
 
 

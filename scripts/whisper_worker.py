@@ -77,7 +77,7 @@ def check_request(body):
     if not isinstance(body, dict):
         raise ValueError("the JSON is not an object")
     for key, kinds in (("alternatives", int), ("beam", int), ("priority", int), ("language", (str, type(None))),
-                       ("prompt", (str, type(None))), ("words", bool), ("alone", bool), ("fault", str)):
+                       ("prompt", (str, type(None))), ("words", bool), ("alone", bool), ("volatile", bool), ("fault", str)):
         if key in body and (not isinstance(body[key], kinds) or (kinds is int and isinstance(body[key], bool))):
             raise ValueError(f"\"{key}\" has the wrong type")
     if body.get("task") not in (None, "transcribe", "translate"):

@@ -31,6 +31,10 @@ public struct StartRequest: Sendable, Hashable {
     /// when that session's instance is gone (`ChannelRelay`). Nothing without `channel`.
     public var continues: Continuation?
 
+    /// Not on the wire: the server's own sessions for uploaded files set it, so that their
+    /// recognition waits behind live speech (`RecognizerOptions.background`).
+    public var background = false
+
     /// `start`'s `continues`: `{"session":ID,"resumeToken":T}` of the lost session.
     public struct Continuation: Sendable, Hashable {
         public var session: String

@@ -66,6 +66,13 @@ public final class LocalSession {
                                            format: text, phrases: phrases, boost: boost, alternatives: alternatives))
     }
 
+    /// Starts the session with a request made here rather than sent as text (one with what the
+    /// wire does not carry: `StartRequest.background`).
+    public func start(_ request: StartRequest) {
+        driver.input(.message(.start(request), now: driver.core.clock.now(), wallClock: driver.core.clock.wall()))
+        settle()
+    }
+
     /// Sends `end` (finals, then `ended`, then the close).
     public func end() { send(text: #"{"type":"end"}"#) }
 

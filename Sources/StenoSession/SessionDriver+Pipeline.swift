@@ -24,6 +24,7 @@ extension SessionDriver {
                                                 alternatives: request.alternatives, model: request.model,
                                                 language: request.language)
                 options.languagePlan = request.languagePlan
+                options.background = request.background
                 let recognizer = try core.engine.makeRecognizer(options: options) { [weak self] in
                     self?.wake()
                 }

@@ -52,6 +52,8 @@ public struct RecognizerOptions: Sendable, Hashable {
     public var language: String?
     /// Auto, lanes, translation (`start`'s); nil: none. Only a multilingual model is given one.
     public var languagePlan: LanguagePlan?
+    /// An upload's session (`StartRequest.background`): its work waits behind live sessions'.
+    public var background = false
 
     public init(volatileResults: Bool = true, maxUtteranceSeconds: Double? = nil, keepsDecoder: Bool = false,
                 vocabulary: Vocabulary? = nil, alternatives: Int = 0, model: String? = nil, language: String? = nil) {

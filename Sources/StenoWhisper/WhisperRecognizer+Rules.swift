@@ -4,6 +4,13 @@ import StenoSpeech
 /// The rules a `WhisperRecognizer` applies to prompts and to the worker's text, apart from its
 /// state so that tests can hold them to their examples.
 extension WhisperRecognizer {
+    /// Least new audio between two volatile results, and before the first (counted from the
+    /// utterance's start, pre-roll included), as whisper_streaming's shortest chunk: volatiles are
+    /// most of a talker's cost (bench/README.md, "Whisper's volatiles").
+    static let volatileEvery = 16_000
+    /// Unanswered requests in the worker past which no volatile is asked for.
+    static let volatileBacklog = 16
+
     /// New audio (samples) a volatile waits for: `volatileEvery`, or a quarter of the utterance so
     /// far when that is more, and `volatileEvery` twice more for each request the worker has not
     /// answered yet (other sessions'). Volatiles are most of the worker's work, and a final that
@@ -82,6 +89,10 @@ extension WhisperRecognizer {
         rest.text = rest.words.map(\.text).joined(separator: " ")
         return rest
     }
+
+    /// Places in the worker's queue, highest first: a live session's finals, its volatiles, then
+    /// an upload's finals (`RecognizerOptions.background`), so that files wait behind live speech.
+    static let priorities = (final: 2, volatile: 1, background: 0)
 
     /// The most committed words looked for again at the start of what follows them.
     static let repeatable = 5

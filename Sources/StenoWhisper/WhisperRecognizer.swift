@@ -26,12 +26,6 @@ public final class WhisperRecognizer: SpeechRecognizer {
     static let preRoll = 8_000
     /// Audio kept after the detector's end of speech.
     static let tail = 3_200
-    /// Least new audio between two volatile results, and before the first (counted from the
-    /// utterance's start, pre-roll included), as whisper_streaming's shortest chunk: volatiles are
-    /// most of a talker's cost (bench/README.md, "Whisper's volatiles").
-    static let volatileEvery = 16_000
-    /// Unanswered requests in the worker past which no volatile is asked for.
-    static let volatileBacklog = 16
     /// An utterance is heard in pieces of at most this much (Whisper's window is 30 s), cut at
     /// the quietest point of their last 1.5 s (`UtteranceGate`), each going on from the one
     /// before it (the prompt's context).
@@ -59,6 +53,8 @@ public final class WhisperRecognizer: SpeechRecognizer {
     /// The session's utterances, their audio and its timeline.
     private let gate: UtteranceGate
     private let volatileResults: Bool
+    /// Its finals' place in the worker's queue: a live session's, or an upload's behind live speech.
+    private let finalPriority: Int
     /// The session's phrases, the first part of the decoder's prompt (Whisper's way of being
     /// told what to expect).
     private let phrases: String?
@@ -119,6 +115,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
         self.worker = worker
         self.info = info
         self.volatileResults = options.volatileResults
+        finalPriority = options.background ? Self.priorities.background : Self.priorities.final
         self.alternatives = options.alternatives
         self.languages = SessionLanguage(language: options.language, plan: options.languagePlan)
         (self.phrases, self.notices) = Self.prompt(options.vocabulary)
@@ -227,7 +224,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
         let (start, end) = (cut.start, cut.end)
         let token = takeToken()
         let (language, extra) = languages.request(seconds: seconds(cut.samples.count))
-        let id = worker.submit(cut.samples, words: true, priority: 1, prompt: prompt, beam: Self.finalBeam,
+        let id = worker.submit(cut.samples, words: true, priority: finalPriority, volatile: false, prompt: prompt, beam: Self.finalBeam,
                                alternatives: alternatives, language: language, extra: extra) { [mailbox] result in
             mailbox.post(Answer(token: token, final: false, early: true, start: start, end: end, result: result))
         }
@@ -256,7 +253,8 @@ public final class WhisperRecognizer: SpeechRecognizer {
         let long = start == committedThrough || received - start >= Self.commitAfter
         let token = takeToken()
         let (language, extra) = languages.request(seconds: seconds(slice.count))
-        let id = worker.submit(slice, words: long, priority: 0, prompt: prompt, language: language, extra: extra) { [mailbox] result in
+        let id = worker.submit(slice, words: long, priority: Self.priorities.volatile, volatile: true, prompt: prompt, language: language,
+                               extra: extra) { [mailbox] result in
             mailbox.post(Answer(token: token, final: false, early: false, start: start, end: end, result: result))
         }
         if let id { requests[token] = id } else { volatileInFlight = false }  // the worker is full: no volatile this time
@@ -296,7 +294,8 @@ public final class WhisperRecognizer: SpeechRecognizer {
     private func submitFinal(_ samples: ArraySlice<Float>, start: Int, end: Int) {
         let token = takeToken()
         let (language, extra) = languages.request(seconds: seconds(samples.count))
-        let id = worker.submit(samples, words: true, priority: 1, prompt: prompt, beam: Self.finalBeam, alternatives: alternatives,
+        let id = worker.submit(samples, words: true, priority: finalPriority, volatile: false, prompt: prompt, beam: Self.finalBeam,
+                               alternatives: alternatives,
                                language: language, waitIfFull: true, extra: extra) { [mailbox] result in
             mailbox.post(Answer(token: token, final: true, early: false, start: start, end: end, result: result))
         }

@@ -206,10 +206,12 @@ public final class WhisperWorker: Sendable {
     /// all (the beam's, so at most `beam`); `language`: the session's BCP 47 tag (a multilingual
     /// model detects the language without one). `extra`: more of the request's JSON (tests).
     @discardableResult
-    public func submit(_ samples: ArraySlice<Float>, words: Bool, priority: Int = 0, prompt: String? = nil, beam: Int = 1,
-                       alternatives: Int = 0, language: String? = nil, waitIfFull: Bool = false, extra: JSONObject = JSONObject(),
-                       completion: @escaping Completion) -> UInt64? {
+    public func submit(_ samples: ArraySlice<Float>, words: Bool, priority: Int = 0, volatile: Bool? = nil, prompt: String? = nil,
+                       beam: Int = 1, alternatives: Int = 0, language: String? = nil, waitIfFull: Bool = false,
+                       extra: JSONObject = JSONObject(), completion: @escaping Completion) -> UInt64? {
         var options = extra
+        // Said when the priority alone does not say it (`WhisperRecognizer.priorities`).
+        if let volatile { options["volatile"] = .bool(volatile) }
         options["words"] = .bool(words)
         if beam > 1 { options["beam"] = .number(Double(beam)) }
         if alternatives > 0 { options["alternatives"] = .number(Double(min(alternatives, 10))) }

@@ -12,7 +12,7 @@ import pytest
 from worker_client import ROOT, Worker, cards, errors, librivox, normalized, read_wav
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from whisper_recognizer import Recognizer, doubled, reading, whisper_language  # noqa: E402
+from whisper_recognizer import Recognizer, doubled, is_volatile, reading, whisper_language  # noqa: E402
 
 RATE = 16000
 
@@ -179,6 +179,13 @@ def test_finals_go_before_volatile_guesses(worker):
     # In order of arrival it would be last. Whatever the worker took with the blocker (it
     # reads what has come when it starts a batch), the final overtakes the volatiles still queued.
     assert order.index(high) < len(low), order
+
+
+def test_a_request_says_it_is_volatile_or_its_priority_does():
+    # Steno's live finals ask with priority 2, its volatiles 1 (volatile: true), an upload's
+    # finals 0 (volatile: false): files wait behind live speech and are still heard as finals.
+    assert is_volatile({"priority": 1, "volatile": True}) and not is_volatile({"priority": 0, "volatile": False})
+    assert is_volatile({"priority": 0}) and is_volatile({}) and not is_volatile({"priority": 1})
 
 
 def test_a_final_that_comes_while_a_batch_runs_goes_next():

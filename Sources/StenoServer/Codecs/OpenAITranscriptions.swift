@@ -146,8 +146,13 @@ struct OpenAITranscriptions: Sendable {
             session.onEvent = { event in if case .final(let result, _)? = event.event { onFinal(result) } }
         }
         let format = try! AudioFormat(encoding: .pcmF32LE, sampleRate: Self.sampleRate, channels: 1)
-        session.send(text: ClientMessage.startText(format, language: language, model: model, volatile: false,
-                                                   phrases: phrases, translate: translate ? "en" : nil))
+        var request = StartRequest(audio: format, language: language, volatile: false, words: true)
+        request.model = model
+        request.vocabulary = phrases.isEmpty ? nil : try? Vocabulary(phrases: phrases)
+        if translate { request.languagePlan = LanguagePlan(translate: "en") }
+        // Behind live speech in the engine's queue.
+        request.background = true
+        session.start(request)
         guard session.phase != .awaitingStart else {
             let refusal = session.events.lazy.compactMap { $0.event }.compactMap { event -> StenoError? in
                 if case .error(let error) = event { error } else { nil }
