@@ -31,6 +31,13 @@ public struct StartRequest: Sendable, Hashable {
     /// when that session's instance is gone (`ChannelRelay`). Nothing without `channel`.
     public var continues: Continuation?
 
+    /// `"multichannel": true` with `audio.channels` N (2-8): each channel is a session of its own
+    /// on the connection (the server's route splits them; `audio` is then one channel's, mono);
+    /// nil: the channels are mixed.
+    public var multichannel: Int?
+    /// The most channels a multichannel stream may have.
+    public static let maxChannels = 8
+
     /// Not on the wire: the server's own sessions for uploaded files set it, so that their
     /// recognition waits behind live speech (`RecognizerOptions.background`).
     public var background = false
@@ -107,57 +114,6 @@ public enum ClientMessage: Sendable, Hashable {
         case .gap: return "gap"
         case .silence: return "silence"
         }
-    }
-
-    /// The `start` text a client sends (what `parse` reads back): the one writer of it, for
-    /// `steno send`, `steno transcribe` and the tests. `phrases` are sent as given (the server
-    /// checks them); `format` is said only when it is not the default (readable), `profanity`
-    /// only when given (nil: the server's default).
-    public static func startText(_ audio: AudioFormat, language: String? = nil, model: String? = nil,
-                                 channel: String? = nil, volatile: Bool = true, words: Bool = true,
-                                 format: TextFormat = .readable, phrases: [String] = [], boost: Double? = nil,
-                                 alternatives: Int = 0, profanity: ProfanityMode? = nil,
-                                 continues: StartRequest.Continuation? = nil, lanes: [String] = [], translate: String? = nil) -> String {
-        var w = JSONWriter(capacity: 256)
-        w.beginObject()
-        w.field("type", "start")
-        w.key("audio")
-        w.beginObject()
-        w.field("encoding", audio.encoding.rawValue)
-        w.field("sampleRate", integer: audio.sampleRate)
-        w.field("channels", integer: audio.channels)
-        w.endObject()
-        if let language { w.field("language", language) }
-        if let model { w.field("model", model) }
-        w.field("volatile", volatile)
-        w.field("words", words)
-        if let channel { w.field("channel", channel) }
-        if format != .readable { w.field("format", format.rawValue) }
-        if let profanity { w.field("profanity", profanity.rawValue) }
-        if !phrases.isEmpty {
-            w.key("phrases")
-            w.beginArray()
-            for phrase in phrases { w.string(phrase) }
-            w.endArray()
-        }
-        if let boost { w.key("boost"); w.number(boost) }
-        if alternatives > 0 { w.field("alternatives", integer: alternatives) }
-        if !lanes.isEmpty {
-            w.key("languages")
-            w.beginArray()
-            for lane in lanes { w.string(lane) }
-            w.endArray()
-        }
-        if let translate { w.field("translate", translate) }
-        if let continues {
-            w.key("continues")
-            w.beginObject()
-            w.field("session", continues.session)
-            w.field("resumeToken", continues.resumeToken)
-            w.endObject()
-        }
-        w.endObject()
-        return w.text
     }
 
     /// How client messages are read: they are shallow (nesting at most 16), and no larger than
@@ -273,10 +229,35 @@ public enum ClientMessage: Sendable, Hashable {
         guard let rate = sampleRate else {
             throw StenoError(.unsupportedAudio, "the sample rate is out of range")
         }
+        if try fields.optionalBool("multichannel") == true, case .number(let count)? = audio.object["channels"], count >= 2 {
+            guard CoreMath.isIntegral(count), count <= Double(StartRequest.maxChannels) else {
+                throw StenoError(.badMessage, "multichannel takes 2 to \(StartRequest.maxChannels) channels")
+            }
+            guard encoding == AudioEncoding.pcmS16LE.rawValue || encoding == AudioEncoding.pcmF32LE.rawValue else {
+                throw StenoError(.badMessage, "multichannel needs PCM audio (pcm_s16le or pcm_f32le), interleaved")
+            }
+            guard channel == nil else {
+                throw StenoError(.badMessage, "a multichannel session is not published to a channel (its channels' finals would interleave)")
+            }
+            // Each channel's session hears one channel.
+            var request = try parseStart(fields, audio: AudioFormat(encodingName: encoding, sampleRate: rate, channels: 1),
+                                         language: language, volatile: volatile, words: words, channel: channel, format: format,
+                                         profanity: profanity)
+            request.multichannel = Int(count)
+            return request
+        }
         guard let channelCount = channels else {
             throw StenoError(.unsupportedAudio, "channels must be 1 or 2")
         }
-        let audioFormat = try AudioFormat(encodingName: encoding, sampleRate: rate, channels: channelCount)
+        return try parseStart(fields, audio: AudioFormat(encodingName: encoding, sampleRate: rate, channels: channelCount),
+                              language: language, volatile: volatile, words: words, channel: channel, format: format,
+                              profanity: profanity)
+    }
+
+    /// The rest of a `start`, its audio read.
+    private static func parseStart(_ fields: Fields, audio audioFormat: AudioFormat, language: String?, volatile: Bool,
+                                   words: Bool, channel: String?, format: TextFormat,
+                                   profanity: ProfanityMode?) throws(StenoError) -> StartRequest {
         var request = StartRequest(audio: audioFormat, language: language, volatile: volatile, words: words, channel: channel,
                                    format: format)
         request.profanity = profanity

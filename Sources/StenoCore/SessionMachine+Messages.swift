@@ -82,6 +82,12 @@ extension SessionMachine {
 
     private mutating func accept(_ request: StartRequest, now: Double, wallClock: UTCTime,
                                  into out: inout [SessionAction]) {
+        guard request.multichannel == nil else {
+            // The server's route makes a session per channel; one session cannot hear them apart.
+            emit(.error(StenoError(.badMessage, "multichannel is not served here (a session of its own per channel is the server's)")),
+                 into: &out)
+            return
+        }
         let chosen: ServedModel
         switch Self.model(for: request, among: configuration.models) {
         case .success(let model): chosen = model

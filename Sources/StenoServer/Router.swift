@@ -22,11 +22,11 @@ final class Router: TransportDelegate {
     private let metricsPolicy: HandshakePolicy
     /// The web client's files, served for paths no route takes.
     private let staticFiles: StaticFiles?
-    private let registry: SessionRegistry
+    let registry: SessionRegistry
     /// When upgrades were accepted whose connection has not opened yet: they count against
     /// capacity for a few seconds (an accepted handshake that never completes expires).
     private var pendingUpgrades: [Double] = []
-    private var draining = false
+    var draining = false
     /// Who a connection comes from (`X-Forwarded-For` from trusted proxies only).
     private let clientAddress: ClientAddress
     /// What each open connection is, decided when it opens: a callback goes to its handler
@@ -49,7 +49,7 @@ final class Router: TransportDelegate {
     /// Uploads being transcribed (Router+Uploads.swift).
     let uploads = JobSlots()
     /// Multichannel connections: their group and its sessions, one per channel.
-    private var groups: [ConnectionID: (group: ChannelGroup, sessions: [StreamSession])] = [:]
+    var groups: [ConnectionID: (group: ChannelGroup, sessions: [StreamSession])] = [:]
 
     init(context: ServerContext, options: ServerOptions, registry: SessionRegistry) {
         self.context = context
@@ -201,8 +201,6 @@ final class Router: TransportDelegate {
         }
     }
 
-    /// The sessions of a multichannel connection, if `id` is one.
-    private func members(_ id: ConnectionID) -> [StreamSession]? { groups[id]?.sessions }
 
     /// The protocol of a session upgrade (nil: not a session; a refusal: its query cannot be served).
     private func route(_ path: String, _ query: [QueryItem]) -> SessionRoute.Choice? {
@@ -227,6 +225,10 @@ final class Router: TransportDelegate {
                 case .text:
                     for session in sessions { session.received(message) }
                 }
+            } else if case .text(let text) = message, text.contains("\"multichannel\""), let single = registry[id],
+                      single.isAwaitingStart, case .start(let request)? = try? ClientMessage.parse(text),
+                      request.multichannel != nil {
+                splitChannels(id, replacing: single, request)
             } else {
                 registry[id]?.received(message)
             }

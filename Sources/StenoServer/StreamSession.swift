@@ -189,6 +189,9 @@ final class StreamSession: SessionDriver {
     /// Whether the protocol has closed (ended, cancelled, failed, or the peer left).
     var isClosed: Bool { core.read { $0.machine.isClosed } }
 
+    /// Whether it still waits for its `start`.
+    var isAwaitingStart: Bool { core.read { $0.machine.phase == .awaitingStart } }
+
     /// The connection now carrying the session, if any.
     var connection: ConnectionID? { core.read { $0.local.connection } }
 

@@ -62,6 +62,28 @@ struct StenoCodec: SessionCodec {
     func close(code: UInt16, reason: String) -> (code: UInt16, reason: String) { (code, reason) }
 }
 
+/// Steno's protocol for one channel's session of a multichannel connection (`start`'s
+/// `multichannel`): every event carries `"channel": i`, and a volatile replaces only its own
+/// channel's unsent one.
+struct StenoChannelCodec: SessionCodec {
+    let channel: Int
+
+    func opened() -> (messages: [OutgoingMessage], inputs: [CodecInput]) { ([], []) }
+
+    func decode(_ message: IncomingMessage) -> [CodecInput] { StenoCodec().decode(message) }
+
+    func encode(_ event: EncodedEvent) -> [OutgoingMessage] {
+        guard event.bytes.last == UInt8(ascii: "}") else { return [OutgoingMessage(event)] }
+        let bytes = event.bytes.dropLast() + Array(",\"channel\":\(channel)}".utf8)
+        let delivery: OutboundDelivery = event.isReplaceable ? .replaceable(key: "\(event.kind.rawValue)#\(channel)") : .mustDeliver
+        return [OutgoingMessage(kind: .text, bytes: Array(bytes), delivery: delivery, ordinalSlot: SeqSlot(event.seqDigits))]
+    }
+
+    func flush() -> [OutgoingMessage] { [] }
+
+    func close(code: UInt16, reason: String) -> (code: UInt16, reason: String) { (code, reason) }
+}
+
 /// How a connection that carries a session came: which protocol it speaks, and the limits it
 /// runs under (Deepgram: no resume, 10 s without audio).
 struct SessionRoute: Sendable {

@@ -35,6 +35,11 @@ final class StenoClient {
                                              timeout: 30)
     }
 
+    /// One binary frame, as it is.
+    func sendBinary(_ bytes: [UInt8]) throws {
+        try write { try ws.sendBinary(bytes, timeout: writeSlice) }
+    }
+
     func send(_ json: String) throws {
         try write { try ws.sendText(json, timeout: writeSlice) }
     }
