@@ -19,6 +19,10 @@ extension Router {
             context.metrics.uploads.labels("401").increment()
             return OpenAITranscriptions.error(401, "a valid API key is required (Authorization: Bearer KEY)", code: "invalid_api_key")
         }
+        if !options.allowedOrigins.isEmpty, let origin = request.headers["origin"], !options.allowedOrigins.contains(origin) {
+            context.metrics.uploads.labels("403").increment()
+            return OpenAITranscriptions.error(403, "origin \(origin) is not allowed", type: "permission_error")
+        }
         // Live speech first: while another talker would not be kept up with, uploads wait.
         if let refusal = refusal(for: Self.streamPath) {
             context.metrics.uploads.labels("503").increment()

@@ -54,3 +54,28 @@ import Testing
         #expect(client.closeCode == 1000)
     }
 }
+
+/// The OpenAI-compatible uploads take a server's tokens and origins as its sessions do, and
+/// answer in OpenAI's error shape (Tests/interop posts real files through the SDK).
+@Suite struct UploadAccessTests {
+    @Test func tokensAndOriginsApplyToUploads() throws {
+        let server = try LiveServer { $0.tokens = ["s3cret"]; $0.allowedOrigins = ["https://captions.example"] }
+        let form = Array("--b\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nwhisper-1\r\n--b--\r\n".utf8)
+        let type = ("Content-Type", "multipart/form-data; boundary=b")
+        func post(_ headers: [(String, String)]) throws -> TestHTTPResponse {
+            try HTTPTestClient.request(port: server.port, method: "POST", path: "/v1/audio/transcriptions",
+                                       headers: [type] + headers, body: form)
+        }
+        let anonymous = try post([])
+        #expect(anonymous.status == 401 && anonymous.bodyText.contains(#""code":"invalid_api_key""#))
+        let foreign = try post([("Authorization", "Bearer s3cret"), ("Origin", "https://elsewhere.example")])
+        #expect(foreign.status == 403 && foreign.bodyText.contains(#""error":{"#))
+        let noFile = try post([("Authorization", "Bearer s3cret"), ("Origin", "https://captions.example")])
+        #expect(noFile.status == 400 && noFile.bodyText.contains(#""param":"file""#), "\(noFile.bodyText)")
+        let elsewhere = try HTTPTestClient.request(port: server.port, method: "POST", path: "/healthz", body: [1])
+        #expect(elsewhere.status == 405)
+        let metrics = try server.metrics()
+        #expect(metrics[#"steno_uploads_total{status="401"}"#] == 1 && metrics[#"steno_uploads_total{status="403"}"#] == 1)
+        #expect(metrics[#"steno_uploads_total{status="400"}"#] == 1)
+    }
+}
