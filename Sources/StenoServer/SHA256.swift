@@ -14,9 +14,12 @@ public enum SHA256 {
     }
 
     /// The digest of `text`'s UTF-8, in lowercase hex.
-    public static func hex(_ text: String) -> String {
+    public static func hex(_ text: String) -> String { hex(digest: digest(Array(text.utf8))) }
+
+    /// A digest in lowercase hex.
+    static func hex(digest: [UInt8]) -> String {
         let digits = Array("0123456789abcdef")
-        return String(digest(Array(text.utf8)).flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] })
+        return String(digest.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] })
     }
 
     /// A digest of bytes given piece by piece. Why a class: it owns libcrypto's context, freed
@@ -43,8 +46,7 @@ public enum SHA256 {
             var digest = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
             var length: UInt32 = 0
             EVP_DigestFinal_ex(copy, &digest, &length)
-            let digits = Array("0123456789abcdef")
-            return String(digest.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] })
+            return SHA256.hex(digest: digest)
         }
     }
 }

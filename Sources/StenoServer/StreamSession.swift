@@ -251,7 +251,7 @@ final class StreamSession: SessionDriver {
 
     /// A random id of `length` lowercase letters and digits (12: a session id; 24, ≈124 bits:
     /// a resume token).
-    private static func makeID(length: Int) -> String {
+    static func makeID(length: Int) -> String {
         var generator = SystemRandomNumberGenerator()
         let alphabet = Array("0123456789abcdefghijklmnopqrstuvwxyz")
         return String((0..<length).map { _ in alphabet[Int(generator.next() % UInt64(alphabet.count))] })

@@ -21,7 +21,6 @@ struct DeepgramCodec: SessionCodec {
     /// Raw samples: the bytes of one sample frame, and the G.711 law to expand; nil while a
     /// container's header has not said (or for Ogg Opus, whose packets go as they are).
     private var frameBytes: Int?
-    private var companding: G711?
     /// A container's stream: its first bytes until they say which, then an Ogg demuxer.
     private var sniffed: [UInt8] = []
     private var ogg: OggDemuxer?
@@ -50,10 +49,7 @@ struct DeepgramCodec: SessionCodec {
         self.requestID = requestID
         self.channel = channel
         self.group = group
-        if case .samples(let law) = query.input {
-            frameBytes = 2 * query.start.audio.channels
-            companding = law
-        }
+        if case .samples = query.input { frameBytes = 2 * query.start.audio.channels }
     }
 
     /// Deepgram's session limits: no resume (its clients do not know it), and closed with
@@ -76,7 +72,8 @@ struct DeepgramCodec: SessionCodec {
     mutating func decode(_ message: IncomingMessage) -> [CodecInput] {
         switch message {
         case .binary(let bytes):
-            audioDigest.update(bytes)
+            // A multichannel connection's audio is digested whole, by its group.
+            if group == nil { audioDigest.update(bytes) }
             if query.input == .container && frameBytes == nil { return container(bytes) }
             return samples(bytes)
         case .text(let text):
@@ -87,7 +84,7 @@ struct DeepgramCodec: SessionCodec {
     /// Raw samples, joined into whole sample frames (a client may cut its buffers anywhere).
     private mutating func samples(_ bytes: [UInt8]) -> [CodecInput] {
             guard let frameBytes else { return [] }
-            var pcm = companding.map { $0.pcmS16LE(bytes) } ?? bytes
+            var pcm = query.companding.map { $0.pcmS16LE(bytes) } ?? bytes
             if !partialFrame.isEmpty {
                 pcm = partialFrame + pcm
                 partialFrame = []

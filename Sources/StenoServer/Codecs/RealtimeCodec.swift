@@ -43,7 +43,7 @@ struct RealtimeCodec: SessionCodec {
     /// Bytes of a sample that has not come whole yet.
     private var partialSample: [UInt8] = []
 
-    init(sessionID: String = "sess_" + RealtimeCodec.randomID()) {
+    init(sessionID: String = "sess_" + StreamSession.makeID(length: 20)) {
         self.sessionID = sessionID
     }
 
@@ -272,7 +272,7 @@ struct RealtimeCodec: SessionCodec {
                                   "prefix_padding_ms": .number(300), "silence_duration_ms": .number(500)]))
             : .null
         var transcription = JSONObject(["model": .string(s.model), "language": language])
-        if let prompt = s.prompt { transcription = JSONObject(["model": .string(s.model), "language": language, "prompt": .string(prompt)]) }
+        transcription["prompt"] = s.prompt.map { .string($0) }
         let session: JSONObject
         if beta {
             session = JSONObject(["id": .string(sessionID), "object": .string("realtime.transcription_session"),
@@ -310,12 +310,6 @@ struct RealtimeCodec: SessionCodec {
     /// `type` first, the rest by name: the same bytes every time.
     private func orderedPairs(_ fields: [String: JSONValue]) -> [(String, JSONValue)] {
         fields.sorted { ($0.key == "type" ? "" : $0.key) < ($1.key == "type" ? "" : $1.key) }
-    }
-
-    static func randomID() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
-        return String((0..<20).map { _ in alphabet[Int(generator.next() % UInt64(alphabet.count))] })
     }
 }
 
