@@ -72,7 +72,7 @@ class Recognizer:
     """The model and how one batch of requests is recognized."""
 
     def __init__(self, model_path, device, compute_type, intra_threads, inter_threads,
-                 min_window, margin, no_speech_threshold, logprob_threshold, volatile_min_window=None):
+                 min_window, margin, no_speech_threshold, logprob_threshold):
         import numpy as np
         from faster_whisper import WhisperModel
         from faster_whisper.tokenizer import Tokenizer
@@ -87,7 +87,6 @@ class Recognizer:
         self.tokenizers = {}
         self.tokenizer = self.tokenizer_for("en")
         self.min_window = min_window
-        self.volatile_min_window = min_window if volatile_min_window is None else volatile_min_window
         self.margin = margin
         self.no_speech_threshold = no_speech_threshold
         self.logprob_threshold = logprob_threshold
@@ -262,9 +261,9 @@ class Recognizer:
             content = min(f.shape[-1], len(samples) // HOP)
             feats.append(f[:, :content])
             contents.append(content)
-        # Volatiles are heard in shorter windows: most of a talker's cost is its volatiles
-        # (bench/README.md, "Whisper's volatiles").
-        minimum = self.volatile_min_window if all(is_volatile(o) for o, _ in batch) else self.min_window
+        # A request may ask for a shorter window than a final's (Steno's volatiles do: the rule
+        # is WhisperRecognizer's); a batch is heard in the longest any of its requests needs.
+        minimum = max(least_window(o, self.min_window) for o, _ in batch)
         window = fixed_window or max(window_frames(c, minimum, self.margin) for c in contents)
         stacked = np.zeros((len(batch), feats[0].shape[0], window), dtype=np.float32)
         for i, f in enumerate(feats):
@@ -340,6 +339,13 @@ class Recognizer:
 def task_of(options):
     """What a request asks for: "transcribe" (the default), or "translate" into English."""
     return options.get("task") or "transcribe"
+
+
+def least_window(options, default):
+    """The least encoder frames a request is heard in: its "minWindow" if it gives one (at
+    least 100), else the worker's --min-window."""
+    asked = options.get("minWindow")
+    return default if asked is None else max(100, int(asked))
 
 
 def is_volatile(options):

@@ -20,8 +20,9 @@ worker sends to standard error) cannot corrupt them. Both directions use one fra
 A request's JSON: {"words": bool, "prompt": str|null, "beam": int, "priority": int,
 "alternatives": int, "language": str|null, "task": "transcribe"|"translate"|null,
 "candidates": [str, ...]|null} (any key may be left out; higher priority first; a session's
-final has priority over volatile results, which are heard in shorter windows (--volatile-min-window) and
-dropped rather than heard again when they repeat themselves; "alternatives": readings wanted in all, 0-10; "language": the
+final has priority over volatile results, which are dropped rather than heard again when they
+repeat themselves; "minWindow": the least encoder frames (10 ms each) it is heard in, 100-3000, when
+not --min-window's (Steno's volatiles ask for less); "alternatives": readings wanted in all, 0-10; "language": the
 session's BCP 47 tag, for a multilingual model: without one, or one the model lacks, the
 language is the likeliest of "candidates" the model has, else the one Whisper detects;
 "task": "transcribe" (the default) writes what was said, "translate" writes it in English
@@ -76,7 +77,7 @@ def check_request(body):
     """A request's JSON, or ValueError saying what is wrong with it."""
     if not isinstance(body, dict):
         raise ValueError("the JSON is not an object")
-    for key, kinds in (("alternatives", int), ("beam", int), ("priority", int), ("language", (str, type(None))),
+    for key, kinds in (("alternatives", int), ("beam", int), ("priority", int), ("minWindow", int), ("language", (str, type(None))),
                        ("prompt", (str, type(None))), ("words", bool), ("alone", bool), ("volatile", bool), ("fault", str)):
         if key in body and (not isinstance(body[key], kinds) or (kinds is int and isinstance(body[key], bool))):
             raise ValueError(f"\"{key}\" has the wrong type")
@@ -243,8 +244,6 @@ def main():
     parser.add_argument("--batch", type=int, default=4, help="most requests run together")
     parser.add_argument("--queue", type=int, default=64, help="most requests read ahead")
     parser.add_argument("--min-window", type=int, default=1000, help="least encoder frames (3000: always 30 s)")
-    parser.add_argument("--volatile-min-window", type=int, default=500,
-                        help="least encoder frames for volatile results (priority 0)")
     parser.add_argument("--margin", type=int, default=200, help="encoder frames of padding after the audio")
     parser.add_argument("--no-speech-threshold", type=float, default=0.6)
     parser.add_argument("--logprob-threshold", type=float, default=-1.0)
@@ -261,8 +260,7 @@ def main():
         return 2
     try:
         recognizer = Recognizer(model, args.device, args.compute_type, args.intra_threads, args.inter_threads,
-                                args.min_window, args.margin, args.no_speech_threshold, args.logprob_threshold,
-                                args.volatile_min_window)
+                                args.min_window, args.margin, args.no_speech_threshold, args.logprob_threshold)
     except Exception as error:  # a model the package cannot load: say why, once
         sys.stderr.write(f"whisper worker: cannot load {model}: {error}\n")
         return 2

@@ -2,20 +2,25 @@ import StenoCore
 import StenoSpeech
 
 /// The rules a `WhisperRecognizer` applies to prompts and to the worker's text, apart from its
-/// state so that tests can hold them to their examples.
+/// state so that tests can hold them to their examples. Every rule of volatiles (when, how
+/// often, how cheaply) is here: the worker only hears what it is asked.
 extension WhisperRecognizer {
     /// Least new audio between two volatile results, and before the first (counted from the
     /// utterance's start, pre-roll included), as whisper_streaming's shortest chunk: volatiles are
-    /// most of a talker's cost (bench/README.md, "Whisper's volatiles").
+    /// most of a talker's cost (measured 2026-12-05; the table is in bench/README.md's git history).
     static let volatileEvery = 16_000
     /// Unanswered requests in the worker past which no volatile is asked for.
     static let volatileBacklog = 16
+    /// The least window (encoder frames of 10 ms) a volatile is heard in: 5 s where a final's is
+    /// the worker's 10 s; shorter windows cost less and loop more (bench/README.md, "Whisper's
+    /// window"), and the final hears it again.
+    static let volatileWindow = 500
 
     /// New audio (samples) a volatile waits for: `volatileEvery`, or a quarter of the utterance so
     /// far when that is more, and `volatileEvery` twice more for each request the worker has not
     /// answered yet (other sessions'). Volatiles are most of the worker's work, and a final that
     /// comes while one is heard waits for it: under load they thin out and finals stay prompt
-    /// (bench/README.md, "Finals first at six and seven talkers").
+    /// (bench/README.md, "Finals at six and seven talkers, rounds pooled").
     static func volatileSpacing(utterance: Int, pending: Int) -> Int {
         max(volatileEvery * (1 + 2 * max(0, pending)), utterance / 4)
     }

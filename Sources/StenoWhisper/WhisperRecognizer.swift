@@ -254,7 +254,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
         let token = takeToken()
         let (language, extra) = languages.request(seconds: seconds(slice.count))
         let id = worker.submit(slice, words: long, priority: Self.priorities.volatile, volatile: true, prompt: prompt, language: language,
-                               extra: extra) { [mailbox] result in
+                               minimumWindow: Self.volatileWindow, extra: extra) { [mailbox] result in
             mailbox.post(Answer(token: token, final: false, early: false, start: start, end: end, result: result))
         }
         if let id { requests[token] = id } else { volatileInFlight = false }  // the worker is full: no volatile this time

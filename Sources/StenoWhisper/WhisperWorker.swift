@@ -204,14 +204,16 @@ public final class WhisperWorker: Sendable {
     /// (and does not call it) when `maximumPending` requests are outstanding and it may not
     /// wait for room (`waitIfFull`), or the worker is stopping. `alternatives`: readings wanted in
     /// all (the beam's, so at most `beam`); `language`: the session's BCP 47 tag (a multilingual
-    /// model detects the language without one). `extra`: more of the request's JSON (tests).
+    /// model detects the language without one); `minimumWindow`: the least encoder frames (10 ms)
+    /// it is heard in, when not the worker's default (a final's). `extra`: more of the request's JSON.
     @discardableResult
     public func submit(_ samples: ArraySlice<Float>, words: Bool, priority: Int = 0, volatile: Bool? = nil, prompt: String? = nil,
-                       beam: Int = 1, alternatives: Int = 0, language: String? = nil, waitIfFull: Bool = false,
-                       extra: JSONObject = JSONObject(), completion: @escaping Completion) -> UInt64? {
+                       beam: Int = 1, alternatives: Int = 0, language: String? = nil, minimumWindow: Int? = nil,
+                       waitIfFull: Bool = false, extra: JSONObject = JSONObject(), completion: @escaping Completion) -> UInt64? {
         var options = extra
         // Said when the priority alone does not say it (`WhisperRecognizer.priorities`).
         if let volatile { options["volatile"] = .bool(volatile) }
+        if let minimumWindow { options["minWindow"] = .number(Double(minimumWindow)) }
         options["words"] = .bool(words)
         if beam > 1 { options["beam"] = .number(Double(beam)) }
         if alternatives > 0 { options["alternatives"] = .number(Double(min(alternatives, 10))) }

@@ -197,6 +197,18 @@ def test_finals_go_before_volatile_guesses(worker):
     assert order.index(high) < len(low), order
 
 
+def test_a_request_may_ask_for_a_shorter_window_than_a_final_s(worker):
+    # Steno's volatiles ask for 5 s ("minWindow": 500, WhisperRecognizer.volatileWindow); a
+    # request that says nothing is heard in the worker's --min-window (10 s), and a batch in the
+    # longest any of its requests needs.
+    _, samples, _ = librivox()[0]
+    short = samples[: 2 * RATE]
+    assert worker.transcribe(short, volatile=True, minWindow=500)["window"] == 500
+    assert worker.transcribe(short, volatile=True)["window"] == 1000
+    both = [worker.send(short, minWindow=500), worker.send(short)]
+    assert sorted(worker.read()[2]["window"] for _ in both) == [1000, 1000]
+
+
 def test_a_request_says_it_is_volatile_or_its_priority_does():
     # Steno's live finals ask with priority 2, its volatiles 1 (volatile: true), an upload's
     # finals 0 (volatile: false): files wait behind live speech and are still heard as finals.
