@@ -40,7 +40,7 @@ extension SessionMachine {
             guard frames > 0 else { return }
             receivedUnits += Int64(frames)
             out.append(.submitAudio(AudioChunk(bytes: bytes, start: start,
-                                               duration: Double(frames) / unitRate)))
+                                               duration: Double(frames) / unitRate, end: Double(receivedUnits) / unitRate)))
             regulateReading(now: now, into: &out)
         } else {
             let samples: Int
@@ -55,7 +55,7 @@ extension SessionMachine {
             }
             receivedUnits += Int64(samples)
             out.append(.submitAudio(AudioChunk(bytes: bytes, start: start, duration: Double(samples) / unitRate,
-                                               headerIsMalformed: malformed)))
+                                               end: Double(receivedUnits) / unitRate, headerIsMalformed: malformed)))
             regulateReading(now: now, into: &out)
             if malformed {
                 emit(.error(StenoError(.badAudio,

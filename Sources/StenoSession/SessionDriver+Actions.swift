@@ -25,7 +25,7 @@ extension SessionDriver {
                     if s.batch.isEmpty { s.batch.since = s.quietSince }
                     s.batch.chunks.append(chunk)
                     s.batch.seconds += chunk.duration
-                    if s.batch.seconds >= core.options.batchSeconds || s.batch.completesBlock(through: chunk.start + chunk.duration) {
+                    if s.batch.seconds >= core.options.batchSeconds || s.batch.completesBlock(through: chunk.end) {
                         submitBatch(&s)
                     }
                 case .pauseReading:

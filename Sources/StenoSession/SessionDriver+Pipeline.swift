@@ -96,7 +96,7 @@ extension SessionDriver {
                     w.engineCharged += spent
                 }
                 if timesJobs { timing = (events, p.lastUtteranceTiming) }
-                nextBlock = p.secondsToNextBlock.map { p.receivedSeconds + $0 }
+                nextBlock = p.nextBlockAt
                 var inputs: [SessionInput] = []
                 var completions: [SessionInput] = []
                 for input in extra {

@@ -83,11 +83,11 @@ struct AudioBatch {
 
     var isEmpty: Bool { chunks.isEmpty }
 
-    /// Whether the audio received through `time` completes the recognizer's next block.
+    /// Whether the audio received through `time` (a chunk's `end`) completes the recognizer's
+    /// next block: both are whole samples of the same count, so they compare exactly.
     func completesBlock(through time: Double) -> Bool {
-        // Half a sample of slack at 16 kHz: chunk times are sums of durations.
         guard let at = flushAt else { return false }
-        return time >= at - 0.00003
+        return time >= at
     }
 
     mutating func take() -> [AudioChunk] {
@@ -245,7 +245,7 @@ extension SessionDriver {
         mutate { s in
             s.batch.flushAt = nextBlock
             // The audio that completes it may have come while the pipeline worked.
-            if let last = s.batch.chunks.last, s.batch.completesBlock(through: last.start + last.duration) {
+            if let last = s.batch.chunks.last, s.batch.completesBlock(through: last.end) {
                 submitBatch(&s)
             }
             for input in inputs {

@@ -102,15 +102,19 @@ public final class TranscriptionPipeline {
         return timing
     }
 
-    /// Seconds of input still to come before the recognizer's next analysis block is complete
-    /// (nil: it does not say, or it cannot analyze now). The ingest's own delay (the
-    /// resampler's filter) is added: a sample of the block comes out of it that much after its
-    /// input went in.
-    public var secondsToNextBlock: Double? {
+    /// Where on the session timeline the input will complete the recognizer's next analysis
+    /// block (nil: it does not say, or it cannot analyze now): the block's samples plus the
+    /// ingest's own delay (the resampler's filter: a sample comes out of it that much after its
+    /// input went in), rounded up to a whole input sample. A whole sample, so that it is exactly
+    /// the time the machine gives the chunk that completes it (`AudioChunk.end`).
+    public var nextBlockAt: Double? {
         guard !finished, let samples = recognizer.samplesToNextBlock else { return nil }
-        let rate = Double(recognizer.sampleRate)
-        let delay = max(0, receivedSeconds - ingest.clock.seconds(atOutputSample: ingest.outputSamples))
-        return Double(samples) / rate + delay
+        let clock = ingest.clock
+        let perOutput = Double(clock.inputRate) / Double(clock.outputRate)
+        let delay = max(0, receivedSeconds - clock.seconds(atOutputSample: clock.outputSamples)) * Double(clock.inputRate)
+        // Less a millionth of a sample: a block that ends on a sample is not put one later by rounding.
+        let through = clock.inputSamples + Int((Double(samples) * perOutput + delay - 1e-6).rounded(.up))
+        return clock.seconds(atInputSample: through)
     }
 
     /// CPU seconds the recognizer's engine spent for it elsewhere (its worker process).
