@@ -120,6 +120,21 @@ extension ModelTests {
             #expect(worker.pendingCount == 0)
         }
 
+        /// A volatile is heard in the window WhisperRecognizer's rule asks for (5 s), a final in
+        /// the worker's own (10 s): the request says so (`minWindow`), the worker does not decide.
+        @Test func aRequestNamesItsLeastWindow() throws {
+            let worker = try Self.worker.get()
+            // 2 s: shorter than either window with its margin (the audio plus 2 s).
+            let sentence = try WorkerPaths.sentence("0930").prefix(32_000)
+            let volatile = Outcome(), final = Outcome()
+            // One after the other: requests batched together are heard in the longest window any needs.
+            #expect(worker.submit(sentence, words: false, volatile: true, minimumWindow: WhisperRecognizer.volatileWindow,
+                                  completion: volatile.completion) != nil)
+            #expect(try #require(volatile.wait()).get().window == 500)
+            #expect(worker.submit(sentence, words: true, volatile: false, completion: final.completion) != nil)
+            #expect(try #require(final.wait()).get().window == 1000)
+        }
+
         @Test func silenceGivesNoText() throws {
             let worker = try Self.worker.get()
             let outcome = Outcome()
