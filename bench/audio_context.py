@@ -11,7 +11,8 @@ by the Whisper worker (beam 5, the language given)
   pauses), with the prompt of the finals before that audio; the words that start at or after
   the utterance are kept, and when they are fewer than 0.7 of what it heard alone (Whisper can
   stop at the pause between the two), what it heard alone is.
-WER per language against the sentences' text; the batch floor is bench/languages.py's.
+WER per language against the sentences' text (the batch floor is bench/languages.py's), and the
+worker's CPU seconds for the finals each way.
 
     .venv/bin/python bench/audio_context.py [--model base|tiny.en] [--languages it,cs,ca,fi,ru,en] [--context 6]
 """
@@ -51,20 +52,23 @@ def main():
     before, after = np.zeros(RATE // 2, dtype=np.float32), np.zeros(RATE // 5, dtype=np.float32)
     pause = np.zeros(RATE, dtype=np.float32)
     print(f"model {args.model}, context {args.context:g} s: WER per language (errors / words)")
-    print(f"{'language':<10}{'alone + text prompt':>22}{'after the audio before':>26}{'fell back':>11}")
+    print(f"{'language':<10}{'alone + text prompt':>22}{'after the audio before':>26}{'fell back':>11}{'CPU s':>14}")
     with tempfile.TemporaryDirectory() as folder:
         for language in args.languages.split(","):
             options = {"words": True, "beam": 5, "priority": 2}
             if args.model == "base":
                 options["language"] = language
             alone_errors = context_errors = total = fallbacks = 0
+            alone_cpu = context_cpu = 0.0
             finals, earlier = [], np.zeros(0, dtype=np.float32)
             for samples, ref in sentences(language, folder):
                 utterance = np.concatenate([before, samples, after])
-                alone = worker.transcribe(utterance, prompt=" ".join(finals)[-200:] or None, **options)["text"]
+                heard_alone = worker.transcribe(utterance, prompt=" ".join(finals)[-200:] or None, **options)
+                alone, alone_cpu = heard_alone["text"], alone_cpu + heard_alone["seconds"]
                 context = earlier[-int(args.context * RATE):]
                 heard = worker.transcribe(np.concatenate([context, utterance]),
                                           prompt=" ".join(finals[:-1])[-200:] or None, **options)
+                context_cpu += heard["seconds"]
                 boundary = len(context) / RATE
                 kept = " ".join(w[0] for w in heard["words"] if w[1] >= boundary)
                 if len(words(kept)) < 0.7 * len(words(alone)):
@@ -76,7 +80,8 @@ def main():
                 finals.append(alone)
                 earlier = np.concatenate([earlier, pause, samples])
             print(f"{language:<10}{f'{100 * alone_errors / total:.1f} % ({alone_errors}/{total})':>22}"
-                  f"{f'{100 * context_errors / total:.1f} % ({context_errors}/{total})':>26}{fallbacks:>11}", flush=True)
+                  f"{f'{100 * context_errors / total:.1f} % ({context_errors}/{total})':>26}{fallbacks:>11}"
+                  f"{f'{alone_cpu:.1f} → {context_cpu:.1f}':>14}", flush=True)
 
 
 if __name__ == "__main__":

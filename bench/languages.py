@@ -9,7 +9,7 @@ of silence before each sentence and after the last; English is LibriVox's five s
 (pocketsphinx-testdata). A `steno serve` (defaults: tiny.en and base) hears each reading at real
 time from `steno send` (Opus):
 
-- `--language auto`: WER of the finals against the text, beside base's batch floor (faster-
+- `--language auto`, and the language given: WER of the finals against the text, beside base's batch floor (faster-
   whisper on the same decoded audio, whole reading, beam 5, the language given, earlier text as
   prompt); and the language of each final of 2 s or more against the one spoken;
 - lanes (sent as fast as the server takes them, as translation is): `--languages L,it` (or
@@ -151,6 +151,9 @@ def main():
                 heard = [w for f in finals for w in words(f["text"])]
                 long = [f for f in finals if f["end"] - f["start"] >= 2]
                 found = sum(f.get("language") == language for f in long)
+                # Streaming, the language given (the last final's audio heard before each utterance).
+                given = [w for e in send(args, port, path, "--language", language) if e["type"] == "final"
+                         for w in words(e["text"])]
                 # The floor: base on the same decoded audio, whole.
                 started = time.process_time()
                 segments, _ = base.transcribe(read_wav(decoded(path, folder)), language=language, beam_size=5,
@@ -168,7 +171,7 @@ def main():
                 # Translation.
                 translated = [e for e in send(args, port, path, "--translate", "en", "--fast") if e["type"] == "final"]
                 named = sum(f.get("language") == language for f in translated if f["end"] - f["start"] >= 2)
-                rows.append((language, len(reference), errors(reference, heard) / len(reference),
+                rows.append((language, len(reference), errors(reference, heard) / len(reference), errors(reference, given) / len(reference),
                              errors(reference, floor_words) / len(reference), found, len(long),
                              accepted, accept_refused, refused, slipped, named,
                              sum(1 for f in translated if f["end"] - f["start"] >= 2),
@@ -177,11 +180,13 @@ def main():
     finally:
         server.terminate()
         server.wait(timeout=30)
-    print("| language | words | streaming WER (auto) | base batch floor | language found (finals ≥ 2 s) "
+    print("| language | words | streaming WER (auto) | (language given) | base batch floor | language found (finals ≥ 2 s) "
           "| own lanes: finals / refused | other lanes: refused / finals | translated: language named |")
-    print("|---|---|---|---|---|---|---|---|")
-    for (language, n, wer, floor, found, long, accepted, accept_refused, refused, slipped, named, translated_long, _) in rows:
-        print(f"| {language} | {n} | {100 * wer:.1f} % | {100 * floor:.1f} % | {found}/{long} | {accepted} / {accept_refused} "
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (language, n, wer, wer_given, floor, found, long, accepted, accept_refused, refused, slipped, named, translated_long,
+         _) in rows:
+        print(f"| {language} | {n} | {100 * wer:.1f} % | {100 * wer_given:.1f} % | {100 * floor:.1f} % | {found}/{long} "
+              f"| {accepted} / {accept_refused} "
               f"| {refused} / {slipped} | {named}/{translated_long} |")
     print()
     for row in rows:

@@ -222,8 +222,49 @@ class Recognizer:
         return out
 
     def run(self, batch, window=None):
-        """[(options, samples as float32)] -> [result dict], in order. Requests of one beam
-        size are decoded together (a final's beam search would slow the volatiles beside it)."""
+        """[(options, samples as float32)] -> [result dict], in order. A request's "context"
+        (samples of earlier speech before its own, `context_of`) is heard with it, and only
+        the words from the request's own audio on are its result, timed from there; where that
+        looks unsure (nothing kept, or Whisper stopped early: it may end at the pause between the
+        two), the request's own audio is heard again alone, and that stands."""
+        batch = [(o, s) if context_of(o) and len(s) <= RATE * 30 else (without_context(o), s[int(o.get("context", 0)):])
+                 for o, s in batch]
+        results = self.run_beams(batch, window)
+        again = []
+        for i, (options, samples) in enumerate(batch):
+            if context_of(options):
+                kept = self.own_words(results[i], context_of(options), len(samples))
+                if kept is None:
+                    again.append(i)
+                else:
+                    results[i] = kept
+        if again:
+            alone = [(without_context(batch[i][0]), batch[i][1][context_of(batch[i][0]):]) for i in again]
+            for i, r in zip(again, self.run_beams(alone, window)):
+                r["seconds"] += results[i]["seconds"]
+                results[i] = r
+        return results
+
+    def own_words(self, result, context, length):
+        """`result` of a request heard after `context` samples of earlier speech, cut to the
+        words that start in its own audio and timed from its start; None when unsure."""
+        boundary, own = context / RATE, (length - context) / RATE
+        words = [w for w in result["words"] if w[1] >= boundary]
+        # Speech ends at most the cut's tail and a pause before its end; Whisper stopping more
+        # than 1.5 s before the end has left words out.
+        if result["dropped"] or not words or words[-1][2] - boundary < own - 1.5:
+            return None
+        space = "" if result.get("language") in self.UNSPACED else " "
+        kept = dict(result)
+        kept["words"] = [[w[0], round(max(0.0, w[1] - boundary), 3), round(max(0.0, w[2] - boundary), 3), w[3]]
+                         for w in words]
+        kept["text"] = space.join(w[0] for w in words).strip()
+        kept["contextSeconds"] = round(boundary, 3)
+        return kept
+
+    def run_beams(self, batch, window=None):
+        """`run` without contexts. Requests of one beam size are decoded together (a final's
+        beam search would slow the volatiles beside it)."""
         beams = sorted({max(1, int(o.get("beam", 1))) for o, _ in batch})
         if len(beams) == 1:
             return self.run_one_beam(batch, window)
@@ -339,6 +380,22 @@ class Recognizer:
 def task_of(options):
     """What a request asks for: "transcribe" (the default), or "translate" into English."""
     return options.get("task") or "transcribe"
+
+
+def context_of(options):
+    """Samples of earlier speech at the start of a request's audio, heard before its own for
+    the acoustic context: only for a final in a language it names (a language found would be
+    the context's too) with word times and no other readings (they would hold the context's
+    words); 0 otherwise."""
+    n = int(options.get("context", 0))
+    if n <= 0 or is_volatile(options) or not options.get("words") or not options.get("language") \
+            or wanted_alternatives(options) > 0:
+        return 0
+    return n
+
+
+def without_context(options):
+    return {k: v for k, v in options.items() if k != "context"}
 
 
 def least_window(options, default):

@@ -30,7 +30,11 @@ language is the likeliest of "candidates" the model has, else the one Whisper de
 transcribes; the English words are timed by the same alignment heads, on the speech they
 translate: "Rome" where "Roma" was said); "candidates": BCP 47 tags, mapped as "language"
 is, at most 100, whose probabilities the result's "languageScores" gives; "alone": run in a
-batch of its own, as the server asks of a request that was being heard when a worker died).
+batch of its own, as the server asks of a request that was being heard when a worker died;
+"context": how many of the payload's first samples are earlier speech, heard before the request's
+own for the acoustic context, for a final with "language" and "words" (else left out): the
+result is the words from the request's own audio on, timed from there, or what its own audio
+heard alone gives where that looks unsure).
 A started or cancel frame's JSON: {"ids": [id, ...]}.
 A result's JSON: {"text": str, "heard": what was decoded (also when dropped), "words": [[text, start, end, probability], ...],
 "noSpeech": float, "logprob": float, "dropped": null|"no_speech"|"repetitive"|"low_confidence",
@@ -77,7 +81,7 @@ def check_request(body):
     """A request's JSON, or ValueError saying what is wrong with it."""
     if not isinstance(body, dict):
         raise ValueError("the JSON is not an object")
-    for key, kinds in (("alternatives", int), ("beam", int), ("priority", int), ("minWindow", int), ("language", (str, type(None))),
+    for key, kinds in (("alternatives", int), ("beam", int), ("priority", int), ("minWindow", int), ("context", int), ("language", (str, type(None))),
                        ("prompt", (str, type(None))), ("words", bool), ("alone", bool), ("volatile", bool), ("fault", str)):
         if key in body and (not isinstance(body[key], kinds) or (kinds is int and isinstance(body[key], bool))):
             raise ValueError(f"\"{key}\" has the wrong type")

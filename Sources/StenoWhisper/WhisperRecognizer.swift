@@ -57,16 +57,18 @@ public final class WhisperRecognizer: SpeechRecognizer {
     private let finalPriority: Int
     /// The session's phrases, the first part of the decoder's prompt (Whisper's way of being
     /// told what to expect).
-    private let phrases: String?
+    let phrases: String?
     /// The tail of the session's finals, the prompt's second part (`contextCharacters`): a
     /// sentence cut at a pause goes on in the next utterance, and names stay spelled as before.
-    private var context = ""
+    var context = ""
+    /// The audio of the last final, heard before the next utterance's where it helps.
+    var heardBefore = HeardBefore()
     /// How much of the finals before an utterance it is told (whisper_streaming keeps ≈ 200 characters).
     static let contextCharacters = 200
     /// Readings each final carries (`RecognizerOptions.alternatives`; volatiles carry none), and the
     /// session's language: its own, auto, lanes, translation (`SessionLanguage`).
-    private let alternatives: Int
-    private var languages: SessionLanguage
+    let alternatives: Int
+    var languages: SessionLanguage
     public let notices: [StenoError]
 
     /// The finals asked for and not yet reported, by their utterance's first sample (and
@@ -223,9 +225,10 @@ public final class WhisperRecognizer: SpeechRecognizer {
         askedInPause = pause
         let (start, end) = (cut.start, cut.end)
         let token = takeToken()
-        let (language, extra) = languages.request(seconds: seconds(cut.samples.count))
-        let id = worker.submit(cut.samples, words: true, priority: finalPriority, volatile: false, prompt: prompt, beam: Self.finalBeam,
-                               alternatives: alternatives, language: language, extra: extra) { [mailbox] result in
+        let request = finalRequest(cut.samples, start: start)
+        let id = worker.submit(request.samples, words: true, priority: finalPriority, volatile: false, prompt: request.prompt,
+                               beam: Self.finalBeam, alternatives: alternatives, language: request.language,
+                               extra: request.extra) { [mailbox] result in
             mailbox.post(Answer(token: token, final: false, early: true, start: start, end: end, result: result))
         }
         guard let id else { return }
@@ -293,10 +296,10 @@ public final class WhisperRecognizer: SpeechRecognizer {
     /// A final waits for room in a full worker rather than fail its session.
     private func submitFinal(_ samples: ArraySlice<Float>, start: Int, end: Int) {
         let token = takeToken()
-        let (language, extra) = languages.request(seconds: seconds(samples.count))
-        let id = worker.submit(samples, words: true, priority: finalPriority, volatile: false, prompt: prompt, beam: Self.finalBeam,
-                               alternatives: alternatives,
-                               language: language, waitIfFull: true, extra: extra) { [mailbox] result in
+        let request = finalRequest(samples, start: start)
+        let id = worker.submit(request.samples, words: true, priority: finalPriority, volatile: false, prompt: request.prompt,
+                               beam: Self.finalBeam, alternatives: alternatives,
+                               language: request.language, waitIfFull: true, extra: request.extra) { [mailbox] result in
             mailbox.post(Answer(token: token, final: true, early: false, start: start, end: end, result: result))
         }
         if let id {
@@ -306,24 +309,6 @@ public final class WhisperRecognizer: SpeechRecognizer {
             let stopped = StenoError(.internal, "the Whisper worker was stopped")
             mailbox.post(Answer(token: token, final: true, early: false, start: start, end: end, result: .failure(stopped)))
         }
-    }
-
-    /// The prompt of a request: the phrases, then the tail of the finals so far.
-    var prompt: String? {
-        switch (phrases, context.isEmpty) {
-        case (nil, true): nil
-        case (nil, false): context
-        case (let phrases?, true): phrases
-        case (let phrases?, false): phrases + " " + context
-        }
-    }
-
-    /// Keeps the tail of the finals (`contextCharacters`, from a word's start) for the prompt.
-    private func remember(_ text: String) {
-        context = context.isEmpty ? text : context + " " + text
-        guard context.count > Self.contextCharacters else { return }
-        let tail = context.suffix(Self.contextCharacters)
-        context = String(tail.drop { $0 != " " }.dropFirst())
     }
 
     private func takeToken() -> Int {
@@ -363,6 +348,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
             events.append(.final(RecognitionResult(range: range, text: result.text, words: words,
                                                    alternatives: alternatives > 0 ? result.alternatives : [], written: true,
                                                    language: heardIn(result))))
+            heardBefore.reported(start: first.start, end: first.end, text: result.text)
         }
         sendNextFinal()
         for answer in answers where !answer.final {
@@ -425,6 +411,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
         lastVolatile = []
         committedThrough = end
         committedTail = Array((committedTail + words.map(Self.key)).suffix(Self.repeatable))
+        heardBefore.forget()
         lastVolatileAt = end
         let range = TimeRange(start: words[0].range.start, end: words[words.count - 1].range.end)
         remember(words.map(\.text).joined(separator: " "))

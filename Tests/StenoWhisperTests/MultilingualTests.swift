@@ -33,6 +33,10 @@ import Testing
             options = json.loads(rest[13:13 + length])
             result = {"text": "Guten Tag.", "words": [["Guten", 0.1, 0.4, 0.9], ["Tag.", 0.45, 0.8, 0.9]],
                       "noSpeech": 0.01, "logprob": -0.2, "dropped": None, "window": 1000, "seconds": 0.001}
+            # Heard after the audio before it: said so, and whether the prompt held that audio's words too.
+            if options.get("context"):
+                said = "Doppelt." if "Guten Tag." in (options.get("prompt") or "") else "Mit Kontext."
+                result["text"], result["words"] = said, [[said, 0.1, 0.8, 0.9]]
             tag = options.get("language")
             if tag:
                 result["language"] = tag.split("-")[0].lower()
@@ -59,6 +63,20 @@ import Testing
             #expect(run.finals.allSatisfy { $0.language == heard }, "\(run.finals)")
             // Volatiles name none: a volatile's language is a volatile too.
             #expect(run.volatiles.allSatisfy { $0.language == nil })
+        }
+    }
+
+    /// In a language the session names, a final is heard after the last final's audio, whose
+    /// words leave the prompt (the audio says them); a language to be found is heard alone.
+    @Test func aFinalInTheSessionsLanguageIsHeardAfterTheLastFinalsAudio() throws {
+        let engine = WhisperEngine(worker: try Self.worker.get(), model: "scripted", detection: try RecognizerRun.detection.get())
+        let sentence = try WorkerPaths.sentence("0930")
+        let two = NotSpeech.silence(0.5) + sentence + NotSpeech.silence(1.5) + sentence + NotSpeech.silence(1)
+        for (told, heard) in [("de", ["Guten Tag.", "Mit Kontext."]), (nil, ["Guten Tag.", "Guten Tag."])] as [(String?, [String])] {
+            let run = try RecognizerRun(options: RecognizerOptions(volatileResults: false), language: told, worker: engine.worker)
+            try run.feed(two)
+            try run.finish()
+            #expect(run.finals.map(\.text) == heard, "language \(told ?? "found")")
         }
     }
 

@@ -166,3 +166,45 @@ def test_an_english_model_scores_no_candidates(speech):
         assert errors(ENGLISH, normalized(result["text"])) <= 2, result
     finally:
         tiny.close()
+
+
+def pause_in(samples):
+    """The sample in the middle of the longest quiet stretch (20 ms frames) of the middle 20-80 %."""
+    frames = len(samples) // 320
+    level = [float(np.sqrt(np.mean(np.square(samples[i * 320:(i + 1) * 320])))) for i in range(frames)]
+    quiet = [v < 0.01 for v in level]
+    best, run, start = (0, 0), 0, 0
+    for i in range(int(frames * 0.2), int(frames * 0.8)):
+        if quiet[i]:
+            if run == 0:
+                start = i
+            run += 1
+            if run > best[1]:
+                best = (start, run)
+        else:
+            run = 0
+    assert best[1] >= 5, "no pause between the sentences"
+    return (best[0] + best[1] // 2) * 320
+
+
+def test_a_final_heard_after_the_speech_before_it_is_its_own_words_timed_from_its_start(base, speech):
+    # Steno's finals in a language the session names carry the cut before them as "context":
+    # heard together, the result is only the later sentence's words, timed from its own start.
+    samples = np.asarray(speech["it"], dtype=np.float32)
+    split = pause_in(samples)
+    alone = base.transcribe(samples[split:], words=True, beam=5, priority=2, language="it")
+    heard = base.transcribe(samples, words=True, beam=5, priority=2, language="it", context=split)
+    later = normalized("Oggi parliamo del tempo e della città di Roma.")
+    assert "buongiorno" not in normalized(heard["text"]), heard
+    assert errors(later, normalized(heard["text"])) <= errors(later, normalized(alone["text"])) + 1, (heard, alone)
+    assert heard["contextSeconds"] == round(split / RATE, 3)
+    own = (len(samples) - split) / RATE
+    assert heard["words"] and all(0 <= w[1] <= w[2] <= own + 0.05 for w in heard["words"]), heard["words"]
+    # Where nothing of it is heard after the context (here its own audio is silence), it is heard alone.
+    quiet = base.transcribe(np.concatenate([samples, np.zeros(RATE, dtype=np.float32)]), words=True, beam=5,
+                            priority=2, language="it", context=len(samples))
+    assert quiet["text"] == "" and "contextSeconds" not in quiet, quiet
+    # A volatile, a request without a language or asking for other readings is heard without it.
+    for options in ({"priority": 1, "volatile": True}, {"priority": 2}, {"priority": 2, "language": "it", "alternatives": 3}):
+        r = base.transcribe(samples, words=True, context=split, **options)
+        assert "buongiorno" not in normalized(r["text"]) and "contextSeconds" not in r, (options, r)
