@@ -205,8 +205,11 @@ def test_a_request_may_ask_for_a_shorter_window_than_a_final_s(worker):
     short = samples[: 2 * RATE]
     assert worker.transcribe(short, volatile=True, minWindow=500)["window"] == 500
     assert worker.transcribe(short, volatile=True)["window"] == 1000
-    both = [worker.send(short, minWindow=500), worker.send(short)]
-    assert sorted(worker.read()[2]["window"] for _ in both) == [1000, 1000]
+    # Two queued behind a longer, more urgent request are taken together once it is heard.
+    blocker = worker.send(np.concatenate([s for _, s, _ in librivox()]), priority=2)
+    both = [worker.send(short, minWindow=500, priority=0), worker.send(short, priority=0)]
+    windows = {ident: body["window"] for _, ident, body in (worker.read() for _ in range(3))}
+    assert [windows[i] for i in both] == [1000, 1000] and blocker in windows
 
 
 def test_a_request_says_it_is_volatile_or_its_priority_does():
