@@ -227,8 +227,8 @@ class Recognizer:
         the words from the request's own audio on are its result, timed from there; where that
         looks unsure (nothing kept, or Whisper stopped early: it may end at the pause between the
         two), the request's own audio is heard again alone, and that stands."""
-        batch = [(o, s) if context_of(o) and len(s) <= RATE * 30 else (without_context(o), s[int(o.get("context", 0)):])
-                 for o, s in batch]
+        batch = [(o, s) if 0 < context_of(o) < len(s) <= RATE * 30
+                 else (without_context(o), s[min(max(0, int(o.get("context", 0))), len(s)):]) for o, s in batch]
         results = self.run_beams(batch, window)
         again = []
         for i, (options, samples) in enumerate(batch):

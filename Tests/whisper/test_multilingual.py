@@ -195,7 +195,7 @@ def test_a_final_heard_after_the_speech_before_it_is_its_own_words_timed_from_it
     alone = base.transcribe(samples[split:], words=True, beam=5, priority=2, language="it")
     heard = base.transcribe(samples, words=True, beam=5, priority=2, language="it", context=split)
     later = normalized("Oggi parliamo del tempo e della città di Roma.")
-    assert "buongiorno" not in normalized(heard["text"]), heard
+    assert "tutti" not in normalized(heard["text"]), heard
     assert errors(later, normalized(heard["text"])) <= errors(later, normalized(alone["text"])) + 1, (heard, alone)
     assert heard["contextSeconds"] == round(split / RATE, 3)
     own = (len(samples) - split) / RATE
@@ -204,7 +204,10 @@ def test_a_final_heard_after_the_speech_before_it_is_its_own_words_timed_from_it
     quiet = base.transcribe(np.concatenate([samples, np.zeros(RATE, dtype=np.float32)]), words=True, beam=5,
                             priority=2, language="it", context=len(samples))
     assert quiet["text"] == "" and "contextSeconds" not in quiet, quiet
+    # A context that is not one (negative) is no context: the whole audio is the request's.
+    whole = base.transcribe(samples, words=True, beam=5, priority=2, language="it", context=-5)
+    assert "tutti" in normalized(whole["text"]) and "contextSeconds" not in whole, whole
     # A volatile, a request without a language or asking for other readings is heard without it.
     for options in ({"priority": 1, "volatile": True}, {"priority": 2}, {"priority": 2, "language": "it", "alternatives": 3}):
         r = base.transcribe(samples, words=True, context=split, **options)
-        assert "buongiorno" not in normalized(r["text"]) and "contextSeconds" not in r, (options, r)
+        assert "tutti" not in normalized(r["text"]) and "contextSeconds" not in r, (options, r)
