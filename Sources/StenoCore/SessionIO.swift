@@ -10,20 +10,20 @@ public struct AudioChunk: Sendable, Hashable {
     public var start: Double
     /// Its duration in seconds (PCM: frames / rate; Opus: from the TOC, see `headerIsMalformed`).
     public var duration: Double
-    /// Where it ends: the audio received through it, as the machine counts it (in whole samples,
-    /// so that it is exactly a time the pipeline names in its own samples; `start + duration`
-    /// may be a rounding away).
+    /// Where it ends: the audio received through it, as the machine counts it (one division of a
+    /// whole sample count, so that it is exactly a time the pipeline names in its own samples;
+    /// `start + duration` may be a rounding away).
     public var end: Double
     /// Opus only: the packet's header is unreadable. Pass it to the decoder anyway (it conceals
     /// it); its `duration` is that of the last good packet. The client was already sent a
     /// `bad_audio` for it, so the decoder should not report it again.
     public var headerIsMalformed: Bool
 
-    public init(bytes: [UInt8], start: Double, duration: Double, end: Double? = nil, headerIsMalformed: Bool = false) {
+    public init(bytes: [UInt8], start: Double, duration: Double, end: Double, headerIsMalformed: Bool = false) {
         self.bytes = bytes
         self.start = start
         self.duration = duration
-        self.end = end ?? start + duration
+        self.end = end
         self.headerIsMalformed = headerIsMalformed
     }
 }

@@ -14,7 +14,8 @@ extension WhisperRecognizer {
         static let limit = 6 * 16_000
         /// An utterance that starts longer than this after the last final's end is heard alone.
         static let within = 10 * 16_000
-        /// The audio of each final asked for and not yet reported, by its first sample.
+        /// The audio of each final asked for, by its first sample (`finalRequest` lets go of those
+        /// done).
         var asked: [Int: ArraySlice<Float>] = [:]
         /// The last final reported: its audio (the tail, `limit`), where it ended, its text.
         var last: (audio: ArraySlice<Float>, end: Int, text: String)?
@@ -22,7 +23,6 @@ extension WhisperRecognizer {
         /// A final was reported: the next utterance may be heard after it.
         mutating func reported(start: Int, end: Int, text: String) {
             last = asked[start].map { ($0.suffix(Self.limit), end, text) }
-            asked = asked.filter { $0.key > start }
         }
 
         /// Committed words were reported (LocalAgreement): their audio is the same utterance's,
@@ -52,13 +52,14 @@ extension WhisperRecognizer {
         }
         extra["context"] = .number(Double(last.audio.count))
         let before = context.hasSuffix(last.text) ? String(context.dropLast(last.text.count)) : ""
-        return (ArraySlice(last.audio + samples), language, extra, prompt(phrases: phrases, finals: before))
+        return (ArraySlice(last.audio + samples), language, extra, prompt(finals: before))
     }
 
     /// The prompt of a request: the phrases, then the tail of the finals so far.
-    var prompt: String? { prompt(phrases: phrases, finals: context) }
+    var prompt: String? { prompt(finals: context) }
 
-    func prompt(phrases: String?, finals: String) -> String? {
+    /// The prompt with `finals` as its text of the finals.
+    func prompt(finals: String) -> String? {
         var finals = Substring(finals)
         while finals.last == " " { finals.removeLast() }
         switch (phrases, finals.isEmpty) {
