@@ -229,7 +229,13 @@ class Recognizer:
         two), the request's own audio is heard again alone, and that stands."""
         batch = [(o, s) if 0 < context_of(o) < len(s) <= RATE * 30
                  else (without_context(o), s[min(max(0, int(o.get("context", 0))), len(s)):]) for o, s in batch]
-        results = self.run_beams(batch, window)
+        # A translated final that asks for its original is also transcribed, in the same batch.
+        originals = [i for i, (o, _) in enumerate(batch) if wants_original(o)]
+        results = self.run_beams(batch + [(as_original(batch[i][0]), batch[i][1]) for i in originals], window)
+        for i, heard in zip(originals, results[len(batch):]):
+            results[i]["original"] = {"text": heard["text"], "words": heard["words"], "language": heard["language"]}
+            results[i]["seconds"] = round(results[i]["seconds"] + heard["seconds"], 4)
+        results = results[:len(batch)]
         again = []
         for i, (options, samples) in enumerate(batch):
             if context_of(options):
@@ -392,6 +398,16 @@ def context_of(options):
             or wanted_alternatives(options) > 0:
         return 0
     return n
+
+
+def wants_original(options):
+    """A translated final that asks for its original: the same audio transcribed too."""
+    return options.get("original") is True and task_of(options) == "translate" and not is_volatile(options)
+
+
+def as_original(options):
+    """The request that transcribes what `options` translates (its own language, as it was told or finds it)."""
+    return {k: v for k, v in options.items() if k not in ("original", "task", "alternatives")}
 
 
 def without_context(options):

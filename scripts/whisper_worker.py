@@ -34,12 +34,14 @@ batch of its own, as the server asks of a request that was being heard when a wo
 "context": how many of the payload's first samples are earlier speech, heard before the request's
 own for the acoustic context, for a final with "language" and "words" (else left out): the
 result is the words from the request's own audio on, timed from there, or what its own audio
-heard alone gives where that looks unsure).
+heard alone gives where that looks unsure); "original": true with "task": "translate" on a final: the
+same audio is also transcribed in the language spoken, in the same batch (the result's "original").
 A started or cancel frame's JSON: {"ids": [id, ...]}.
 A result's JSON: {"text": str, "heard": what was decoded (also when dropped), "words": [[text, start, end, probability], ...],
 "noSpeech": float, "logprob": float, "dropped": null|"no_speech"|"repetitive"|"low_confidence",
 "window": frames, "seconds": CPU s, "language": Whisper's code of what it was heard as,
-"languageProbability": float (only when detected, also among candidates: Whisper's
+"original": {"text", "words", "language"} (only when asked: what the translation translates, as a
+transcription's text and words), "languageProbability": float (only when detected, also among candidates: Whisper's
 probability of that language), "languageScores": {tag: float|null} (only when "candidates"
 were given: for each tag as the request spelt it, Whisper's probability, from its language
 detection over the whole request, of that tag's language, whatever language was chosen; null
@@ -82,7 +84,7 @@ def check_request(body):
     if not isinstance(body, dict):
         raise ValueError("the JSON is not an object")
     for key, kinds in (("alternatives", int), ("beam", int), ("priority", int), ("minWindow", int), ("context", int), ("language", (str, type(None))),
-                       ("prompt", (str, type(None))), ("words", bool), ("alone", bool), ("volatile", bool), ("fault", str)):
+                       ("prompt", (str, type(None))), ("words", bool), ("alone", bool), ("volatile", bool), ("original", bool), ("fault", str)):
         if key in body and (not isinstance(body[key], kinds) or (kinds is int and isinstance(body[key], bool))):
             raise ValueError(f"\"{key}\" has the wrong type")
     if body.get("task") not in (None, "transcribe", "translate"):

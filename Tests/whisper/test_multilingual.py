@@ -122,6 +122,21 @@ def test_translate_writes_english_and_says_the_language_spoken(base, speech):
     assert czech["language"] == "cs" and normalized(czech["text"])[:2] == ["good", "day"], czech
 
 
+def test_a_translation_asked_with_its_original_carries_the_transcription(base, speech):
+    # Steno's channels carry a translated session's original beside its English: each final
+    # asks for both, heard in one batch.
+    transcribed = base.transcribe(speech["it"], words=True, beam=5, priority=1)
+    result = base.transcribe(speech["it"], task="translate", original=True, words=True, beam=5, priority=1)
+    assert result["task"] == "translate" and {"today", "rome"} <= set(normalized(result["text"])), result
+    original = result["original"]
+    assert original["language"] == "it" and original["text"] == transcribed["text"], result
+    assert [w[0] for w in original["words"]] == original["text"].split(), result
+    assert all(0 <= w[1] <= w[2] <= len(speech["it"]) / RATE + 0.05 for w in original["words"]), result
+    # Only a translated final has one.
+    assert "original" not in base.transcribe(speech["it"], original=True, beam=5, priority=1)
+    assert "original" not in base.transcribe(speech["it"], task="translate", original=True, volatile=True)
+
+
 def test_translating_english_is_transcribing_it(base, speech):
     transcribed = base.transcribe(speech["en"], beam=5, priority=1)
     translated = base.transcribe(speech["en"], task="translate", beam=5, priority=1)
