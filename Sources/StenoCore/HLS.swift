@@ -164,3 +164,33 @@ public struct HLSCaptionTrack: Sendable {
         if segments.count > keep { segments.removeFirst(segments.count - keep) }
     }
 }
+
+/// A multivariant HLS playlist for a video with a broadcast's captions: one subtitles
+/// rendition per language the broadcast carries (`Renditions`; `LANGUAGE` where known, so that
+/// players list them by language), the publisher's own the default, and the video as its one
+/// variant (a player plays no subtitles without one).
+public enum HLSMultivariantPlaylist {
+    /// `video`: the video's playlist URI, as the player should load it; `query`: what goes on
+    /// every rendition's URI after its `language` (a token, "&token=…").
+    public static func render(_ renditions: Renditions, video: String, bandwidth: Int, query: String = "") -> String {
+        var out = "#EXTM3U\n#EXT-X-VERSION:3\n"
+        let names = renditions.names
+        for (index, name) in (names.isEmpty ? [""] : names).enumerated() {
+            let original = name == Renditions.originalName || (index > 0 && name == renditions.original)
+            let title = name.isEmpty ? "Captions" : name == Renditions.originalName ? "Original" : original ? "\(name) (original)" : name
+            var line = "#EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID=\"subs\",NAME=\"\(title)\""
+            if !name.isEmpty && name != Renditions.originalName { line += ",LANGUAGE=\"\(name)\"" }
+            let uri = name.isEmpty ? "captions.m3u8" + (query.isEmpty ? "" : "?" + query.dropFirst())
+                : "captions.m3u8?language=\(name)" + query
+            line += ",DEFAULT=\(index == 0 ? "YES" : "NO"),AUTOSELECT=YES,URI=\"\(uri)\"\n"
+            out += line
+        }
+        out += "#EXT-X-STREAM-INF:BANDWIDTH=\(max(1, bandwidth)),SUBTITLES=\"subs\"\n\(video)\n"
+        return out
+    }
+
+    /// Whether `uri` can stand on a playlist's line: no line breaks, quotes or other controls.
+    public static func isUsable(_ uri: String) -> Bool {
+        !uri.isEmpty && uri.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value != 0x7F && $0 != "\"" }
+    }
+}

@@ -1,5 +1,5 @@
 // A recognition result on the wire, both ways: how a `final` or `volatile` event writes its
-// result (`start`, `end`, `text`, `language`, `alternatives`, `words`: docs/protocol.md) and how a reader
+// result (`start`, `end`, `text`, `language`, `alternatives`, `original`, `words`: docs/protocol.md) and how a reader
 // takes it back (a server reading another instance's events from Redis, the `steno` client
 // reading the server's).
 
@@ -24,7 +24,18 @@ extension RecognitionResult {
             }
             w.endArray()
         }
-        guard includeWords else { return }
+        if let original {
+            w.key("original")
+            w.beginObject()
+            w.field("text", original.text)
+            if let language = original.language { w.field("language", language) }
+            if includeWords { Self.write(original.words, into: &w) }
+            w.endObject()
+        }
+        if includeWords { Self.write(words, into: &w) }
+    }
+
+    private static func write(_ words: [Word], into w: inout JSONWriter) {
         w.key("words")
         w.beginArray()
         for word in words {
@@ -43,7 +54,8 @@ extension RecognitionResult {
     /// wrote it; nil when it is not one.
     ///
     /// The rule, for every reader: a result is taken whole or not at all. `start` and `end`
-    /// (numbers) and `text` (a string) must be there; `language`, if there, is a string. `words`
+    /// (numbers) and `text` (a string) must be there; `language`, if there, is a string; `original`, if
+    /// there, an object with `text` (a string) and `language` and `words` as the result's. `words`
     /// and `alternatives` may be missing (none), but when there they are arrays of objects: each word with `word` (a
     /// string), `start` and `end` (numbers) and, if there, `confidence` (a number; missing
     /// reads 0), each alternative with `text` (a string) and `score` (a number). Anything else
@@ -60,8 +72,19 @@ extension RecognitionResult {
             guard case .string(let tag) = value else { return nil }
             language = tag
         }
+        var original: Original?
+        if let value = object["original"] {
+            guard case .object(let o) = value, case .string(let text)? = o["text"], let words = Self.items(o["words"], Self.word)
+            else { return nil }
+            var language: String?
+            if let value = o["language"] {
+                guard case .string(let tag) = value else { return nil }
+                language = tag
+            }
+            original = Original(text: text, words: words, language: language)
+        }
         self.init(range: TimeRange(start: start, end: end), text: text, words: words, alternatives: alternatives,
-                  language: language)
+                  language: language, original: original)
     }
 
     private static func word(_ object: JSONObject) -> Word? {

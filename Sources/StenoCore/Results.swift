@@ -58,14 +58,42 @@ public struct RecognitionResult: Sendable, Hashable {
     /// The language it was heard in (BCP 47, "de"), when the engine found or was told it:
     /// a multilingual Whisper model's finals. nil when the model has one language.
     public var language: String?
+    /// A translation's original: what was said, in the language spoken (a translated session's
+    /// finals, `LanguagePlan.translate`). A broadcast's original rendition is made of them.
+    public var original: Original?
 
     public init(range: TimeRange, text: String, words: [Word] = [], alternatives: [Alternative] = [],
-                written: Bool = false, language: String? = nil) {
+                written: Bool = false, language: String? = nil, original: Original? = nil) {
         self.range = range
         self.text = text
         self.words = words
         self.alternatives = alternatives
         self.written = written
+        self.language = language
+        self.original = original
+    }
+
+    /// The original as a result of its own, on the same audio (its words' span, else the
+    /// translation's range); nil when there is none or it heard no words.
+    public var originalResult: RecognitionResult? {
+        guard let original, !original.text.isEmpty else { return nil }
+        let range = original.words.isEmpty ? self.range
+            : TimeRange(start: original.words[0].range.start, end: original.words[original.words.count - 1].range.end)
+        return RecognitionResult(range: range, text: original.text, words: original.words, written: written,
+                                 language: original.language)
+    }
+}
+
+/// What a translated final translates: the same audio transcribed in the language spoken.
+public struct Original: Sendable, Hashable {
+    public var text: String
+    public var words: [Word]
+    /// The language spoken (BCP 47).
+    public var language: String?
+
+    public init(text: String, words: [Word] = [], language: String? = nil) {
+        self.text = text
+        self.words = words
         self.language = language
     }
 }

@@ -186,7 +186,12 @@ public struct TranscriptAssembler: Sendable {
         case (.raw, true): ReadableText.lowered(result)
         default: result
         }
-        return ProfanityFilter.apply(formatted, options.profanity)
+        var out = ProfanityFilter.apply(formatted, options.profanity)
+        if let original = result.originalResult {  // written by Whisper as the translation is
+            let written = ProfanityFilter.apply(options.format == .raw ? ReadableText.lowered(original) : original, options.profanity)
+            out.original = Original(text: written.text, words: written.words, language: original.language)
+        }
+        return out
     }
 
     private func emptyVolatile(at time: Double) -> ServerEvent {
@@ -219,8 +224,14 @@ public struct TranscriptAssembler: Sendable {
             for index in alternatives.indices { alternatives[index].text = Self.trimmed(alternatives[index].text) }
         }
         let language = raw.language.map(Self.trimmed).flatMap { $0.isEmpty ? nil : $0 }
+        // A translation's original, cleaned alike.
+        let original = raw.original.map { o in
+            clean(RecognitionResult(range: raw.range, text: o.text, words: o.words, written: raw.written, language: o.language),
+                  notBefore: floor)
+        }
         return RecognitionResult(range: TimeRange(start: start, end: end), text: text, words: words,
-                                 alternatives: alternatives, written: raw.written, language: language)
+                                 alternatives: alternatives, written: raw.written, language: language,
+                                 original: original.map { Original(text: $0.text, words: $0.words, language: $0.language) })
     }
 
     /// A time on the millisecond grid, ≥ 0; `otherwise` when the time is not finite.

@@ -16,11 +16,11 @@ extension ChannelHub {
     /// An entry another instance wrote for its publisher `session` on `name`.
     func applyRemote(_ entry: RelayEntry, channel name: String, session: String, instance: String) {
         switch entry {
-        case .live(let id, let startedAt, let includeWords):
+        case .live(let id, let startedAt, let includeWords, let renditions):
             state.withLock { s in
                 // Said again (after Redis came back): nothing new.
                 if let current = s.channels[name]?.current, current.session == session, current.id == id { return }
-                _ = claim(name, session: session, startedAt: startedAt, includeWords: includeWords, origin: instance,
+                _ = claim(name, session: session, startedAt: startedAt, includeWords: includeWords, renditions: renditions, origin: instance,
                           id: id, relay: nil, &s)
             }
         case .event(let event):

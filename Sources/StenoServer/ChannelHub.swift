@@ -45,6 +45,10 @@ final class ChannelHub: Sendable {
         var showingVolatile: RecognitionResult?
         var cues: CaptionCueBuilder
         var track: HLSCaptionTrack
+        /// Its languages: the publisher's captions and, for a translated session, the original.
+        var renditions = Renditions()
+        /// The original's cues and HLS track, when it carries one (made of its finals' `original`).
+        var original: (cues: CaptionCueBuilder, track: HLSCaptionTrack)?
         /// The instance whose publisher it is, when that is another one (played in from Redis
         /// by the `ChannelRelay`); nil: a session of this server.
         var origin: String? = nil
@@ -60,6 +64,7 @@ final class ChannelHub: Sendable {
         var startedAt: UTCTime?
         var viewers: Int
         var finals: Int
+        var languages: [String]
     }
 
     struct Channel {
@@ -67,6 +72,8 @@ final class ChannelHub: Sendable {
         /// Older broadcasts, oldest first.
         var past: [Broadcast] = []
         var viewers: Set<ConnectionID> = []
+        /// The language each viewer that asked for one follows (`Renditions.choose`).
+        var asked: [ConnectionID: String] = [:]
         /// The lowest media sequence number the next broadcast may use.
         var nextSequence = 0
         /// Order of becoming idle, for forgetting old channels.
@@ -118,17 +125,18 @@ final class ChannelHub: Sendable {
 
     /// A session wants to publish on `name`. False if another live session holds it. `proof`:
     /// the digest of the session's resume token, kept with its lease in the cluster.
-    func claim(_ name: String, session: String, startedAt: UTCTime, includeWords: Bool, proof: String? = nil) -> Bool {
+    func claim(_ name: String, session: String, startedAt: UTCTime, includeWords: Bool, renditions: Renditions = Renditions(),
+               proof: String? = nil) -> Bool {
         let relay = self.relay
         return state.withLock { s in
-            claim(name, session: session, startedAt: startedAt, includeWords: includeWords, origin: nil, id: nil, relay: relay,
-                  proof: proof, &s)
+            claim(name, session: session, startedAt: startedAt, includeWords: includeWords, renditions: renditions, origin: nil,
+                  id: nil, relay: relay, proof: proof, &s)
         }
     }
 
     /// `claim` for a local session (`origin` nil) or another instance's broadcast `id`.
-    func claim(_ name: String, session: String, startedAt: UTCTime, includeWords: Bool, origin: String?,
-               id: String?, relay: ChannelRelay?, proof: String? = nil, _ s: inout State) -> Bool {
+    func claim(_ name: String, session: String, startedAt: UTCTime, includeWords: Bool, renditions: Renditions = Renditions(),
+               origin: String?, id: String?, relay: ChannelRelay?, proof: String? = nil, _ s: inout State) -> Bool {
         var channel = s.channels[name] ?? Channel(counters: metrics.channelCounters(name))
         if let current = channel.current, current.state == .live, current.session != session,
            origin == nil || current.origin == nil { return false }
@@ -142,16 +150,19 @@ final class ChannelHub: Sendable {
                                   cues: CaptionCueBuilder(layout: layout),
                                   track: HLSCaptionTrack(configuration: hls, sequenceBase: sequence, startedAt: startedAt))
         broadcast.origin = origin
+        broadcast.renditions = renditions
+        if renditions.original != nil {
+            broadcast.original = (CaptionCueBuilder(layout: layout),
+                                  HLSCaptionTrack(configuration: hls, sequenceBase: sequence, startedAt: startedAt))
+        }
         channel.current = broadcast
         s.channels[name] = channel
         if origin == nil {
-            relay?.enqueue(.live(broadcast: broadcast.id, startedAt: startedAt, includeWords: includeWords),
+            relay?.enqueue(.live(broadcast: broadcast.id, startedAt: startedAt, includeWords: includeWords, renditions: renditions),
                            channel: name, session: session, proof: proof)
         }
-        let welcome = ViewerWelcome.events(channel: name, startedAt: startedAt, backfill: [], includeWords: includeWords,
-                                           publisher: (.live, broadcast.id))
         for viewer in channel.viewers {
-            for event in welcome { deliver(event, to: viewer, counters: channel.counters) }
+            for event in welcome(viewer, channel: name, channel, now: startedAt) { deliver(event, to: viewer, counters: channel.counters) }
         }
         return true
     }
@@ -176,6 +187,10 @@ final class ChannelHub: Sendable {
                     s.channels[name]?.current?.finals.append(final)
                     let cues = s.channels[name]?.current?.cues.add(final) ?? []
                     s.channels[name]?.current?.track.add(cues)
+                    if let original = final.originalResult {
+                        let cues = s.channels[name]?.current?.original?.cues.add(original) ?? []
+                        s.channels[name]?.current?.original?.track.add(cues)
+                    }
                 }
                 s.channels[name]?.current?.showingVolatile = nil
             case .volatile:
@@ -184,7 +199,18 @@ final class ChannelHub: Sendable {
             default:
                 break
             }
-            for viewer in viewers { deliver(event, to: viewer, counters: counters) }
+            guard let channel = s.channels[name], let current = channel.current, !channel.asked.isEmpty else {
+                for viewer in viewers { deliver(event, to: viewer, counters: counters) }
+                return
+            }
+            let original = Self.original(of: event, includeWords: current.includeWords)
+            for viewer in viewers {
+                if current.renditions.choose(channel.asked[viewer]) == .original {
+                    if let original { deliver(original, to: viewer, counters: counters) }
+                } else {
+                    deliver(event, to: viewer, counters: counters)
+                }
+            }
         }
     }
 
@@ -204,6 +230,12 @@ final class ChannelHub: Sendable {
             let pending = s.channels[name]?.current?.cues.pendingStart
             let through = min(max(floor, cueFloor), pending ?? .infinity)
             s.channels[name]?.current?.track.advance(settledThrough: through)
+            if var original = s.channels[name]?.current?.original {
+                s.channels[name]?.current?.original = nil  // no copy of the track while it changes
+                original.track.add(original.cues.settle(before: floor))
+                original.track.advance(settledThrough: min(max(floor, original.cues.floor), original.cues.pendingStart ?? .infinity))
+                s.channels[name]?.current?.original = original
+            }
         }
     }
 
@@ -222,6 +254,12 @@ final class ChannelHub: Sendable {
             broadcast.showingVolatile = nil
             broadcast.track.add(broadcast.cues.finish())
             broadcast.track.end(duration: duration)
+            if var original = broadcast.original {
+                broadcast.original = nil
+                original.track.add(original.cues.finish())
+                original.track.end(duration: duration)
+                broadcast.original = original
+            }
             channel.nextSequence = broadcast.track.sequenceBase + broadcast.track.published
             channel.current = broadcast
             s.channels[name] = channel
@@ -236,19 +274,16 @@ final class ChannelHub: Sendable {
     }
 
     /// A viewer connected: `joined`, the broadcast's state, backfill, and from now on the live events.
-    func addViewer(_ id: ConnectionID, channel name: String, now: UTCTime) {
+    /// `language`: the rendition it follows (`Renditions.choose`; nil, the publisher's own).
+    func addViewer(_ id: ConnectionID, channel name: String, language: String? = nil, now: UTCTime) {
         state.withLock { s in
             var channel = s.channels[name] ?? Channel(counters: metrics.channelCounters(name))
             channel.viewers.insert(id)
+            channel.asked[id] = language
             s.channels[name] = channel
             s.viewerChannel[id] = name
             channel.counters.viewers.increment()
-            let current = channel.current
-            let welcome = ViewerWelcome.events(
-                channel: name, startedAt: current?.startedAt ?? now, backfill: current?.finals ?? [],
-                showingVolatile: current?.showingVolatile, includeWords: current?.includeWords ?? true,
-                publisher: current.map { ($0.state, $0.id) })
-            for event in welcome { deliver(event, to: id, counters: channel.counters) }
+            for event in welcome(id, channel: name, channel, now: now) { deliver(event, to: id, counters: channel.counters) }
             if s.relayDown && channel.followsTheRelay {
                 deliver(ServerEvent.relay(up: false).encoded(), to: id, counters: channel.counters)
             }
@@ -261,6 +296,7 @@ final class ChannelHub: Sendable {
         let removed = state.withLock { s -> Bool in
             guard let name = s.viewerChannel.removeValue(forKey: id) else { return false }
             if s.channels[name]?.viewers.remove(id) != nil { s.channels[name]?.counters.viewers.decrement() }
+            s.channels[name]?.asked[id] = nil
             markIdleIfUnused(name, &s)
             return true
         }
@@ -285,15 +321,18 @@ final class ChannelHub: Sendable {
     /// Whether the hub knows `name`.
     func knows(_ name: String) -> Bool { state.withLock { $0.channels[name] != nil } }
 
-    /// A broadcast of `name`: the latest (`id` nil) or the one with that id. Its finals and
-    /// start only (no copy of its track).
-    func broadcast(_ name: String, id: String? = nil) -> (finals: [RecognitionResult], startedAt: UTCTime?)? {
+    /// A broadcast of `name`: the latest (`id` nil) or the one with that id. Its finals, start
+    /// and languages only (no copy of its track).
+    func broadcast(_ name: String, id: String? = nil)
+        -> (finals: [RecognitionResult], startedAt: UTCTime?, renditions: Renditions)? {
         state.withLock { s in
             guard let channel = s.channels[name] else { return nil }
-            guard let id else { return (channel.current?.finals ?? [], channel.current?.startedAt) }
+            guard let id else {
+                return (channel.current?.finals ?? [], channel.current?.startedAt, channel.current?.renditions ?? Renditions())
+            }
             let all = channel.past + (channel.current.map { [$0] } ?? [])
             guard let found = all.first(where: { $0.id == id }) else { return nil }
-            return (found.finals, found.startedAt)
+            return (found.finals, found.startedAt, found.renditions)
         }
     }
 
@@ -307,26 +346,26 @@ final class ChannelHub: Sendable {
         }
     }
 
-    /// The live HLS playlist of `name`'s latest broadcast (empty and open while it has none);
-    /// nil for a channel the hub does not know. `query` goes on every segment URI.
-    func playlist(_ name: String, query: String) -> String? {
+    /// The live HLS playlist of `name`'s latest broadcast (empty and open while it has none) in
+    /// `language` (`Renditions.choose`); nil for a channel the hub does not know or a language
+    /// its broadcast does not carry. `query` goes on every segment URI.
+    func playlist(_ name: String, language: String? = nil, query: String) -> String? {
         state.withLock { s in
             guard let channel = s.channels[name] else { return nil }
             guard let current = channel.current else {
                 return HLSCaptionTrack(configuration: hls, sequenceBase: channel.nextSequence, startedAt: UTCTime(millisecondsSince1970: 0))
                     .playlist(query: query)
             }
-            return current.track.playlist(query: query)
+            return Self.track(of: current, language: language)?.playlist(query: query)
         }
     }
 
-    /// HLS segment `sequence` of `name`, from whichever of its broadcasts has it.
-    func segment(_ name: String, sequence: Int) -> String? {
+    /// HLS segment `sequence` of `name` in `language`, from whichever of its broadcasts has it.
+    func segment(_ name: String, sequence: Int, language: String? = nil) -> String? {
         state.withLock { s in
             guard let channel = s.channels[name] else { return nil }
-            if let body = channel.current?.track.segment(sequence) { return body }
-            for broadcast in channel.past.reversed() {
-                if let body = broadcast.track.segment(sequence) { return body }
+            for broadcast in ([channel.current].compactMap { $0 } + channel.past.reversed()) {
+                if let body = Self.track(of: broadcast, language: language)?.segment(sequence) { return body }
             }
             return nil
         }
@@ -339,7 +378,7 @@ final class ChannelHub: Sendable {
                 let channel = s.channels[name]!
                 return Summary(name: name, state: channel.current?.state.rawValue ?? "idle", broadcast: channel.current?.id,
                                startedAt: channel.current?.startedAt, viewers: channel.viewers.count,
-                               finals: channel.current?.finals.count ?? 0)
+                               finals: channel.current?.finals.count ?? 0, languages: channel.current?.renditions.names ?? [])
             }
         }
     }

@@ -11,6 +11,10 @@ import StenoTransport
 ///   `?mode=rollup` on SCC files: roll-up captions instead of pop-on.
 /// - `/v1/channels/NAME/captions.m3u8`: the live HLS subtitle playlist;
 ///   `/v1/channels/NAME/captions/SEQ.vtt`: its segments.
+/// - `?language=` on caption files, playlists and segments: the broadcast's captions in that
+///   language (`Renditions`: a translated session's original beside its English); 404 for one
+///   it does not carry. `/v1/channels/NAME/master.m3u8?video=URI`: a multivariant playlist
+///   with one subtitle rendition per language, for the video at `URI`.
 ///
 /// Segments never change once published, so they may be cached for good; playlists change
 /// with every segment and are cached for a second. A token given in the query string is
@@ -59,28 +63,33 @@ struct ChannelRoutes {
             .map(String.init)
         guard let name = parts.first, ChannelName.isValid(name) else { return .plain(status: 404) }
         let wall = request.queryValue("clock") == "wall"
+        let language = request.queryValue("language")
         switch parts.count {
         case 2 where parts[1] == "captions.m3u8":
-            var query = ""
-            if let token = request.queryValue("token") { query = "?token=" + Self.percentEncoded(token) }
-            guard let playlist = channels.playlist(name, query: query) else { return .plain(status: 404) }
+            var query: [String] = []
+            if let language { query.append("language=" + Self.percentEncoded(language)) }
+            if let token = request.queryValue("token") { query.append("token=" + Self.percentEncoded(token)) }
+            guard let playlist = channels.playlist(name, language: language, query: query.isEmpty ? "" : "?" + query.joined(separator: "&"))
+            else { return .plain(status: 404) }
             return HTTPResponse(status: 200, contentType: Self.playlistType, text: playlist)
+        case 2 where parts[1] == "master.m3u8":
+            return master(name, request: request)
         case 2 where parts[1] == "broadcasts":
             return broadcasts(name)
         case 2:
             guard let format = Self.captionFormat(parts[1]), let broadcast = channels.broadcast(name) else {
                 return .plain(status: 404)
             }
-            return captions(broadcast.finals, startedAt: broadcast.startedAt, format: format, wall: wall, request: request)
+            return captions(broadcast, language: language, format: format, wall: wall, request: request)
         case 3 where parts[1] == "captions":
             guard parts[2].hasSuffix(".vtt"), let sequence = Int(parts[2].dropLast(4)), sequence >= 0,
-                  let body = channels.segment(name, sequence: sequence) else { return .plain(status: 404) }
+                  let body = channels.segment(name, sequence: sequence, language: language) else { return .plain(status: 404) }
             return HTTPResponse(status: 200, contentType: CaptionFormat.webVTT.contentType, text: body)
         case 4 where parts[1] == "broadcasts":
             guard let format = Self.captionFormat(parts[3]), let broadcast = channels.broadcast(name, id: parts[2]) else {
                 return .plain(status: 404)
             }
-            return captions(broadcast.finals, startedAt: broadcast.startedAt, format: format, wall: wall, request: request)
+            return captions(broadcast, language: language, format: format, wall: wall, request: request)
         default:
             return .plain(status: 404)
         }
@@ -97,9 +106,15 @@ struct ChannelRoutes {
         }
     }
 
-    private func captions(_ finals: [RecognitionResult], startedAt: UTCTime?, format: CaptionFormat, wall: Bool,
-                          request: HTTPRequest) -> HTTPResponse {
-        let offset = wall ? startedAt.map(Captions.timeOfDay) ?? 0 : 0
+    private func captions(_ broadcast: (finals: [RecognitionResult], startedAt: UTCTime?, renditions: Renditions),
+                          language: String?, format: CaptionFormat, wall: Bool, request: HTTPRequest) -> HTTPResponse {
+        let finals: [RecognitionResult]
+        switch broadcast.renditions.choose(language) {
+        case .captions?: finals = broadcast.finals
+        case .original?: finals = broadcast.finals.compactMap(\.originalResult)
+        case nil: return .plain(status: 404)
+        }
+        let offset = wall ? broadcast.startedAt.map(Captions.timeOfDay) ?? 0 : 0
         var mode = SCCWriter.Mode.popOn
         if let asked = request.queryValue("mode") {
             guard format == .scc, let known = SCCWriter.Mode(rawValue: asked) else {
@@ -110,6 +125,20 @@ struct ChannelRoutes {
         }
         return HTTPResponse(status: 200, contentType: format.contentType,
                             text: Captions.render(finals, as: format, layout: channels.layout, offset: offset, sccMode: mode))
+    }
+
+    /// The latest broadcast's languages as subtitle renditions of the video at `?video=URI`
+    /// (`?bandwidth=` its bits per second, 2,500,000 by default); a token is passed on.
+    private func master(_ name: String, request: HTTPRequest) -> HTTPResponse {
+        guard let broadcast = channels.broadcast(name) else { return .plain(status: 404) }
+        guard let video = request.queryValue("video"), HLSMultivariantPlaylist.isUsable(video) else {
+            return HTTPResponse(status: 400, contentType: "text/plain; charset=utf-8",
+                                text: "master.m3u8 needs ?video=URI, the video's playlist (players show subtitles with a video)\n")
+        }
+        let bandwidth = request.queryValue("bandwidth").flatMap { Int($0) }.flatMap { $0 > 0 ? $0 : nil } ?? 2_500_000
+        let query = request.queryValue("token").map { "&token=" + Self.percentEncoded($0) } ?? ""
+        return HTTPResponse(status: 200, contentType: Self.playlistType,
+                            text: HLSMultivariantPlaylist.render(broadcast.renditions, video: video, bandwidth: bandwidth, query: query))
     }
 
     private func list() -> HTTPResponse {
@@ -127,6 +156,10 @@ struct ChannelRoutes {
             if let startedAt = channel.startedAt { w.string(startedAt.iso8601) } else { w.null() }
             w.field("viewers", integer: channel.viewers)
             w.field("finals", integer: channel.finals)
+            w.key("languages")
+            w.beginArray()
+            for language in channel.languages { w.string(language) }
+            w.endArray()
             w.endObject()
         }
         w.endArray()

@@ -6,14 +6,15 @@ import StenoRedis
 /// publisher's session, `k` the kind, `d` the data:
 ///
 /// - `live`: a broadcast began (or its instance says so again after Redis came back):
-///   `{"broadcast":ID,"startedAt":MS,"words":BOOL}` (`startedAt` in ms since 1970).
+///   `{"broadcast":ID,"startedAt":MS,"words":BOOL,"captions":TAG,"original":TAG}` (`startedAt` in
+///   ms since 1970; `captions` and `original` its `Renditions`, each only when there).
 /// - `event`: one of the publisher's `volatile`, `final` or `speech` events, as sent to viewers.
 /// - `floor`: no final still to come starts before this time (settles caption cues and HLS).
 /// - `end`: the broadcast is over: `{"state":"ended"|"lost","duration":SECONDS,"endedAt":MS}`
 ///   (`endedAt`, its end on the publisher's clock, so that every instance says the same; an
 ///   entry without it ends when it is read).
 enum RelayEntry: Sendable, Equatable {
-    case live(broadcast: String, startedAt: UTCTime, includeWords: Bool)
+    case live(broadcast: String, startedAt: UTCTime, includeWords: Bool, renditions: Renditions = Renditions())
     /// The event as viewers get it; read back, a `final` or `volatile` carries its result
     /// (`EncodedEvent.result`) as the publisher's did.
     case event(EncodedEvent)
@@ -32,12 +33,14 @@ enum RelayEntry: Sendable, Equatable {
     /// The data field.
     var data: String {
         switch self {
-        case .live(let broadcast, let startedAt, let includeWords):
+        case .live(let broadcast, let startedAt, let includeWords, let renditions):
             var w = JSONWriter(capacity: 80)
             w.beginObject()
             w.field("broadcast", broadcast)
             w.field("startedAt", integer: Int(startedAt.millisecondsSince1970))
             w.field("words", includeWords)
+            if let captions = renditions.captions { w.field("captions", captions) }
+            if let original = renditions.original { w.field("original", original) }
             w.endObject()
             return String(decoding: w.bytes, as: UTF8.self)
         case .event(let event):
@@ -86,7 +89,11 @@ enum RelayEntry: Sendable, Equatable {
                   case .number(let ms)? = object["startedAt"], ms.isFinite, abs(ms) < 1e15 else { return nil }
             var words = true
             if case .bool(let b)? = object["words"] { words = b }
-            return .live(broadcast: broadcast, startedAt: UTCTime(millisecondsSince1970: Int64(ms)), includeWords: words)
+            var renditions = Renditions()
+            if case .string(let tag)? = object["captions"] { renditions.captions = tag }
+            if case .string(let tag)? = object["original"] { renditions.original = tag }
+            return .live(broadcast: broadcast, startedAt: UTCTime(millisecondsSince1970: Int64(ms)), includeWords: words,
+                         renditions: renditions)
         case "end":
             guard let object = object(data), case .string(let name)? = object["state"],
                   let state = PublisherState(rawValue: name), case .number(let duration)? = object["duration"] else { return nil }

@@ -129,6 +129,10 @@ final class Router: TransportDelegate {
                     text: "400 Bad Request: /v1/listen needs ?channel=NAME (1-64 letters, digits, '-', '_', '.'), "
                         + "or Deepgram's parameters (model, encoding …)\n"))
             }
+            if path == Self.listenPath, let language = request.queryValue("language"), !Renditions.isValidChoice(language) {
+                return .reject(HTTPResponse(status: 400,
+                    text: "400 Bad Request: language must be a BCP 47 tag (en, it) or \"original\"\n"))
+            }
         }
         let refusal = self.refusal(for: request.path, resuming: request.queryValue("resume"))
         let decision = policy.evaluate(request, hasCapacity: refusal == nil)
@@ -171,7 +175,7 @@ final class Router: TransportDelegate {
         let remoteAddress = clientAddress.describe(peer: request.remoteAddress, forwardedFor: request.headers["x-forwarded-for"])
         if request.path == Self.listenPath, let name = request.queryValue("channel") {
             routes[id] = .viewer
-            context.channels.addViewer(id, channel: name, now: context.clock.wall())
+            context.channels.addViewer(id, channel: name, language: request.queryValue("language"), now: context.clock.wall())
             context.log.info("viewer \(id) joined channel \(name) from \(remoteAddress)")
             return
         }

@@ -16,19 +16,21 @@ extension StreamSession {
     func starting(_ request: StartRequest, _ s: inout SessionState<Link>) -> [SessionAction] {
         var actions: [SessionAction] = []
         if let channel = request.channel {
+            let model = server.sessionConfiguration.models.first { $0.engine.model == request.model }
+            let renditions = Renditions(request: request, modelLanguage: model?.engine.language)
             if let previous = request.continues {
                 // Its talker lost `previous` with its instance: that broadcast's lease is this
                 // session's at once if the token proves it (else it expires as it would).
                 server.channels.relay?.takeOver(channel, for: sessionID, from: previous)
             }
             if server.channels.claim(channel, session: sessionID, startedAt: s.machine.startedAt ?? core.clock.wall(),
-                                     includeWords: request.words, proof: channelProof) {
+                                     includeWords: request.words, renditions: renditions, proof: channelProof) {
                 s.local.channel = channel
             } else if server.channels.waitForRemotePublisher(channel, retry: { [weak self] in self?.claimWaitedChannel() }) {
                 // Another instance's publisher has it, perhaps one whose instance has just died
                 // (its talker may be this very client, come back here): this one publishes
                 // once that broadcast is over, what it said meanwhile included.
-                s.local.waitingFor = (channel, request.words)
+                s.local.waitingFor = (channel, request.words, renditions)
                 actions = s.machine.handle(.pipelineWarning(StenoError(.badMessage,
                     "channel \"\(channel)\" already has a publisher on another instance; this session is published once that one is gone")))
             } else {
@@ -76,7 +78,7 @@ extension StreamSession {
         let wait = 2 * (server.channels.relay?.settings.lease ?? 0) + 10
         DispatchQueue.global().asyncAfter(deadline: .now() + wait) { [self] in
             mutate { s in
-                if let (channel, _) = s.local.waitingFor {
+                if let (channel, _, _) = s.local.waitingFor {
                     server.log.info("session \(sessionID) was not published: channel \(channel) still has a publisher on another instance")
                 }
                 s.local.waitingFor = nil
@@ -89,9 +91,9 @@ extension StreamSession {
     /// has closed meanwhile publishes all its finals and its end at once.
     func claimWaitedChannel() {
         mutate { s in
-            guard let (channel, words) = s.local.waitingFor, s.local.channel == nil else { return }
+            guard let (channel, words, renditions) = s.local.waitingFor, s.local.channel == nil else { return }
             guard server.channels.claim(channel, session: sessionID, startedAt: s.machine.startedAt ?? core.clock.wall(),
-                                        includeWords: words, proof: channelProof) else {
+                                        includeWords: words, renditions: renditions, proof: channelProof) else {
                 // Another instance's publisher again: wait for it too; a local one: give up.
                 if !server.channels.waitForRemotePublisher(channel, retry: { [weak self] in self?.claimWaitedChannel() }) {
                     s.local.waitingFor = nil

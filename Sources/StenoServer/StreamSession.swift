@@ -50,7 +50,7 @@ final class StreamSession: SessionDriver {
         var channel: String?
         /// The channel it asked for while another instance's publisher had it, and whether its
         /// events carry words: it publishes there once that publisher is gone.
-        var waitingFor: (channel: String, words: Bool)?
+        var waitingFor: (channel: String, words: Bool, renditions: Renditions)?
         /// The wire protocol of its connection's route.
         var codec: any SessionCodec
     }

@@ -307,7 +307,11 @@ public final class TranscriptionPipeline {
             words: result.words.map { Word($0.text, range: map($0.range), confidence: $0.confidence) },
             alternatives: result.alternatives,
             written: result.written,
-            language: result.language)
+            language: result.language,
+            original: result.original.map { o in
+                Original(text: o.text, words: o.words.map { Word($0.text, range: map($0.range), confidence: $0.confidence) },
+                         language: o.language)
+            })
     }
 
     private func map(_ range: TimeRange) -> TimeRange {

@@ -42,6 +42,8 @@ extension WhisperRecognizer {
         let done = min(awaited.first?.start ?? start, start)
         heardBefore.asked = heardBefore.asked.filter { $0.key >= done }
         heardBefore.asked[start] = samples
+        // A translation's final brings its original (a broadcast's second rendition).
+        if languages.plan?.translate != nil { extra["original"] = .bool(true) }
         // Not for a language to be found (it would be the audio before's too), other readings (they
         // would hold its words) or a translation (its words' times are rough).
         guard info.language == LanguageTag.multilingual, language != nil, alternatives == 0, extra["task"] == nil,

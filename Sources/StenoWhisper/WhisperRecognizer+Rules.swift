@@ -45,18 +45,28 @@ extension WhisperRecognizer {
     /// A final cut where speech went on (the maximum length, a finalize mid-speech): Whisper
     /// ends a sentence at the end of what it hears ("period." or "rather..."), but the speaker
     /// did not; its closing full stop or dots go (from the final and from the next prompt, so the
-    /// next final goes on the sentence). A question's or an exclamation's mark stays.
+    /// next final goes on the sentence). A question's or an exclamation's mark stays. So too
+    /// for a translation's original.
     static func unclosed(_ result: WhisperResult) -> WhisperResult {
+        var unclosed = result
+        (unclosed.text, unclosed.words) = Self.unclosed(result.text, result.words)
+        if var original = result.original {
+            (original.text, original.words) = Self.unclosed(original.text, original.words)
+            unclosed.original = original
+        }
+        return unclosed
+    }
+
+    private static func unclosed(_ text: String, _ words: [Word]) -> (String, [Word]) {
         func open(_ text: String) -> String {
             var text = text
             while let last = text.last, last == "." || last == "…" { text.removeLast() }
             return text
         }
-        guard let last = result.words.last, open(result.text) != result.text, !open(result.text).isEmpty else { return result }
-        var unclosed = result
-        unclosed.text = open(result.text)
-        unclosed.words[unclosed.words.count - 1] = Word(open(last.text), range: last.range, confidence: last.confidence)
-        return unclosed
+        guard let last = words.last, open(text) != text, !open(text).isEmpty else { return (text, words) }
+        var words = words
+        words[words.count - 1] = Word(open(last.text), range: last.range, confidence: last.confidence)
+        return (open(text), words)
     }
 
     /// Whisper's language codes are BCP 47 primary subtags but one: Javanese's "jw" is "jv".
@@ -105,4 +115,16 @@ extension WhisperRecognizer {
     /// The longest a committed word may be aligned over: slow speech takes ≈ 1 s a word; five
     /// words over ten seconds of speech is a skip.
     static let longestWord = 2.0
+
+    /// One answer of the worker: for which utterance (its first sample), through which sample.
+    struct Answer: Sendable {
+        /// The recognizer's token of the request.
+        var token = 0
+        var final: Bool
+        /// A final asked for early, in a pause (`WhisperRecognizer.pauseAfter`).
+        var early: Bool
+        var start: Int
+        var end: Int
+        var result: Result<WhisperResult, StenoError>
+    }
 }

@@ -338,16 +338,19 @@ public final class WhisperRecognizer: SpeechRecognizer {
             }
             if first.open { result = Self.unclosed(result) }
             remember(result.text)
-            let offset = seconds(answer.start)
-            let limit = seconds(answer.end)
-            let words = result.words.map { w in
-                Word(w.text, range: TimeRange(start: min(limit, offset + w.range.start), end: min(limit, offset + w.range.end)),
-                     confidence: w.confidence)
+            let (offset, limit) = (seconds(answer.start), seconds(answer.end))
+            func timed(_ words: [Word]) -> [Word] {
+                words.map { w in
+                    Word(w.text, range: TimeRange(start: min(limit, offset + w.range.start), end: min(limit, offset + w.range.end)),
+                         confidence: w.confidence)
+                }
             }
+            let words = timed(result.words)
             let range = TimeRange(start: words.first?.range.start ?? offset, end: words.last?.range.end ?? limit)
+            let original = result.original.map { Original(text: $0.text, words: timed($0.words), language: heardIn(result)) }
             events.append(.final(RecognitionResult(range: range, text: result.text, words: words,
                                                    alternatives: alternatives > 0 ? result.alternatives : [], written: true,
-                                                   language: heardIn(result))))
+                                                   language: heardIn(result), original: original)))
             heardBefore.reported(start: first.start, end: first.end, text: result.text)
         }
         sendNextFinal()
@@ -357,6 +360,12 @@ public final class WhisperRecognizer: SpeechRecognizer {
             if answer.start == committedThrough { result = Self.withoutRepeat(of: committedTail, result) }
             guard !result.text.isEmpty, languages.decide(result, settling: false) == .heard else { continue }
             if let (commit, rest) = commitAgreed(result, answer) {
+                guard let commit else {
+                    // Its final comes from the worker: the volatile shows whole until then.
+                    events.append(.volatile(RecognitionResult(range: TimeRange(start: seconds(answer.start), end: seconds(answer.end)),
+                                                             text: result.text, written: true)))
+                    continue
+                }
                 events.append(commit)
                 // The volatile's other words stay showing, after the final.
                 if let first = rest.first {
@@ -394,8 +403,9 @@ public final class WhisperRecognizer: SpeechRecognizer {
 
     /// LocalAgreement: of a long utterance, the words this volatile and the last agree on, up to
     /// `commitMargin` before its end, become a final now, and the utterance goes on from the
-    /// last one's end.
-    private func commitAgreed(_ result: WhisperResult, _ answer: Answer) -> (TranscriberEvent, ArraySlice<Word>)? {
+    /// last one's end. A translation's are cut there and heard as a final (no event now): its
+    /// final brings its original, which a volatile does not hear.
+    private func commitAgreed(_ result: WhisperResult, _ answer: Answer) -> (TranscriberEvent?, ArraySlice<Word>)? {
         let limit = Double(answer.end - answer.start) / Double(Self.sampleRate) - Self.commitMargin
         let count = Self.agreed(lastVolatile, result.words, before: limit)
         guard count > 0 else {
@@ -407,12 +417,21 @@ public final class WhisperRecognizer: SpeechRecognizer {
             Word(w.text, range: TimeRange(start: offset + w.range.start, end: offset + w.range.end), confidence: w.confidence)
         }
         let end = answer.start + Int((result.words[count - 1].range.end * Double(Self.sampleRate)).rounded())
+        let translated = languages.plan?.translate != nil
+        if translated {
+            awaited.append((answer.start, end, true))
+            unsent[answer.start] = gate.audio(from: answer.start).prefix(end - answer.start)
+        }
         gate.continueUtterance(from: end)
         lastVolatile = []
         committedThrough = end
         committedTail = Array((committedTail + words.map(Self.key)).suffix(Self.repeatable))
         heardBefore.forget()
         lastVolatileAt = end
+        if translated {
+            sendNextFinal()
+            return (nil, result.words[count...])
+        }
         let range = TimeRange(start: words[0].range.start, end: words[words.count - 1].range.end)
         remember(words.map(\.text).joined(separator: " "))
         let final = TranscriberEvent.final(RecognitionResult(range: range, text: words.map(\.text).joined(separator: " "),
@@ -421,16 +440,4 @@ public final class WhisperRecognizer: SpeechRecognizer {
     }
 
     private func seconds(_ samples: Int) -> Double { Double(samples) / Double(Self.sampleRate) }
-}
-
-/// One answer of the worker: for which utterance (its first sample), through which sample.
-private struct Answer: Sendable {
-    /// The recognizer's token of the request.
-    var token = 0
-    var final: Bool
-    /// A final asked for early, in a pause (`WhisperRecognizer.pauseAfter`).
-    var early: Bool
-    var start: Int
-    var end: Int
-    var result: Result<WhisperResult, StenoError>
 }

@@ -24,21 +24,21 @@ public struct WhisperResult: Sendable, Hashable {
     /// How likely each of the request's `candidates` is (tags as asked; nil for one the model
     /// lacks), when it asked for candidates.
     public var languageScores: [String: Double?] = [:]
+    /// A translation's original, when asked for (`"original"`): its text, words (times as the
+    /// result's) and Whisper's code of its language.
+    public var original: Original?
 
     init(json: JSONValue) throws(StenoError) {
         guard case .object(let o) = json, case .string(let text)? = o["text"] else {
             throw StenoError(.internal, "the Whisper worker sent a result without text")
         }
         self.text = text
-        var words: [Word] = []
-        if case .array(let list)? = o["words"] {
-            for item in list {
-                guard case .array(let w) = item, w.count == 4, case .string(let t) = w[0],
-                      case .number(let s) = w[1], case .number(let e) = w[2], case .number(let p) = w[3] else { continue }
-                words.append(Word(t, range: TimeRange(start: s, end: max(s, e)), confidence: p))
-            }
+        self.words = Self.words(o["words"])
+        if case .object(let heard)? = o["original"], case .string(let text)? = heard["text"] {
+            var code: String?
+            if case .string(let c)? = heard["language"] { code = c }
+            original = Original(text: text, words: Self.words(heard["words"]), language: code)
         }
-        self.words = words
         if case .string(let why)? = o["dropped"] { dropped = why } else { dropped = nil }
         if case .number(let p)? = o["noSpeech"] { noSpeechProbability = p } else { noSpeechProbability = 0 }
         if case .number(let w)? = o["window"] { window = Int(w) } else { window = 0 }
@@ -59,6 +59,18 @@ public struct WhisperResult: Sendable, Hashable {
                 if case .number(let p)? = scores[tag], p.isFinite { languageScores[tag] = min(max(p, 0), 1) } else { languageScores[tag] = .some(nil) }
             }
         }
+    }
+
+    /// The worker's `[[text, start, end, probability], ...]`; an item of another shape is left out.
+    private static func words(_ value: JSONValue?) -> [Word] {
+        guard case .array(let list)? = value else { return [] }
+        var words: [Word] = []
+        for item in list {
+            guard case .array(let w) = item, w.count == 4, case .string(let t) = w[0],
+                  case .number(let s) = w[1], case .number(let e) = w[2], case .number(let p) = w[3] else { continue }
+            words.append(Word(t, range: TimeRange(start: s, end: max(s, e)), confidence: p))
+        }
+        return words
     }
 }
 

@@ -7,8 +7,9 @@ import Testing
 /// scripts/bootstrap.sh installs — and `steno send`: English stays on tiny.en; Italian spoken by
 /// festival (festvox-italp16k) is found with `--language auto`, translated with `--translate en`,
 /// heard in its lane with `--languages it,en` and refused (`low_confidence`, no final) with
-/// `--languages ru,en`; `/v1/models` and `steno models` list each model's languages. One
-/// server (two models loaded) for all of it.
+/// `--languages ru,en`, and, translated on a channel, followed in English or in Italian
+/// (`steno listen --language`, caption files, HLS renditions); `/v1/models` and `steno models`
+/// list each model's languages. One server (two models loaded) for all of it.
 @Suite(.serialized) struct MultilingualServeTests {
     static let italian = "Buongiorno a tutti. Oggi parliamo del tempo e della città di Roma."
 
@@ -74,6 +75,27 @@ import Testing
         #expect(english2.allSatisfy { $0["language"] == .string("it") }, "\(translated.stdout)")
         #expect(Set(Self.words(english2)).isSuperset(of: ["rome"]), "\(Self.words(english2))")
         #expect(!Set(Self.words(english2)).contains("roma"), "\(Self.words(english2))")
+
+        // Published on a channel, translated: viewers and caption files choose the English or
+        // the Italian said (each final carries its original).
+        let channel = "translated-\(getpid())"
+        let published = try send(wav, ["--language", "it", "--translate", "en", "--channel", channel])
+        #expect(published.status == 0, "\(published.stderr)")
+        #expect(Self.finals(published.stdout).allSatisfy { $0["original"] != nil }, "\(published.stdout)")
+        let italianFile = try HTTPTestClient.get(port: server.port, "/v1/channels/\(channel)/captions.txt?language=it").bodyText
+        let englishFile = try HTTPTestClient.get(port: server.port, "/v1/channels/\(channel)/captions.txt?language=en").bodyText
+        #expect(italianFile.contains("Roma") && !italianFile.contains("Rome"), "\(italianFile)")
+        #expect(englishFile.contains("Rome") && !englishFile.contains("Roma"), "\(englishFile)")
+        let master = try HTTPTestClient.get(port: server.port, "/v1/channels/\(channel)/master.m3u8?video=v.m3u8").bodyText
+        #expect(master.contains(#"LANGUAGE="en""#) && master.contains(#"LANGUAGE="it",DEFAULT=NO,AUTOSELECT=YES,URI="captions.m3u8?language=it""#),
+                "\(master)")
+        let viewer = try StenoCommand(["listen", "--channel", channel, "--language", "it", "--server", server.url, "--format", "jsonl"])
+        try viewer.wait(for: "the Italian backfill") { viewer.stdout.text.contains("Roma") }
+        viewer.interrupt()
+        #expect(try viewer.finish() == 0, "\(viewer.stderr.text)")
+        let viewed = Self.finals(viewer.stdout.text)
+        #expect(!viewed.isEmpty && viewed.allSatisfy { $0["language"] == .string("it") && $0["original"] == nil }, "\(viewer.stdout.text)")
+        #expect(Set(Self.words(viewed)).isSuperset(of: ["buongiorno", "roma"]), "\(Self.words(viewed))")
 
         // Lanes: heard in its lane; in none of them, no final but a non-fatal low_confidence.
         let lane = try send(wav, ["--languages", "it,en"])

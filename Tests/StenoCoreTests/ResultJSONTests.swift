@@ -33,6 +33,15 @@ import Testing
         #expect(try read(ServerEvent.final(german, includeWords: true).encoded().text) == german)
         #expect(ServerEvent.final(german, includeWords: false).encoded().text.contains(#""text":"try again","language":"de""#))
         #expect(!ServerEvent.final(Self.result, includeWords: false).encoded().text.contains("language"))
+        // A translation's original, its words only with the result's.
+        var translated = german
+        translated.original = Original(text: "versuch es noch mal", words: [Word("versuch", range: TimeRange(start: 1, end: 1.4),
+                                                                              confidence: 0.5)], language: "de")
+        #expect(try read(ServerEvent.final(translated, includeWords: true).encoded().text) == translated)
+        let noWords = ServerEvent.final(translated, includeWords: false).encoded().text
+        #expect(noWords.contains(#""original":{"text":"versuch es noch mal","language":"de"}"#), "\(noWords)")
+        #expect(try read(noWords)?.original == Original(text: "versuch es noch mal", language: "de"))
+        #expect(try read(#"{"type":"final","start":1,"end":2,"text":"x","original":"x"}"#) == nil, "an original that is no object")
         // An empty volatile (clearing the guess) too.
         let empty = RecognitionResult(range: TimeRange(start: 3, end: 3), text: "")
         #expect(try read(ServerEvent.volatile(empty, includeWords: true).encoded().text) == empty)

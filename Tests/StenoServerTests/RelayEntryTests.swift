@@ -32,6 +32,8 @@ import Testing
 
         let speech = ServerEvent.speech(.started, at: 3.5).encoded()
         for entry: RelayEntry in [.live(broadcast: "1764443233", startedAt: UTCTime(millisecondsSince1970: 1_764_443_233_211), includeWords: false),
+                                  .live(broadcast: "1", startedAt: UTCTime(millisecondsSince1970: 1), includeWords: true,
+                                        renditions: Renditions(captions: "en", original: "")),
                                   .floor(12.345), .end(state: .lost, duration: 61.5, endedAt: UTCTime(millisecondsSince1970: 1_796_000_000_123)),
                                   .end(state: .ended, duration: 2, endedAt: nil), .event(speech)] {
             #expect(RelayEntry.parse(Self.fields(entry), includeWords: true)?.entry == entry, "\(entry)")

@@ -37,6 +37,12 @@ import Testing
             if options.get("context"):
                 said = "Doppelt." if "Guten Tag." in (options.get("prompt") or "") else "Mit Kontext."
                 result["text"], result["words"] = said, [[said, 0.1, 0.8, 0.9]]
+            # Translated: English, and the original when asked for.
+            if options.get("task") == "translate":
+                result["original"] = {"text": result["text"], "words": result["words"], "language": "de"}
+                result["text"], result["words"] = "Good day.", [["Good", 0.1, 0.4, 0.9], ["day.", 0.45, 0.8, 0.9]]
+                if not options.get("original"):
+                    del result["original"]
             tag = options.get("language")
             if tag:
                 result["language"] = tag.split("-")[0].lower()
@@ -78,6 +84,30 @@ import Testing
             try run.finish()
             #expect(run.finals.map(\.text) == heard, "language \(told ?? "found")")
         }
+    }
+
+    /// A translation's finals carry their original (a channel's second rendition), also where
+    /// agreement cuts a long utterance: the piece is heard as a final then, not taken from a
+    /// volatile (which hears no original).
+    @Test func aTranslatedFinalCarriesItsOriginalAlsoWhereAgreementCutsALongUtterance() throws {
+        let engine = WhisperEngine(worker: try Self.worker.get(), model: "scripted", detection: try RecognizerRun.detection.get())
+        let sentence = try WorkerPaths.sentence("0930")
+        let long = NotSpeech.silence(0.5) + sentence + sentence + sentence + NotSpeech.silence(1)
+        var options = RecognizerOptions(volatileResults: true)
+        options.languagePlan = LanguagePlan(translate: "en")
+        let run = try RecognizerRun(options: options, language: "de", worker: engine.worker)
+        try run.feed(long)
+        try run.finish()
+        #expect(!run.finals.isEmpty)
+        for final in run.finals {
+            // A piece cut where speech goes on ends no sentence, in either language.
+            #expect(["Good day.", "Good day"].contains(final.text) && final.language == "de", "\(final)")
+            let original = try #require(final.original)
+            #expect(original.text == (final.text == "Good day" ? "Guten Tag" : "Guten Tag.") && original.language == "de", "\(original)")
+            #expect(original.words.map(\.range) == final.words.map(\.range), "timed on the session's timeline as the translation is")
+        }
+        #expect(run.volatiles.allSatisfy { $0.original == nil })
+        #expect(run.finals.count >= 2, "the long utterance was cut where its volatiles agreed: \(run.finals)")
     }
 
     @Test func whisperCodesBecomeLanguageTags() {

@@ -274,6 +274,8 @@ struct SendOptions: Sendable, Equatable {
 struct ListenOptions: Sendable, Equatable {
     var client = ClientOptions()
     var channel = ""
+    /// The captions' language to follow (a translated broadcast's English or its original); nil: the publisher's own.
+    var language: String?
     /// obs-websocket 5 of an OBS Studio to put the captions into.
     var obs: WebSocketURL?
     var obsPassword: String?
@@ -284,6 +286,7 @@ struct ListenOptions: Sendable, Equatable {
 
     enum Flags {
         static let channel = Flag("channel", value: "NAME", help: "the broadcast channel to follow (required)")
+        static let language = Flag("language", value: "TAG", help: "the captions in this language, when the broadcast carries them: en, or original (what a translated broadcast's talker said)")
         static let obs = Flag("obs", value: "URL", help: "also put the captions into OBS Studio's stream (CEA-608), through obs-websocket 5: ws://HOST:4455",
                               environment: "STENO_OBS")
         static let obsPassword = Flag("obs-password", value: "P", help: "OBS's WebSocket password (OBS: Tools → WebSocket Server Settings)",
@@ -299,7 +302,7 @@ struct ListenOptions: Sendable, Equatable {
             Prints a broadcast channel's captions: the finals so far, then the live ones, following
             the channel across reconnects without printing a final twice. Runs until interrupted.
             """,
-        flags: [Flags.channel, Flags.obs, Flags.obsPassword, Flags.liveWords, Flags.youtubeURL] + ClientOptions.Flags.all,
+        flags: [Flags.channel, Flags.language, Flags.obs, Flags.obsPassword, Flags.liveWords, Flags.youtubeURL] + ClientOptions.Flags.all,
         epilogue: ClientOptions.exitCodes + "\nWith --obs or --youtube-url, 3 is also OBS refusing the password, or YouTube the URL.")
 
     static func parse(_ arguments: [String], environment: [String: String]) throws(UsageError) -> ListenOptions? {
@@ -312,6 +315,12 @@ struct ListenOptions: Sendable, Equatable {
             throw given.error(.invalidValue(source: value.source, value: value.text, expected: "1-64 letters, digits, '-', '_' or '.'"))
         }
         options.channel = value.text
+        if let value = given.single(Flags.language) {
+            guard Renditions.isValidChoice(value.text) else {
+                throw given.error(.invalidValue(source: value.source, value: value.text, expected: "a BCP 47 tag (en, it) or original"))
+            }
+            options.language = value.text
+        }
         if let value = given.single(Flags.obs) {
             guard let url = WebSocketURL(value.text) else {
                 throw given.error(.invalidValue(source: value.source, value: value.text, expected: "ws://HOST[:PORT] or wss://HOST[:PORT]"))

@@ -50,7 +50,7 @@ final class Listener {
         self.status = status
         self.log = log
         writer = CaptionWriter(format: options.client.format) { text in status.around { StandardStreams.stdout(text) } }
-        connector = Connector(options: options.client, route: "/v1/listen?channel=\(options.channel)", inbox: inbox, log: log)
+        connector = Connector(options: options.client, route: "/v1/listen?channel=\(options.channel)" + (options.language.map { "&language=\($0)" } ?? ""), inbox: inbox, log: log)
         reconnection = options.client.reconnection
         let failed: @Sendable (Int32, String) -> Void = { code, message in inbox.post(.bridgeFailed(code: code, message: message)) }
         if let url = options.obs {
