@@ -150,6 +150,18 @@ def test_live_hls_read_by_parsers_and_ffmpeg(make_server, node, artifacts, tmp_p
     status, _, srt_file = get(f"{base}/captions.srt")
     assert status == 200 and srt_file.startswith("1\n")
 
+    # The multivariant playlist for a video player: the captions as a subtitles rendition named
+    # by its language, the video its one variant (a translated broadcast's two: ChannelLanguageTests).
+    status, headers, text = get(f"{base}/master.m3u8?video=video/index.m3u8")
+    assert status == 200 and headers["Content-Type"].startswith("application/vnd.apple.mpegurl"), text
+    master = m3u8.loads(text, uri=f"{base}/master.m3u8")
+    assert master.is_variant
+    subtitles = [m for m in master.media if m.type == "SUBTITLES"]
+    assert [(m.language, m.default, m.group_id) for m in subtitles] == [("en", "YES", "subs")], text
+    assert master.playlists[0].uri == "video/index.m3u8" and master.playlists[0].stream_info.subtitles == "subs"
+    status, _, rendition = get(subtitles[0].absolute_uri)
+    assert status == 200 and m3u8.loads(rendition).segments[0].uri.endswith(".vtt?language=en"), rendition
+
     # ffmpeg followed the live playlist to its end and got the same captions.
     result = ffmpeg_run["result"]
     (artifacts / "hls-ffmpeg.log").write_text(result.stderr)
