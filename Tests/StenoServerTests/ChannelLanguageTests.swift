@@ -1,5 +1,6 @@
 import Foundation
 import StenoCore
+import StenoRedis
 import StenoTransport
 import Testing
 @testable import StenoServer
@@ -116,6 +117,27 @@ import Testing
 
             """, "\(master.text)")
         #expect(Self.body(server, "/v1/channels/tr/master.m3u8").status == 400, "a video is needed")
+    }
+
+    /// Another instance's translated broadcast, as its relay writes it into Redis and this one
+    /// reads it back: the renditions come with `live`, each original inside its final.
+    @Test func anotherInstancesTranslationReachesViewersHereInEitherLanguage() throws {
+        let server = MemoryServer()
+        let italian = try #require(server.connect("/v1/listen?channel=far&language=it").1)
+        let english = try #require(server.connect("/v1/listen?channel=far").1)
+        let written: [RelayEntry] = [
+            .live(broadcast: "1764443233", startedAt: UTCTime(millisecondsSince1970: 1_764_443_233_000), includeWords: true,
+                  renditions: Renditions(captions: "en", original: "it")),
+            .event(Self.final(0, "Good morning everyone.", "Buongiorno a tutti.")),
+        ]
+        for entry in written {
+            let fields = entry.fields(instance: "other", session: "s9", number: 1).map { RESPValue.bulk(Array($0.utf8)) }
+            let read = try #require(RelayEntry.parse(fields, includeWords: server.channels.remoteIncludesWords("far")))
+            server.channels.applyRemote(read.entry, channel: "far", session: read.session, instance: read.instance)
+        }
+        #expect(Self.texts(server.events(italian)) == ["Buongiorno a tutti."])
+        #expect(Self.texts(server.events(english)) == ["Good morning everyone."])
+        #expect(Self.body(server, "/v1/channels/far/captions.txt?language=it").text.contains("Buongiorno"))
     }
 
     @Test func whatABroadcastCarriesFollowsItsStart() throws {
