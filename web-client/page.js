@@ -78,7 +78,8 @@ export class CaptionView {
     // hyphenation follow the element's `lang`, and a tag shows where the language changes.
     const nodes = [span];
     if (typeof final.language === 'string' && /^[A-Za-z]{2,8}$/.test(final.language)) {
-      span.lang = final.language;
+      // A translation names the language spoken (the tag), but its text is English.
+      span.lang = final.original ? 'en' : final.language;
       if (final.language !== this._language) {
         const tag = document.createElement('span');
         tag.className = 'lang-tag';

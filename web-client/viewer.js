@@ -1,13 +1,15 @@
 // The viewer page: follows a broadcast channel (`view.html?channel=NAME`) and shows its
 // captions. The protocol, reconnects and backfill de-duplication live in steno-client.js
-// (StenoViewer); this file is the page: sections per broadcast, status, the connection. Text
-// size, theme and full screen are in viewer/display.js.
+// (StenoViewer); this file is the page: sections per broadcast, status, the connection, the
+// language. Text size, theme and full screen are in viewer/display.js; the language's addresses
+// and picker in viewer/language.js.
 
 import { StenoViewer, captionsUrl, describeError, isChannelName } from './steno-client.js';
 import { followNewText } from './scroll.js';
 import { shortTime } from './transcript.js';
-import { CaptionView, Notice, setStatusLine } from './page.js';
+import { CaptionView, Notice, languageName, setStatusLine } from './page.js';
 import { setUpDisplay } from './viewer/display.js';
+import { channelsUrl, languageChoice, languageOptions, withLanguage } from './viewer/language.js';
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -17,7 +19,7 @@ const ui = {
   captions: $('viewer-captions'), transcript: $('viewer-transcript'), placeholder: $('viewer-placeholder'),
   finals: $('viewer-finals'), volatile: $('viewer-volatile'), jump: $('viewer-jump'),
   toolbar: $('viewer-toolbar'), smaller: $('viewer-smaller'), larger: $('viewer-larger'), size: $('viewer-font-size'),
-  theme: $('viewer-theme'), fullscreen: $('viewer-fullscreen'),
+  theme: $('viewer-theme'), fullscreen: $('viewer-fullscreen'), languageGroup: $('viewer-language-group'), language: $('viewer-language'),
   downloads: { txt: $('viewer-download-txt'), vtt: $('viewer-download-vtt'), srt: $('viewer-download-srt') },
 };
 
@@ -34,14 +36,12 @@ const server = params.get('server') || new URL('./', location.href).href;
 // Seconds without any caption event after which the status says the broadcast is paused (the
 // server says when it ends: the `publisher` event).
 const quietSeconds = Math.max(1, Number(params.get('quiet')) || 30);
+// The language followed ('': the publisher's own captions); one the server would refuse is left out.
+let language = languageChoice(params.get('language'));
 
 // ---- display: text size, theme, full screen (viewer/display.js) ----------------------------
 
 setUpDisplay(ui, params, followIfStuck);
-
-
-// ---- following the text ---------------------------------------------------------------------
-
 // A size, theme or window change moves the text: stay at the end if that is where we were.
 if (typeof ResizeObserver !== 'undefined') new ResizeObserver(() => followIfStuck()).observe(ui.transcript);
 
@@ -101,7 +101,9 @@ function setVolatile(result) {
 
 function addFinal(event) {
   if ((event.text || '').trim()) currentSection();
-  captions.addFinal(event);
+  // Its element's `lang`: a translated final (with its `original`) names the language spoken, but is in the
+  // captions' (English, the only one Whisper translates into, until the channel's languages are known).
+  captions.addFinal(event.original ? { ...event, language: (languages[0] !== 'original' && languages[0]) || 'en' } : event);
 }
 
 // ---- status ---------------------------------------------------------------------------------
@@ -119,23 +121,17 @@ const status = {
 };
 let quietTimer = null;
 
-function setStatus(state, text) {
-  setStatusLine(ui.status, state, text);
-}
+const setStatus = (state, text) => setStatusLine(ui.status, state, text);
 
 function refreshStatus() {
-  switch (status.connection) {
-    case 'connecting':
-      setStatus('connecting', status.reconnects ? 'Reconnecting…' : 'Connecting…');
-      return;
-    case 'reconnecting':
-      setStatus('reconnecting', 'Disconnected — reconnecting');
-      return;
-    case 'closed':
-      setStatus('disconnected', 'Disconnected');
-      return;
-    default:
-      break;
+  const connection = {
+    connecting: ['connecting', status.reconnects ? 'Reconnecting…' : 'Connecting…'],
+    reconnecting: ['reconnecting', 'Disconnected — reconnecting'],
+    closed: ['disconnected', 'Disconnected'],
+  }[status.connection];
+  if (connection) {
+    setStatus(...connection);
+    return;
   }
   if (status.relayDown) {
     // Captions are held, not lost: they follow when the link is back.
@@ -172,27 +168,15 @@ function onQuiet() {
   // A publisher that leaves mid-utterance leaves its last guess showing: it will not be
   // replaced now, and it may never have become final as it is.
   if (captions.volatile) setVolatile(null);
-  if (status.live) {
-    status.live = false;
-    status.quiet = true;
-  }
+  if (status.live) Object.assign(status, { live: false, quiet: true });
   refreshStatus();
 }
 
-function markLive() {
-  status.live = true;
-  status.quiet = false;
-}
+const markLive = () => Object.assign(status, { live: true, quiet: false });
 
 const notice = new Notice(ui.notice, { text: ui.noticeText, button: ui.reconnect });
-
-function showNotice(text, { button = null } = {}) {
-  notice.show(text, { action: button });
-}
-
-function clearNotice() {
-  notice.clear();
-}
+const showNotice = (text, { button = null } = {}) => notice.show(text, { action: button });
+const clearNotice = () => notice.clear();
 
 // ---- the connection -------------------------------------------------------------------------
 
@@ -200,7 +184,10 @@ let viewer = null;
 
 function follow() {
   const v = new StenoViewer(server, channel, { token });
+  v.url = withLanguage(v.url, language); // before it connects: every (re)connection asks for it
+  const previous = viewer;
   viewer = v;
+  previous?.close(); // after a change of language (its events no longer count); else closed or none
   const mine = (fn) => (payload) => { if (viewer === v) fn(payload); };
 
   v.on('state', mine(({ state, delay, error }) => {
@@ -220,16 +207,14 @@ function follow() {
       status.live = false;
       clearTimeout(quietTimer);
       if (captions.volatile) setVolatile(null);
-      if (error) {
-        if (error.code === 'unauthorized') {
-          // Trying again would be refused again: no button.
-          showNotice(`${describeError('unauthorized')} Ask for a viewer link with the right token (…&token=…).`);
-        } else {
-          const why = error.code === 'connection_failed'
-            ? `Could not connect to the captioning server for channel “${channel}”. It may be down, or the link may need an access token.`
-            : describeError(error.code);
-          showNotice(why, { button: 'Try again' });
-        }
+      if (error?.code === 'unauthorized') {
+        // Trying again would be refused again: no button.
+        showNotice(`${describeError('unauthorized')} Ask for a viewer link with the right token (…&token=…).`);
+      } else if (error) {
+        const why = error.code === 'connection_failed'
+          ? `Could not connect to the captioning server for channel “${channel}”. It may be down, or the link may need an access token.`
+          : describeError(error.code);
+        showNotice(why, { button: 'Try again' });
       } else {
         showNotice('The server ended this connection.', { button: 'Try again' });
       }
@@ -270,10 +255,9 @@ function follow() {
       markLive();
       status.overAt = null;
       activity();
+      askLanguages(); // a new broadcast may carry other languages
     } else {
-      status.live = false;
-      status.quiet = false;
-      status.overAt = new Date();
+      Object.assign(status, { live: false, quiet: false, overAt: new Date() });
       clearTimeout(quietTimer);
       // The last guess of a broadcast that is over will not become final now.
       if (captions.volatile) setVolatile(null);
@@ -299,6 +283,10 @@ function follow() {
     activity();
     markLive();
     refreshStatus();
+  }));
+
+  v.on('error', mine((event) => { // not fatal: a language the broadcast lacks (the server sends its own)
+    if (event.code === 'bad_message' && language) showNotice(`This broadcast has no captions in “${language}”: here in its own language.`);
   }));
 
   v.start().catch(() => {}); // failures arrive as 'state' events
@@ -340,6 +328,47 @@ async function keepAwake() {
   }
 }
 
+// ---- the language: a picker when the broadcast carries two or more -------------------------
+
+let languages = []; // the channel's, as /v1/channels lists them
+let languagesAsked = 0;
+
+function setDownloads() {
+  for (const [format, link] of Object.entries(ui.downloads)) {
+    link.href = withLanguage(captionsUrl(server, channel, format, { token }), language);
+    link.download = `${channel}${language ? `.${language}` : ''}.${format}`;
+  }
+}
+
+/** Asks the server which languages the channel's broadcast carries (the picker stays as it was when it cannot say). */
+async function askLanguages() {
+  const asked = ++languagesAsked;
+  const body = await fetch(channelsUrl(server, channel, { token }), { cache: 'no-store' })
+    .then((response) => (response.ok ? response.json() : null)).catch(() => null);
+  if (asked !== languagesAsked || !Array.isArray(body?.channels)) return; // a later answer counts
+  const { options, selected } = languageOptions(body.channels.find((c) => c?.name === channel), language);
+  languages = options.map((o) => o.value);
+  ui.language.replaceChildren(...options.map(({ value, label }) => Object.assign(new Option(label, value),
+    { title: value === 'original' ? 'What was said, in the language spoken' : languageName(value) })));
+  ui.language.selectedIndex = selected;
+  ui.languageGroup.hidden = options.length < 2;
+}
+
+ui.language.addEventListener('change', () => {
+  language = ui.language.value;
+  params.set('language', language);
+  history.replaceState(history.state, '', `?${params}${location.hash}`); // a link to this language
+  setDownloads();
+  // Start again in it (the server sends the broadcast so far in it); `joined` starts the quiet clock again.
+  captions.clear();
+  ui.finals.after(ui.volatile); // back where it was before any caption
+  broadcasts.length = 0;
+  current = pendingStartedAt = null;
+  ui.transcript.classList.remove('has-text');
+  Object.assign(status, { live: false, quiet: false, restarted: false, publisher: null, overAt: null, relayDown: false });
+  follow(); // its `open` clears the notice
+});
+
 // ---- start ----------------------------------------------------------------------------------
 
 function showJoinForm(message) {
@@ -380,10 +409,8 @@ if (!channel) {
   ui.channelLabel.hidden = false;
   ui.captions.hidden = false;
   ui.toolbar.hidden = false;
-  for (const [format, link] of Object.entries(ui.downloads)) {
-    link.href = captionsUrl(server, channel, format, { token });
-    link.download = `${channel}.${format}`;
-  }
+  setDownloads();
   refreshStatus();
   follow();
+  askLanguages();
 }

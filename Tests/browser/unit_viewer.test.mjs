@@ -1,10 +1,12 @@
 // Unit tests of the web client in Node, without a server or a browser: StenoViewer
-// on a scripted WebSocket: events, backfill, reconnects and backoff, refusals.
+// on a scripted WebSocket: events, backfill, reconnects and backoff, refusals; and the viewer
+// page's languages (viewer/language.js): its addresses with a language, its picker.
 // One of Tests/browser/unit_*.test.mjs (shared parts in unit_helpers.mjs); all of them:
 //   node --test Tests/browser/unit_*.test.mjs
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as client from '../../web-client/steno-client.js';
+import { channelsUrl, languageChoice, languageOptions, withLanguage } from '../../web-client/viewer/language.js';
 import { ScriptedSocket, wait } from './unit_helpers.mjs';
 const { StenoClient } = client;
 
@@ -170,4 +172,59 @@ test('viewer: a refused token ends it at once with a plain reason', async () => 
   assert.deepEqual(urls, ['https://example.test/v1/listen?channel=studio-a&token=tok']);
   assert.equal(refused.socketAt(1), undefined);
   assert.match(client.describeError('unauthorized'), /refused the access token/);
+});
+
+test('viewer page: a language in its addresses (listen, caption files, the channel list), a sub-path kept', () => {
+  const { listenUrl, captionsUrl } = client;
+  // As the page builds them: the page's own folder (a reverse proxy's sub-path) or ?server=.
+  for (const [server, prefix] of [['http://example.test/captions/', 'example.test/captions'],
+    ['https://example.test/', 'example.test'], ['wss://example.test/steno/v1/stream', 'example.test/steno']]) {
+    const secure = server.startsWith('https') || server.startsWith('wss') ? 's' : '';
+    assert.equal(withLanguage(listenUrl(server, 'studio-a', { token: 'tok' }), 'it'),
+      `ws${secure}://${prefix}/v1/listen?channel=studio-a&token=tok&language=it`);
+    assert.equal(withLanguage(captionsUrl(server, 'studio-a', 'vtt'), 'original'),
+      `http${secure}://${prefix}/v1/channels/studio-a/captions.vtt?language=original`);
+    assert.equal(withLanguage(captionsUrl(server, 'studio-a', 'srt', { token: 'tok' }), 'en-GB'),
+      `http${secure}://${prefix}/v1/channels/studio-a/captions.srt?token=tok&language=en-GB`);
+    assert.equal(channelsUrl(server, 'studio-a'), `http${secure}://${prefix}/v1/channels`);
+    assert.equal(channelsUrl(server, 'studio-a', { token: 't k' }), `http${secure}://${prefix}/v1/channels?token=t+k`);
+  }
+  // No language: the addresses as they were (the publisher's own captions).
+  const plain = listenUrl('http://example.test/', 'studio-a');
+  assert.equal(withLanguage(plain, ''), plain);
+  assert.equal(withLanguage('http://example.test/v1/channels/a/captions.txt', undefined), 'http://example.test/v1/channels/a/captions.txt');
+});
+
+test('viewer page: a language from the page address only when the server would take it', () => {
+  for (const good of ['en', 'it', 'en-GB', 'pt_BR', 'zh-Hant-TW', 'original', 'Original', ' it ']) assert.equal(languageChoice(good), good.trim());
+  for (const bad of ['', null, undefined, 'e', 'english!', 'en--GB', 'it-', '-it', 'en-GB-toolongsubtag',
+    'x'.repeat(9), `en-${'a1234567-'.repeat(4)}b`, 'it&token=x']) {
+    assert.equal(languageChoice(bad), '', String(bad));
+  }
+});
+
+test('viewer page: the language picker from a /v1/channels entry', () => {
+  const labels = ({ options }) => options.map((o) => `${o.value}:${o.label}`);
+  const translated = { name: 'studio-a', state: 'live', languages: ['en', 'it'] };
+  assert.deepEqual(labels(languageOptions(translated)), ['en:en', 'it:it']);
+  // Selected: what the server sends for the language asked (no language: the first, its own).
+  assert.equal(languageOptions(translated).selected, 0);
+  assert.equal(languageOptions(translated, 'it').selected, 1);
+  assert.equal(languageOptions(translated, 'IT-it').selected, 1, 'the primary subtag, whatever its case');
+  assert.equal(languageOptions(translated, 'en-GB').selected, 0);
+  assert.equal(languageOptions(translated, 'original').selected, 1, 'the original, whatever its language');
+  assert.equal(languageOptions(translated, 'fr').selected, 0, 'not carried: the server sends its own');
+  // An original whose language is found per utterance (or the captions' own) is "Original".
+  const found = { name: 'studio-a', languages: ['en', 'original'] };
+  assert.deepEqual(labels(languageOptions(found)), ['en:en', 'original:Original']);
+  assert.equal(languageOptions(found, 'original').selected, 1);
+  assert.equal(languageOptions(found, 'it').selected, 0, '"it" is not "original" to the server');
+  // One language or none: nothing to choose (the page hides the picker below two).
+  assert.deepEqual(languageOptions({ languages: ['en'] }, 'en'), { options: [{ value: 'en', label: 'en' }], selected: 0 });
+  assert.deepEqual(languageOptions({ languages: ['en'] }, 'original').selected, 0);
+  for (const entry of [{ languages: [] }, { name: 'x' }, undefined, null, { languages: 'en' }]) {
+    assert.deepEqual(languageOptions(entry, 'it'), { options: [], selected: -1 });
+  }
+  // What the server would not take is left out.
+  assert.deepEqual(labels(languageOptions({ languages: ['en', 7, '', 'not a tag', 'it'] })), ['en:en', 'it:it']);
 });
