@@ -229,9 +229,18 @@ class Recognizer:
         two), the request's own audio is heard again alone, and that stands."""
         batch = [(o, s) if 0 < context_of(o) < len(s) <= RATE * 30
                  else (without_context(o), s[min(max(0, int(o.get("context", 0))), len(s)):]) for o, s in batch]
+        # A language to be found is found in the request's own audio, then heard as told.
+        found = self.find_languages(batch)
+        batch = [(found[i][0], s) if i in found else (o, s) for i, (o, s) in enumerate(batch)]
         # A translated final that asks for its original is also transcribed, in the same batch.
         originals = [i for i, (o, _) in enumerate(batch) if wants_original(o)]
         results = self.run_beams(batch + [(as_original(batch[i][0]), batch[i][1]) for i in originals], window)
+        for i, (_, probability, scores, spent) in found.items():
+            results[i]["seconds"] = round(results[i]["seconds"] + spent, 4)
+            if probability is not None:
+                results[i]["languageProbability"] = probability
+            if scores is not None:
+                results[i]["languageScores"] = scores
         for i, heard in zip(originals, results[len(batch):]):
             results[i]["original"] = {"text": heard["text"], "words": heard["words"], "language": heard["language"]}
             results[i]["seconds"] = round(results[i]["seconds"] + heard["seconds"], 4)
@@ -250,6 +259,33 @@ class Recognizer:
                 r["seconds"] += results[i]["seconds"]
                 results[i] = r
         return results
+
+    def find_languages(self, batch):
+        """{index: (options with the language found, its probability or None, the candidates'
+        scores or None, CPU seconds)} for the requests with a context and no language: found (or chosen among
+        their candidates) in their own audio, as they would be heard alone, so that the earlier
+        speech does not decide it. One encoder pass over those requests' own audio."""
+        import ctranslate2
+        indices = [i for i, (o, s) in enumerate(batch) if context_of(o) and not o.get("language") and self.multilingual]
+        if not indices:
+            return {}
+        np = self.np
+        own = [batch[i][1][context_of(batch[i][0]):] for i in indices]
+        feats = [self.model.feature_extractor(s)[:, : max(1, len(s) // HOP)] for s in own]
+        window = max(window_frames(f.shape[-1], self.min_window, self.margin) for f in feats)
+        stacked = np.zeros((len(feats), feats[0].shape[0], window), dtype=np.float32)
+        for k, f in enumerate(feats):
+            stacked[k, :, : min(window, f.shape[-1])] = f[:, :window]
+        started = time.process_time()
+        encoded = self.model.model.encode(ctranslate2.StorageView.from_array(stacked), to_cpu=False)
+        chosen = self.choose_languages([(batch[i][0], s) for i, s in zip(indices, own)], encoded)
+        spent = (time.process_time() - started) / len(indices)
+        found = {}
+        for i, (code, probability, scores) in zip(indices, chosen):
+            options = {k: v for k, v in batch[i][0].items() if k != "candidates"}
+            options["language"] = code
+            found[i] = (options, probability, scores, spent)
+        return found
 
     def own_words(self, result, context, length):
         """`result` of a request heard after `context` samples of earlier speech, cut to the
@@ -390,12 +426,12 @@ def task_of(options):
 
 def context_of(options):
     """Samples of earlier speech at the start of a request's audio, heard before its own for
-    the acoustic context: only for a final in a language it names (a language found would be
-    the context's too) with word times and no other readings (they would hold the context's
-    words); 0 otherwise."""
+    the acoustic context: only for a final transcribed with word times and no other readings
+    (they would hold the context's words); 0 otherwise. A language to be found is found in
+    the request's own audio (`find_languages`)."""
     n = int(options.get("context", 0))
-    if n <= 0 or is_volatile(options) or not options.get("words") or not options.get("language") \
-            or wanted_alternatives(options) > 0:
+    if n <= 0 or is_volatile(options) or not options.get("words") or wanted_alternatives(options) > 0 \
+            or task_of(options) != "transcribe":
         return 0
     return n
 

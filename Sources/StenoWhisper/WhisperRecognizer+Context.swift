@@ -1,8 +1,8 @@
 import StenoCore
 
 /// What a `WhisperRecognizer` tells the worker of what came before an utterance: the tail of the
-/// finals as the prompt's text, and, on a multilingual model in a language the session names,
-/// the audio of the last final (`HeardBefore`).
+/// finals as the prompt's text, and, on a multilingual model, the audio of the last final
+/// (`HeardBefore`).
 extension WhisperRecognizer {
     /// The audio of the last final, heard before the next utterance's own so that Whisper hears
     /// the voice and the language before it (the worker keeps only the utterance's words). On
@@ -44,9 +44,9 @@ extension WhisperRecognizer {
         heardBefore.asked[start] = samples
         // A translation's final brings its original (a broadcast's second rendition).
         if languages.plan?.translate != nil { extra["original"] = .bool(true) }
-        // Not for a language to be found (it would be the audio before's too), other readings (they
-        // would hold its words) or a translation (its words' times are rough).
-        guard info.language == LanguageTag.multilingual, language != nil, alternatives == 0, extra["task"] == nil,
+        // Not for other readings (they would hold its words) or a translation (its words' times are
+        // rough). A language to be found is found in the utterance's own audio (the worker's rule).
+        guard info.language == LanguageTag.multilingual, alternatives == 0, extra["task"] == nil,
               let last = heardBefore.last,
               start >= last.end, start - last.end <= HeardBefore.within,
               last.audio.count + samples.count <= 30 * Self.sampleRate else {  // Whisper's window

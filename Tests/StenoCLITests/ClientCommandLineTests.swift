@@ -94,5 +94,10 @@ import Testing
         #expect(throws: UsageError.self) { try ListenOptions.parse(["--channel", ".."], environment: [:]) }
         #expect(throws: UsageError.self) { try ListenOptions.parse(["--channel", "a", "extra"], environment: [:]) }
         #expect(ListenOptions.spec.helpText().contains("Exit codes: 0 done"))
+        // A language to follow: a tag or "original", nothing else.
+        #expect(try ListenOptions.parse(["--channel", "a", "--language", "it"], environment: [:])?.language == "it")
+        #expect(try ListenOptions.parse(["--channel", "a", "--language", "original"], environment: [:])?.language == "original")
+        #expect(try ListenOptions.parse(["--channel", "a"], environment: [:])?.language == nil)
+        #expect(throws: UsageError.self) { try ListenOptions.parse(["--channel", "a", "--language", "not a tag"], environment: [:]) }
     }
 }

@@ -222,7 +222,26 @@ def test_a_final_heard_after_the_speech_before_it_is_its_own_words_timed_from_it
     # A context that is not one (negative) is no context: the whole audio is the request's.
     whole = base.transcribe(samples, words=True, beam=5, priority=2, language="it", context=-5)
     assert "tutti" in normalized(whole["text"]) and "contextSeconds" not in whole, whole
-    # A volatile, a request without a language or asking for other readings is heard without it.
-    for options in ({"priority": 1, "volatile": True}, {"priority": 2}, {"priority": 2, "language": "it", "alternatives": 3}):
+    # A volatile, a request asking for other readings or a translation is heard without it.
+    for options in ({"priority": 1, "volatile": True}, {"priority": 2, "language": "it", "alternatives": 3},
+                    {"priority": 2, "task": "translate"}):
         r = base.transcribe(samples, words=True, context=split, **options)
         assert "tutti" not in normalized(r["text"]) and "contextSeconds" not in r, (options, r)
+
+
+def test_a_language_to_be_found_after_earlier_speech_is_found_in_its_own_audio(base, speech):
+    # Without a language (auto, lanes), the earlier speech (English here) does not decide it:
+    # the language is found, or chosen among the candidates, in the request's own audio.
+    samples = np.asarray(speech["it"], dtype=np.float32)
+    split = pause_in(samples)
+    english = np.asarray(speech["en"], dtype=np.float32)
+    mixed = np.concatenate([english, samples[split:]])
+    later = normalized("Oggi parliamo del tempo e della città di Roma.")
+    alone = base.transcribe(samples[split:], words=True, beam=5, priority=2)
+    found = base.transcribe(mixed, words=True, beam=5, priority=2, context=len(english))
+    assert found["language"] == "it" and found["languageProbability"] > 0.5, found
+    assert errors(later, normalized(found["text"])) <= errors(later, normalized(alone["text"])) + 1, (found, alone)
+    own = (len(mixed) - len(english)) / RATE
+    assert found["words"] and all(0 <= w[1] <= w[2] <= own + 0.05 for w in found["words"]), found["words"]
+    lanes = base.transcribe(mixed, words=True, beam=5, priority=2, context=len(english), candidates=["en", "it"])
+    assert lanes["language"] == "it" and lanes["languageScores"]["it"] > 0.5 > lanes["languageScores"]["en"], lanes
