@@ -183,11 +183,16 @@ public final class TranscriptionPipeline {
             let kept = result.words.filter { ($0.range.start + $0.range.end) / 2 < cutTime }
             guard let last = kept.last else { continue }
             let finalEnd = max(cutTime, last.range.end)
-            // Cut short, it no longer is what its alternatives read: they are left out.
+            // Cut short, it no longer is what its alternatives read: they are left out. A
+            // translation's original keeps its words before the cut alike.
+            let original = result.original.map { o in
+                let before = o.words.filter { ($0.range.start + $0.range.end) / 2 < cutTime }
+                return Original(text: before.map(\.text).joined(separator: " "), words: before, language: o.language)
+            }
             events.append(.final(RecognitionResult(
                 range: TimeRange(start: result.range.start, end: finalEnd),
                 text: kept.map(\.text).joined(separator: " "),
-                words: kept, written: result.written, language: result.language)))
+                words: kept, written: result.written, language: result.language, original: original)))
             refeedFrom = max(refeedFrom, ingest.clock.outputSample(atSeconds: finalEnd))
         }
         // Hear the rest again, in a new utterance.

@@ -141,7 +141,10 @@ enum LetterToSound {
     static func pronounce(_ words: [String]) -> [String: [String]] {
         let asked = words.filter { word in !word.isEmpty && word.allSatisfy { ($0 >= "a" && $0 <= "z") || $0 == "'" } }
         guard !asked.isEmpty, isAvailable else { return [:] }
-        var script = "(lex.select 'cmu)\n"
+        // The CMU lexicon set up by name: festival defines it only when its default voice uses
+        // it, and with some voices installed (Catalan, Finnish, Russian: bench/languages.py's)
+        // it starts without it.
+        var script = "(setup_cmu_lex)\n(lex.select 'cmu)\n"
         for word in asked {
             script += "(format t \"%s\\t%l\\n\" \"\(word)\" (lex.lookup \"\(word)\" nil))\n"
         }
