@@ -115,6 +115,23 @@ import Testing
         #expect(!ServerEvent.final(r, includeWords: false).encoded(seq: 1).text.contains("words"))
     }
 
+    /// A translation's original is written as its translation is: trimmed, its words inside the
+    /// final, lowered for raw text, never lost to the format.
+    @Test func aTranslationsOriginalIsWrittenAsTheTranslationIs() {
+        for format in [TextFormat.raw, .readable] {
+            var t = TranscriptAssembler(options: .init(format: format))
+            var heard = result(1, 2, "Good day.", [word("Good", 1, 1.5), word("day.", 1.5, 2)])
+            heard.written = true
+            heard.language = "de"
+            heard.original = Original(text: " Guten Tag. ", words: [word("Guten", 0.9, 1.5), word("Tag.", 1.5, 2.4)], language: "de")
+            _ = t.consume(.final(heard))
+            let original = t.finals.first?.original
+            #expect(original?.text == (format == .raw ? "guten tag" : "Guten Tag."), "\(format)")
+            #expect(original?.words.map(\.range) == [TimeRange(start: 1, end: 1.5), TimeRange(start: 1.5, end: 2)], "\(format)")
+            #expect(original?.language == "de")
+        }
+    }
+
     @Test func aFinalKeepsTheLanguageItWasHeardInThroughEveryFormat() {
         for format in [TextFormat.raw, .readable] {
             for profanity in [ProfanityMode.keep, .mask, .remove] {
