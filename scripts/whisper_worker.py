@@ -32,9 +32,10 @@ translate: "Rome" where "Roma" was said); "candidates": BCP 47 tags, mapped as "
 is, at most 100, whose probabilities the result's "languageScores" gives; "alone": run in a
 batch of its own, as the server asks of a request that was being heard when a worker died;
 "context": how many of the payload's first samples are earlier speech, heard before the request's
-own for the acoustic context, for a final with "language" and "words" (else left out): the
-result is the words from the request's own audio on, timed from there, or what its own audio
-heard alone gives where that looks unsure); "original": true with "task": "translate" on a final: the
+own for the acoustic context, for a transcribed final with "words" and no "alternatives" (else
+left out; without "language", the language is found, or chosen among "candidates", in the
+request's own audio first): the result is the words from the request's own audio on, timed from
+there, or what its own audio heard alone gives where that looks unsure); "original": true with "task": "translate" on a final: the
 same audio is also transcribed in the language spoken, in the same batch (the result's "original").
 A started or cancel frame's JSON: {"ids": [id, ...]}.
 A result's JSON: {"text": str, "heard": what was decoded (also when dropped), "words": [[text, start, end, probability], ...],
