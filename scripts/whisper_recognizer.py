@@ -268,19 +268,12 @@ class Recognizer:
         scores or None, CPU seconds)} for the requests with a context and no language: found (or chosen among
         their candidates) in their own audio, as they would be heard alone, so that the earlier
         speech does not decide it. One encoder pass over those requests' own audio."""
-        import ctranslate2
         indices = [i for i, (o, s) in enumerate(batch) if context_of(o) and not o.get("language") and self.multilingual]
         if not indices:
             return {}
-        np = self.np
         own = [batch[i][1][context_of(batch[i][0]):] for i in indices]
-        feats = [self.model.feature_extractor(s)[:, : max(1, len(s) // HOP)] for s in own]
-        window = max(window_frames(f.shape[-1], self.min_window, self.margin) for f in feats)
-        stacked = np.zeros((len(feats), feats[0].shape[0], window), dtype=np.float32)
-        for k, f in enumerate(feats):
-            stacked[k, :, : min(window, f.shape[-1])] = f[:, :window]
         started = time.process_time()
-        encoded = self.model.model.encode(ctranslate2.StorageView.from_array(stacked), to_cpu=False)
+        encoded, _, _ = self.encode(own, self.min_window)
         chosen = self.choose_languages([(batch[i][0], s) for i, s in zip(indices, own)], encoded)
         spent = (time.process_time() - started) / len(indices)
         found = {}
@@ -335,27 +328,29 @@ class Recognizer:
                 results[i] = r
         return results
 
-    def recognize(self, batch, fixed_window=None):
+    def encode(self, audio, minimum, fixed_window=None):
+        """The encoder's output for each of `audio` (at most 30 s each; kept on the device, where
+        generate and align read it), their content frames, and the window they were heard in
+        (`fixed_window`, else the longest `window_frames` any needs)."""
         import ctranslate2
-        np = self.np
-        started = time.process_time()
         feats = []
-        contents = []
-        for _, samples in batch:
+        for samples in audio:
             samples = samples[: RATE * 30]
             f = self.model.feature_extractor(samples)
-            content = min(f.shape[-1], len(samples) // HOP)
-            feats.append(f[:, :content])
-            contents.append(content)
+            feats.append(f[:, : min(f.shape[-1], len(samples) // HOP)])
+        contents = [f.shape[-1] for f in feats]
+        window = fixed_window or max(window_frames(c, minimum, self.margin) for c in contents)
+        stacked = self.np.zeros((len(feats), feats[0].shape[0], window), dtype=self.np.float32)
+        for i, f in enumerate(feats):
+            stacked[i, :, : f.shape[-1]] = f[:, :window]
+        return self.model.model.encode(ctranslate2.StorageView.from_array(stacked), to_cpu=False), contents, window
+
+    def recognize(self, batch, fixed_window=None):
+        started = time.process_time()
         # A request may ask for a shorter window than a final's (Steno's volatiles do: the rule
         # is WhisperRecognizer's); a batch is heard in the longest any of its requests needs.
         minimum = max(least_window(o, self.min_window) for o, _ in batch)
-        window = fixed_window or max(window_frames(c, minimum, self.margin) for c in contents)
-        stacked = np.zeros((len(batch), feats[0].shape[0], window), dtype=np.float32)
-        for i, f in enumerate(feats):
-            stacked[i, :, : f.shape[-1]] = f[:, :window]
-        # Kept on the device: generate and align read it there.
-        encoded = self.model.model.encode(ctranslate2.StorageView.from_array(stacked), to_cpu=False)
+        encoded, contents, window = self.encode([samples for _, samples in batch], minimum, fixed_window)
         beam = max(1, max(o.get("beam", 1) for o, _ in batch))
         languages = self.choose_languages(batch, encoded)
         tokenizers = [self.tokenizer_for(code, task_of(o)) for (code, _, _), (o, _) in zip(languages, batch)]
