@@ -41,9 +41,33 @@ extension ChannelHub {
     /// A broadcast's HLS track in `language`; nil when it carries none in it.
     static func track(of broadcast: Broadcast, language: String?) -> HLSCaptionTrack? {
         switch broadcast.renditions.choose(language) {
-        case .captions?: broadcast.track
-        case .original?: broadcast.original?.track
+        case .captions?: broadcast.captions.hls
+        case .original?: broadcast.original?.hls
         case nil: nil
         }
+    }
+}
+
+/// One rendition's caption cues and the live HLS track made of them, fed as the broadcast goes.
+struct CaptionTrack: Sendable {
+    var cues: CaptionCueBuilder
+    var hls: HLSCaptionTrack
+
+    /// A final: its cues, those the rules settled, into the track.
+    mutating func add(_ final: RecognitionResult) {
+        hls.add(cues.add(final))
+    }
+
+    /// No final still to come starts before `floor`: cues settle, and segments are published
+    /// through where no cue can still come.
+    mutating func settle(before floor: Double) {
+        hls.add(cues.settle(before: floor))
+        hls.advance(settledThrough: min(max(floor, cues.floor), cues.pendingStart ?? .infinity))
+    }
+
+    /// The broadcast is over after `duration` seconds: the rest of the cues, and the end of the track.
+    mutating func end(duration: Double) {
+        hls.add(cues.finish())
+        hls.end(duration: duration)
     }
 }

@@ -43,12 +43,12 @@ final class ChannelHub: Sendable {
         var finals: [RecognitionResult] = []
         /// The volatile showing (with text), for a viewer who joins mid-utterance.
         var showingVolatile: RecognitionResult?
-        var cues: CaptionCueBuilder
-        var track: HLSCaptionTrack
+        /// Its captions' cues and HLS track.
+        var captions: CaptionTrack
         /// Its languages: the publisher's captions and, for a translated session, the original.
         var renditions = Renditions()
-        /// The original's cues and HLS track, when it carries one (made of its finals' `original`).
-        var original: (cues: CaptionCueBuilder, track: HLSCaptionTrack)?
+        /// The original's, when it carries one (made of its finals' `original`).
+        var original: CaptionTrack?
         /// The instance whose publisher it is, when that is another one (played in from Redis
         /// by the `ChannelRelay`); nil: a session of this server.
         var origin: String? = nil
@@ -146,15 +146,13 @@ final class ChannelHub: Sendable {
         }
         // Another instance's broadcast keeps its id, which is its HLS media sequence base too.
         let sequence = id.flatMap { Int($0) } ?? max(Int(startedAt.millisecondsSince1970 / 1000), channel.nextSequence)
+        let track = CaptionTrack(cues: CaptionCueBuilder(layout: layout),
+                                 hls: HLSCaptionTrack(configuration: hls, sequenceBase: sequence, startedAt: startedAt))
         var broadcast = Broadcast(id: String(sequence), session: session, startedAt: startedAt, includeWords: includeWords,
-                                  cues: CaptionCueBuilder(layout: layout),
-                                  track: HLSCaptionTrack(configuration: hls, sequenceBase: sequence, startedAt: startedAt))
+                                  captions: track)
         broadcast.origin = origin
         broadcast.renditions = renditions
-        if renditions.original != nil {
-            broadcast.original = (CaptionCueBuilder(layout: layout),
-                                  HLSCaptionTrack(configuration: hls, sequenceBase: sequence, startedAt: startedAt))
-        }
+        if renditions.original != nil { broadcast.original = track }
         channel.current = broadcast
         s.channels[name] = channel
         if origin == nil {
@@ -185,12 +183,8 @@ final class ChannelHub: Sendable {
             case .final:
                 if let final = event.result {
                     s.channels[name]?.current?.finals.append(final)
-                    let cues = s.channels[name]?.current?.cues.add(final) ?? []
-                    s.channels[name]?.current?.track.add(cues)
-                    if let original = final.originalResult {
-                        let cues = s.channels[name]?.current?.original?.cues.add(original) ?? []
-                        s.channels[name]?.current?.original?.track.add(cues)
-                    }
+                    s.channels[name]?.current?.captions.add(final)
+                    if let original = final.originalResult { s.channels[name]?.current?.original?.add(original) }
                 }
                 s.channels[name]?.current?.showingVolatile = nil
             case .volatile:
@@ -224,18 +218,8 @@ final class ChannelHub: Sendable {
                 s.channels[name]?.current?.relayedFloor = floor
                 relay.enqueue(.floor(floor), channel: name, session: session)
             }
-            let settled = s.channels[name]?.current?.cues.settle(before: floor) ?? []
-            s.channels[name]?.current?.track.add(settled)
-            guard let cueFloor = s.channels[name]?.current?.cues.floor else { return }
-            let pending = s.channels[name]?.current?.cues.pendingStart
-            let through = min(max(floor, cueFloor), pending ?? .infinity)
-            s.channels[name]?.current?.track.advance(settledThrough: through)
-            if var original = s.channels[name]?.current?.original {
-                s.channels[name]?.current?.original = nil  // no copy of the track while it changes
-                original.track.add(original.cues.settle(before: floor))
-                original.track.advance(settledThrough: min(max(floor, original.cues.floor), original.cues.pendingStart ?? .infinity))
-                s.channels[name]?.current?.original = original
-            }
+            s.channels[name]?.current?.captions.settle(before: floor)
+            s.channels[name]?.current?.original?.settle(before: floor)
         }
     }
 
@@ -252,15 +236,9 @@ final class ChannelHub: Sendable {
             }
             broadcast.endedAt = now
             broadcast.showingVolatile = nil
-            broadcast.track.add(broadcast.cues.finish())
-            broadcast.track.end(duration: duration)
-            if var original = broadcast.original {
-                broadcast.original = nil
-                original.track.add(original.cues.finish())
-                original.track.end(duration: duration)
-                broadcast.original = original
-            }
-            channel.nextSequence = broadcast.track.sequenceBase + broadcast.track.published
+            broadcast.captions.end(duration: duration)
+            broadcast.original?.end(duration: duration)
+            channel.nextSequence = broadcast.captions.hls.sequenceBase + broadcast.captions.hls.published
             channel.current = broadcast
             s.channels[name] = channel
             let event = ServerEvent.publisher(broadcast.state, broadcast: broadcast.id, startedAt: broadcast.startedAt).encoded()
