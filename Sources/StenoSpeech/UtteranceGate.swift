@@ -39,12 +39,9 @@ public final class UtteranceGate {
     public let tail: Int
     public let maximumLength: Int
     public let hangover: Int
-    /// From this length of speech on an utterance has no hangover: the next pause the detector
-    /// hears ends it, however short (speech without pauses, such as a talker over babble, is cut
-    /// at the talker's breaths rather than at the maximum length). Counted from where the speech
-    /// began (`speechSince`), not from where its utterance went on after words made final or a
-    /// cut: over babble the detector's speech comes back at once after the talker's pause, and a
-    /// hangover counted from the last commit joined the talker's next sentence to the last.
+    /// From this length on an utterance has no hangover: the next pause the detector hears ends
+    /// it, however short (speech without pauses, such as a talker over babble, is cut at the
+    /// talker's breaths rather than at the maximum length).
     public let longAfter: Int
 
     private let makeDetector: () throws(StenoError) -> any VoiceDetector
@@ -59,9 +56,6 @@ public final class UtteranceGate {
     private var bufferStart = 0
     /// The first sample of the utterance going on (nil: none).
     public private(set) var utteranceStart: Int?
-    /// The first sample of the speech going on without a pause that closed an utterance: the
-    /// utterance's start, before any words made final or cuts while speech went on.
-    public private(set) var speechSince: Int?
     /// Whether speech goes on, as the detector reported it (a pause included).
     public private(set) var isSpeaking = false
     /// Where the pause going on began (the detector's end of speech), while the hangover has
@@ -101,15 +95,12 @@ public final class UtteranceGate {
                     endPause(pause, events: &events, cuts: &cuts)
                 }
                 // The pre-roll does not reach back into the utterance cut before (its audio is heard there).
-                if utteranceStart == nil {
-                    utteranceStart = max(bufferStart, onset - preRoll, lastCutEnd)
-                    speechSince = utteranceStart
-                }
+                if utteranceStart == nil { utteranceStart = max(bufferStart, onset - preRoll, lastCutEnd) }
                 isSpeaking = true
                 events.append(.speechStarted(at: seconds(max(0, onset))))
             case .speechEnded(let at):
                 let end = detectorBase + sample(atSeconds: at)
-                if hangover > 0, end - (speechSince ?? end) < longAfter {
+                if hangover > 0, end - (utteranceStart ?? end) < longAfter {
                     pauseStart = end
                 } else {
                     endPause(end, events: &events, cuts: &cuts)
@@ -206,7 +197,6 @@ public final class UtteranceGate {
     public func cut(at end: Int, speechGoesOn: Bool? = nil) -> Cut? {
         guard let start = utteranceStart else { return nil }
         utteranceStart = isSpeaking ? end : nil
-        if utteranceStart == nil { speechSince = nil }
         lastCutEnd = max(lastCutEnd, end)
         let cut = Cut(start: start, end: end, samples: kept(from: start, to: end),
                       speechGoesOn: speechGoesOn ?? (isSpeaking && pauseStart == nil && end >= received))
@@ -239,7 +229,6 @@ public final class UtteranceGate {
         guard isSpeaking else { return nil }
         isSpeaking = false
         utteranceStart = nil
-        speechSince = nil
         defer { pauseStart = nil }
         return .speechEnded(at: seconds(pauseStart ?? received))
     }
@@ -259,7 +248,6 @@ public final class UtteranceGate {
     public func discard() {
         buffer.removeAll()
         utteranceStart = nil
-        speechSince = nil
         pauseStart = nil
     }
 

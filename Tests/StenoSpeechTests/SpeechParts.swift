@@ -172,31 +172,6 @@ private func audio(_ stretches: [Double]) -> [Float] {
         #expect(plain.count == 4 && plainCuts.count == 2)
     }
 
-    /// Speech that has gone on for `longAfter` ends at its next pause however short, and stays
-    /// long after words made final moved its utterance on: over babble the detector's speech
-    /// comes back at once after the talker's pause, and the hangover, counted from the last
-    /// commit, joined the talker's next sentence to the last (a final 7 s late).
-    @Test func longSpeechEndsAtItsNextPauseAfterWordsMadeFinal() throws {
-        // Speech 1–5 s, 0.6 s quiet, speech 5.6–6.6 s, then 2 s quiet.
-        let samples = audio([1, 4, 0.6, 1, 2])
-        let gate = try UtteranceGate(sampleRate: 16000, preRoll: 4800, tail: 3200, maximumLength: 16000 * 25,
-                                     hangover: 12800, longAfter: 16000 * 3, makeDetector: { LoudnessDetector() })
-        var cuts: [UtteranceGate.Cut] = []
-        var at = 0
-        while at < samples.count {
-            let end = min(samples.count, at + 800)
-            cuts += Array(samples[at..<end]).withUnsafeBufferPointer { gate.hear($0) }.cuts
-            if end == 16000 * 5 {
-                // Words through 4.5 s made final: the utterance goes on from there, 0.5 s long.
-                gate.continueUtterance(from: 72000)
-                #expect(gate.speechSince == 16000 - 4800)
-            }
-            at = end
-        }
-        #expect(cuts.map { [$0.start, $0.end] } == [[72000, 80000 + 3200], [89600 - 4800, 105600 + 3200]])
-        #expect(gate.speechSince == nil)
-    }
-
     /// How the audio is cut into calls changes nothing (the detector decides on whole calls).
     @Test func chunkingDoesNotChangeTheUtterances() throws {
         let samples = audio([0.2, 0.7, 0.9, 1.3, 0.4, 0.3, 1])
