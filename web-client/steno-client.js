@@ -123,8 +123,11 @@
  * StenoClient.listen(url, channel, options) → StenoViewer, already connecting.
  * new StenoViewer(url, channel, options)
  *   url      the server (https://host), its stream address (wss://host/v1/stream) or its
- *            listen address; the viewer connects to <prefix>/v1/listen?channel=NAME[&token=T].
+ *            listen address; the viewer connects to <prefix>/v1/listen?channel=NAME[&token=T][&language=L].
  *   options  token         access token, added as ?token=
+ *            language      the captions' language to follow: a tag the broadcast carries or
+ *                          'original' (default: the publisher's own; one not carried gets a
+ *                          non-fatal 'bad_message' error, then the publisher's own)
  *            reconnect     reconnect when the connection drops (default true)
  *            minDelay, maxDelay   backoff: minDelay·2^n seconds, at most maxDelay (0.5, 30),
  *                          ±jitter (0.2 = ±20 %); 0 for the first retry after a 4008
@@ -247,8 +250,8 @@
  *   probeStream(wsUrl, {fetch})     why a WebSocket would be refused: {reason: 'unauthorized' |
  *                                   'forbidden' | 'full' | 'draining' | 'accepting' | 'unknown' |
  *                                   'unreachable', status, retryAfter}
- *   listenUrl(base, channel, {token})            a viewer's WebSocket URL
- *   captionsUrl(base, channel, 'vtt'|'srt'|'txt', {token})  the channel's captions over HTTP
+ *   listenUrl(base, channel, {token, language})  a viewer's WebSocket URL
+ *   captionsUrl(base, channel, 'vtt'|'srt'|'txt', {token, language})  the channel's captions over HTTP
  *   modelsUrl(base, {token})        the server's /v1/models over HTTP
  *   fetchModels(base, {token, fetch, timeout})  → Promise of the server's models ([{name,
  *                                   language, engine, default, …}], the default first), [] when

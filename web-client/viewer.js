@@ -9,7 +9,7 @@ import { followNewText } from './scroll.js';
 import { shortTime } from './transcript.js';
 import { CaptionView, Notice, languageName, setStatusLine } from './page.js';
 import { setUpDisplay } from './viewer/display.js';
-import { channelsUrl, languageChoice, languageOptions, withLanguage } from './viewer/language.js';
+import { channelsUrl, languageChoice, languageOptions } from './viewer/language.js';
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -183,8 +183,7 @@ const clearNotice = () => notice.clear();
 let viewer = null;
 
 function follow() {
-  const v = new StenoViewer(server, channel, { token });
-  v.url = withLanguage(v.url, language); // before it connects: every (re)connection asks for it
+  const v = new StenoViewer(server, channel, { token, language }); // every (re)connection asks for it
   const previous = viewer;
   viewer = v;
   previous?.close(); // after a change of language (its events no longer count); else closed or none
@@ -335,7 +334,7 @@ let languagesAsked = 0;
 
 function setDownloads() {
   for (const [format, link] of Object.entries(ui.downloads)) {
-    link.href = withLanguage(captionsUrl(server, channel, format, { token }), language);
+    link.href = captionsUrl(server, channel, format, { token, language });
     link.download = `${channel}${language ? `.${language}` : ''}.${format}`;
   }
 }

@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as client from '../../web-client/steno-client.js';
-import { channelsUrl, languageChoice, languageOptions, withLanguage } from '../../web-client/viewer/language.js';
+import { channelsUrl, languageChoice, languageOptions } from '../../web-client/viewer/language.js';
 import { ScriptedSocket, wait } from './unit_helpers.mjs';
 const { StenoClient } = client;
 
@@ -180,19 +180,21 @@ test('viewer page: a language in its addresses (listen, caption files, the chann
   for (const [server, prefix] of [['http://example.test/captions/', 'example.test/captions'],
     ['https://example.test/', 'example.test'], ['wss://example.test/steno/v1/stream', 'example.test/steno']]) {
     const secure = server.startsWith('https') || server.startsWith('wss') ? 's' : '';
-    assert.equal(withLanguage(listenUrl(server, 'studio-a', { token: 'tok' }), 'it'),
+    assert.equal(listenUrl(server, 'studio-a', { token: 'tok', language: 'it' }),
       `ws${secure}://${prefix}/v1/listen?channel=studio-a&token=tok&language=it`);
-    assert.equal(withLanguage(captionsUrl(server, 'studio-a', 'vtt'), 'original'),
+    assert.equal(captionsUrl(server, 'studio-a', 'vtt', { language: 'original' }),
       `http${secure}://${prefix}/v1/channels/studio-a/captions.vtt?language=original`);
-    assert.equal(withLanguage(captionsUrl(server, 'studio-a', 'srt', { token: 'tok' }), 'en-GB'),
+    assert.equal(captionsUrl(server, 'studio-a', 'srt', { token: 'tok', language: 'en-GB' }),
       `http${secure}://${prefix}/v1/channels/studio-a/captions.srt?token=tok&language=en-GB`);
     assert.equal(channelsUrl(server, 'studio-a'), `http${secure}://${prefix}/v1/channels`);
     assert.equal(channelsUrl(server, 'studio-a', { token: 't k' }), `http${secure}://${prefix}/v1/channels?token=t+k`);
   }
   // No language: the addresses as they were (the publisher's own captions).
-  const plain = listenUrl('http://example.test/', 'studio-a');
-  assert.equal(withLanguage(plain, ''), plain);
-  assert.equal(withLanguage('http://example.test/v1/channels/a/captions.txt', undefined), 'http://example.test/v1/channels/a/captions.txt');
+  assert.equal(listenUrl('http://example.test/', 'studio-a', { language: '' }), 'ws://example.test/v1/listen?channel=studio-a');
+  assert.equal(captionsUrl('http://example.test/', 'a', 'txt', { language: undefined }), 'http://example.test/v1/channels/a/captions.txt');
+  // StenoViewer asks for it on every connection.
+  const viewer = new client.StenoViewer('https://example.test/', 'studio-a', { token: 'tok', language: 'it', WebSocket: ScriptedSocket });
+  assert.equal(viewer.url, 'wss://example.test/v1/listen?channel=studio-a&token=tok&language=it');
 });
 
 test('viewer page: a language from the page address only when the server would take it', () => {

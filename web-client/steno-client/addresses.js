@@ -39,27 +39,33 @@ function routePrefix(pathname) {
   return pathname.replace(/\/+$/, '');
 }
 
+/** `token` and `language` on an address, each when given (`language`: a tag the channel carries, or
+ * "original"; without one, the publisher's own captions). */
+function withAccess(url, { token, language }) {
+  if (token != null && token !== '') url.searchParams.set('token', token);
+  if (language != null && language !== '') url.searchParams.set('language', language);
+  return url.toString();
+}
+
 /**
  * The viewer WebSocket URL of a channel: `base` may be the server (`https://host`), its stream
  * address (`wss://host/v1/stream`, as the publishing page shows it) or its listen address.
  */
-export function listenUrl(base, channel, { token } = {}) {
+export function listenUrl(base, channel, { token, language } = {}) {
   if (!isChannelName(channel)) throw new TypeError(`not a channel name: ${channel}`);
   const url = serverUrl(base, 'ws');
   url.pathname = routePrefix(url.pathname) + DEFAULT_LISTEN_PATH;
   url.searchParams.set('channel', channel);
-  if (token != null && token !== '') url.searchParams.set('token', token);
-  return url.toString();
+  return withAccess(url, { token, language });
 }
 
 /** The HTTP address of a channel's captions so far: format 'vtt', 'srt' or 'txt'. */
-export function captionsUrl(base, channel, format = 'vtt', { token } = {}) {
+export function captionsUrl(base, channel, format = 'vtt', { token, language } = {}) {
   if (!isChannelName(channel)) throw new TypeError(`not a channel name: ${channel}`);
   if (!['vtt', 'srt', 'txt'].includes(format)) throw new TypeError(`no captions format ${format}`);
   const url = serverUrl(base, 'http');
   url.pathname = `${routePrefix(url.pathname)}/v1/channels/${channel}/captions.${format}`;
-  if (token != null && token !== '') url.searchParams.set('token', token);
-  return url.toString();
+  return withAccess(url, { token, language });
 }
 
 /** The HTTP address of the server's models (`/v1/models`). */

@@ -14,7 +14,7 @@ export class StenoViewer extends EventOwner {
   constructor(url, channel, options = {}) {
     super();
     this.channel = channel;
-    this.url = listenUrl(url, channel, { token: options.token });
+    this.url = listenUrl(url, channel, { token: options.token, language: options.language });
     this.options = {
       reconnect: true, minDelay: 0.5, maxDelay: 30, jitter: 0.2, firstAttempts: 3, maxAttempts: Infinity, probe: true,
       ...options,

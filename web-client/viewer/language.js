@@ -1,5 +1,5 @@
 // The viewer page's language (view.html?language=): which values a viewer may ask for, the
-// addresses that carry one, and the picker made of a channel's `languages` in `/v1/channels`
+// channel list's address, and the picker made of a channel's `languages` in `/v1/channels`
 // (docs/protocol.md, "A channel's languages"). Pure: unit_viewer.test.mjs tests them in Node.
 
 import { captionsUrl } from '../steno-client.js';
@@ -9,10 +9,6 @@ export function languageChoice(value) {
   const choice = String(value ?? '').trim();
   return choice.length <= 35 && /^(?:original|[A-Za-z]{2,8}(?:[-_][A-Za-z0-9]{1,8})*)$/.test(choice) ? choice : '';
 }
-
-/** `url` (the listen address, or a caption file's) with `language=` when one is chosen. */
-export const withLanguage = (url, language) =>
-  (language ? `${url}${url.includes('?') ? '&' : '?'}language=${encodeURIComponent(language)}` : url);
 
 /** The server's list of channels (`/v1/channels`), beside the channel's caption files. */
 export function channelsUrl(server, channel, { token } = {}) {
