@@ -225,7 +225,7 @@ public final class StenoMetrics: Sendable {
             Double(engine.load.waiting)
         }
         guard engine.workerStats != nil else { return }
-        registry.sampledGauge("steno_engine_worker_ready", help: "1 while the engine's worker process (Whisper) has its model loaded; 0 while it restarts.") {
+        registry.sampledGauge("steno_engine_worker_ready", help: "1 while the engine's worker processes (Whisper) have their models loaded (or, started on demand, wait for their first request); 0 while one starts or restarts.") {
             engine.workerStats?.ready == true ? 1 : 0
         }
         registry.sampledCounter("steno_engine_worker_restarts_total", help: "Times the engine's worker process was started again after it died.") {

@@ -10,13 +10,17 @@ public final class WhisperEngine: SpeechEngine, Sendable {
     /// How its sessions find their utterances.
     public let detection: SpeechDetection
 
-    /// Whisper's codes of the languages the model has (its hello's; "en" alone for an English model).
+    /// Whisper's codes of the languages the model has (its hello's, or its folder's for a worker
+    /// not started yet; "en" alone for an English model).
     public let languages: [String]
+    /// The model's folder, when named (a worker started on demand has said nothing yet).
+    let folder: String?
 
     /// A multilingual model says so in its language (`LanguageTag.multilingual`), an English one "en-US".
-    public init(worker: WhisperWorker, model: String = "whisper-tiny.en", detection: SpeechDetection) {
+    public init(worker: WhisperWorker, model: String = "whisper-tiny.en", folder: String? = nil, detection: SpeechDetection) {
         self.worker = worker
         self.detection = detection
+        self.folder = folder
         var version = "ctranslate2"
         var languages = ["en"]
         var multilingual = false
@@ -26,6 +30,9 @@ public final class WhisperEngine: SpeechEngine, Sendable {
             if multilingual, case .array(let codes)? = hello["languages"] {
                 languages = codes.compactMap { if case .string(let code) = $0 { code } else { nil } }
             }
+        } else if let folder, let codes = WhisperModelFolder.languages(at: folder), codes.count > 1 {
+            multilingual = true
+            languages = codes
         }
         self.languages = languages
         self.info = SpeechEngineInfo(name: "whisper", version: version, model: model,
@@ -37,16 +44,19 @@ public final class WhisperEngine: SpeechEngine, Sendable {
         var sources: [SpeechModelInfo.Source] = []
         if case .object(let hello)? = worker.hello, case .string(let path)? = hello["path"] {
             sources.append(.init(name: "model", path: path))
+        } else if let folder {
+            sources.append(.init(name: "model", path: folder))
         }
         return [SpeechModelInfo(info: info, sources: sources,
                                 languages: languages.compactMap(WhisperRecognizer.languageTag(whisperCode:)))]
     }
 
-    /// Ready while a worker has its model loaded (not while one restarts).
-    public var isReady: Bool { worker.isReady }
+    /// Ready while a worker has its model loaded (not while one restarts), or while one started
+    /// on demand waits for its first request (which starts it).
+    public var isReady: Bool { worker.isReady || !worker.isStarted }
 
     public var workerStats: EngineWorkerStats? {
-        EngineWorkerStats(ready: worker.isReady, restarts: worker.restarts, pending: worker.pendingCount,
+        EngineWorkerStats(ready: isReady, restarts: worker.restarts, pending: worker.pendingCount,
                           cpuSeconds: ProcessCPU.seconds(of: worker.processID))
     }
 

@@ -38,6 +38,37 @@ extension WhisperWorker {
         reader.start()
     }
 
+    /// The first request's start of a worker on demand: what cannot start fails what waits for it.
+    func startOnDemand() {
+        do throws(StenoError) {
+            try launch(loaded: nil)
+            options.events.info("the Whisper worker for \(options.arguments.joined(separator: " ")) started on its first request")
+        } catch {
+            failUnloaded(error)
+        }
+    }
+
+    /// A worker started on demand that never loaded: what waits for it fails (with why), and the
+    /// next request starts another.
+    func failUnloaded(_ error: StenoError) {
+        let failed: [Pending] = state.withLock { s in
+            s.launched = false
+            s.ready = false
+            if s.stdin >= 0 { s.retired.append(s.stdin) }
+            s.stdin = -1
+            s.pid = 0
+            s.hearing = []
+            s.outbox.removeAll()
+            s.waitingRoom.removeAll()
+            s.admitted = 0
+            defer { s.pending.removeAll() }
+            return Array(s.pending.values)
+        }
+        wakeWriter.signal()
+        options.events.error(error.message)
+        for p in failed { p.completion(.failure(error)) }
+    }
+
     func lastError() -> String {
         let text = String(decoding: errors.withLock { $0 }, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         return text.isEmpty ? "it ended without saying why" : String(text.suffix(400))
@@ -133,6 +164,11 @@ extension WhisperWorker {
     /// loading) and is sent everything unanswered, finals first.
     private func restart(after pid: pid_t, generation: Int) {
         typealias Outcome = (restart: Bool, failed: [Pending], delay: Double, hung: Bool, loading: Int)
+        let unloaded = state.withLock { s in !s.stopping && s.generation == generation && s.hello == nil && options.onDemand }
+        if unloaded {
+            failUnloaded(StenoError(.internal, "the Whisper worker did not load its model: \(lastError())"))
+            return
+        }
         let outcome: Outcome = state.withLock { s in
             guard !s.stopping, s.generation == generation, s.hello != nil else { return (false, [], 0, false, 0) }
             s.ready = false

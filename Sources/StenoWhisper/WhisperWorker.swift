@@ -105,9 +105,15 @@ public final class WhisperWorker: Sendable {
         public var hangSeconds: Double
         /// The longest pause before starting again a worker that keeps dying while it loads.
         public var loadBackoffLimit: Double
+        /// Started by the first request rather than at once (a model beside the default, which
+        /// an English-only server never asks for: its memory is not taken until it is). Until it
+        /// has loaded, requests wait in its queue; if it cannot load, they fail, and the next
+        /// request tries again.
+        public var onDemand: Bool
 
         public init(python: String, script: String, arguments: [String] = [], maximumPending: Int = 256, log: String? = nil,
-                    events: Log = Log(), hangSeconds: Double = 30, loadBackoffLimit: Double = 30) {
+                    events: Log = Log(), hangSeconds: Double = 30, loadBackoffLimit: Double = 30, onDemand: Bool = false) {
+            self.onDemand = onDemand
             self.events = events
             self.python = python
             self.script = script
@@ -167,6 +173,8 @@ public final class WhisperWorker: Sendable {
         var loadFailures = 0
         var stopping = false
         var generation = 0
+        /// A worker was started (on demand: not before the first request).
+        var launched = false
     }
 
     public let options: Options
@@ -175,17 +183,20 @@ public final class WhisperWorker: Sendable {
     let errors = Locked<[UInt8]>([])
 
     /// Starts the worker and waits until it has loaded its model (`timeout` seconds), or
-    /// throws what it said when it could not.
+    /// throws what it said when it could not; `onDemand`, it starts with the first request.
     public init(options: Options, timeout: Double = 120) throws(StenoError) {
         self.options = options
         // A write to a worker that just died must fail with EPIPE, not end this process.
         Glibc.signal(SIGPIPE, SIG_IGN)
         let loaded = DispatchSemaphore(value: 0)
-        try launch(loaded: loaded)
+        if !options.onDemand {
+            state.withLock { $0.launched = true }
+            try launch(loaded: loaded)
+        }
         let writer = Thread { [self] in writeLoop() }
         writer.name = "whisper-writer"
         writer.start()
-        guard loaded.wait(timeout: .now() + timeout) == .success, isReady else {
+        guard options.onDemand || (loaded.wait(timeout: .now() + timeout) == .success && isReady) else {
             stop()
             throw StenoError(.internal, "the Whisper worker did not load its model: \(lastError())")
         }
@@ -198,8 +209,11 @@ public final class WhisperWorker: Sendable {
 
     deinit { stop() }
 
-    /// Whether a worker has loaded its model and serves (false while one restarts).
+    /// Whether a worker has loaded its model and serves (false while one restarts, and before
+    /// one is started on demand).
     public var isReady: Bool { state.withLock { $0.ready } }
+    /// Whether a worker was started (always, unless on demand and not asked yet).
+    public var isStarted: Bool { state.withLock { $0.launched } }
     /// What the worker said when it had loaded its model (model, path, ctranslate2, computeType, multilingual, languages).
     public var hello: JSONValue? { state.withLock { $0.hello } }
     /// How many times the worker was started again after it died.
@@ -233,8 +247,13 @@ public final class WhisperWorker: Sendable {
         options["priority"] = .number(Double(priority))
         if let prompt { options["prompt"] = .string(prompt) }
         let json = JSONValue.object(options).jsonText
+        var start = false
         let id: UInt64? = state.withLock { s in
             guard !s.stopping else { return nil }
+            if !s.launched {
+                s.launched = true
+                start = true
+            }
             let room = s.admitted < self.options.maximumPending
             guard room || waitIfFull else { return nil }
             let id = s.nextID
@@ -249,6 +268,7 @@ public final class WhisperWorker: Sendable {
             }
             return id
         }
+        if start { startOnDemand() }
         if id != nil { wakeWriter.signal() }
         return id
     }

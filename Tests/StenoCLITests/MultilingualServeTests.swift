@@ -35,6 +35,18 @@ import Testing
 
     static func words(_ finals: [JSONObject]) -> [String] { WhisperServeTests.words(ofFinals: finals) }
 
+    /// The Whisper workers `pid` runs now (its children's command lines, from every thread's list).
+    static func workers(of pid: pid_t) -> Int {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        let children = tasks.flatMap { task in
+            ((try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/children", encoding: .utf8)) ?? "").split(separator: " ")
+        }
+        return children.filter { child in
+            let line = FileManager.default.contents(atPath: "/proc/\(child.trimmingCharacters(in: .whitespacesAndNewlines))/cmdline") ?? Data()
+            return String(decoding: line, as: UTF8.self).contains("whisper_worker.py")
+        }.count
+    }
+
     @Test func languagesAutoLanesAndTranslation() throws {
         let server = try ServeProcess(engine: nil)
         defer { _ = try? server.terminate() }
@@ -54,11 +66,14 @@ import Testing
         #expect(lines.contains { $0.hasPrefix("whisper-base") && $0.contains(" languages: en zh de es ru") && $0.contains(" it ") },
                 "\(lines)")
 
-        // English without a language: tiny.en, no language on the finals.
+        // English without a language: tiny.en, no language on the finals; the multilingual model's
+        // worker is not started for it (its languages above came from its folder).
+        #expect(Self.workers(of: server.command.pid) == 1)
         let english = try send(TestAudio.beckett, [])
         #expect(english.status == 0, "\(english.stderr)")
         #expect(english.stdout.contains(#""model":"whisper-tiny.en""#))
         #expect(Self.words(Self.finals(english.stdout)).contains("again"))
+        #expect(Self.workers(of: server.command.pid) == 1)
 
         // Italian, found.
         let auto = try send(wav, ["--language", "auto"])
@@ -67,6 +82,7 @@ import Testing
         let autoFinals = Self.finals(auto.stdout)
         #expect(!autoFinals.isEmpty && autoFinals.allSatisfy { $0["language"] == .string("it") }, "\(auto.stdout)")
         #expect(Set(Self.words(autoFinals)).isSuperset(of: ["buongiorno", "roma", "tempo"]), "\(Self.words(autoFinals))")
+        #expect(Self.workers(of: server.command.pid) == 2, "the first session that needs it starts its worker")
 
         // Translated into English, the language spoken still named.
         let translated = try send(wav, ["--translate", "en"])

@@ -102,9 +102,15 @@ struct WhisperProvider: EngineProvider {
         }
         let detection = Self.speechDetection(settings, energy: energy, log: loading.log)
         var engines: [any SpeechEngine] = []
-        for model in models {
-            let worker = try Self.startWhisper(settings, model: model, log: loading.log)
-            engines.append(WhisperEngine(worker: worker, model: model.servedName, detection: detection))
+        for (index, model) in models.enumerated() {
+            // The default model's worker loads now (a server is ready when it is); the others' start
+            // with their first request, so that a server whose sessions speak English does not hold
+            // the multilingual model (+260 MB). A folder they cannot be read from loads now, to fail now.
+            let onDemand = index > 0 && model.directory.map { folder in
+                ["model.bin", "config.json", "vocabulary.json"].allSatisfy { FileManager.default.fileExists(atPath: folder + "/" + $0) }
+            } == true
+            let worker = try Self.startWhisper(settings, model: model, onDemand: onDemand, log: loading.log)
+            engines.append(WhisperEngine(worker: worker, model: model.servedName, folder: model.directory, detection: detection))
         }
         return engines
     }
@@ -125,8 +131,10 @@ struct WhisperProvider: EngineProvider {
         }
     }
 
-    /// Starts the Whisper worker and waits until it has loaded its model, or says what is missing.
-    static func startWhisper(_ settings: WhisperOptions, model: WhisperModelChoice, log: Log) throws(StenoError) -> WhisperWorker {
+    /// Starts the Whisper worker and waits until it has loaded its model, or says what is missing
+    /// (`onDemand`: its first request starts it).
+    static func startWhisper(_ settings: WhisperOptions, model: WhisperModelChoice, onDemand: Bool = false,
+                             log: Log) throws(StenoError) -> WhisperWorker {
         for (what, path) in [("Python", settings.python), ("worker program", settings.worker)]
         where !FileManager.default.fileExists(atPath: path) {
             throw StenoError(.internal, "the Whisper engine's \(what) is not at \(path): scripts/bootstrap.sh run installs it "
@@ -136,6 +144,6 @@ struct WhisperProvider: EngineProvider {
         if settings.threads > 0 { arguments += ["--intra-threads", String(settings.threads)] }
         if let folder = model.directory { arguments += ["--model", folder] }
         return try WhisperWorker(options: .init(python: settings.python, script: settings.worker, arguments: arguments,
-                                                log: log.isEnabled(.debug) ? "-" : nil, events: log))
+                                                log: log.isEnabled(.debug) ? "-" : nil, events: log, onDemand: onDemand))
     }
 }
