@@ -4,7 +4,7 @@ floor, per language, the language found, and lanes.
 
 Speech: festival's voices (Italian, Czech, Catalan, Finnish, Russian; the Debian packages
 festvox-italp16k, festvox-czech-ph, festvox-ca-ona-hts, festvox-suopuhe-lj, festvox-ru, which
-`apt-get install` gives) read the sentences below, each language's as one reading with a second
+`scripts/bootstrap.sh bench` installs) read the sentences below, each language's as one reading with a second
 of silence before each sentence and after the last; English is LibriVox's five sentences
 (pocketsphinx-testdata). A `steno serve` (defaults: tiny.en and base) hears each reading at real
 time from `steno send` (Opus):

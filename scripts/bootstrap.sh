@@ -2,6 +2,7 @@
 # Installs the Debian packages Steno needs, idempotently.
 #   scripts/bootstrap.sh run    what building and running the server needs
 #   scripts/bootstrap.sh test   that, plus what the tests and benchmarks need
+#   scripts/bootstrap.sh bench  that, plus what only a benchmark needs (bench/languages.py's voices)
 # Works as root or through sudo; runs `apt-get update` only when something is missing.
 set -euo pipefail
 
@@ -37,6 +38,10 @@ test_packages=(
     festvox-italp16k festvox-czech-ph  # Italian and Czech voices: speech for the Whisper worker's multilingual tests (Tests/whisper/test_multilingual.py)
 )
 
+# Speech only bench/languages.py reads: Catalan, Finnish and Russian voices (Russian's alone is a
+# 180 MB download, which the tests do not need).
+bench_packages=(festvox-ca-ona-hts festvox-suopuhe-lj festvox-ru)
+
 # The broadcast check (scripts/broadcast/): a real OBS, headless, streaming to nginx-rtmp.
 # Without their recommendations (OBS's would bring plugins the check does not use).
 broadcast_packages=(
@@ -49,7 +54,8 @@ packages=("${run_packages[@]}")
 case "$mode" in
     run) broadcast_packages=() ;;
     test) packages+=("${test_packages[@]}") ;;
-    *) echo "usage: $0 [run|test]" >&2; exit 2 ;;
+    bench) packages+=("${test_packages[@]}" "${bench_packages[@]}") ;;
+    *) echo "usage: $0 [run|test|bench]" >&2; exit 2 ;;
 esac
 
 missing=()
