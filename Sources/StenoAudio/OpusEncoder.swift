@@ -16,9 +16,10 @@ public final class OpusEncoder {
     /// An encoder at `sampleRate` (8/12/16/24/48 kHz) with `frameMilliseconds` frames
     /// (10, 20, 40 or 60) and a target of `bitrate` bits per second. With
     /// `discontinuousTransmission` (DTX), frames the encoder finds inactive come out as packets
-    /// of one or two bytes (which still say how long they last).
+    /// of one or two bytes (which still say how long they last). `voice`: libopus' VoIP
+    /// application (tuned for a voice's intelligibility), else its general audio one.
     public init(sampleRate: Int, frameMilliseconds: Int = 20, bitrate: Int = 32_000,
-                discontinuousTransmission: Bool = false) throws(StenoError) {
+                discontinuousTransmission: Bool = false, voice: Bool = true) throws(StenoError) {
         guard AudioFormat.opusRates.contains(sampleRate) else {
             throw StenoError(.unsupportedAudio, "Opus encodes at 8000, 12000, 16000, 24000 or 48000 Hz, not \(sampleRate)")
         }
@@ -26,7 +27,7 @@ public final class OpusEncoder {
             throw StenoError(.unsupportedAudio, "Opus frames of \(frameMilliseconds) ms: use 10, 20, 40 or 60")
         }
         var error: Int32 = 0
-        guard let encoder = opus_encoder_create(Int32(sampleRate), 1, OPUS_APPLICATION_VOIP, &error), error == OPUS_OK else {
+        guard let encoder = opus_encoder_create(Int32(sampleRate), 1, voice ? OPUS_APPLICATION_VOIP : OPUS_APPLICATION_AUDIO, &error), error == OPUS_OK else {
             throw StenoError(.internal, "opus_encoder_create failed: \(String(cString: opus_strerror(error)))")
         }
         self.encoder = encoder
