@@ -17,11 +17,13 @@ public final class WhisperEngine: SpeechEngine, Sendable {
     let folder: String?
 
     /// A multilingual model says so in its language (`LanguageTag.multilingual`), an English one "en-US".
-    public init(worker: WhisperWorker, model: String = "whisper-tiny.en", folder: String? = nil, detection: SpeechDetection) {
+    /// `version`: what a worker not started yet would say (another's of the same environment).
+    public init(worker: WhisperWorker, model: String = "whisper-tiny.en", folder: String? = nil, version known: String? = nil,
+                detection: SpeechDetection) {
         self.worker = worker
         self.detection = detection
         self.folder = folder
-        var version = "ctranslate2"
+        var version = worker.hello == nil ? known ?? "ctranslate2" : "ctranslate2"
         var languages = ["en"]
         var multilingual = false
         if case .object(let hello)? = worker.hello {

@@ -59,6 +59,9 @@ import Testing
         let models = try HTTPTestClient.get(port: server.port, "/v1/models").bodyText
         #expect(models.contains(#""name":"whisper-tiny.en","language":"en-US","languages":["en"]"#), "\(models)")
         #expect(models.contains(#""name":"whisper-base","language":"mul","languages":["en","zh","de","es","ru""#), "\(models)")
+        // Said before its worker starts: the environment's CTranslate2, and the folder it loads from.
+        #expect(models.contains(/"name":"whisper-base"[^}]*"version":"ctranslate2 [0-9][^}]*"loadedFrom":\{"model":"[^"]*whisper-base"/),
+                "\(models)")
         let listed = try StenoCommand.run(["models", "--server", server.url])
         #expect(listed.status == 0, "\(listed.stderr)")
         let lines = listed.stdout.split(separator: "\n").map(String.init)

@@ -110,7 +110,10 @@ struct WhisperProvider: EngineProvider {
                 ["model.bin", "config.json", "vocabulary.json"].allSatisfy { FileManager.default.fileExists(atPath: folder + "/" + $0) }
             } == true
             let worker = try Self.startWhisper(settings, model: model, onDemand: onDemand, log: loading.log)
-            engines.append(WhisperEngine(worker: worker, model: model.servedName, folder: model.directory, detection: detection))
+            // The same environment's CTranslate2 as the default's, which has said its version.
+            let version = (engines.first as? WhisperEngine)?.info.version
+            engines.append(WhisperEngine(worker: worker, model: model.servedName, folder: model.directory, version: version,
+                                         detection: detection))
         }
         return engines
     }
