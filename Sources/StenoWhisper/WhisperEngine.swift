@@ -23,7 +23,7 @@ public final class WhisperEngine: SpeechEngine, Sendable {
         self.worker = worker
         self.detection = detection
         self.folder = folder
-        var version = worker.hello == nil ? known ?? "ctranslate2" : "ctranslate2"
+        var version = "ctranslate2"
         var languages = ["en"]
         var multilingual = false
         if case .object(let hello)? = worker.hello {
@@ -32,9 +32,12 @@ public final class WhisperEngine: SpeechEngine, Sendable {
             if multilingual, case .array(let codes)? = hello["languages"] {
                 languages = codes.compactMap { if case .string(let code) = $0 { code } else { nil } }
             }
-        } else if let folder, let codes = WhisperModelFolder.languages(at: folder), codes.count > 1 {
-            multilingual = true
-            languages = codes
+        } else {
+            version = known ?? version
+            if let folder, let codes = WhisperModelFolder.languages(at: folder), codes.count > 1 {
+                multilingual = true
+                languages = codes
+            }
         }
         self.languages = languages
         self.info = SpeechEngineInfo(name: "whisper", version: version, model: model,
