@@ -11,6 +11,12 @@ WHISPER_SPELLING = {"jv": "jw", "iw": "he", "in": "id", "ji": "yi", "nb": "no", 
 # The most candidates a request may name (Whisper has 99 or 100 languages).
 MAX_CANDIDATES = 100
 
+# How many times likelier than a session's settled language another must sound to be heard
+# instead (`keep_settled`). Whisper's slips are close calls (a Czech sentence heard as Latin, 0.57
+# against 0.20 for Czech cut one way, Latin ahead cut another), a real change of language is not
+# (English after Italian: 0.9 and more against a few hundredths).
+SWITCH_RATIO = 5.0
+
 
 def whisper_language(tag, languages):
     """Whisper's code for a session's BCP 47 tag ("de-DE" -> "de", "zh-Hant-TW" -> "zh"), or
@@ -60,6 +66,18 @@ def language_scores(candidates, heard, languages):
         code = whisper_language(tag, languages)
         scores[tag] = None if heard is None or code is None else round(heard.get(code, 0.0), 4)
     return scores
+
+
+def keep_settled(best, settled, heard, languages):
+    """`best` ((code, probability) of the language Whisper would hear the request in), or the
+    session's settled language (a BCP 47 tag; its code and probability) unless `best` sounds at
+    least SWITCH_RATIO times likelier: a session that keeps speaking one language is heard in it,
+    and changes language on clear evidence only."""
+    code = whisper_language(settled, languages)
+    if code is None or heard is None or best[0] == code:
+        return best
+    probability = heard.get(code, 0.0)
+    return best if best[1] >= SWITCH_RATIO * probability else (code, probability)
 
 
 def best_candidate(candidates, heard, languages):

@@ -14,7 +14,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 # The languages' side (beside this file; the tests take whisper_language from here too).
-from whisper_languages import best_candidate, detected_probabilities, language_scores, model_languages, whisper_language
+from whisper_languages import (best_candidate, detected_probabilities, keep_settled, language_scores, model_languages,
+                               whisper_language)
 # What a request asks for (the tests take is_volatile from here too).
 from whisper_requests import (as_original, context_of, is_volatile, least_window, task_of, wanted_alternatives,  # noqa: F401
                               wants_original, without_context)
@@ -111,7 +112,8 @@ class Recognizer:
     def choose_languages(self, batch, encoded):
         """[(code, probability of detection or None, candidates' scores or None)] for each
         request: English for an English model; for a multilingual one the session's language,
-        else the likeliest of its candidates that the model has, else the one Whisper hears.
+        else the likeliest of its candidates that the model has, else the one Whisper hears; the
+        request's "settled" language instead unless that one sounds clearly likelier (`keep_settled`).
         A request with candidates has their scores ({tag: p or None}) whatever was chosen."""
         candidates = [o.get("candidates") or [] for o, _ in batch]
         if not self.multilingual:
@@ -121,12 +123,13 @@ class Recognizer:
         if any(code is None or c for code, c in zip(told, candidates)):
             heard = [detected_probabilities(d) for d in self.model.model.detect_language(encoded)]
         chosen = []
-        for code, c, h in zip(told, candidates, heard):
+        for (o, _), code, c, h in zip(batch, told, candidates, heard):
             scores = language_scores(c, h, self.languages) if c else None
             if code is not None:
                 chosen.append((code, None, scores))
                 continue
             best = best_candidate(c, h, self.languages) or max(h.items(), key=lambda item: item[1])
+            best = keep_settled(best, o.get("settled"), h, self.languages)
             chosen.append((best[0], round(best[1], 4), scores))
         return chosen
 

@@ -28,7 +28,10 @@ language is the likeliest of "candidates" the model has, else the one Whisper de
 "task": "transcribe" (the default) writes what was said, "translate" writes it in English
 (Whisper's translate task; English speech is transcribed; an English-only model always
 transcribes; the English words are timed by the same alignment heads, on the speech they
-translate: "Rome" where "Roma" was said); "candidates": BCP 47 tags, mapped as "language"
+translate: "Rome" where "Roma" was said); "settled": the BCP 47 tag of the language a session
+has settled on, which a request without "language" is heard in (among its "candidates" too, of
+which it is one) unless Whisper finds the one it would choose at least 5 times likelier
+(whisper_languages.SWITCH_RATIO); "candidates": BCP 47 tags, mapped as "language"
 is, at most 100, whose probabilities the result's "languageScores" gives; "alone": run in a
 batch of its own, as the server asks of a request that was being heard when a worker died;
 "context": how many of the payload's first samples are earlier speech, heard before the request's
@@ -84,8 +87,9 @@ def check_request(body):
     """A request's JSON, or ValueError saying what is wrong with it."""
     if not isinstance(body, dict):
         raise ValueError("the JSON is not an object")
-    for key, kinds in (("alternatives", int), ("beam", int), ("priority", int), ("minWindow", int), ("context", int), ("language", (str, type(None))),
-                       ("prompt", (str, type(None))), ("words", bool), ("alone", bool), ("volatile", bool), ("original", bool), ("fault", str)):
+    for key, kinds in (("alternatives", int), ("beam", int), ("priority", int), ("minWindow", int), ("context", int),
+                       ("language", (str, type(None))), ("prompt", (str, type(None))), ("settled", (str, type(None))),
+                       ("words", bool), ("alone", bool), ("volatile", bool), ("original", bool), ("fault", str)):
         if key in body and (not isinstance(body[key], kinds) or (kinds is int and isinstance(body[key], bool))):
             raise ValueError(f"\"{key}\" has the wrong type")
     if body.get("task") not in (None, "transcribe", "translate"):

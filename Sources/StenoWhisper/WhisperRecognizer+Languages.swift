@@ -6,7 +6,8 @@ import StenoCore
 /// - No plan: the session's language as `start` said it (nil: detected).
 /// - `auto`: detected for each utterance; a language heard with at least `acceptConfidence`
 ///   settles the session on it, and utterances shorter than `LanguagePlan.settleBelow` are
-///   then heard in it (a short "OK" says too little of its language to switch on).
+///   then heard in it (a short "OK" says too little of its language to switch on); longer ones
+///   too, unless Whisper hears another language clearly likelier (the worker's `"settled"`).
 /// - Lanes: the worker scores each lane (Whisper's own language probabilities) and hears the
 ///   utterance in the likeliest; below `minimumConfidence` for every lane, a final is
 ///   `unheard` (no final, a `low_confidence` error), and a volatile not shown; settling as for auto.
@@ -29,7 +30,10 @@ struct SessionLanguage: Sendable {
         var extra = JSONObject()
         guard let plan else { return (language, extra) }
         if plan.translate != nil { extra["task"] = .string("translate") }
-        if let settled, seconds < LanguagePlan.settleBelow { return (settled, extra) }
+        if let settled {
+            if seconds < LanguagePlan.settleBelow { return (settled, extra) }
+            extra["settled"] = .string(settled)
+        }
         if !plan.lanes.isEmpty {
             extra["candidates"] = .array(plan.lanes.map { .string($0) })
             return (nil, extra)
@@ -44,7 +48,8 @@ struct SessionLanguage: Sendable {
     }
 
     /// What an answer means: heard, or in none of the lanes. A final (`settling`) that heard
-    /// its language clearly settles the session on it.
+    /// its language clearly settles the session on it (the lane it was heard in: the worker
+    /// keeps a settled lane unless another is clearly likelier).
     mutating func decide(_ result: WhisperResult, settling: Bool) -> Decision {
         guard let plan, plan.auto || !plan.lanes.isEmpty else { return .heard }
         if !plan.lanes.isEmpty, !result.languageScores.isEmpty {
@@ -52,7 +57,10 @@ struct SessionLanguage: Sendable {
             guard let best = scores.max(by: { $0.probability < $1.probability }), best.probability >= plan.minimumConfidence else {
                 return .unheard(scores)
             }
-            if settling, best.probability >= plan.acceptConfidence { settled = best.language }
+            // The lane of the language heard (the best where Whisper spells it otherwise: "no" for "nb").
+            let heard = result.language.flatMap(WhisperRecognizer.languageTag(whisperCode:)).map(LanguageTag.primary)
+            let lane = scores.first { LanguageTag.primary($0.language) == heard } ?? best
+            if settling, lane.probability >= plan.acceptConfidence { settled = lane.language }
             return .heard
         }
         if settling, plan.auto, let code = result.language, let p = result.languageProbability, p >= plan.acceptConfidence,

@@ -30,9 +30,15 @@ import Testing
         #expect(session.settled == nil)
         _ = session.decide(try Self.result(language: "it", probability: 0.97), settling: true)
         #expect(session.settled == "it")
-        // A short "OK" is heard in Italian; a long utterance is heard for its own language.
+        // A short "OK" is heard in Italian; a long utterance is heard for its own language, Italian
+        // unless another sounds clearly likelier (the worker's rule).
         #expect(session.request(seconds: 1.2).language == "it")
+        #expect(session.request(seconds: 1.2).extra["settled"] == nil)
         #expect(session.request(seconds: 4).language == nil)
+        #expect(session.request(seconds: 4).extra["settled"] == .string("it"))
+        // A clear change of language settles the session on the new one.
+        _ = session.decide(try Self.result(language: "en", probability: 0.95), settling: true)
+        #expect(session.settled == "en" && session.request(seconds: 4).extra["settled"] == .string("en"))
     }
 
     @Test func lanesScoreEachLanguageAndRefuseWhatIsInNone() throws {
@@ -43,6 +49,12 @@ import Testing
         #expect(session.settled == "ru")
         #expect(session.decide(try Self.result(language: "en", scores: #""ru":0.01,"en":0.12"#), settling: true)
                 == .unheard([LanguageScore(language: "ru", probability: 0.01), LanguageScore(language: "en", probability: 0.12)]))
+        #expect(session.request(seconds: 3).extra["settled"] == .string("ru"))
+        // Heard in the settled lane although another scored higher (not 5 times higher): still Russian.
+        #expect(session.decide(try Self.result(language: "ru", scores: #""ru":0.17,"en":0.82"#), settling: true) == .heard)
+        #expect(session.settled == "ru")
+        #expect(session.decide(try Self.result(language: "en", scores: #""ru":0.02,"en":0.95"#), settling: true) == .heard)
+        #expect(session.settled == "en")
         // A lane the model lacks scores 0.
         #expect(session.decide(try Self.result(scores: #""ru":0.1,"en":null"#), settling: false)
                 == .unheard([LanguageScore(language: "ru", probability: 0.1), LanguageScore(language: "en", probability: 0)]))

@@ -19,7 +19,7 @@ import pytest
 from worker_client import ROOT, Worker, errors, librivox, normalized, read_wav
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from whisper_languages import best_candidate, language_scores  # noqa: E402
+from whisper_languages import best_candidate, keep_settled, language_scores  # noqa: E402
 
 RATE = 16000
 ENGLISH = "he was not an ill disposed young man".split()  # librivox()[1]
@@ -75,6 +75,37 @@ def test_candidates_are_scored_as_spelt_with_whisper_s_names():
     assert best_candidate(["fr"], heard, languages) is None
     # An English-only model cannot tell: no scores.
     assert language_scores(["en", "de"], None, ["en"]) == {"en": None, "de": None}
+
+
+def test_a_settled_language_stands_unless_another_sounds_clearly_likelier():
+    languages = ["en", "cs", "la", "it", "no"]
+    # A Czech session's sentence that Whisper finds a little more Latin than Czech stays Czech.
+    heard = {"cs": 0.35, "la": 0.45, "en": 0.05}
+    assert keep_settled(("la", 0.45), "cs-CZ", heard, languages) == ("cs", 0.35)
+    # English after Italian is English; so is speech heard in the settled language anyway.
+    assert keep_settled(("en", 0.93), "it", {"en": 0.93, "it": 0.02}, languages) == ("en", 0.93)
+    assert keep_settled(("cs", 0.9), "cs", heard, languages) == ("cs", 0.9)
+    # Spelt as Whisper spells it; a language the model lacks (or none) leaves the choice alone.
+    assert keep_settled(("en", 0.5), "nb", {"en": 0.5, "no": 0.2}, languages) == ("no", 0.2)
+    assert keep_settled(("en", 0.5), "x-klingon", heard, languages) == ("en", 0.5)
+    assert keep_settled(("en", 0.5), None, heard, languages) == ("en", 0.5)
+
+
+def test_a_request_is_heard_in_its_sessions_settled_language_unless_another_is_clear(base, speech):
+    # The Italian clip's first second ("Buongiorno a tu…") sounds about as Spanish as Italian
+    # (0.38 and 0.37 here): an Italian session hears it in Italian, alone or among lanes.
+    opening = speech["it"][:RATE]
+    scores = base.transcribe(opening, candidates=["it", "es"])["languageScores"]
+    assert scores["es"] < 5 * scores["it"], scores
+    for lanes in (None, ["es", "it"]):
+        heard = base.transcribe(opening, settled="it", candidates=lanes)
+        assert heard["language"] == "it" and heard["languageProbability"] == scores["it"], heard
+    # A clear change of language is heard: English speech of an Italian session, the whole
+    # Italian clip of a Spanish one.
+    english = base.transcribe(speech["en"], settled="it", words=True, beam=5, priority=1)
+    assert english["language"] == "en" and english["languageProbability"] > 0.5, english
+    assert errors(ENGLISH, normalized(english["text"])) <= 2, english
+    assert base.transcribe(speech["it"], settled="es-ES")["language"] == "it"
 
 
 def test_candidates_are_scored_as_spelt_and_the_likeliest_is_heard(base, speech):
@@ -165,7 +196,8 @@ def test_a_batch_of_both_tasks_is_aligned_per_task(base, speech):
 
 def test_a_bad_task_or_candidates_is_refused(base, speech):
     for options, message in (({"task": "summarize"}, "task"), ({"candidates": "it"}, "candidates"),
-                             ({"candidates": ["it", 7]}, "candidates"), ({"candidates": ["en"] * 101}, "more than")):
+                             ({"candidates": ["it", 7]}, "candidates"), ({"candidates": ["en"] * 101}, "more than"),
+                             ({"settled": 3}, "settled")):
         ident = base.send(np.zeros(RATE), **options)
         kind, got, body = base.read()
         assert (kind, got) == (3, ident) and message in body["message"], (options, body)
