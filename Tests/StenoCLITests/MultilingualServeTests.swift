@@ -8,7 +8,7 @@ import Testing
 /// festival (festvox-italp16k) is found with `--language auto`, translated with `--translate en`,
 /// heard in its lane with `--languages it,en` and refused (`low_confidence`, no final) with
 /// `--languages ru,en`, and, translated on a channel, followed in English or in Italian
-/// (`steno listen --language`, caption files, HLS renditions); `/v1/models` and `steno models`
+/// (`steno listen --language`, caption files, HLS renditions, read by ffmpeg as a player); `/v1/models` and `steno models`
 /// list each model's languages. One server (two models loaded) for all of it.
 @Suite(.serialized) struct MultilingualServeTests {
     static let italian = "Buongiorno a tutti. Oggi parliamo del tempo e della città di Roma."
@@ -20,13 +20,37 @@ import Testing
         let text = folder + "/it.txt"
         let wav = folder + "/it.wav"
         try Data(italian.data(using: .isoLatin1)!).write(to: URL(fileURLWithPath: text))
-        let festival = Process()
-        festival.executableURL = URL(fileURLWithPath: "/usr/bin/text2wave")
-        festival.arguments = ["-F", "16000", "-eval", "(voice_lp_diphone)", "-o", wav, text]
-        try festival.run()
-        festival.waitUntilExit()
-        #expect(festival.terminationStatus == 0, "festival's Italian voice (festvox-italp16k): scripts/bootstrap.sh test installs it")
+        let festival = try programOutput("/usr/bin/text2wave", ["-F", "16000", "-eval", "(voice_lp_diphone)", "-o", wav, text])
+        #expect(festival.status == 0, "festival's Italian voice (festvox-italp16k): scripts/bootstrap.sh test installs it. \(festival.stderr)")
         return wav
+    }
+
+    /// A player's reading of `master` (a channel's master.m3u8): ffmpeg's HLS demuxer (whose
+    /// subtitle renditions are "experimental") lists a rendition per language of `said` beside a
+    /// short video (made here, read from a file) and reads each one's captions through it: `said`'s
+    /// word in its own language's, not in the other's.
+    static func playerReads(master: String, _ said: [String: String]) throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("steno-video-\(getpid())").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let made = try programOutput("/usr/bin/ffmpeg", ["-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc=d=6:s=160x120:r=10",
+                                                         "-c:v", "mpeg2video", "-f", "hls", "-hls_time", "2", "-hls_playlist_type", "vod",
+                                                         folder + "/video.m3u8"])
+        #expect(made.status == 0, "ffmpeg (scripts/bootstrap.sh test installs it): \(made.stderr)")
+        let url = master + "?video=file://" + folder + "/video.m3u8"
+        let reader = ["-strict", "experimental", "-protocol_whitelist", "file,http,tcp"]
+        let probe = try programOutput("/usr/bin/ffprobe", ["-v", "error"] + reader + ["-show_entries", "stream=codec_type:stream_tags=language",
+                                                                                     "-of", "csv=p=0", url])
+        let streams = Set(probe.stdout.split(separator: "\n").map(String.init))
+        #expect(probe.status == 0 && streams.contains("video,") && said.keys.allSatisfy { streams.contains("subtitle,\($0)") },
+                "\(probe.stdout) \(probe.stderr)")
+        for (language, word) in said {
+            let read = try programOutput("/usr/bin/ffmpeg", ["-nostdin", "-loglevel", "error"] + reader
+                                         + ["-i", url, "-map", "0:s:m:language:\(language)", "-f", "srt", "-"])
+            let words = Set(read.stdout.lowercased().split { !$0.isLetter }.map(String.init))
+            #expect(read.status == 0 && words.contains(word) && said.filter { $0.key != language }.values.allSatisfy { !words.contains($0) },
+                    "\(language): \(read.stdout) \(read.stderr)")
+        }
     }
 
     static func finals(_ jsonl: String) -> [JSONObject] {
@@ -108,6 +132,8 @@ import Testing
         let master = try HTTPTestClient.get(port: server.port, "/v1/channels/\(channel)/master.m3u8?video=v.m3u8").bodyText
         #expect(master.contains(#"LANGUAGE="en""#) && master.contains(#"LANGUAGE="it",DEFAULT=NO,AUTOSELECT=YES,URI="captions.m3u8?language=it""#),
                 "\(master)")
+        try Self.playerReads(master: "http://127.0.0.1:\(server.port)/v1/channels/\(channel)/master.m3u8",
+                             ["en": "rome", "it": "roma"])
         let viewer = try StenoCommand(["listen", "--channel", channel, "--language", "it", "--server", server.url, "--format", "jsonl"])
         try viewer.wait(for: "the Italian backfill") { viewer.stdout.text.contains("Roma") }
         viewer.interrupt()

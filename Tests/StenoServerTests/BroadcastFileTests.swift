@@ -14,21 +14,11 @@ import StenoTestSupport
 
     /// Runs a program to its end; its standard output, or an error with its standard error.
     static func run(_ program: String, _ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: program)
-        process.arguments = arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let text = out.fileHandleForReading.readDataToEndOfFile()
-        let errors = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw ProgramFailed(description: "\(program) \(arguments.joined(separator: " ")) failed: \(String(decoding: errors, as: UTF8.self))")
+        let ran = try programOutput(program, arguments)
+        guard ran.status == 0 else {
+            throw ProgramFailed(description: "\(program) \(arguments.joined(separator: " ")) failed: \(ran.stderr)")
         }
-        return String(decoding: text, as: UTF8.self)
+        return ran.stdout
     }
 
     struct ProgramFailed: Error, CustomStringConvertible {

@@ -289,3 +289,25 @@ public struct Deadline {
 public func runProgram(_ path: String, _ arguments: [String]) throws -> Int32 {
     waitForExit(try spawnChild(path, arguments).pid)
 }
+
+/// Runs a program to completion, its standard input /dev/null; returns its exit status and what
+/// it wrote to standard output and to standard error (the second through a file, so that
+/// neither pipe can fill while the other is read).
+public func programOutput(_ path: String, _ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: path)
+    process.arguments = arguments
+    let out = Pipe()
+    let errors = FileManager.default.temporaryDirectory.appendingPathComponent("steno-stderr-\(UUID().uuidString)")
+    _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
+    defer { try? FileManager.default.removeItem(at: errors) }
+    let errorHandle = try FileHandle(forWritingTo: errors)
+    process.standardInput = FileHandle.nullDevice
+    process.standardOutput = out
+    process.standardError = errorHandle
+    try process.run()
+    let text = out.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    try errorHandle.close()
+    return (process.terminationStatus, String(decoding: text, as: UTF8.self), (try? String(contentsOf: errors, encoding: .utf8)) ?? "")
+}
