@@ -65,19 +65,17 @@ public final class WebSocketTransport: Sendable {
         let ended = DispatchSemaphore(value: 0)
         let outcome = Locked<Result<Int, StartError>?>(nil)
         let handle = self.handle
+        // The thread lets go of the loop (and through it the delegate, and all the delegate
+        // holds) before it says it ended: Foundation releases a thread's closure only as the
+        // thread exits, after `stop` has returned, and a server's last reference dropped there
+        // raced the process's exit (a Silero detector freed while exit() tore onnxruntime down).
+        let serving = Locked<ServiceLoop?>(loop)
         let thread = Thread {
             // Named from inside (see `nameCurrentThread`), so that /proc tells this thread
             // from the workers.
             nameCurrentThread("steno-lws")
-            do {
-                let port = try loop.createContext()
-                outcome.withLock { $0 = .success(port) }
-                started.signal()
-                loop.serve()
-            } catch {
-                outcome.withLock { $0 = .failure(.failed(String(describing: error))) }
-                started.signal()
-            }
+            Self.serve(serving, outcome: outcome, started: started)
+            serving.withLock { $0 = nil }
             handle.serviceEnded()
             ended.signal()
         }
@@ -96,6 +94,22 @@ public final class WebSocketTransport: Sendable {
             ended.wait()
             run.withLock { $0 = .idle }
             throw StartError.failed("the service thread ended without starting")
+        }
+    }
+
+    /// The service thread's work: the context made (its port or its failure in `outcome`,
+    /// then `started`), then served until stopped.
+    private static func serve(_ serving: Locked<ServiceLoop?>, outcome: Locked<Result<Int, StartError>?>,
+                              started: DispatchSemaphore) {
+        guard let loop = serving.withLock({ $0 }) else { return }
+        do {
+            let port = try loop.createContext()
+            outcome.withLock { $0 = .success(port) }
+            started.signal()
+            loop.serve()
+        } catch {
+            outcome.withLock { $0 = .failure(.failed(String(describing: error))) }
+            started.signal()
         }
     }
 
@@ -124,7 +138,7 @@ public final class WebSocketTransport: Sendable {
 
     /// Stops serving: every connection is closed (the delegate hears `closed` for
     /// each, on the service thread), the context is destroyed, and the thread ends
-    /// before this returns. For a graceful end, drain first. Idempotent. Called from
+    /// before this returns, holding nothing of the delegate's any more. For a graceful end, drain first. Idempotent. Called from
     /// a delegate method it cannot wait: the server stops after that callback.
     public func stop() {
         let current = run.withLock { state -> RunState in

@@ -61,7 +61,35 @@ private final class OpensFilesWhenClosed: TransportDelegate {
     }
 }
 
+/// Does nothing; a test watches when it is freed.
+private final class IdleDelegate: TransportDelegate {
+    func decideUpgrade(_ request: UpgradeRequest) -> UpgradeDecision { .accept }
+    func opened(_ id: ConnectionID, request: UpgradeRequest) {}
+    func received(_ id: ConnectionID, _ message: IncomingMessage) {}
+    func closed(_ id: ConnectionID, backlog: OutboundBacklog?) {}
+}
+
 @Suite struct TransportTeardownTests {
+    /// Once `stop` returns, the service thread holds nothing of the delegate's: the caller's
+    /// last reference frees it there and then. (Foundation released the thread's closure, and
+    /// with it the loop and the delegate, only as the thread exited: `steno serve` freed its
+    /// engine on that thread while the main one ran `exit`, and crashed now and then in
+    /// onnxruntime's teardown.)
+    @Test func stoppingLetsGoOfTheDelegate() throws {
+        var config = TransportConfiguration(host: "127.0.0.1", port: 0, maxMessageSize: 65536, outboundByteLimit: 65536)
+        config.log = .silent
+        let transport = WebSocketTransport(configuration: config)
+        weak var held: IdleDelegate?
+        do {
+            let delegate = IdleDelegate()
+            held = delegate
+            let port = try transport.start(delegate: delegate)
+            try WebSocketTestClient.connect(port: port).disconnect()
+        }
+        transport.stop()
+        #expect(held == nil)
+    }
+
     /// lws 4.1.6 on libuv closes its event pipe once while it destroys the context and
     /// again on the loop's next turn; a descriptor opened in between (here, by the delegate,
     /// while lws closes the connections after the pipe) got the pipe's number and was closed
