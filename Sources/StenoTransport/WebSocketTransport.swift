@@ -137,9 +137,10 @@ public final class WebSocketTransport: Sendable {
     public var port: Int? { handle.port }
 
     /// Stops serving: every connection is closed (the delegate hears `closed` for
-    /// each, on the service thread), the context is destroyed, and the thread ends
-    /// before this returns, holding nothing of the delegate's any more. For a graceful end, drain first. Idempotent. Called from
-    /// a delegate method it cannot wait: the server stops after that callback.
+    /// each, on the service thread), the context is destroyed, and the thread ends,
+    /// holding nothing of the delegate's, before this returns. For a graceful end, drain
+    /// first. Idempotent. Called from a delegate method it cannot wait: the server stops
+    /// after that callback.
     public func stop() {
         let current = run.withLock { state -> RunState in
             let s = state
