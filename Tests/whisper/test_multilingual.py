@@ -99,7 +99,7 @@ def test_a_request_is_heard_in_its_sessions_settled_language_unless_another_is_c
     assert scores["es"] < 5 * scores["it"], scores
     for lanes in (None, ["es", "it"]):
         heard = base.transcribe(opening, settled="it", candidates=lanes)
-        assert heard["language"] == "it" and heard["languageProbability"] == scores["it"], heard
+        assert heard["language"] == "it" and abs(heard["languageProbability"] - scores["it"]) < 0.01, heard
     # A clear change of language is heard: English speech of an Italian session, the whole
     # Italian clip of a Spanish one.
     english = base.transcribe(speech["en"], settled="it", words=True, beam=5, priority=1)
