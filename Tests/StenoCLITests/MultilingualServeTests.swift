@@ -8,8 +8,9 @@ import Testing
 /// festival (festvox-italp16k) is found with `--language auto`, translated with `--translate en`,
 /// heard in its lane with `--languages it,en` and refused (`low_confidence`, no final) with
 /// `--languages ru,en`, and, translated on a channel, followed in English or in Italian
-/// (`steno listen --language`, caption files, HLS renditions, read by ffmpeg as a player); `/v1/models` and `steno models`
-/// list each model's languages. One server (two models loaded) for all of it.
+/// (`steno listen --language`, caption files, HLS renditions, read by ffmpeg as a player);
+/// `/v1/models` and `steno models` list each model's languages. One server (two models loaded)
+/// for all of it.
 @Suite(.serialized) struct MultilingualServeTests {
     static let italian = "Buongiorno a tutti. Oggi parliamo del tempo e della città di Roma."
 
