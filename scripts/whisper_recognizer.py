@@ -18,7 +18,7 @@ from whisper_languages import (best_candidate, detected_probabilities, keep_sett
                                whisper_language)
 # What a request asks for (the tests take is_volatile from here too).
 from whisper_requests import (as_original, context_of, is_volatile, least_window, task_of, wanted_alternatives,  # noqa: F401
-                              wants_original, without_context)
+                              wants_original, with_unsure_prompt, without_context)
 
 RATE = 16000
 HOP = 160  # samples per feature frame (10 ms)
@@ -66,6 +66,15 @@ def doubled(text):
     n = len(words)
     return any(words[i:i + unit] == words[i + unit:i + 2 * unit]
                for unit in range(2, n // 2 + 1) for i in range(n - 2 * unit + 1))
+
+
+def unsure(result, seconds, logprob_threshold):
+    """Whether a result looks like Whisper lost its way (`heard_again_if_unsure`): below
+    `logprob_threshold` with fewer words than seconds of audio. Not one it dropped: over other
+    talkers that is mostly their speech, which heard again makes words of (cards over babble at
+    20 dB: "10. 10. 10. 10." dropped, then "Do you hear?")."""
+    words = len(result.get("words") or result.get("heard", "").split())
+    return result["dropped"] is None and result["logprob"] < logprob_threshold and words < seconds
 
 
 # A no-speech probability above which a text is dropped whatever its score (see `recognize`).
@@ -329,6 +338,27 @@ class Recognizer:
             for i, r in zip(again, self.recognize([batch[i] for i in again], FULL_WINDOW)):
                 r["seconds"] += results[i]["seconds"]
                 results[i] = r
+        return self.heard_again_if_unsure(batch, results, window)
+
+    def heard_again_if_unsure(self, batch, results, window):
+        """A final that says what to hear it with instead of its prompt ("unsurePrompt": a session's
+        phrases alone, or none) and comes out unsure is heard again so, and the surer of the two
+        stands. Unsure: below --logprob-threshold with fewer words than seconds of audio (`unsure`):
+        the earlier finals in a prompt can lead Whisper to stop after a few words of speech it hears
+        in loud noise ("be rather cold hard" for 7.8 s of LibriVox over babble at 5 dB, where
+        without them it hears 16 words; bench/README.md, "Noisy speech")."""
+        again = [i for i, (o, s) in enumerate(batch) if "unsurePrompt" in o and not is_volatile(o)
+                 and unsure(results[i], len(s) / RATE, self.logprob_threshold)]
+        if not again:
+            return results
+        retried = [(with_unsure_prompt(batch[i][0]), batch[i][1]) for i in again]
+        for i, r in zip(again, self.run_one_beam(retried, window)):
+            first = results[i]
+            if r["dropped"] is None and (first["dropped"] is not None or r["logprob"] > first["logprob"]):
+                r["seconds"] = round(r["seconds"] + first["seconds"], 4)
+                results[i] = r
+            else:
+                first["seconds"] = round(first["seconds"] + r["seconds"], 4)
         return results
 
     def encode(self, audio, minimum, fixed_window=None):

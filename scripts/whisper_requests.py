@@ -31,6 +31,14 @@ def as_original(options):
     return {k: v for k, v in options.items() if k not in ("original", "task", "alternatives")}
 
 
+def with_unsure_prompt(options):
+    """A final heard again with its "unsurePrompt" as its prompt (and not again after that)."""
+    again = {k: v for k, v in options.items() if k not in ("prompt", "unsurePrompt")}
+    if options.get("unsurePrompt"):
+        again["prompt"] = options["unsurePrompt"]
+    return again
+
+
 def without_context(options):
     return {k: v for k, v in options.items() if k != "context"}
 

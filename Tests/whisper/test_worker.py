@@ -120,38 +120,15 @@ def test_a_final_over_babble_says_its_words_once(worker):
     assert not doubled(final["text"]), final
 
 
-class ScriptedRecognizer(Recognizer):
-    """The worker's batch logic (`run`, `run_one_beam`) over a scripted `recognize`: a request's
-    text is `heard(window, seconds of audio)`, for the window it is heard in. No model."""
-
-    def __init__(self, heard):
-        self.heard = heard
-        self.windows = []
-
-    def recognize(self, batch, fixed_window=None):
-        window = fixed_window or 1000
-        self.windows.append((window, len(batch)))
-        return [{"text": self.heard(window, len(samples) // RATE), "dropped": None, "window": window, "seconds": 0.25}
-                for _, samples in batch]
-
-
-def test_a_doubled_final_is_heard_again_in_the_full_window_and_what_it_hears_there_stands():
-    scripted = ScriptedRecognizer(lambda window, _: "7 of clubs." if window == 3000 else "7 of clubs 7 of clubs")
-    final = {"beam": 5, "priority": 1}
-    [result] = scripted.run([(final, np.zeros(RATE))])
-    assert scripted.windows == [(1000, 1), (3000, 1)]
-    assert result["text"] == "7 of clubs." and result["window"] == 3000
-    assert result["seconds"] == 0.5  # both hearings are the request's cost
-    # A volatile said twice stands as it is: the next volatile, or the final, comes soon.
-    scripted.windows = []
-    [guess] = scripted.run([({"priority": 0}, np.zeros(RATE))])
-    assert scripted.windows == [(1000, 1)] and guess["text"] == "7 of clubs 7 of clubs"
-    # Of a batch, only the doubled final is heard again (the 2 s one here).
-    mixed = ScriptedRecognizer(lambda window, seconds: "Ever tried." if seconds == 1 else
-                               "Fail better." if window == 3000 else "No matter. No matter.")
-    results = mixed.run([(final, np.zeros(RATE)), (final, np.zeros(2 * RATE))])
-    assert [r["text"] for r in results] == ["Ever tried.", "Fail better."]
-    assert mixed.windows == [(1000, 2), (3000, 1)]
+def test_an_unsure_final_is_heard_again_without_the_finals_before_it(worker):
+    # LibriVox 0890's sentence over six other talkers at 5 dB (bench/noisy_sets.py's
+    # librivox-babble-5.wav, 12.2-20 s), as a session asked for it after a final it had heard as
+    # "and mr. John dash would head that": with that prompt Whisper heard "be rather cold hard"
+    # (log-probability -1.38), without it 16 words. The outcome must hold on any machine.
+    samples = read_wav(os.path.join(ROOT, "Tests", "whisper", "resources", "librivox-over-loud-babble.wav"))
+    final = worker.transcribe(samples, words=True, beam=5, priority=2, prompt="and mr. John dash would head that",
+                              unsurePrompt=None)
+    assert len(final["words"]) >= 10 and "rather cold" in reading(final["text"]), final
 
 
 def texts_of(worker, ids):
