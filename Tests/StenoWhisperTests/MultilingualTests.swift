@@ -11,50 +11,28 @@ import Testing
 /// the same two words, heard in the session's language or, without one, "found" to be Javanese
 /// (Whisper's "jw", BCP 47's "jv"). The detector and the recognizer are the real ones.
 @Suite struct MultilingualTests {
-    static let script = """
-        import json, os, struct, sys
-        # Frames on descriptors 3 (requests) and 4 (results), as the supervisor starts a worker.
-        source, out = os.fdopen(3, "rb"), os.fdopen(4, "wb")
-        def send(kind, ident, body):
-            data = json.dumps(body).encode()
-            rest = struct.pack("<BQI", kind, ident, len(data)) + data
-            out.write(struct.pack("<I", len(rest)) + rest)
-            out.flush()
-        send(0, 0, {"ready": True, "model": "scripted", "path": "/nowhere", "ctranslate2": "0",
-                    "multilingual": True, "languages": ["en", "de", "jw"]})
-        while True:
-            head = source.read(4)
-            if len(head) < 4:
-                break
-            rest = source.read(struct.unpack("<I", head)[0])
-            kind, ident, length = struct.unpack_from("<BQI", rest, 0)
-            if kind != 1:
-                continue
-            options = json.loads(rest[13:13 + length])
-            result = {"text": "Guten Tag.", "words": [["Guten", 0.1, 0.4, 0.9], ["Tag.", 0.45, 0.8, 0.9]],
-                      "noSpeech": 0.01, "logprob": -0.2, "dropped": None, "window": 1000, "seconds": 0.001}
-            # Heard after the audio before it: said so, and whether the prompt held that audio's words too.
-            if options.get("context"):
-                said = "Doppelt." if "Guten Tag." in (options.get("prompt") or "") else "Mit Kontext."
-                result["text"], result["words"] = said, [[said, 0.1, 0.8, 0.9]]
-            # Translated: English, and the original when asked for.
-            if options.get("task") == "translate":
-                result["original"] = {"text": result["text"], "words": result["words"], "language": "de"}
-                result["text"], result["words"] = "Good day.", [["Good", 0.1, 0.4, 0.9], ["day.", 0.45, 0.8, 0.9]]
-                if not options.get("original"):
-                    del result["original"]
-            tag = options.get("language")
-            if tag:
-                result["language"] = tag.split("-")[0].lower()
-            else:
-                result["language"], result["languageProbability"] = "jw", 0.8
-            send(2, ident, result)
-        """
-
     static let worker = Result { () throws -> WhisperWorker in
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("steno-multilingual-\(getpid()).py").path
-        try script.write(toFile: path, atomically: true, encoding: .utf8)
-        return try WhisperWorker(options: .init(python: WorkerPaths.python, script: path, events: .silent), timeout: 30)
+        try ScriptedWorker.start(name: "multilingual", multilingual: true, languages: ["en", "de", "jw"], answer: """
+            def answer(options):
+                result = {"text": "Guten Tag.", "words": [["Guten", 0.1, 0.4, 0.9], ["Tag.", 0.45, 0.8, 0.9]],
+                          "noSpeech": 0.01, "logprob": -0.2, "dropped": None, "window": 1000, "seconds": 0.001}
+                # Heard after the audio before it: said so, and whether the prompt held that audio's words too.
+                if options.get("context"):
+                    said = "Doppelt." if "Guten Tag." in (options.get("prompt") or "") else "Mit Kontext."
+                    result["text"], result["words"] = said, [[said, 0.1, 0.8, 0.9]]
+                # Translated: English, and the original when asked for.
+                if options.get("task") == "translate":
+                    result["original"] = {"text": result["text"], "words": result["words"], "language": "de"}
+                    result["text"], result["words"] = "Good day.", [["Good", 0.1, 0.4, 0.9], ["day.", 0.45, 0.8, 0.9]]
+                    if not options.get("original"):
+                        del result["original"]
+                tag = options.get("language")
+                if tag:
+                    result["language"] = tag.split("-")[0].lower()
+                else:
+                    result["language"], result["languageProbability"] = "jw", 0.8
+                return result
+            """)
     }
 
     @Test func finalsSayTheLanguageTheyWereHeardIn() throws {
