@@ -354,7 +354,7 @@ class Recognizer:
         retried = [(with_unsure_prompt(batch[i][0]), batch[i][1]) for i in again]
         for i, r in zip(again, self.run_one_beam(retried, window)):
             first = results[i]
-            if r["dropped"] is None and (first["dropped"] is not None or r["logprob"] > first["logprob"]):
+            if r["dropped"] is None and r["logprob"] > first["logprob"]:
                 r["seconds"] = round(r["seconds"] + first["seconds"], 4)
                 results[i] = r
             else:

@@ -34,15 +34,15 @@ which it is one) unless Whisper finds the one it would choose at least 5 times l
 (whisper_languages.SWITCH_RATIO); "candidates": BCP 47 tags, mapped as "language"
 is, at most 100, whose probabilities the result's "languageScores" gives; "alone": run in a
 batch of its own, as the server asks of a request that was being heard when a worker died;
-"unsurePrompt": str|null on a final: what it is heard again with
-instead of its "prompt" when it comes out unsure (not dropped, but a log-probability below
---logprob-threshold with fewer words than seconds of audio), the surer of the two standing (Steno sends
-its session's phrases, or null, when the prompt also holds earlier finals: they can lead Whisper astray
-in loud noise); "context": how many of the payload's first samples are earlier speech, heard before the request's
-own for the acoustic context, for a transcribed final with "words" and no "alternatives" (else
-left out; without "language", the language is found, or chosen among "candidates", in the
-request's own audio first): the result is the words from the request's own audio on, timed from
-there, or what its own audio heard alone gives where that looks unsure); "original": true with "task": "translate" on a final: the
+"unsurePrompt": str|null on a final: what it is heard again with instead of its "prompt" when it
+comes out unsure (not dropped, but a log-probability below --logprob-threshold with fewer words than
+seconds of audio), the better scored of the two standing (Steno sends its session's phrases, or
+null, when the prompt also holds earlier finals: they can lead Whisper astray in loud noise);
+"context": how many of the payload's first samples are earlier speech, heard before the request's
+own for the acoustic context, for a transcribed final with "words" and no "alternatives" (else left
+out; without "language", the language is found, or chosen among "candidates", in the request's own
+audio first): the result is the words from the request's own audio on, timed from there, or what its
+own audio heard alone gives where that looks unsure); "original": true with "task": "translate" on a final: the
 same audio is also transcribed in the language spoken, in the same batch (the result's "original").
 A started or cancel frame's JSON: {"ids": [id, ...]}.
 A result's JSON: {"text": str, "heard": what was decoded (also when dropped), "words": [[text, start, end, probability], ...],
@@ -93,7 +93,8 @@ def check_request(body):
         raise ValueError("the JSON is not an object")
     for key, kinds in (("alternatives", int), ("beam", int), ("priority", int), ("minWindow", int), ("context", int),
                        ("language", (str, type(None))), ("prompt", (str, type(None))), ("settled", (str, type(None))),
-                       ("unsurePrompt", (str, type(None))), ("words", bool), ("alone", bool), ("volatile", bool), ("original", bool), ("fault", str)):
+                       ("unsurePrompt", (str, type(None))), ("words", bool), ("alone", bool), ("volatile", bool),
+                       ("original", bool), ("fault", str)):
         if key in body and (not isinstance(body[key], kinds) or (kinds is int and isinstance(body[key], bool))):
             raise ValueError(f"\"{key}\" has the wrong type")
     if body.get("task") not in (None, "transcribe", "translate"):
